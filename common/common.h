@@ -1,0 +1,108 @@
+/* common.h - shared plain-POSIX helpers: error codes, allocation, string
+ * buffers, hashing, time and logging.  Used by every module and by the
+ * kerntune-rpc worker, so nothing here may depend on libuv, SQLite, cJSON or
+ * XGBoost. */
+#ifndef KT_COMMON_H
+#define KT_COMMON_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <syslog.h>
+
+/* Error codes: 0 is success, OS-like errors are -errno (as libuv does), and
+ * kerntune's own errors sit below -1000. */
+enum kt_err {
+    KT_OK = 0,
+    KT_ENOMEM = -ENOMEM,
+    KT_EINVAL = -EINVAL,
+    KT_EIO = -EIO,
+    KT_ENOENT = -ENOENT,
+    KT_EPARSE = -1001,       /* malformed input text */
+    KT_ESCHEDULE = -1002,    /* a schedule cannot be applied or lowered */
+    KT_ESHAPE = -1003,       /* tensor shapes disagree */
+    KT_ECONFIG = -1004,      /* a bad configuration value */
+    KT_EDB = -1005,          /* the database refused an operation */
+    KT_EPROTO = -1006,       /* a peer broke the wire protocol */
+    KT_ETOOBIG = -1007,      /* a bounded buffer or queue would overflow */
+    KT_ETIMEDOUT = -ETIMEDOUT,
+    KT_ECANCELED = -ECANCELED,
+};
+
+/* Text for any kt_err or -errno value; never NULL. */
+const char *kt_strerror(int err);
+
+/* Allocation that never returns NULL: out of memory logs and aborts. */
+void *kt_xmalloc(size_t n);
+void *kt_xcalloc(size_t n, size_t size);
+void *kt_xrealloc(void *p, size_t n);
+char *kt_xstrdup(const char *s);
+/* Allocation aligned to 'align' bytes (a power of two); free with free(). */
+void *kt_xaligned(size_t align, size_t n);
+
+/* Growable string.  Always NUL terminated once initialised.  'cap_limit'
+ * (0 = none) is a hard maximum: appends past it set 'overflow' and stop. */
+struct kt_buf {
+    char *p;
+    size_t len;
+    size_t cap;
+    size_t cap_limit;
+    int overflow;
+};
+void kt_buf_init(struct kt_buf *b);
+void kt_buf_free(struct kt_buf *b);
+void kt_buf_reset(struct kt_buf *b);
+void kt_buf_putc(struct kt_buf *b, char c);
+void kt_buf_puts(struct kt_buf *b, const char *s);
+void kt_buf_put(struct kt_buf *b, const void *s, size_t n);
+void kt_buf_printf(struct kt_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void kt_buf_vprintf(struct kt_buf *b, const char *fmt, va_list ap);
+/* Transfers ownership of the text to the caller (free()); resets b. */
+char *kt_buf_take(struct kt_buf *b);
+
+/* Stable 64-bit FNV-1a hash; kt_hash_hex writes 16 hex digits + NUL. */
+uint64_t kt_hash64(const void *data, size_t n);
+void kt_hash_hex(uint64_t h, char out[17]);
+
+/* Monotonic seconds (CLOCK_MONOTONIC) and wall-clock seconds. */
+double kt_now(void);
+double kt_wall_now(void);
+
+/* Deterministic random numbers (xoshiro256**), seeded explicitly. */
+struct kt_rng {
+    uint64_t s[4];
+};
+void kt_rng_seed(struct kt_rng *r, uint64_t seed);
+uint64_t kt_rng_next(struct kt_rng *r);
+/* Uniform in [0, n); n > 0. */
+uint64_t kt_rng_below(struct kt_rng *r, uint64_t n);
+/* Uniform in [0, 1). */
+double kt_rng_unit(struct kt_rng *r);
+
+/* Logging to stderr, one write(2) per line so threads may log.  Under
+ * journald (JOURNAL_STREAM set) lines start with "<N>"; otherwise with an
+ * ISO-8601 timestamp and the level name. */
+extern int kt_log_level;
+void kt_log_init(int level);
+void kt_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define KT_LOG(p, ...)                                                        \
+    do {                                                                      \
+        if ((p) <= kt_log_level)                                              \
+            kt_log((p), __VA_ARGS__);                                         \
+    } while (0)
+#define log_err(...) KT_LOG(LOG_ERR, __VA_ARGS__)
+#define log_warnx(...) KT_LOG(LOG_WARNING, __VA_ARGS__)
+#define log_info(...) KT_LOG(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) KT_LOG(LOG_DEBUG, __VA_ARGS__)
+_Noreturn void kt_fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Formats into a caller-supplied error buffer (may be NULL); returns 'code'
+ * so callers can write: return kt_seterr(err, len, KT_EPARSE, "..."). */
+int kt_seterr(char *err, size_t len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define KT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* KT_COMMON_H */

@@ -1,0 +1,163 @@
+/* expr.c - affine index expressions and expression trees shared by the DAG,
+ * the schedule state and the loop tree. */
+#include "ir/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void
+kt_aff_const(struct kt_affine *a, int64_t c)
+{
+    memset(a, 0, sizeof(*a));
+    a->c = c;
+}
+
+void
+kt_aff_var(struct kt_affine *a, int var, int64_t k)
+{
+    kt_aff_const(a, 0);
+    kt_aff_add_term(a, var, k);
+}
+
+int
+kt_aff_add_term(struct kt_affine *a, int var, int64_t k)
+{
+    int i;
+
+    if (k == 0)
+        return KT_OK;
+    for (i = 0; i < a->n; i++) {
+        if (a->var[i] == var) {
+            a->k[i] += k;
+            if (a->k[i] == 0) {
+                /* Keep the table dense: move the last term here. */
+                a->n--;
+                a->var[i] = a->var[a->n];
+                a->k[i] = a->k[a->n];
+            }
+            return KT_OK;
+        }
+    }
+    if (a->n == KT_AFF_TERMS)
+        return KT_ETOOBIG;
+    a->var[a->n] = var;
+    a->k[a->n] = k;
+    a->n++;
+    return KT_OK;
+}
+
+int
+kt_aff_add(struct kt_affine *a, const struct kt_affine *b, int64_t k)
+{
+    int i, rc;
+
+    a->c += b->c * k;
+    for (i = 0; i < b->n; i++) {
+        rc = kt_aff_add_term(a, b->var[i], b->k[i] * k);
+        if (rc != KT_OK)
+            return rc;
+    }
+    return KT_OK;
+}
+
+int64_t
+kt_aff_coef(const struct kt_affine *a, int var)
+{
+    int i;
+
+    for (i = 0; i < a->n; i++)
+        if (a->var[i] == var)
+            return a->k[i];
+    return 0;
+}
+
+int
+kt_xop_arity(enum kt_xop op)
+{
+    switch (op) {
+    case KT_X_CONST:
+    case KT_X_LOAD:
+        return 0;
+    case KT_X_ADD:
+    case KT_X_SUB:
+    case KT_X_MUL:
+    case KT_X_DIV:
+    case KT_X_MAX:
+    case KT_X_MIN:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+const char *
+kt_xop_name(enum kt_xop op)
+{
+    switch (op) {
+    case KT_X_MAX: return "max";
+    case KT_X_MIN: return "min";
+    case KT_X_EXP: return "exp";
+    case KT_X_LOG: return "log";
+    case KT_X_SQRT: return "sqrt";
+    case KT_X_TANH: return "tanh";
+    case KT_X_SIGMOID: return "sigmoid";
+    case KT_X_RELU: return "relu";
+    case KT_X_ABS: return "abs";
+    default: return NULL;
+    }
+}
+
+struct kt_expr *
+kt_expr_new(enum kt_xop op)
+{
+    struct kt_expr *e = kt_xcalloc(1, sizeof(*e));
+
+    e->op = op;
+    return e;
+}
+
+struct kt_expr *
+kt_expr_clone(const struct kt_expr *e)
+{
+    struct kt_expr *c;
+
+    if (e == NULL)
+        return NULL;
+    c = kt_xmalloc(sizeof(*c));
+    *c = *e;
+    if (e->idx != NULL) {
+        c->idx = kt_xmalloc(sizeof(*c->idx) * (size_t)(e->ndim ? e->ndim : 1));
+        memcpy(c->idx, e->idx, sizeof(*c->idx) * (size_t)e->ndim);
+    }
+    c->a = kt_expr_clone(e->a);
+    c->b = kt_expr_clone(e->b);
+    return c;
+}
+
+void
+kt_expr_free(struct kt_expr *e)
+{
+    if (e == NULL)
+        return;
+    kt_expr_free(e->a);
+    kt_expr_free(e->b);
+    free(e->idx);
+    free(e);
+}
+
+int
+kt_expr_flops(const struct kt_expr *e)
+{
+    int n;
+
+    if (e == NULL)
+        return 0;
+    n = kt_expr_flops(e->a) + kt_expr_flops(e->b);
+    switch (e->op) {
+    case KT_X_CONST:
+    case KT_X_LOAD:
+        return n;
+    default:
+        return n + 1;
+    }
+}

@@ -1,0 +1,406 @@
+/* ir.h - the tensor-program IR: compute definitions (the DAG), schedules
+ * (transform steps replayed into a state), the loop tree they lower to, and
+ * C code generation.
+ *
+ * Data flow:  text --kt_dag_parse--> kt_dag
+ *             kt_dag + kt_step[] --kt_state_replay--> kt_state
+ *             kt_state --kt_lower--> kt_looptree --kt_codegen_*--> C source
+ *
+ * The DAG, state and loop tree are plain structs that other modules read
+ * (the search inspects iterators, the cost model walks the loop tree); only
+ * functions of this module create or change them. */
+#ifndef KT_IR_H
+#define KT_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#define KT_MAX_NAME 32
+#define KT_MAX_DIMS 8       /* dimensions of a tensor */
+#define KT_MAX_AXES 12      /* axes of one stage (spatial + reduction) */
+#define KT_MAX_TENSORS 32
+#define KT_MAX_STAGES 24
+#define KT_MAX_PARTS 8      /* pieces an axis may be split into */
+#define KT_MAX_ITERS 40     /* iterators of one stage after splits */
+#define KT_AFF_TERMS 24     /* variables in one affine expression */
+#define KT_MAX_STEP_ARGS 40
+
+/* ---- Affine expressions ------------------------------------------------
+ * c + sum(k[i] * var[i]).  In a DAG the variables are the stage's axis
+ * numbers; in a loop tree they are loop-tree variable numbers. */
+struct kt_affine {
+    int64_t c;
+    int n;
+    int var[KT_AFF_TERMS];
+    int64_t k[KT_AFF_TERMS];
+};
+
+void kt_aff_const(struct kt_affine *a, int64_t c);
+void kt_aff_var(struct kt_affine *a, int var, int64_t k);
+/* a += k * var; returns KT_ETOOBIG when the term table is full. */
+int kt_aff_add_term(struct kt_affine *a, int var, int64_t k);
+/* a += k * b; returns KT_ETOOBIG when the term table is full. */
+int kt_aff_add(struct kt_affine *a, const struct kt_affine *b, int64_t k);
+/* Coefficient of var in a (0 when absent). */
+int64_t kt_aff_coef(const struct kt_affine *a, int var);
+
+/* ---- Expressions ------------------------------------------------------- */
+enum kt_xop {
+    KT_X_CONST,
+    KT_X_LOAD,     /* tensor (DAG) or buffer (loop tree) read */
+    KT_X_ADD, KT_X_SUB, KT_X_MUL, KT_X_DIV,
+    KT_X_MAX, KT_X_MIN,   /* binary */
+    KT_X_NEG,
+    KT_X_EXP, KT_X_LOG, KT_X_SQRT, KT_X_TANH, KT_X_SIGMOID, KT_X_RELU,
+    KT_X_ABS,
+    KT_X_NOPS
+};
+
+/* A load reads tensor/buffer 'src' at idx[0..ndim).  When 'guarded' is set
+ * the read is checked against the source's shape and yields 'pad_value'
+ * outside it (only padding stages carry guarded loads). */
+struct kt_expr {
+    enum kt_xop op;
+    float value;               /* KT_X_CONST */
+    int src;                   /* KT_X_LOAD */
+    int ndim;
+    struct kt_affine *idx;     /* KT_X_LOAD: ndim entries, owned */
+    int guarded;
+    float pad_value;
+    struct kt_expr *a, *b;     /* operands, owned */
+};
+
+/* Number of operands of op (0, 1 or 2). */
+int kt_xop_arity(enum kt_xop op);
+/* Source-language name of a function op ("exp", "max", ...) or NULL. */
+const char *kt_xop_name(enum kt_xop op);
+struct kt_expr *kt_expr_new(enum kt_xop op);
+struct kt_expr *kt_expr_clone(const struct kt_expr *e);
+void kt_expr_free(struct kt_expr *e);     /* NULL is a no-op */
+/* Arithmetic operations per evaluation (a load or constant costs 0). */
+int kt_expr_flops(const struct kt_expr *e);
+
+/* ---- Compute DAG ------------------------------------------------------- */
+enum kt_tensor_kind {
+    KT_TENSOR_INPUT,
+    KT_TENSOR_INTERMEDIATE,
+    KT_TENSOR_OUTPUT
+};
+
+struct kt_tensor {
+    char name[KT_MAX_NAME];
+    enum kt_tensor_kind kind;
+    int ndim;
+    int64_t shape[KT_MAX_DIMS];
+    int producer;              /* stage index, or -1 for inputs */
+};
+
+enum kt_reduce {
+    KT_ASSIGN,                 /* O[...] = e */
+    KT_SUM,                    /* O[...] += e, init 0 */
+    KT_MAXR,                   /* O[...] max= e, init -inf */
+    KT_MINR                    /* O[...] min= e, init +inf */
+};
+
+struct kt_axis {
+    char name[KT_MAX_NAME];
+    int64_t extent;
+    int reduce;                /* 1 for a reduction axis */
+};
+
+/* One stage: out[axes 0..nspatial) (op)= body.  Spatial axes come first,
+ * in the order of the output's indexes; reduction axes follow.  Variables
+ * in the body's affine indexes are axis numbers. */
+struct kt_stage {
+    char name[KT_MAX_NAME];
+    int out;                   /* tensor written */
+    int naxes;
+    int nspatial;
+    struct kt_axis axes[KT_MAX_AXES];
+    enum kt_reduce op;
+    struct kt_expr *body;      /* owned */
+    int is_pad;                /* inserted by the DAG builder for padding */
+};
+
+struct kt_dag {
+    int ntensors;
+    struct kt_tensor tensors[KT_MAX_TENSORS];
+    int nstages;
+    struct kt_stage stages[KT_MAX_STAGES];   /* topological order */
+    double flops;              /* per kernel call; a multiply-add is 2 */
+    char *key;                 /* canonical workload key, owned */
+    char hash[17];             /* kt_hash64 of key, hex */
+};
+
+/* A tensor shape given with a definition. */
+struct kt_shape {
+    char name[KT_MAX_NAME];
+    int ndim;
+    int64_t dims[KT_MAX_DIMS];
+};
+
+/* Parses a multi-stage definition (one statement per line; lines may also
+ * be separated by ';') with the shapes of its inputs and, optionally, of its
+ * intermediates and outputs, and builds the DAG: axis extents are inferred
+ * from shapes, out-of-bounds reads get a padding stage, FLOPs and the
+ * workload key are computed.  On error returns KT_EPARSE or KT_ESHAPE and
+ * writes "line L, column C: expected ..." or the shape problem to err.
+ * Caller frees *out with kt_dag_free. */
+int kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
+                 struct kt_dag **out, char *err, size_t errlen);
+void kt_dag_free(struct kt_dag *dag);
+/* Index of the tensor called name, or -1. */
+int kt_dag_find_tensor(const struct kt_dag *dag, const char *name);
+/* Writes the DAG back as source text (one stage per line, canonical axis
+ * names) into b; used for workload keys and for messages. */
+void kt_dag_print(const struct kt_dag *dag, struct kt_buf *b);
+/* Number of elements of tensor t. */
+int64_t kt_tensor_elems(const struct kt_tensor *t);
+
+/* Evaluates the DAG directly (no schedule, no code generation): the
+ * independent reference used by tests.  bufs[t] points at tensor t's data
+ * for every tensor (inputs filled by the caller; intermediates and outputs
+ * written).  Accumulates in double. */
+void kt_dag_interpret(const struct kt_dag *dag, float *const *bufs);
+
+/* ---- Operator library --------------------------------------------------
+ * Each builder writes a definition and its shapes; kt_op_build parses it. */
+enum kt_epilogue_bits {
+    KT_EPI_BIAS = 1,
+    KT_EPI_RELU = 2,
+};
+
+struct kt_op_def {
+    char name[64];
+    char text[1024];
+    int nshapes;
+    struct kt_shape shapes[KT_MAX_TENSORS];
+};
+
+struct kt_conv2d_params {
+    int64_t N, C, H, W, K, R, S;
+    int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+    int epilogue;              /* KT_EPI_* bits */
+};
+
+int kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue);
+int kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
+int kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
+                       int64_t K, int transpose_b);
+int kt_op_conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p);
+int kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C,
+                 int64_t H, int64_t W, int64_t kernel, int64_t stride,
+                 int64_t pad);
+int kt_op_global_avg_pool(struct kt_op_def *d, int64_t N, int64_t C,
+                          int64_t H, int64_t W);
+/* kind: "add", "mul", "relu", "hardswish", "sigmoid" over a 4-D shape. */
+int kt_op_elementwise(struct kt_op_def *d, const char *kind, int64_t N,
+                      int64_t C, int64_t H, int64_t W);
+int kt_op_softmax(struct kt_op_def *d, int64_t rows, int64_t cols);
+/* Parses d into a DAG (see kt_dag_parse). */
+int kt_op_build(const struct kt_op_def *d, struct kt_dag **out, char *err,
+                size_t errlen);
+
+/* ---- Schedules ---------------------------------------------------------
+ * A schedule is a list of steps replayed on the DAG, as in Ansor.  Stage and
+ * iterator numbers refer to the state at the time the step is applied (a
+ * cache_write inserts a stage, shifting later stage numbers by one). */
+enum kt_step_kind {
+    KT_STEP_SPLIT,        /* "SP": stage, iter, lengths v[0..n) inner parts */
+    KT_STEP_REORDER,      /* "RE": stage, v[0..n) new order of iterators */
+    KT_STEP_FUSE,         /* "FU": stage, iter = first, n = how many */
+    KT_STEP_COMPUTE_AT,   /* "CA": stage, v[0] target stage, v[1] its iter */
+    KT_STEP_COMPUTE_INLINE, /* "CI": stage */
+    KT_STEP_COMPUTE_ROOT, /* "CR": stage */
+    KT_STEP_CACHE_WRITE,  /* "CHW": stage */
+    KT_STEP_ANNOTATE,     /* "AN": stage, iter, v[0] = enum kt_annot */
+    KT_STEP_PRAGMA,       /* "PR": stage, iter, v[0] = auto_unroll_max_step */
+    KT_STEP_NKINDS
+};
+
+enum kt_annot {
+    KT_ANN_NONE,
+    KT_ANN_PARALLEL,
+    KT_ANN_VECTORIZE,
+    KT_ANN_UNROLL
+};
+
+struct kt_step {
+    enum kt_step_kind kind;
+    int stage;
+    int iter;
+    int n;
+    int64_t v[KT_MAX_STEP_ARGS];
+};
+
+/* The replayed state.  Each axis of a stage is a sequence of parts (outer
+ * to inner); an iterator covers one part, or several after a fuse. */
+struct kt_part_ref {
+    int axis;
+    int part;
+};
+
+struct kt_iter {
+    int64_t extent;
+    int reduce;               /* 0 spatial, 1 reduction, 2 fused mix */
+    enum kt_annot ann;
+    int auto_unroll_max_step; /* 0 = none */
+    int nparts;
+    struct kt_part_ref parts[KT_MAX_AXES * 2];
+};
+
+struct kt_sstage {
+    char name[KT_MAX_NAME];
+    int out;                  /* tensor written (index into state tensors) */
+    int naxes, nspatial;
+    struct kt_axis axes[KT_MAX_AXES];
+    enum kt_reduce op;
+    struct kt_expr *body;     /* owned; loads name state tensor numbers */
+    int is_pad;
+    int nparts[KT_MAX_AXES];
+    int64_t part_extent[KT_MAX_AXES][KT_MAX_PARTS];
+    int niters;
+    struct kt_iter iters[KT_MAX_ITERS];
+    int inlined;
+    int attach_stage;         /* -1 = root */
+    int attach_iter;
+    int transformed;          /* any split/reorder/fuse applied */
+};
+
+struct kt_state {
+    const struct kt_dag *dag; /* borrowed */
+    int ntensors;
+    struct kt_tensor tensors[KT_MAX_TENSORS];
+    int nstages;
+    struct kt_sstage stages[KT_MAX_STAGES];
+    int nsteps, capsteps;
+    struct kt_step *steps;    /* the history, owned */
+};
+
+/* Initial state of a DAG (no steps).  Caller frees with kt_state_free. */
+struct kt_state *kt_state_new(const struct kt_dag *dag);
+struct kt_state *kt_state_clone(const struct kt_state *st);
+void kt_state_free(struct kt_state *st);
+/* Applies one step, validating it; on success it is appended to the
+ * history.  On error the state is unchanged, KT_ESCHEDULE is returned and
+ * err says which step and why. */
+int kt_state_apply(struct kt_state *st, const struct kt_step *step, char *err,
+                   size_t errlen);
+/* Replays steps on a fresh state of dag. */
+int kt_state_replay(const struct kt_dag *dag, const struct kt_step *steps,
+                    int nsteps, struct kt_state **out, char *err,
+                    size_t errlen);
+
+/* Canonical JSON: {"v":1,"steps":[["SP",0,1,1024,[8,16],1],...]} with no
+ * spaces; equal schedules give equal text. */
+void kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b);
+/* Parses kt_steps_to_json output.  *steps is malloc'd (caller frees). */
+int kt_steps_from_json(const char *json, struct kt_step **steps, int *nsteps,
+                       char *err, size_t errlen);
+/* Hex hash of the canonical JSON: a candidate's identity. */
+void kt_steps_hash(const struct kt_step *steps, int nsteps, char out[17]);
+
+/* ---- Loop tree ---------------------------------------------------------*/
+enum kt_buf_scope {
+    KT_BUF_ARG,       /* input or output: a kernel argument */
+    KT_BUF_HEAP,      /* intermediate at root: allocated per call */
+    KT_BUF_LOCAL      /* attached stage: a local tile inside a loop */
+};
+
+struct kt_lbuf {
+    char name[KT_MAX_NAME + 8];
+    enum kt_buf_scope scope;
+    int tensor;               /* state tensor number */
+    int arg;                  /* argument position for KT_BUF_ARG */
+    int ndim;
+    int64_t shape[KT_MAX_DIMS];
+};
+
+enum kt_node_kind {
+    KT_N_SEQ,     /* children in order */
+    KT_N_LOOP,    /* for var in [0, extent) */
+    KT_N_LET,     /* var = (src / div) % mod, for fused loops */
+    KT_N_ALLOC,   /* buffer 'buf' lives for the children */
+    KT_N_STORE    /* buf[idx] (op)= expr */
+};
+
+struct kt_node {
+    enum kt_node_kind kind;
+    int stage;                /* state stage that produced the node */
+    /* loop */
+    int var;
+    int64_t extent;
+    enum kt_annot ann;
+    int auto_unroll_max_step;
+    int reduce;               /* loop over a reduction axis */
+    /* let */
+    int src_var;
+    int64_t div, mod;
+    /* alloc and store */
+    int buf;
+    /* store */
+    int ndim;
+    struct kt_affine idx[KT_MAX_DIMS];
+    enum kt_reduce op;        /* KT_ASSIGN for init and plain stores */
+    struct kt_expr *expr;     /* owned; loads name loop-tree buffers */
+    /* children */
+    int nkids, capkids;
+    struct kt_node **kids;
+};
+
+struct kt_looptree {
+    int nvars;
+    char (*var_names)[24];
+    int nbufs;
+    struct kt_lbuf bufs[KT_MAX_TENSORS * 2];
+    int nargs;                /* kernel arguments: inputs then outputs */
+    int args[KT_MAX_TENSORS]; /* buffer number of each argument */
+    struct kt_node *root;
+    double flops;
+};
+
+/* Lowers a state to a loop tree: applies inlining, infers the regions of
+ * attached stages and cache-write tiles, and places reduction inits.
+ * Returns KT_ESCHEDULE with a message for schedules that cannot be lowered.
+ * Caller frees *out with kt_looptree_free. */
+int kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
+             size_t errlen);
+void kt_looptree_free(struct kt_looptree *lt);
+/* Writes a readable dump (for tests, docs and `kerntune` debugging). */
+void kt_looptree_print(const struct kt_looptree *lt, struct kt_buf *b);
+
+/* ---- C code generation ------------------------------------------------- */
+struct kt_codegen_opts {
+    int vector_bytes;         /* 64 for AVX-512, 32 for AVX2, 16 for NEON/SSE */
+    int max_unrolled_stmts;   /* bound on straight-line code per micro-kernel */
+};
+
+/* Defaults for the machine this process runs on. */
+void kt_codegen_default_opts(struct kt_codegen_opts *o);
+
+/* Appends "static void fname(float *const *args) {...}" for lt.  Errors
+ * (KT_ESCHEDULE) mean the tree uses something the generator cannot emit. */
+int kt_codegen_function(const struct kt_looptree *lt,
+                        const struct kt_codegen_opts *o, const char *fname,
+                        struct kt_buf *out, char *err, size_t errlen);
+
+/* A whole build unit for one candidate, with the ABI the runner expects:
+ *
+ *   const char kt_workload_hash[17];
+ *   const int kt_nbufs;                    inputs, then outputs
+ *   const long long kt_buf_elems[];
+ *   const unsigned char kt_buf_is_output[];
+ *   const double kt_flops;
+ *   void kt_reference(float *const *bufs); naive loops, no schedule
+ *   void kt_kernel(float *const *bufs);    the candidate
+ *   void kt_set_threads(int n);            OpenMP threads for kt_kernel
+ *
+ * st may be NULL to emit only the reference (kt_kernel is then the
+ * reference too). */
+int kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
+                      const struct kt_codegen_opts *o, struct kt_buf *out,
+                      char *err, size_t errlen);
+
+#endif /* KT_IR_H */
