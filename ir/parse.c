@@ -1,0 +1,893 @@
+/* parse.c - lexer and recursive-descent parser of the compute language
+ * (docs/compute.md).  Produces a struct kt__prog; ir/dag.c turns it into a
+ * DAG.  Every error names the line and column (1-based) of the token at
+ * fault. */
+#include "ir/front.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64          /* nesting of parentheses and unary minus */
+
+enum tok {
+    T_EOF, T_END, T_IDENT, T_NUM, T_LBRACK, T_RBRACK, T_LPAREN, T_RPAREN,
+    T_COMMA, T_COLON, T_PLUS, T_MINUS, T_STAR, T_SLASH, T_EQ, T_PLUSEQ
+};
+
+struct parser {
+    const char *s;            /* next character */
+    int line, col;            /* of s */
+    /* current token */
+    enum tok t;
+    const char *tstart;
+    size_t tlen;
+    int tline, tcol;
+    int is_int;               /* T_NUM without '.' or exponent */
+    struct kt__prog *p;
+    struct kt__pstmt *st;     /* statement being parsed */
+    int depth;
+    char *err;
+    size_t errlen;
+};
+
+static int
+perr(struct parser *ps, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+perr(struct parser *ps, int line, int col, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return kt_seterr(ps->err, ps->errlen, KT_EPARSE, "line %d, column %d: %s",
+                     line, col, msg);
+}
+
+/* Describes the current token for "found X" messages. */
+static const char *
+tokdesc(struct parser *ps, char *buf, size_t n)
+{
+    switch (ps->t) {
+    case T_EOF: return "end of input";
+    case T_END:
+        return ps->tstart[0] == ';' ? "';'" : "end of line";
+    case T_IDENT:
+        snprintf(buf, n, "identifier '%.*s'", (int)ps->tlen, ps->tstart);
+        return buf;
+    case T_NUM:
+        snprintf(buf, n, "number '%.*s'", (int)ps->tlen, ps->tstart);
+        return buf;
+    default:
+        snprintf(buf, n, "'%.*s'", (int)ps->tlen, ps->tstart);
+        return buf;
+    }
+}
+
+/* "expected X, found <current token>" at the current token. */
+static int
+expected(struct parser *ps, const char *what)
+{
+    char buf[64];
+
+    return perr(ps, ps->tline, ps->tcol, "expected %s, found %s", what,
+                tokdesc(ps, buf, sizeof(buf)));
+}
+
+static int
+is_alpha(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static int
+is_digit(int c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static void
+advance_char(struct parser *ps)
+{
+    if (*ps->s == '\n') {
+        ps->line++;
+        ps->col = 1;
+    } else {
+        ps->col++;
+    }
+    ps->s++;
+}
+
+/* Reads the next token into ps. */
+static int
+next(struct parser *ps)
+{
+    const char *q;
+
+    for (;;) {
+        while (*ps->s == ' ' || *ps->s == '\t' || *ps->s == '\r')
+            advance_char(ps);
+        if (*ps->s != '#')
+            break;
+        while (*ps->s != '\0' && *ps->s != '\n')
+            advance_char(ps);
+    }
+    ps->tstart = ps->s;
+    ps->tline = ps->line;
+    ps->tcol = ps->col;
+    ps->tlen = 1;
+    ps->is_int = 0;
+    q = ps->s;
+    if (*q == '\0') {
+        ps->t = T_EOF;
+        ps->tlen = 0;
+        return KT_OK;
+    }
+    if (is_alpha(*q)) {
+        while (is_alpha(*q) || is_digit(*q))
+            q++;
+        ps->t = T_IDENT;
+        ps->tlen = (size_t)(q - ps->s);
+        if (ps->tlen >= KT_MAX_NAME)
+            return perr(ps, ps->tline, ps->tcol,
+                        "name '%.*s...' is too long (at most %d characters)",
+                        16, ps->s, KT_MAX_NAME - 1);
+    } else if (is_digit(*q) || (*q == '.' && is_digit(q[1]))) {
+        ps->is_int = 1;
+        while (is_digit(*q))
+            q++;
+        if (*q == '.') {
+            ps->is_int = 0;
+            q++;
+            while (is_digit(*q))
+                q++;
+        }
+        if ((*q == 'e' || *q == 'E') &&
+            (is_digit(q[1]) ||
+             ((q[1] == '+' || q[1] == '-') && is_digit(q[2])))) {
+            ps->is_int = 0;
+            q += 2;
+            while (is_digit(*q))
+                q++;
+        }
+        ps->t = T_NUM;
+        ps->tlen = (size_t)(q - ps->s);
+        if (is_alpha(*q))
+            return perr(ps, ps->tline, ps->tcol,
+                        "malformed number '%.*s%c'", (int)ps->tlen, ps->s, *q);
+    } else {
+        switch (*q) {
+        case '\n': case ';': ps->t = T_END; break;
+        case '[': ps->t = T_LBRACK; break;
+        case ']': ps->t = T_RBRACK; break;
+        case '(': ps->t = T_LPAREN; break;
+        case ')': ps->t = T_RPAREN; break;
+        case ',': ps->t = T_COMMA; break;
+        case ':': ps->t = T_COLON; break;
+        case '-': ps->t = T_MINUS; break;
+        case '*': ps->t = T_STAR; break;
+        case '/': ps->t = T_SLASH; break;
+        case '=': ps->t = T_EQ; break;
+        case '+':
+            ps->t = T_PLUS;
+            if (q[1] == '=') {
+                ps->t = T_PLUSEQ;
+                ps->tlen = 2;
+            }
+            break;
+        default:
+            if (*q > ' ' && *q < 127)
+                return perr(ps, ps->tline, ps->tcol,
+                            "unexpected character '%c'", *q);
+            return perr(ps, ps->tline, ps->tcol,
+                        "unexpected character 0x%02x", (unsigned char)*q);
+        }
+    }
+    while (ps->s < ps->tstart + ps->tlen)
+        advance_char(ps);
+    return KT_OK;
+}
+
+static int
+tok_is(struct parser *ps, const char *word)
+{
+    return ps->t == T_IDENT && strlen(word) == ps->tlen &&
+           memcmp(ps->tstart, word, ps->tlen) == 0;
+}
+
+static void
+tok_copy(struct parser *ps, char out[KT_MAX_NAME])
+{
+    memcpy(out, ps->tstart, ps->tlen);
+    out[ps->tlen] = '\0';
+}
+
+/* Parses the current T_NUM as a positive integer no larger than the index
+ * limit. */
+static int
+tok_int(struct parser *ps, int64_t *v)
+{
+    char buf[64];
+    long long x;
+
+    if (ps->t != T_NUM || !ps->is_int)
+        return expected(ps, "an integer");
+    if (ps->tlen >= sizeof(buf))
+        return perr(ps, ps->tline, ps->tcol, "integer '%.*s' is too large",
+                    (int)ps->tlen, ps->tstart);
+    memcpy(buf, ps->tstart, ps->tlen);
+    buf[ps->tlen] = '\0';
+    errno = 0;
+    x = strtoll(buf, NULL, 10);
+    if (errno != 0 || x > KT_IDX_LIMIT)
+        return perr(ps, ps->tline, ps->tcol,
+                    "integer %s is too large (at most %lld)", buf,
+                    (long long)KT_IDX_LIMIT);
+    *v = x;
+    return KT_OK;
+}
+
+/* ---- Index expressions (affine) --------------------------------------- */
+
+static int
+aff_check(struct parser *ps, const struct kt_affine *a, int line, int col)
+{
+    int i;
+
+    if (a->c > KT_IDX_LIMIT || a->c < -KT_IDX_LIMIT)
+        goto big;
+    for (i = 0; i < a->n; i++)
+        if (a->k[i] > KT_IDX_LIMIT || a->k[i] < -KT_IDX_LIMIT)
+            goto big;
+    return KT_OK;
+big:
+    return perr(ps, line, col, "index constant too large (at most %lld)",
+                (long long)KT_IDX_LIMIT);
+}
+
+/* a *= k, with overflow checks. */
+static int
+aff_scale(struct parser *ps, struct kt_affine *a, int64_t k, int line, int col)
+{
+    struct kt_affine r;
+    int64_t t;
+    int i;
+
+    kt_aff_const(&r, 0);
+    if (__builtin_mul_overflow(a->c, k, &r.c))
+        goto big;
+    for (i = 0; i < a->n; i++) {
+        if (__builtin_mul_overflow(a->k[i], k, &t))
+            goto big;
+        kt_aff_add_term(&r, a->var[i], t);
+    }
+    *a = r;
+    return aff_check(ps, a, line, col);
+big:
+    return perr(ps, line, col, "index constant too large (at most %lld)",
+                (long long)KT_IDX_LIMIT);
+}
+
+/* Looks up or creates the axis called by the current identifier. */
+static int
+axis_ref(struct parser *ps, int *var)
+{
+    struct kt__pstmt *st = ps->st;
+    char name[KT_MAX_NAME];
+    int i;
+
+    tok_copy(ps, name);
+    for (i = 0; i < st->naxes; i++) {
+        if (strcmp(st->axname[i], name) == 0) {
+            *var = i;
+            return KT_OK;
+        }
+    }
+    if (st->op == KT_ASSIGN)
+        return perr(ps, ps->tline, ps->tcol,
+                    "axis %s is not on the left; use += / max= / min=", name);
+    if (st->naxes == KT_MAX_AXES)
+        return perr(ps, ps->tline, ps->tcol,
+                    "too many axes in one statement (at most %d)",
+                    KT_MAX_AXES);
+    snprintf(st->axname[st->naxes], KT_MAX_NAME, "%s", name);
+    *var = st->naxes++;
+    return KT_OK;
+}
+
+static int aff_sum(struct parser *ps, struct kt_affine *a);
+
+static int
+aff_atom(struct parser *ps, struct kt_affine *a)
+{
+    int rc, var = 0, line = ps->tline, col = ps->tcol;
+    int64_t v;
+
+    if (++ps->depth > MAX_DEPTH)
+        return perr(ps, line, col, "index expression nested too deeply");
+    switch (ps->t) {
+    case T_MINUS:
+        if ((rc = next(ps)) != KT_OK || (rc = aff_atom(ps, a)) != KT_OK)
+            return rc;
+        rc = aff_scale(ps, a, -1, line, col);
+        break;
+    case T_LPAREN:
+        if ((rc = next(ps)) != KT_OK || (rc = aff_sum(ps, a)) != KT_OK)
+            return rc;
+        if (ps->t != T_RPAREN)
+            return expected(ps, "')'");
+        rc = next(ps);
+        break;
+    case T_NUM:
+        if (!ps->is_int)
+            return perr(ps, line, col,
+                        "index must be affine with integer coefficients, "
+                        "found number '%.*s'", (int)ps->tlen, ps->tstart);
+        if ((rc = tok_int(ps, &v)) != KT_OK)
+            return rc;
+        kt_aff_const(a, v);
+        rc = next(ps);
+        break;
+    case T_IDENT:
+        if ((rc = axis_ref(ps, &var)) != KT_OK || (rc = next(ps)) != KT_OK)
+            return rc;
+        if (ps->t == T_LBRACK || ps->t == T_LPAREN)
+            return perr(ps, ps->tline, ps->tcol,
+                        "tensor reads and calls are not allowed in an index "
+                        "(indexes must be affine in the axes)");
+        kt_aff_var(a, var, 1);
+        break;
+    default:
+        return expected(ps, "an index expression");
+    }
+    ps->depth--;
+    return rc;
+}
+
+static int
+aff_product(struct parser *ps, struct kt_affine *a)
+{
+    struct kt_affine b;
+    int rc, line, col;
+
+    if ((rc = aff_atom(ps, a)) != KT_OK)
+        return rc;
+    for (;;) {
+        line = ps->tline;
+        col = ps->tcol;
+        if (ps->t == T_SLASH)
+            return perr(ps, line, col,
+                        "'/' is not allowed in an index (indexes must be "
+                        "affine)");
+        if (ps->t != T_STAR)
+            return KT_OK;
+        if ((rc = next(ps)) != KT_OK || (rc = aff_atom(ps, &b)) != KT_OK)
+            return rc;
+        if (a->n > 0 && b.n > 0)
+            return perr(ps, line, col,
+                        "index is not affine: product of two axis terms");
+        if (a->n == 0) {
+            int64_t k = a->c;
+            *a = b;
+            rc = aff_scale(ps, a, k, line, col);
+        } else {
+            rc = aff_scale(ps, a, b.c, line, col);
+        }
+        if (rc != KT_OK)
+            return rc;
+    }
+}
+
+static int
+aff_sum(struct parser *ps, struct kt_affine *a)
+{
+    struct kt_affine b;
+    int rc, line, col;
+    int64_t sign;
+
+    if ((rc = aff_product(ps, a)) != KT_OK)
+        return rc;
+    while (ps->t == T_PLUS || ps->t == T_MINUS) {
+        sign = ps->t == T_PLUS ? 1 : -1;
+        line = ps->tline;
+        col = ps->tcol;
+        if ((rc = next(ps)) != KT_OK || (rc = aff_product(ps, &b)) != KT_OK)
+            return rc;
+        /* Both sides are within the limit, so the sum cannot overflow. */
+        if (kt_aff_add(a, &b, sign) != KT_OK)
+            return perr(ps, line, col, "too many terms in an index");
+        if ((rc = aff_check(ps, a, line, col)) != KT_OK)
+            return rc;
+    }
+    return KT_OK;
+}
+
+/* ---- Value expressions ------------------------------------------------- */
+
+static int
+tensor_use(struct parser *ps, const char *name, int ndim, int line, int col,
+           int writing, int *out)
+{
+    struct kt__prog *p = ps->p;
+    int t, cur = (int)(ps->st - p->st);
+
+    for (t = 0; t < p->ntensors; t++)
+        if (strcmp(p->tname[t], name) == 0)
+            break;
+    if (t == p->ntensors) {
+        if (t == KT_MAX_TENSORS)
+            return perr(ps, line, col, "too many tensors (at most %d)",
+                        KT_MAX_TENSORS);
+        snprintf(p->tname[t], KT_MAX_NAME, "%s", name);
+        p->ndim[t] = ndim;
+        p->writer[t] = writing ? cur : -1;
+        p->line[t] = line;
+        p->col[t] = col;
+        p->ntensors++;
+        *out = t;
+        return KT_OK;
+    }
+    if (writing && p->writer[t] >= 0)
+        return perr(ps, line, col, "tensor %s is already written at line %d",
+                    name, p->st[p->writer[t]].line);
+    if (writing)
+        return perr(ps, line, col,
+                    "tensor %s is written here but read before (line %d, "
+                    "column %d); a tensor must be written before it is read",
+                    name, p->line[t], p->col[t]);
+    if (p->writer[t] == cur)
+        return perr(ps, line, col, "statement reads its own output %s", name);
+    if (p->ndim[t] != ndim)
+        return perr(ps, line, col,
+                    "tensor %s has %d indexes here but %d at line %d, "
+                    "column %d", name, ndim, p->ndim[t], p->line[t],
+                    p->col[t]);
+    *out = t;
+    return KT_OK;
+}
+
+static int sum(struct parser *ps, struct kt_expr **out);
+
+static int
+load(struct parser *ps, struct kt_expr **out)
+{
+    struct kt_affine idx[KT_MAX_DIMS];
+    char name[KT_MAX_NAME];
+    struct kt_expr *e;
+    int rc, n = 0, line = ps->tline, col = ps->tcol, t;
+
+    tok_copy(ps, name);
+    if ((rc = next(ps)) != KT_OK || (rc = next(ps)) != KT_OK) /* name, [ */
+        return rc;
+    for (;;) {
+        if (n == KT_MAX_DIMS)
+            return perr(ps, ps->tline, ps->tcol,
+                        "tensor %s has too many indexes (at most %d)", name,
+                        KT_MAX_DIMS);
+        if ((rc = aff_sum(ps, &idx[n++])) != KT_OK)
+            return rc;
+        if (ps->t == T_RBRACK)
+            break;
+        if (ps->t != T_COMMA)
+            return expected(ps, "',' or ']'");
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+    }
+    if ((rc = next(ps)) != KT_OK)
+        return rc;
+    if ((rc = tensor_use(ps, name, n, line, col, 0, &t)) != KT_OK)
+        return rc;
+    e = kt_expr_new(KT_X_LOAD);
+    e->src = t;
+    e->ndim = n;
+    e->idx = kt_xmalloc(sizeof(*e->idx) * (size_t)n);
+    memcpy(e->idx, idx, sizeof(*e->idx) * (size_t)n);
+    *out = e;
+    return KT_OK;
+}
+
+static double
+eval_const(enum kt_xop op, double a, double b)
+{
+    switch (op) {
+    case KT_X_ADD: return a + b;
+    case KT_X_SUB: return a - b;
+    case KT_X_MUL: return a * b;
+    case KT_X_DIV: return a / b;
+    case KT_X_MAX: return a > b ? a : b;
+    case KT_X_MIN: return a < b ? a : b;
+    case KT_X_NEG: return -a;
+    case KT_X_EXP: return exp(a);
+    case KT_X_LOG: return log(a);
+    case KT_X_SQRT: return sqrt(a);
+    case KT_X_TANH: return tanh(a);
+    case KT_X_SIGMOID: return 1.0 / (1.0 + exp(-a));
+    case KT_X_RELU: return a > 0 ? a : 0;
+    case KT_X_ABS: return fabs(a);
+    default: return NAN;
+    }
+}
+
+/* Builds op(a, b); folds it when every operand is a constant. */
+static int
+make(struct parser *ps, enum kt_xop op, struct kt_expr *a, struct kt_expr *b,
+     int line, int col, struct kt_expr **out)
+{
+    struct kt_expr *e;
+    double v;
+
+    if (a->op == KT_X_CONST && (b == NULL || b->op == KT_X_CONST)) {
+        v = eval_const(op, a->value, b ? b->value : 0);
+        kt_expr_free(a);
+        kt_expr_free(b);
+        if (!isfinite(v) || fabs(v) > 3.4e38)
+            return perr(ps, line, col,
+                        "constant expression is not a finite float");
+        e = kt_expr_new(KT_X_CONST);
+        e->value = (float)v;
+        *out = e;
+        return KT_OK;
+    }
+    e = kt_expr_new(op);
+    e->a = a;
+    e->b = b;
+    *out = e;
+    return KT_OK;
+}
+
+static const struct {
+    const char *name;
+    enum kt_xop op;
+} funcs[] = {
+    {"max", KT_X_MAX}, {"min", KT_X_MIN}, {"exp", KT_X_EXP},
+    {"log", KT_X_LOG}, {"sqrt", KT_X_SQRT}, {"tanh", KT_X_TANH},
+    {"sigmoid", KT_X_SIGMOID}, {"relu", KT_X_RELU}, {"abs", KT_X_ABS},
+};
+
+static int
+call(struct parser *ps, struct kt_expr **out)
+{
+    struct kt_expr *a = NULL, *b = NULL;
+    char name[KT_MAX_NAME], what[64];
+    int rc, line = ps->tline, col = ps->tcol;
+    size_t i;
+
+    tok_copy(ps, name);
+    for (i = 0; i < KT_ARRAY_LEN(funcs); i++)
+        if (strcmp(funcs[i].name, name) == 0)
+            break;
+    if (i == KT_ARRAY_LEN(funcs))
+        return perr(ps, line, col,
+                    "unknown function '%s' (known: max min exp log sqrt tanh "
+                    "sigmoid relu abs)", name);
+    if ((rc = next(ps)) != KT_OK || (rc = next(ps)) != KT_OK) /* name, ( */
+        return rc;
+    if ((rc = sum(ps, &a)) != KT_OK)
+        goto fail;
+    if (kt_xop_arity(funcs[i].op) == 2) {
+        if (ps->t != T_COMMA) {
+            snprintf(what, sizeof(what), "',' (%s takes 2 arguments)", name);
+            rc = expected(ps, what);
+            goto fail;
+        }
+        if ((rc = next(ps)) != KT_OK || (rc = sum(ps, &b)) != KT_OK)
+            goto fail;
+    }
+    if (ps->t != T_RPAREN) {
+        snprintf(what, sizeof(what), "')' (%s takes %d argument%s)", name,
+                 kt_xop_arity(funcs[i].op),
+                 kt_xop_arity(funcs[i].op) == 1 ? "" : "s");
+        rc = expected(ps, what);
+        goto fail;
+    }
+    if ((rc = next(ps)) != KT_OK)
+        goto fail;
+    return make(ps, funcs[i].op, a, b, line, col, out);
+fail:
+    kt_expr_free(a);
+    kt_expr_free(b);
+    return rc;
+}
+
+static int
+number(struct parser *ps, struct kt_expr **out)
+{
+    char buf[64];
+    double v;
+
+    if (ps->tlen >= sizeof(buf))
+        return perr(ps, ps->tline, ps->tcol, "number too long");
+    memcpy(buf, ps->tstart, ps->tlen);
+    buf[ps->tlen] = '\0';
+    v = strtod(buf, NULL);
+    if (!isfinite(v) || v > 3.4e38)
+        return perr(ps, ps->tline, ps->tcol,
+                    "number %s is out of the float range", buf);
+    *out = kt_expr_new(KT_X_CONST);
+    (*out)->value = (float)v;
+    return next(ps);
+}
+
+static int
+unary(struct parser *ps, struct kt_expr **out)
+{
+    struct kt_expr *a = NULL;
+    const char *after;
+    int rc, line = ps->tline, col = ps->tcol;
+    char name[KT_MAX_NAME];
+
+    if (++ps->depth > MAX_DEPTH)
+        return perr(ps, line, col, "expression nested too deeply");
+    switch (ps->t) {
+    case T_MINUS:
+        if ((rc = next(ps)) != KT_OK || (rc = unary(ps, &a)) != KT_OK)
+            break;
+        rc = make(ps, KT_X_NEG, a, NULL, line, col, out);
+        a = NULL;
+        break;
+    case T_LPAREN:
+        if ((rc = next(ps)) != KT_OK || (rc = sum(ps, &a)) != KT_OK)
+            break;
+        if (ps->t != T_RPAREN) {
+            rc = expected(ps, "')'");
+            break;
+        }
+        if ((rc = next(ps)) != KT_OK)
+            break;
+        *out = a;
+        a = NULL;
+        break;
+    case T_NUM:
+        rc = number(ps, out);
+        break;
+    case T_IDENT:
+        /* One character of lookahead decides read, call or bare name. */
+        after = ps->s;
+        while (*after == ' ' || *after == '\t' || *after == '\r')
+            after++;
+        if (*after == '[') {
+            rc = load(ps, out);
+        } else if (*after == '(') {
+            rc = call(ps, out);
+        } else {
+            tok_copy(ps, name);
+            rc = perr(ps, line, col,
+                      "'%s' is used as a value; axes may appear only inside "
+                      "tensor indexes [ ] (expected a tensor read, a number "
+                      "or a call)", name);
+        }
+        break;
+    default:
+        rc = expected(ps, "a number, a tensor read, a call or '('");
+        break;
+    }
+    kt_expr_free(a);
+    if (rc == KT_OK)
+        ps->depth--;
+    return rc;
+}
+
+static int
+product(struct parser *ps, struct kt_expr **out)
+{
+    struct kt_expr *a = NULL, *b = NULL;
+    enum kt_xop op;
+    int rc, line, col;
+
+    if ((rc = unary(ps, &a)) != KT_OK)
+        return rc;
+    while (ps->t == T_STAR || ps->t == T_SLASH) {
+        op = ps->t == T_STAR ? KT_X_MUL : KT_X_DIV;
+        line = ps->tline;
+        col = ps->tcol;
+        if ((rc = next(ps)) != KT_OK || (rc = unary(ps, &b)) != KT_OK) {
+            kt_expr_free(a);
+            return rc;
+        }
+        if ((rc = make(ps, op, a, b, line, col, &a)) != KT_OK)
+            return rc;
+    }
+    *out = a;
+    return KT_OK;
+}
+
+static int
+sum(struct parser *ps, struct kt_expr **out)
+{
+    struct kt_expr *a = NULL, *b = NULL;
+    enum kt_xop op;
+    int rc, line, col;
+
+    if ((rc = product(ps, &a)) != KT_OK)
+        return rc;
+    while (ps->t == T_PLUS || ps->t == T_MINUS) {
+        op = ps->t == T_PLUS ? KT_X_ADD : KT_X_SUB;
+        line = ps->tline;
+        col = ps->tcol;
+        if ((rc = next(ps)) != KT_OK || (rc = product(ps, &b)) != KT_OK) {
+            kt_expr_free(a);
+            return rc;
+        }
+        if ((rc = make(ps, op, a, b, line, col, &a)) != KT_OK)
+            return rc;
+    }
+    *out = a;
+    return KT_OK;
+}
+
+/* ---- Statements ------------------------------------------------------- */
+
+static int
+lhs(struct parser *ps)
+{
+    struct kt__pstmt *st = ps->st;
+    char name[KT_MAX_NAME];
+    int rc, i, n = 0;
+
+    if (ps->t != T_IDENT)
+        return expected(ps, "a tensor name");
+    tok_copy(ps, name);
+    st->line = ps->tline;
+    st->col = ps->tcol;
+    if ((rc = next(ps)) != KT_OK)
+        return rc;
+    if (ps->t != T_LBRACK)
+        return expected(ps, "'['");
+    do {
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+        if (ps->t != T_IDENT)
+            return expected(ps, "an axis name (the left side takes bare "
+                                "axis names)");
+        if (n == KT_MAX_DIMS)
+            return perr(ps, ps->tline, ps->tcol,
+                        "tensor %s has too many indexes (at most %d)", name,
+                        KT_MAX_DIMS);
+        tok_copy(ps, st->axname[n]);
+        for (i = 0; i < n; i++)
+            if (strcmp(st->axname[i], st->axname[n]) == 0)
+                return perr(ps, ps->tline, ps->tcol,
+                            "axis %s appears twice on the left",
+                            st->axname[n]);
+        n++;
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+    } while (ps->t == T_COMMA);
+    if (ps->t != T_RBRACK)
+        return expected(ps, "',' or ']' (the left side takes bare axis "
+                            "names)");
+    st->naxes = st->nspatial = n;
+    if ((rc = tensor_use(ps, name, n, st->line, st->col, 1, &st->out)) !=
+        KT_OK)
+        return rc;
+    return next(ps);
+}
+
+static int
+reduce_op(struct parser *ps)
+{
+    struct kt__pstmt *st = ps->st;
+    int rc;
+
+    if (ps->t == T_EQ) {
+        st->op = KT_ASSIGN;
+    } else if (ps->t == T_PLUSEQ) {
+        st->op = KT_SUM;
+    } else if (tok_is(ps, "max") || tok_is(ps, "min")) {
+        st->op = tok_is(ps, "max") ? KT_MAXR : KT_MINR;
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+        if (ps->t != T_EQ)
+            return expected(ps, "'=' (as in max= or min=)");
+    } else {
+        return expected(ps, "'=', '+=', 'max=' or 'min='");
+    }
+    return next(ps);
+}
+
+static int
+where(struct parser *ps)
+{
+    struct kt__pstmt *st = ps->st;
+    char name[KT_MAX_NAME];
+    int rc, a, line, col;
+    int64_t v;
+
+    do {
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+        if (ps->t != T_IDENT)
+            return expected(ps, "an axis name");
+        tok_copy(ps, name);
+        line = ps->tline;
+        col = ps->tcol;
+        for (a = 0; a < st->naxes; a++)
+            if (strcmp(st->axname[a], name) == 0)
+                break;
+        if (a == st->naxes)
+            return perr(ps, line, col,
+                        "where: %s is not an axis of this statement", name);
+        if (st->where[a] != 0)
+            return perr(ps, line, col, "where: axis %s is given twice", name);
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+        if (ps->t != T_COLON)
+            return expected(ps, "':'");
+        if ((rc = next(ps)) != KT_OK || (rc = tok_int(ps, &v)) != KT_OK)
+            return rc;
+        if (v <= 0)
+            return perr(ps, ps->tline, ps->tcol,
+                        "where: extent of %s must be positive", name);
+        st->where[a] = v;
+        if ((rc = next(ps)) != KT_OK)
+            return rc;
+    } while (ps->t == T_COMMA);
+    return KT_OK;
+}
+
+static int
+statement(struct parser *ps)
+{
+    int rc;
+
+    if ((rc = lhs(ps)) != KT_OK || (rc = reduce_op(ps)) != KT_OK)
+        return rc;
+    ps->depth = 0;
+    if ((rc = sum(ps, &ps->st->body)) != KT_OK)
+        return rc;
+    if (tok_is(ps, "where") && (rc = where(ps)) != KT_OK)
+        return rc;
+    if (ps->t != T_END && ps->t != T_EOF)
+        return expected(ps, "an operator, 'where' or end of statement");
+    return KT_OK;
+}
+
+int
+kt__prog_parse(const char *text, struct kt__prog *p, char *err, size_t errlen)
+{
+    struct parser ps;
+    int rc;
+
+    memset(&ps, 0, sizeof(ps));
+    ps.s = text;
+    ps.line = ps.col = 1;
+    ps.p = p;
+    ps.err = err;
+    ps.errlen = errlen;
+    if ((rc = next(&ps)) != KT_OK)
+        return rc;
+    for (;;) {
+        while (ps.t == T_END)
+            if ((rc = next(&ps)) != KT_OK)
+                return rc;
+        if (ps.t == T_EOF)
+            break;
+        if (p->nstmts == KT_MAX_STAGES)
+            return perr(&ps, ps.tline, ps.tcol,
+                        "too many statements (at most %d)", KT_MAX_STAGES);
+        ps.st = &p->st[p->nstmts++];
+        if ((rc = statement(&ps)) != KT_OK)
+            return rc;
+    }
+    if (p->nstmts == 0)
+        return perr(&ps, ps.tline, ps.tcol,
+                    "expected a statement, found end of input");
+    return KT_OK;
+}
+
+void
+kt__prog_free(struct kt__prog *p)
+{
+    int i;
+
+    for (i = 0; i < p->nstmts; i++) {
+        kt_expr_free(p->st[i].body);
+        p->st[i].body = NULL;
+    }
+}
