@@ -1,0 +1,83 @@
+/* cm_internal.h - shared by the cost model's own files only (the loop-tree
+ * walk and the access analysis used by features.c and prescore.c).  Other
+ * modules include costmodel/costmodel.h. */
+#ifndef KT_CM_INTERNAL_H
+#define KT_CM_INTERNAL_H
+
+#include "costmodel/costmodel.h"
+
+#define KT__MAX_DEPTH 64       /* loops enclosing one store */
+#define KT__MAX_ACC 64         /* buffer accesses of one store */
+
+struct kt__loop {
+    const struct kt_node *n;
+    int id;                    /* loop number in tree order */
+};
+
+struct kt__let {
+    int defined;
+    int src_var;
+    int64_t div, mod;
+};
+
+/* One access of a store: the written buffer or a load in its value. */
+struct kt__access {
+    int buf;
+    int is_write;
+    int ndim;
+    const struct kt_affine *idx;
+};
+
+/* Everything known at one store: the enclosing loops (outermost first),
+ * lets in scope, and per-loop access counts of the whole tree. */
+struct kt__store_ctx {
+    const struct kt_looptree *lt;
+    const struct kt_node *store;
+    int depth;
+    struct kt__loop loops[KT__MAX_DEPTH];
+    int *var_level;            /* nvars: loop level of a loop var, or -1 */
+    struct kt__let *lets;      /* nvars */
+    int64_t *alloc_outer;      /* nbufs: loop product at the ALLOC, 0 none */
+    const int *acc_count;      /* nloops x nbufs: accesses inside a loop */
+    int nacc;
+    struct kt__access acc[KT__MAX_ACC];
+};
+
+typedef int (*kt__store_fn)(const struct kt__store_ctx *c, void *arg);
+
+/* Validates lt and calls fn for every store in tree order; stops at the
+ * first non-zero return of fn and returns it.  Thread-safe. */
+int kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg,
+             char *err, size_t errlen);
+
+/* Extent of loop level l of the store. */
+int64_t kt__ext(const struct kt__store_ctx *c, int l);
+/* Elements of buffer a->buf touched by access a while loops l..depth-1 run
+ * (loops outside l fixed): the bounding box, clipped to the shape. */
+double kt__footprint(const struct kt__store_ctx *c,
+                     const struct kt__access *a, int l);
+/* Elements in the last dimension of that box (the contiguous run). */
+double kt__footprint_last(const struct kt__store_ctx *c,
+                          const struct kt__access *a, int l);
+/* 1 if access a changes when loop level l advances. */
+int kt__depends(const struct kt__store_ctx *c, const struct kt__access *a,
+                int l);
+/* Average change of a's flattened (row-major) element offset per
+ * iteration of loop level l: a let var over the loop with divisor div
+ * counts 1/div of its coefficient. */
+double kt__stride(const struct kt__store_ctx *c, const struct kt__access *a,
+                  int l);
+
+/* Bytes touched by all accesses of the store while loops l.. run, each
+ * buffer's total capped at its size. */
+double kt__level_bytes(const struct kt__store_ctx *c, int l);
+
+/* Arithmetic of one store value (per evaluation). */
+struct kt__ops {
+    double mad, addsub, mul, div, cmp, math, other, select;
+};
+void kt__count_ops(const struct kt_node *store, struct kt__ops *o);
+/* Flops per evaluation (a mad counts 2). */
+double kt__ops_flops(const struct kt__ops *o);
+
+#endif /* KT_CM_INTERNAL_H */

@@ -1,0 +1,421 @@
+/* test_features.c - feature extraction and the roofline pre-score on
+ * hand-built loop trees (a tiled, vectorized, unrolled, parallel GEMM with
+ * a local accumulator, init store and relu epilogue). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "costmodel/costmodel.h"
+#include "tests/unit/cm_trees.h"
+
+static const struct tb_gemm gemm512 = {512, 512, 512, 8, 32, 4, 0, 1, 1, 1};
+
+/* Checks that row[i] is the scaled (or one-hot) value of raw. */
+#define EXPECT_F(row, i, raw)                                                 \
+    assert_float_equal((row)[(i)],                                            \
+                       kt_feature_is_onehot(i) ? (float)(raw)                 \
+                                               : kt_feature_scale(raw),       \
+                       1e-4)
+
+/* The same for offset i of a buffer block b. */
+#define EXPECT_B(b, i, raw)                                                   \
+    assert_float_equal((b)[(i)],                                              \
+                       kt_feature_is_onehot(KT_F_BUF0 + (i))                  \
+                           ? (float)(raw)                                     \
+                           : kt_feature_scale(raw),                           \
+                       1e-4)
+
+/* Block k of the per-buffer features of row r. */
+#define BLK(r, k) ((r) + KT_F_BUF0 + (k) * KT_F_BUF_LEN)
+
+static void
+test_features_gemm_update_store(void **state)
+{
+    struct kt_looptree *lt = tb_gemm_tree(&gemm512);
+    float *rows = NULL;
+    const float *r, *b;
+    char err[256] = "";
+    int n = -1;
+    double outer = 512.0 * 512 * 512;
+
+    (void)state;
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     0);
+    assert_int_equal(n, 3);             /* init, update, epilogue */
+    r = rows + KT_FEATURE_LEN;          /* the update store */
+
+    /* Arithmetic: C += A*B is one mad per iteration of the whole nest. */
+    EXPECT_F(r, KT_F_FLOAT_MAD, outer);
+    EXPECT_F(r, KT_F_FLOAT_MUL, 0);
+    EXPECT_F(r, KT_F_FLOAT_ADDSUB, 0);
+    EXPECT_F(r, KT_F_OUTER_PROD, outer);
+    EXPECT_F(r, KT_F_NUM_LOOPS, 6);
+    EXPECT_F(r, KT_F_REDUCE_PROD, 512);
+    EXPECT_F(r, KT_F_STORE_REDUCE, 1);
+    EXPECT_F(r, KT_F_INNER_EXTENT, 32);
+
+    /* Vectorize: the 32-wide tile column, innermost spatial. */
+    EXPECT_F(r, KT_F_VEC_NUM + KT_FA_NUM, 1);
+    EXPECT_F(r, KT_F_VEC_NUM + KT_FA_LEN, 32);
+    EXPECT_F(r, KT_F_VEC_NUM + KT_FA_PROD, 32);
+    EXPECT_F(r, KT_F_VEC_NUM + KT_FA_POS_INNER_SPATIAL, 1);
+    EXPECT_F(r, KT_F_VEC_NUM + KT_FA_POS_NONE, 0);
+    /* Unroll: ki (inner reduce) and ii (middle spatial): mixed. */
+    EXPECT_F(r, KT_F_UNROLL_NUM + KT_FA_NUM, 2);
+    EXPECT_F(r, KT_F_UNROLL_NUM + KT_FA_PROD, 32);
+    EXPECT_F(r, KT_F_UNROLL_NUM + KT_FA_LEN, 8);
+    EXPECT_F(r, KT_F_UNROLL_NUM + KT_FA_POS_MIXED, 1);
+    /* Parallel: io, 64 iterations, outermost spatial. */
+    EXPECT_F(r, KT_F_PARALLEL_NUM + KT_FA_NUM, 1);
+    EXPECT_F(r, KT_F_PARALLEL_NUM + KT_FA_LEN, 64);
+    EXPECT_F(r, KT_F_PARALLEL_NUM + KT_FA_POS_OUTER_SPATIAL, 1);
+
+    /* Buffers sorted by lines: B and C.local tie at outer/16 lines (unit
+     * stride, 16 floats per line), B first by buffer order; A has
+     * outer/32 lines; bias and D are not touched by this store. */
+    b = BLK(r, 0);
+    EXPECT_B(b, KT_FB_READ, 1);
+    EXPECT_B(b, KT_FB_BYTES, outer * 4);
+    EXPECT_B(b, KT_FB_UNIQUE_BYTES, 512.0 * 512 * 4);
+    EXPECT_B(b, KT_FB_LINES, outer / 16);
+    EXPECT_B(b, KT_FB_UNIQUE_LINES, 512.0 * 512 * 4 / 64);
+    EXPECT_B(b, KT_FB_STRIDE, 1);
+    /* B does not depend on the ii loop: reused across its 8 iterations,
+     * at a distance of one ji sweep (32 iterations) that touches 32
+     * floats of C.local, one of A and 32 of B. */
+    EXPECT_B(b, KT_FB_REUSE_LOOP, 1);
+    EXPECT_B(b, KT_FB_REUSE_CT, 8);
+    EXPECT_B(b, KT_FB_REUSE_DIS_ITER, 32);
+    EXPECT_B(b, KT_FB_REUSE_DIS_BYTES, (32 + 1 + 32) * 4);
+    EXPECT_B(b, KT_FB_BYTES_D_REUSE, outer * 4 / 8);
+    EXPECT_B(b, KT_FB_IS_LOCAL, 0);
+
+    b = BLK(r, 1);
+    EXPECT_B(b, KT_FB_READWRITE, 1);
+    EXPECT_B(b, KT_FB_IS_LOCAL, 1);
+    EXPECT_B(b, KT_FB_UNIQUE_BYTES, 8 * 32 * 4);
+    EXPECT_B(b, KT_FB_REUSE_LOOP, 1);
+    EXPECT_B(b, KT_FB_REUSE_CT, 4);     /* ki */
+    EXPECT_B(b, KT_FB_REUSE_DIS_ITER, 8 * 32);
+
+    b = BLK(r, 2);
+    EXPECT_B(b, KT_FB_READ, 1);
+    EXPECT_B(b, KT_FB_LINES, outer / 32);
+    EXPECT_B(b, KT_FB_STRIDE, 0);
+    EXPECT_B(b, KT_FB_REUSE_CT, 32);    /* ji, innermost */
+    EXPECT_B(b, KT_FB_REUSE_DIS_ITER, 1);
+    EXPECT_B(b, KT_FB_REUSE_DIS_BYTES, 3 * 4);
+    b = BLK(r, 3);
+    EXPECT_B(b, KT_FB_BYTES, 0);
+    EXPECT_B(b, KT_FB_READ, 0);
+
+    /* Allocation of C.local: 1 KiB, allocated once per (io, jo). */
+    EXPECT_F(r, KT_F_ALLOC_SIZE, 1024);
+    EXPECT_F(r, KT_F_ALLOC_OUTER_PROD, 64 * 16);
+    EXPECT_F(r, KT_F_ALLOC_PROD, 1024.0 * 64 * 16);
+    EXPECT_F(r, KT_F_ALLOC_INNER_PROD, outer / (64 * 16));
+    free(rows);
+    tb_free(lt);
+}
+
+static void
+test_features_gemm_init_and_epilogue(void **state)
+{
+    struct kt_looptree *lt = tb_gemm_tree(&gemm512);
+    float *rows = NULL;
+    const float *r, *b;
+    char err[256] = "";
+    int n = -1;
+    double outer = 512.0 * 512;
+
+    (void)state;
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     0);
+    assert_int_equal(n, 3);
+    r = rows;                           /* init: C.local = 0 */
+    EXPECT_F(r, KT_F_STORE_INIT, 1);
+    EXPECT_F(r, KT_F_STORE_REDUCE, 0);
+    EXPECT_F(r, KT_F_FLOAT_ADDSUB, 0);
+    EXPECT_F(r, KT_F_OUTER_PROD, outer);
+    EXPECT_F(r, KT_F_BUF0 + KT_FB_WRITE, 1);
+    /* C.local is the (io, jo) tile: reused across jo. */
+    EXPECT_F(r, KT_F_BUF0 + KT_FB_REUSE_LOOP, 1);
+    EXPECT_F(r, KT_F_BUF0 + KT_FB_REUSE_CT, 16);
+    EXPECT_F(r, KT_F_PARALLEL_NUM + KT_FA_LEN, 64);
+
+    r = rows + 2 * KT_FEATURE_LEN;      /* D = relu(C.local + bias) */
+    EXPECT_F(r, KT_F_FLOAT_ADDSUB, outer);
+    EXPECT_F(r, KT_F_FLOAT_CMP, outer);
+    EXPECT_F(r, KT_F_FLOAT_MAD, 0);
+    EXPECT_F(r, KT_F_STORE_INIT, 0);
+    /* A kernel argument is not allocated by the kernel. */
+    EXPECT_F(r, KT_F_ALLOC_SIZE, 0);
+    /* D, C.local and bias are all unit stride in ji: outer/16 lines
+     * each and equal bytes, so buffer order decides: bias, D, C.local. */
+    b = BLK(r, 0);
+    EXPECT_B(b, KT_FB_READ, 1);
+    EXPECT_B(b, KT_FB_LINES, outer / 16);
+    EXPECT_B(b, KT_FB_UNIQUE_BYTES, 512 * 4);
+    EXPECT_B(b, KT_FB_REUSE_LOOP, 1);
+    EXPECT_B(b, KT_FB_REUSE_CT, 8);     /* bias is invariant in ii */
+    b = BLK(r, 1);
+    EXPECT_B(b, KT_FB_WRITE, 1);
+    EXPECT_B(b, KT_FB_LINES, outer / 16);
+    EXPECT_B(b, KT_FB_UNIQUE_BYTES, outer * 4);
+    EXPECT_B(b, KT_FB_REUSE_NONE, 1);
+    EXPECT_B(b, KT_FB_BYTES_D_REUSE, outer * 4);
+    b = BLK(r, 2);
+    EXPECT_B(b, KT_FB_READ, 1);
+    EXPECT_B(b, KT_FB_IS_LOCAL, 1);
+    free(rows);
+    tb_free(lt);
+}
+
+/* The fused parallel loop goes through lets: the region and strides must
+ * come out as in the unfused tree. */
+/* for i in 0..100: { X[i] = A[i]; X[i] += B[2*i] }: X is written twice in
+ * the i loop (serial reuse); B has stride 2. */
+static void
+test_features_serial_reuse_and_stride(void **state)
+{
+    struct kt_looptree *lt = tb_new(1);
+    struct kt_node *l, *s;
+    struct kt_expr *e;
+    float *rows = NULL;
+    const float *r;
+    int n = 0, X, A, B;
+
+    (void)state;
+    A = tb_buf(lt, "A", KT_BUF_ARG, 1, 100, 0);
+    B = tb_buf(lt, "B", KT_BUF_ARG, 1, 200, 0);
+    X = tb_buf(lt, "X", KT_BUF_HEAP, 1, 100, 0);
+    lt->root = tb_node(NULL, KT_N_SEQ);
+    l = tb_loop(lt->root, 0, 100, KT_ANN_NONE, 0);
+    e = tb_load(A, 1);
+    tb_aff(&e->idx[0], 0, 1, 0, I64(1));
+    s = tb_store(l, X, 1, KT_ASSIGN, e);
+    tb_aff(&s->idx[0], 0, 1, 0, I64(1));
+    e = tb_load(B, 1);
+    tb_aff(&e->idx[0], 0, 1, 0, I64(2));
+    s = tb_store(l, X, 1, KT_SUM, e);
+    tb_aff(&s->idx[0], 0, 1, 0, I64(1));
+    assert_int_equal(kt_features_extract(lt, &rows, &n, NULL, 0), 0);
+    assert_int_equal(n, 2);
+    r = rows + KT_FEATURE_LEN;
+    EXPECT_F(r, KT_F_FLOAT_ADDSUB, 100);
+    /* B: 100 accesses of stride 2 -> 100 * 8/64 lines; X: 100/16. */
+    EXPECT_B(BLK(r, 0), KT_FB_STRIDE, 2);
+    EXPECT_B(BLK(r, 0), KT_FB_LINES, 100.0 * 8 / 64);
+    EXPECT_B(BLK(r, 0), KT_FB_UNIQUE_BYTES, 199 * 4);
+    EXPECT_B(BLK(r, 0), KT_FB_REUSE_NONE, 1);
+    EXPECT_B(BLK(r, 1), KT_FB_READWRITE, 1);
+    EXPECT_B(BLK(r, 1), KT_FB_REUSE_SERIAL, 1);
+    EXPECT_B(BLK(r, 1), KT_FB_REUSE_CT, 1);
+    /* A heap intermediate is allocated once per call. */
+    EXPECT_F(r, KT_F_ALLOC_SIZE, 400);
+    EXPECT_F(r, KT_F_ALLOC_OUTER_PROD, 1);
+    EXPECT_F(r, KT_F_ALLOC_INNER_PROD, 100);
+    free(rows);
+    tb_free(lt);
+}
+
+static void
+test_features_fused_lets(void **state)
+{
+    struct tb_gemm g = gemm512;
+    struct kt_looptree *lt, *lt2;
+    float *rows = NULL, *rows2 = NULL;
+    char err[256] = "";
+    int n = 0, n2 = 0, i, b;
+
+    (void)state;
+    g.fuse = 1;
+    lt = tb_gemm_tree(&g);
+    lt2 = tb_gemm_tree(&gemm512);
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     0);
+    assert_int_equal(kt_features_extract(lt2, &rows2, &n2, err,
+                                         sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    EXPECT_F(rows + KT_FEATURE_LEN, KT_F_PARALLEL_NUM + KT_FA_LEN, 64 * 16);
+    EXPECT_F(rows + KT_FEATURE_LEN, KT_F_NUM_LOOPS, 5);
+    /* Same work, same buffers and footprints. */
+    for (i = 0; i < n * KT_FEATURE_LEN; i++) {
+        int f = i % KT_FEATURE_LEN;
+        if (f >= KT_F_BUF0 && f < KT_F_AI_CURVE) {
+            b = (f - KT_F_BUF0) % KT_F_BUF_LEN;
+            if (b == KT_FB_BYTES || b == KT_FB_UNIQUE_BYTES ||
+                b == KT_FB_LINES || b == KT_FB_STRIDE || b <= KT_FB_READWRITE)
+                assert_float_equal(rows[i], rows2[i], 1e-4);
+        }
+        if (f == KT_F_FLOAT_MAD || f == KT_F_OUTER_PROD ||
+            f == KT_F_ALLOC_SIZE)
+            assert_float_equal(rows[i], rows2[i], 1e-4);
+    }
+    free(rows);
+    free(rows2);
+    tb_free(lt);
+    tb_free(lt2);
+}
+
+static void
+test_features_deterministic_and_finite(void **state)
+{
+    struct tb_gemm g = {256, 384, 128, 4, 16, 8, 1, 1, 0, 1};
+    struct kt_looptree *lt = tb_gemm_tree(&g);
+    float *r1 = NULL, *r2 = NULL;
+    char err[256] = "";
+    int n1 = 0, n2 = 0, i;
+
+    (void)state;
+    assert_int_equal(kt_features_extract(lt, &r1, &n1, err, sizeof(err)), 0);
+    assert_int_equal(kt_features_extract(lt, &r2, &n2, err, sizeof(err)), 0);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(r1, r2, (size_t)n1 * KT_FEATURE_LEN * sizeof(float));
+    for (i = 0; i < n1 * KT_FEATURE_LEN; i++) {
+        assert_true(isfinite(r1[i]));
+        assert_true(r1[i] >= 0);
+    }
+    /* Arithmetic-intensity curve is non-decreasing for the update. */
+    for (i = 1; i < 10; i++)
+        assert_true(r1[KT_FEATURE_LEN + KT_F_AI_CURVE + i] + 1e-5 >=
+                    r1[KT_FEATURE_LEN + KT_F_AI_CURVE + i - 1]);
+    assert_true(r1[KT_FEATURE_LEN + KT_F_AI_CURVE + 9] > 0);
+    free(r1);
+    free(r2);
+    tb_free(lt);
+}
+
+static void
+test_features_bad_trees(void **state)
+{
+    struct kt_looptree *lt = tb_gemm_tree(&gemm512);
+    struct kt_node *upd;
+    float *rows = (float *)1;
+    char err[256] = "";
+    int n = 7, save;
+
+    (void)state;
+    /* root -> io -> jo -> alloc -> ko -> ki -> ii -> ji -> store */
+    upd = lt->root->kids[0]->kids[0]->kids[0]->kids[1];
+    upd = upd->kids[0]->kids[0]->kids[0]->kids[0];
+    assert_int_equal(upd->kind, KT_N_STORE);
+    upd->stage = 3;
+    save = upd->expr->a->src;
+    upd->expr->a->src = 99;
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     KT_EINVAL);
+    assert_null(rows);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(err, "stage 3"));
+    assert_non_null(strstr(err, "buffer 99"));
+    upd->expr->a->src = save;
+
+    /* An index variable no loop or let defines. */
+    upd->expr->b->idx[1].var[1] = 12;
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     KT_EINVAL);
+    assert_non_null(strstr(err, "buffer B"));
+    assert_non_null(strstr(err, "variable 12"));
+    upd->expr->b->idx[1].var[1] = 7;
+
+    /* Rank mismatch. */
+    upd->ndim = 1;
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     KT_EINVAL);
+    assert_non_null(strstr(err, "C.local"));
+    upd->ndim = 2;
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                     0);
+    assert_int_equal(n, 3);
+    free(rows);
+    tb_free(lt);
+}
+
+static void
+test_features_empty_tree_and_names(void **state)
+{
+    struct kt_looptree *lt = tb_new(1);
+    float *rows = (float *)1;
+    char name[64];
+    int n = 5, i, onehot = 0;
+
+    (void)state;
+    lt->root = tb_node(NULL, KT_N_SEQ);
+    assert_int_equal(kt_features_extract(lt, &rows, &n, NULL, 0), 0);
+    assert_int_equal(n, 0);
+    assert_null(rows);
+    tb_free(lt);
+
+    assert_int_equal(KT_FEATURE_LEN, 157);
+    kt_feature_name(KT_F_BUF0 + 2 * KT_F_BUF_LEN + KT_FB_REUSE_DIS_BYTES,
+                    name, sizeof(name));
+    assert_string_equal(name, "B2.reuse_dis_bytes");
+    kt_feature_name(KT_F_PARALLEL_NUM + KT_FA_POS_MIXED, name, sizeof(name));
+    assert_string_equal(name, "parallel_type.mixed");
+    kt_feature_name(KT_F_REDUCE_PROD, name, sizeof(name));
+    assert_string_equal(name, "reduce_prod");
+    for (i = 0; i < KT_FEATURE_LEN; i++)
+        onehot += kt_feature_is_onehot(i);
+    assert_int_equal(onehot, 3 * 8 + 5 * 7 + 2);
+    assert_float_equal(kt_feature_scale(7), 3.0f, 1e-6);
+}
+
+/* The roofline estimate orders obvious schedule changes. */
+static void
+test_prescore_orders_schedules(void **state)
+{
+    struct tb_gemm g = gemm512;
+    struct kt_looptree *lt;
+    double t_best, t_novec, t_serial, t_big;
+    char err[256] = "";
+
+    (void)state;
+    lt = tb_gemm_tree(&g);
+    assert_int_equal(kt_prescore(lt, NULL, &t_best, err, sizeof(err)), 0);
+    tb_free(lt);
+    g.vectorize = 0;
+    g.tj = 1;                  /* scalar, strided innermost */
+    lt = tb_gemm_tree(&g);
+    assert_int_equal(kt_prescore(lt, NULL, &t_novec, err, sizeof(err)), 0);
+    tb_free(lt);
+    g = gemm512;
+    g.parallel = 0;
+    lt = tb_gemm_tree(&g);
+    assert_int_equal(kt_prescore(lt, NULL, &t_serial, err, sizeof(err)), 0);
+    tb_free(lt);
+    g = gemm512;
+    g.ti = 512;
+    g.tj = 512;               /* a 1 MiB accumulator tile spills L1/L2 */
+    lt = tb_gemm_tree(&g);
+    assert_int_equal(kt_prescore(lt, NULL, &t_big, err, sizeof(err)), 0);
+    tb_free(lt);
+    /* The floor: 2*512^3 flops at the 2-core AVX-512 peak. */
+    assert_true(t_best >= 2.0 * 512 * 512 * 512 / (2 * 64 * 2e9) * 0.999);
+    assert_true(t_novec > t_best * 4);
+    assert_true(t_serial > t_best * 1.5);
+    assert_true(t_big > t_best);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_features_gemm_update_store),
+        cmocka_unit_test(test_features_gemm_init_and_epilogue),
+        cmocka_unit_test(test_features_serial_reuse_and_stride),
+        cmocka_unit_test(test_features_fused_lets),
+        cmocka_unit_test(test_features_deterministic_and_finite),
+        cmocka_unit_test(test_features_bad_trees),
+        cmocka_unit_test(test_features_empty_tree_and_names),
+        cmocka_unit_test(test_prescore_orders_schedules),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
