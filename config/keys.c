@@ -1,0 +1,759 @@
+/* keys.c - every accepted config key: name, type, range, default and
+ * meaning.  The loaders read objects through these tables (so an unknown
+ * key is always an error), defaults are applied from them, and
+ * kt_config_keys_markdown() prints them for docs/config.md. */
+#include "config/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DIM_MAX 16777216.0     /* 2^24: any one tensor dimension */
+#define NOLIM 0.0, 0.0
+
+/* ---- model: top level -------------------------------------------------- */
+static const struct kt__key model_keys[] = {
+    {"name", KT_K_STR, offsetof(struct kt_model_conf, name), NOLIM,
+     "(file name without .json)", NULL,
+     "Model name: letters, digits, '_', '-', '.'; names the job, its log "
+     "file and its rows in the database."},
+    {"source", KT_K_STR, offsetof(struct kt_model_conf, source), NOLIM, "null",
+     NULL, "Where the layer shapes come from (paper, code); free text."},
+    {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL,
+     "Free text (string, or array of strings), ignored."},
+    {"target", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "Compiler and worker "
+     "selection; see *target*."},
+    {"tuning", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "Search budget and "
+     "strategy; see *tuning*."},
+    {"measure", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "Timing options; see "
+     "*measure*."},
+    {"layers", KT_K_ARRAY, 0, NOLIM, "[]", NULL, "The model as a list of "
+     "layers; they go through task extraction (fusion, dedup, weights)."},
+    {"tasks", KT_K_ARRAY, 0, NOLIM, "[]", NULL, "Explicit compute "
+     "definitions, taken as written. At least one layer or task is "
+     "required."},
+};
+
+static const char *const target_kinds[] = {"cpu", NULL};
+
+static const struct kt__key target_keys[] = {
+    {"kind", KT_K_STR, offsetof(struct kt_target_conf, kind), NOLIM, "\"cpu\"",
+     target_kinds, "Target kind. Only \"cpu\" exists today."},
+    {"cc", KT_K_STR, offsetof(struct kt_target_conf, cc), NOLIM, "\"gcc\"",
+     NULL, "Compiler command (a cross compiler for a board, e.g. "
+     "\"aarch64-linux-gnu-gcc\"); run without a shell."},
+    {"cflags", KT_K_STRLIST, offsetof(struct kt_target_conf, cflags), NOLIM,
+     "[\"-O3\", \"-march=native\", \"-fopenmp\"]", NULL,
+     "Compiler flags, one argument per string (-shared -fPIC are added)."},
+    {"sysroot", KT_K_STR, offsetof(struct kt_target_conf, sysroot), NOLIM,
+     "null", NULL, "Passed as --sysroot=PATH when set."},
+    {"threads", KT_K_INT, offsetof(struct kt_target_conf, threads), 0, 1024,
+     "0", NULL, "OpenMP threads per kernel; 0 = every core of the worker."},
+    {"key", KT_K_STR, offsetof(struct kt_target_conf, key), NOLIM,
+     "\"local\"", NULL, "Worker key: the workers (kerntune-rpc --key=KEY) "
+     "that build and run this model's candidates."},
+    {"vector_bytes", KT_K_INT, offsetof(struct kt_target_conf, vector_bytes),
+     0, 64, "0", NULL, "SIMD width for code generation: 16, 32 or 64; 0 = "
+     "detect on the host (set it when cross compiling)."},
+};
+
+static const char *const strategies[] = {"gradient", "round-robin", NULL};
+static const char *const policies[] = {"sketch.xgb", "sketch.random",
+                                       "random", NULL};
+
+static const struct kt__key tuning_keys[] = {
+    {"trials", KT_K_INT, offsetof(struct kt_tuning_conf, trials), 1, 1e9,
+     "2000", NULL, "Total measured trials for the whole model."},
+    {"measures_per_round", KT_K_INT,
+     offsetof(struct kt_tuning_conf, measures_per_round), 1, 4096, "64", NULL,
+     "Trials per round of one task; the scheduler uses min(this, "
+     "trials / number of tasks)."},
+    {"strategy", KT_K_ENUM, offsetof(struct kt_tuning_conf, strategy), NOLIM,
+     "\"gradient\"", strategies, "Task scheduler: Ansor's gradient strategy "
+     "or round-robin."},
+    {"policy", KT_K_ENUM, offsetof(struct kt_tuning_conf, policy), NOLIM,
+     "\"sketch.xgb\"", policies, "Search policy: sketches + evolutionary "
+     "search scored by XGBoost, the same with a random model, or plain "
+     "random sampling."},
+    {"early_stopping", KT_K_INT, offsetof(struct kt_tuning_conf,
+                                          early_stopping), 0, 1e9, "0", NULL,
+     "Per task: a task that has gone this many trials without a better "
+     "program is done (dead). 0 = off."},
+    {"early_stopping_all", KT_K_INT,
+     offsetof(struct kt_tuning_conf, early_stopping_all), 0, 1e9, "0", NULL,
+     "Whole model: stop when the estimated total latency has not improved "
+     "for this many trials (only once every task has a valid program). 0 = "
+     "off. This is TVM's TuningOptions.early_stopping."},
+    {"max_failed_rounds", KT_K_INT,
+     offsetof(struct kt_tuning_conf, max_failed_rounds), 0, 1e6, "3", NULL,
+     "A task whose first N rounds gave no valid program is dead. 0 = never "
+     "(Ansor's behaviour, where such a task takes the whole budget)."},
+    {"seed", KT_K_INT, offsetof(struct kt_tuning_conf, seed), 0, 9.0e15, "1",
+     NULL, "Seed of every random choice (search and scheduler ties)."},
+    {"alpha", KT_K_NUM, offsetof(struct kt_tuning_conf, alpha), 0, 1, "0.2",
+     NULL, "Gradient strategy: weight of the backward gradient against the "
+     "forward gradient."},
+    {"beta", KT_K_NUM, offsetof(struct kt_tuning_conf, beta), 1, 1000, "2",
+     NULL, "Gradient strategy: similar-task speed-up factor and the threshold "
+     "for leaving a group."},
+    {"backward_window_size", KT_K_INT,
+     offsetof(struct kt_tuning_conf, backward_window_size), 1, 1000, "3", NULL,
+     "Gradient strategy: window (rounds) of the backward gradient."},
+};
+
+static const struct kt__key measure_keys[] = {
+    {"number", KT_K_INT, offsetof(struct kt_measure_conf, number), 1, 1e6, "1",
+     NULL, "Kernel calls per repeat (raised until a repeat lasts "
+     "min_repeat_ms)."},
+    {"repeat", KT_K_INT, offsetof(struct kt_measure_conf, repeat), 1, 1000,
+     "3", NULL, "Repeats; with 3 or more the fastest and slowest are dropped "
+     "from the mean."},
+    {"min_repeat_ms", KT_K_INT, offsetof(struct kt_measure_conf,
+                                         min_repeat_ms), 0, 60000, "100", NULL,
+     "Minimum duration of one repeat, in milliseconds."},
+    {"cooldown_ms", KT_K_INT, offsetof(struct kt_measure_conf, cooldown_ms), 0,
+     60000, "0", NULL, "Pause between repeats, in milliseconds."},
+    {"flush_cache", KT_K_BOOL, offsetof(struct kt_measure_conf, flush_cache),
+     NOLIM, "false", NULL, "Flush the CPU caches before each repeat."},
+    {"build_timeout_s", KT_K_NUM, offsetof(struct kt_measure_conf,
+                                           build_timeout_s), 0.1, 3600, "15",
+     NULL, "Compile deadline per candidate, seconds (err_no 6 after)."},
+    {"run_timeout_s", KT_K_NUM, offsetof(struct kt_measure_conf,
+                                         run_timeout_s), 0.1, 3600, "10", NULL,
+     "Run deadline per candidate, seconds (err_no 7 after)."},
+    {"tolerance", KT_K_NUM, offsetof(struct kt_measure_conf, tolerance), 1e-9,
+     0.5, "0.001", NULL, "Relative error allowed against the reference "
+     "kernel before err_no 5 (WRONG_ANSWER)."},
+};
+
+static const struct kt__key task_keys[] = {
+    {"name", KT_K_STR, offsetof(struct kt_task_conf, name), NOLIM, NULL, NULL,
+     "Task name."},
+    {"compute", KT_K_STRLIST, offsetof(struct kt_task_conf, compute), NOLIM,
+     NULL, NULL,
+     "Compute definition, one statement per string (or one string)."},
+    {"shapes", KT_K_OBJECT, 0, NOLIM, NULL, NULL,
+     "Tensor shapes: {\"A\": [1024, 1024], ...}; inputs are required, "
+     "others are inferred when omitted."},
+    {"weight", KT_K_NUM, offsetof(struct kt_task_conf, weight), 1e-9, 1e9, "1",
+     NULL, "How many times the task runs per model inference."},
+    {"group", KT_K_STR, offsetof(struct kt_task_conf, group), NOLIM, "null",
+     NULL, "Similarity group tag for the gradient scheduler (tasks with the "
+     "same tag form a group); null = no group."},
+    {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL, "Ignored."},
+};
+
+/* ---- layers ------------------------------------------------------------ */
+#define L(f) offsetof(struct kt_layer, f)
+
+const char *const kt__layer_ops[KT_LAYER_NOPS + 1] = {
+    "conv2d", "dense", "matmul", "batch_matmul", "maxpool", "avgpool",
+    "global_avg_pool", "add", "mul", "relu", "hardswish", "sigmoid",
+    "softmax", NULL};
+
+static const struct kt__key layer_common_keys[] = {
+    {"op", KT_K_ENUM, L(op), NOLIM, NULL, kt__layer_ops, "The operator."},
+    {"name", KT_K_STR, L(name), NOLIM, "null", NULL, "Label for messages."},
+    {"repeat", KT_K_INT, L(repeat), 1, 100000, "1", NULL, "The layer occurs "
+     "this many times in a row (a stack of identical layers)."},
+    {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL, "Ignored."},
+};
+
+#define K_N(def) {"N", KT_K_INT, L(N), 1, DIM_MAX, def, NULL, "Batch."}
+#define K_DIM(nm, f, doc) {nm, KT_K_INT, L(f), 1, DIM_MAX, NULL, NULL, doc}
+#define K_EPI {"epilogue", KT_K_EPILOGUE, L(epilogue), NOLIM, "[]", NULL, \
+               "Fused elementwise tail: [], [\"bias\"], [\"relu\"] or "   \
+               "[\"bias\", \"relu\"] (in that order)."}
+
+static const struct kt__key conv2d_keys[] = {
+    K_N("1"),
+    K_DIM("C", C, "Input channels."),
+    K_DIM("H", H, "Input height."),
+    K_DIM("W", W, "Input width."),
+    K_DIM("K", K, "Output channels."),
+    K_DIM("R", R, "Kernel height."),
+    K_DIM("S", S, "Kernel width."),
+    {"stride", KT_K_PAIR, L(stride), 1, 64, "1", NULL,
+     "Stride: a number, or [h, w]."},
+    {"pad", KT_K_PAIR, L(pad), 0, 64, "0", NULL, "Zero padding on each side: "
+     "a number, or [h, w]."},
+    {"dilation", KT_K_PAIR, L(dilation), 1, 64, "1", NULL,
+     "Dilation: a number, or [h, w]."},
+    {"groups", KT_K_INT, L(groups), 1, DIM_MAX, "1", NULL, "Groups; C and K "
+     "must be multiples. groups = C = K is a depthwise convolution."},
+    K_EPI,
+};
+
+static const struct kt__key dense_keys[] = {
+    {"M", KT_K_INT, L(M), 1, DIM_MAX, "1", NULL, "Rows of the input (batch)."},
+    K_DIM("N", N, "Output features."),
+    K_DIM("K", K, "Input features (reduction)."),
+    K_EPI,
+};
+
+static const struct kt__key matmul_keys[] = {
+    K_DIM("M", M, "Rows of A and C."),
+    K_DIM("N", N, "Columns of B and C."),
+    K_DIM("K", K, "Reduction."),
+};
+
+static const struct kt__key bmm_keys[] = {
+    K_DIM("B", B, "Batch (e.g. attention heads)."),
+    K_DIM("M", M, "Rows."),
+    K_DIM("N", N, "Columns."),
+    K_DIM("K", K, "Reduction."),
+    {"transpose_b", KT_K_BOOL, L(transpose_b), NOLIM, "false", NULL,
+     "B is given as [batch, N, K] (Q x K^T in attention)."},
+};
+
+static const struct kt__key pool_keys[] = {
+    K_N("1"),
+    K_DIM("C", C, "Channels."),
+    K_DIM("H", H, "Input height."),
+    K_DIM("W", W, "Input width."),
+    {"kernel", KT_K_INT, L(kernel), 1, 64, NULL, NULL, "Window size."},
+    {"stride", KT_K_PAIR, L(stride), 1, 64, "(kernel)", NULL,
+     "Stride; defaults to the window size. Both values must be equal."},
+    {"pad", KT_K_PAIR, L(pad), 0, 64, "0", NULL, "Padding; both values must "
+     "be equal."},
+};
+
+static const struct kt__key gap_keys[] = {
+    K_N("1"),
+    K_DIM("C", C, "Channels."),
+    K_DIM("H", H, "Input height."),
+    K_DIM("W", W, "Input width."),
+};
+
+#define K_SHAPE {"shape", KT_K_SHAPE, L(nshape), 1, DIM_MAX, NULL, NULL, \
+                 "Tensor shape, 1 to 4 dimensions (NCHW, or [M, N] after " \
+                 "a dense layer)."}
+
+static const char *const add_operands[] = {"tensor", "bias", NULL};
+
+static const struct kt__key add_keys[] = {
+    K_SHAPE,
+    {"operand", KT_K_ENUM, L(bias_operand), NOLIM, "\"tensor\"", add_operands,
+     "\"tensor\": a same-shape add (residual); \"bias\": a per-channel "
+     "bias, fused into a directly preceding conv2d/dense."},
+};
+
+static const struct kt__key unary_keys[] = {
+    K_SHAPE,
+};
+
+static const struct kt__key softmax_keys[] = {
+    K_DIM("rows", rows, "Rows (softmax over each row)."),
+    K_DIM("cols", cols, "Columns."),
+};
+
+#define TAB(sec, arr) {sec, arr, (int)KT_ARRAY_LEN(arr)}
+
+const struct kt__keytab kt__tab_model = TAB("model (top level)", model_keys);
+const struct kt__keytab kt__tab_target = TAB("target", target_keys);
+const struct kt__keytab kt__tab_tuning = TAB("tuning", tuning_keys);
+const struct kt__keytab kt__tab_measure = TAB("measure", measure_keys);
+const struct kt__keytab kt__tab_task = TAB("tasks[]", task_keys);
+const struct kt__keytab kt__tab_layer_common =
+    TAB("layers[] (every op)", layer_common_keys);
+const struct kt__keytab kt__tab_layer[KT_LAYER_NOPS] = {
+    TAB("layers[] op conv2d", conv2d_keys),
+    TAB("layers[] op dense", dense_keys),
+    TAB("layers[] op matmul", matmul_keys),
+    TAB("layers[] op batch_matmul", bmm_keys),
+    TAB("layers[] op maxpool", pool_keys),
+    TAB("layers[] op avgpool", pool_keys),
+    TAB("layers[] op global_avg_pool", gap_keys),
+    TAB("layers[] op add", add_keys),
+    TAB("layers[] op mul", unary_keys),
+    TAB("layers[] op relu", unary_keys),
+    TAB("layers[] op hardswish", unary_keys),
+    TAB("layers[] op sigmoid", unary_keys),
+    TAB("layers[] op softmax", softmax_keys),
+};
+
+/* ---- daemon ------------------------------------------------------------ */
+#define D(f) offsetof(struct kt_daemon_conf, f)
+static const char *const log_levels[] = {"err", "warning", "notice", "info",
+                                         "debug", NULL};
+
+static const struct kt__key daemon_keys[] = {
+    {"listen", KT_K_STR, D(listen), NOLIM, "\"127.0.0.1:9190\"", NULL,
+     "Tracker address workers connect to, HOST:PORT ([v6addr]:PORT for "
+     "IPv6)."},
+    {"token_file", KT_K_STR, D(token_file), NOLIM,
+     "\"/etc/kerntune/token\"", NULL, "Shared secret for worker "
+     "authentication (challenge-response)."},
+    {"database", KT_K_STR, D(database), NOLIM,
+     "\"/var/lib/kerntune/tune.db\"", NULL, "SQLite database of all trials."},
+    {"log_dir", KT_K_STR, D(log_dir), NOLIM, "\"/var/log/kerntune\"", NULL,
+     "Task-table logs and total_latency.tsv, one set per job."},
+    {"model_dir", KT_K_STR, D(model_dir), NOLIM, "\"/etc/kerntune/models\"",
+     NULL, "Each *.json here is one tuning job (re-read on SIGHUP)."},
+    {"control_socket", KT_K_STR, D(control_socket), NOLIM,
+     "\"/run/kerntune/control.sock\"", NULL, "Unix socket used by the "
+     "kerntune CLI."},
+    {"worker_path", KT_K_STR, D(worker_path), NOLIM, "\"kerntune-rpc\"", NULL,
+     "The worker program started for local workers (looked up in PATH "
+     "when it has no '/')."},
+    {"local_worker_key", KT_K_STR, D(local_worker_key), NOLIM, "\"local\"",
+     NULL, "Key of the local workers."},
+    {"local_workers", KT_K_INT, D(local_workers), 0, 256, "1", NULL,
+     "Workers the daemon starts itself; 0 = remote workers only."},
+    {"threads", KT_K_INT, D(threads), 1, 128, "2", NULL, "Thread-pool size "
+     "for search, features and training (UV_THREADPOOL_SIZE)."},
+    {"log_level", KT_K_ENUM, D(log_level), NOLIM, "\"info\"", log_levels,
+     "Least important level logged."},
+    {"max_job_retries", KT_K_INT, D(max_job_retries), 0, 100, "2", NULL,
+     "Times a lost worker's job is re-queued before err_no 8."},
+    {"worker_timeout_s", KT_K_NUM, D(worker_timeout_s), 1, 86400, "30", NULL,
+     "A worker silent this long is declared lost."},
+    {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL, "Ignored."},
+};
+
+const struct kt__keytab kt__tab_daemon = TAB("kerntuned.json", daemon_keys);
+
+/* ---- the generic reader ------------------------------------------------ */
+
+static void
+set_default(const struct kt__key *k, void *base)
+{
+    char *f = (char *)base + k->off;
+    cJSON *v;
+    if (k->def == NULL || k->type == KT_K_IGNORED || k->type == KT_K_OBJECT ||
+        k->type == KT_K_ARRAY)
+        return;
+    v = cJSON_Parse(k->def);
+    if (v == NULL)
+        return; /* descriptive default, filled by the loader */
+    switch (k->type) {
+    case KT_K_INT:
+        *(int64_t *)(void *)f = (int64_t)v->valuedouble;
+        break;
+    case KT_K_NUM:
+        *(double *)(void *)f = v->valuedouble;
+        break;
+    case KT_K_BOOL:
+        *(int *)(void *)f = cJSON_IsTrue(v);
+        break;
+    case KT_K_STR:
+        *(char **)(void *)f =
+            cJSON_IsString(v) ? kt_xstrdup(v->valuestring) : NULL;
+        break;
+    case KT_K_ENUM: {
+        int i;
+        for (i = 0; k->enums[i] != NULL; i++)
+            if (strcmp(k->enums[i], v->valuestring) == 0)
+                *(int *)(void *)f = i;
+        break;
+    }
+    case KT_K_STRLIST: {
+        struct kt_strlist *l = (struct kt_strlist *)(void *)f;
+        const cJSON *c;
+        int i = 0;
+        l->n = cJSON_GetArraySize(v);
+        l->v = kt_xcalloc((size_t)l->n + 1, sizeof(char *));
+        cJSON_ArrayForEach(c, v) l->v[i++] = kt_xstrdup(c->valuestring);
+        break;
+    }
+    case KT_K_PAIR:
+        ((int64_t *)(void *)f)[0] = (int64_t)v->valuedouble;
+        ((int64_t *)(void *)f)[1] = (int64_t)v->valuedouble;
+        break;
+    case KT_K_EPILOGUE:
+        *(int *)(void *)f = 0;
+        break;
+    default:
+        break;
+    }
+    cJSON_Delete(v);
+}
+
+void
+kt__keys_defaults(const struct kt__keytab *tab, void *base)
+{
+    int i;
+    for (i = 0; i < tab->nkeys; i++)
+        set_default(&tab->keys[i], base);
+}
+
+static const char *
+type_name(const cJSON *v)
+{
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsNull(v))
+        return "null";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsArray(v))
+        return "an array";
+    return "an object";
+}
+
+static void
+fmt_num(double x, char *out, size_t n)
+{
+    if (x == floor(x) && fabs(x) < 1e15)
+        snprintf(out, n, "%.0f", x);
+    else
+        snprintf(out, n, "%g", x);
+}
+
+/* Checks one number against the key's type and range. */
+static int
+check_num(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+          const char *path, int integral)
+{
+    char lo[32], hi[32], got[32];
+    double x;
+    if (!cJSON_IsNumber(v))
+        return kt__jerr(doc, v, path, "must be %s (got %s)",
+                        integral ? "an integer" : "a number", type_name(v));
+    x = v->valuedouble;
+    fmt_num(x, got, sizeof(got));
+    if (integral && x != floor(x))
+        return kt__jerr(doc, v, path, "must be an integer (got %s)", got);
+    if (k->min < k->max) {
+        fmt_num(k->min, lo, sizeof(lo));
+        fmt_num(k->max, hi, sizeof(hi));
+        if (x < k->min)
+            return kt__jerr(doc, v, path, "must be >= %s (got %s)", lo, got);
+        if (x > k->max)
+            return kt__jerr(doc, v, path, "must be <= %s (got %s)", hi, got);
+    }
+    return 0;
+}
+
+static int
+read_enum(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+          const char *path, int *out)
+{
+    struct kt_buf b;
+    const char *s;
+    int i, n;
+    if (cJSON_IsString(v)) {
+        for (i = 0; k->enums[i] != NULL; i++) {
+            if (strcmp(k->enums[i], v->valuestring) == 0) {
+                *out = i;
+                return 0;
+            }
+        }
+    }
+    kt_buf_init(&b);
+    for (n = 0; k->enums[n] != NULL; n++)
+        kt_buf_printf(&b, "%s\"%s\"", n ? ", " : "", k->enums[n]);
+    s = cJSON_IsString(v) ? kt__suggest(v->valuestring, k->enums, n) : NULL;
+    if (!cJSON_IsString(v))
+        kt__jerr(doc, v, path, "must be one of %s (got %s)", b.p,
+                 type_name(v));
+    else if (s != NULL)
+        kt__jerr(doc, v, path, "unknown value \"%s\" (did you mean \"%s\"?)",
+                 v->valuestring, s);
+    else
+        kt__jerr(doc, v, path, "unknown value \"%s\" (expected one of %s)",
+                 v->valuestring, b.p);
+    kt_buf_free(&b);
+    return KT_ECONFIG;
+}
+
+static int
+read_value(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+           const char *path, void *base)
+{
+    char *f = (char *)base + k->off;
+    char sub[700];
+    const cJSON *c;
+    int rc, i;
+
+    switch (k->type) {
+    case KT_K_INT:
+        rc = check_num(doc, k, v, path, 1);
+        if (rc == 0)
+            *(int64_t *)(void *)f = (int64_t)v->valuedouble;
+        return rc;
+    case KT_K_NUM:
+        rc = check_num(doc, k, v, path, 0);
+        if (rc == 0)
+            *(double *)(void *)f = v->valuedouble;
+        return rc;
+    case KT_K_BOOL:
+        if (!cJSON_IsBool(v))
+            return kt__jerr(doc, v, path, "must be true or false (got %s)",
+                            type_name(v));
+        *(int *)(void *)f = cJSON_IsTrue(v);
+        return 0;
+    case KT_K_STR:
+        if (cJSON_IsNull(v) && k->def != NULL && strcmp(k->def, "null") == 0)
+            return 0;
+        if (!cJSON_IsString(v))
+            return kt__jerr(doc, v, path, "must be a string (got %s)",
+                            type_name(v));
+        if (v->valuestring[0] == '\0')
+            return kt__jerr(doc, v, path, "must not be empty");
+        if (k->enums != NULL) {
+            int dummy;
+            rc = read_enum(doc, k, v, path, &dummy);
+            if (rc < 0)
+                return rc;
+        }
+        free(*(char **)(void *)f);
+        *(char **)(void *)f = kt_xstrdup(v->valuestring);
+        return 0;
+    case KT_K_ENUM:
+        return read_enum(doc, k, v, path, (int *)(void *)f);
+    case KT_K_STRLIST: {
+        struct kt_strlist *l = (struct kt_strlist *)(void *)f;
+        if (!cJSON_IsString(v) && !cJSON_IsArray(v))
+            return kt__jerr(doc, v, path, "must be an array of strings (got "
+                            "%s)", type_name(v));
+        i = 0;
+        if (cJSON_IsArray(v)) {
+            cJSON_ArrayForEach(c, v) {
+                if (!cJSON_IsString(c)) {
+                    snprintf(sub, sizeof(sub), "%s[%d]", path, i);
+                    return kt__jerr(doc, c, sub, "must be a string (got %s)",
+                                    type_name(c));
+                }
+                i++;
+            }
+        }
+        for (i = 0; i < l->n; i++)
+            free(l->v[i]);
+        free(l->v);
+        if (cJSON_IsString(v)) {
+            l->n = 1;
+            l->v = kt_xcalloc(2, sizeof(char *));
+            l->v[0] = kt_xstrdup(v->valuestring);
+            return 0;
+        }
+        l->n = cJSON_GetArraySize(v);
+        l->v = kt_xcalloc((size_t)l->n + 1, sizeof(char *));
+        i = 0;
+        cJSON_ArrayForEach(c, v) l->v[i++] = kt_xstrdup(c->valuestring);
+        return 0;
+    }
+    case KT_K_PAIR: {
+        int64_t *p = (int64_t *)(void *)f;
+        if (cJSON_IsNumber(v)) {
+            rc = check_num(doc, k, v, path, 1);
+            if (rc == 0)
+                p[0] = p[1] = (int64_t)v->valuedouble;
+            return rc;
+        }
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+            return kt__jerr(doc, v, path, "must be an integer or [h, w] "
+                            "(got %s)", type_name(v));
+        i = 0;
+        cJSON_ArrayForEach(c, v) {
+            snprintf(sub, sizeof(sub), "%s[%d]", path, i);
+            rc = check_num(doc, k, c, sub, 1);
+            if (rc < 0)
+                return rc;
+            p[i++] = (int64_t)c->valuedouble;
+        }
+        return 0;
+    }
+    case KT_K_EPILOGUE: {
+        int bits = 0;
+        if (!cJSON_IsArray(v))
+            return kt__jerr(doc, v, path, "must be an array such as "
+                            "[\"bias\", \"relu\"] (got %s)", type_name(v));
+        i = 0;
+        cJSON_ArrayForEach(c, v) {
+            snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
+            if (!cJSON_IsString(c))
+                return kt__jerr(doc, c, sub, "must be \"bias\" or \"relu\" "
+                                "(got %s)", type_name(c));
+            if (strcmp(c->valuestring, "bias") == 0) {
+                if (bits != 0)
+                    return kt__jerr(doc, c, sub, "\"bias\" must come first "
+                                    "and only once");
+                bits |= 1;
+            } else if (strcmp(c->valuestring, "relu") == 0) {
+                if (bits & 2)
+                    return kt__jerr(doc, c, sub, "\"relu\" given twice");
+                bits |= 2;
+            } else {
+                return kt__jerr(doc, c, sub, "unknown epilogue \"%s\" "
+                                "(supported: \"bias\", \"relu\")",
+                                c->valuestring);
+            }
+        }
+        *(int *)(void *)f = bits;
+        return 0;
+    }
+    case KT_K_SHAPE: {
+        int *n = (int *)(void *)f;
+        int64_t *d = (int64_t *)(void *)((char *)base + offsetof(struct
+                                                                 kt_layer,
+                                                                 shape));
+        int cnt = cJSON_GetArraySize(v);
+        if (!cJSON_IsArray(v) || cnt < 1 || cnt > 4)
+            return kt__jerr(doc, v, path, "must be an array of 1 to 4 "
+                            "dimensions (got %s)", cJSON_IsArray(v) ?
+                            "an empty or longer array" : type_name(v));
+        i = 0;
+        cJSON_ArrayForEach(c, v) {
+            snprintf(sub, sizeof(sub), "%s[%d]", path, i);
+            rc = check_num(doc, k, c, sub, 1);
+            if (rc < 0)
+                return rc;
+            d[i++] = (int64_t)c->valuedouble;
+        }
+        *n = cnt;
+        return 0;
+    }
+    case KT_K_OBJECT:
+        if (!cJSON_IsObject(v))
+            return kt__jerr(doc, v, path, "must be an object (got %s)",
+                            type_name(v));
+        return 0;
+    case KT_K_ARRAY:
+        if (!cJSON_IsArray(v))
+            return kt__jerr(doc, v, path, "must be an array (got %s)",
+                            type_name(v));
+        return 0;
+    case KT_K_IGNORED:
+        return 0;
+    }
+    return 0;
+}
+
+static const struct kt__key *
+find_key(const struct kt__keytab *const *tabs, int ntabs, const char *name)
+{
+    int t, i;
+    for (t = 0; t < ntabs; t++)
+        for (i = 0; i < tabs[t]->nkeys; i++)
+            if (strcmp(tabs[t]->keys[i].name, name) == 0)
+                return &tabs[t]->keys[i];
+    return NULL;
+}
+
+int
+kt__keys_read(struct kt__jdoc *doc, const cJSON *obj, const char *path,
+              const struct kt__keytab *const *tabs, int ntabs, void *base)
+{
+    const char *names[64];
+    const cJSON *c;
+    char sub[600];
+    int t, i, n = 0, rc;
+
+    if (!cJSON_IsObject(obj))
+        return kt__jerr(doc, obj, path[0] ? path : "(top level)",
+                        "must be an object (got %s)", type_name(obj));
+    for (t = 0; t < ntabs; t++)
+        for (i = 0; i < tabs[t]->nkeys && n < 64; i++)
+            names[n++] = tabs[t]->keys[i].name;
+    cJSON_ArrayForEach(c, obj) {
+        const struct kt__key *k = find_key(tabs, ntabs, c->string);
+        if (k == NULL) {
+            const char *s = kt__suggest(c->string, names, n);
+            if (s != NULL)
+                return kt__jerr(doc, c, path, "unknown key \"%s\" (did you "
+                                "mean \"%s\"?)", c->string, s);
+            return kt__jerr(doc, c, path, "unknown key \"%s\"", c->string);
+        }
+        snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "",
+                 c->string);
+        rc = read_value(doc, k, c, sub, base);
+        if (rc < 0)
+            return rc;
+    }
+    for (t = 0; t < ntabs; t++) {
+        for (i = 0; i < tabs[t]->nkeys; i++) {
+            const struct kt__key *k = &tabs[t]->keys[i];
+            if (k->def == NULL &&
+                cJSON_GetObjectItemCaseSensitive(obj, k->name) == NULL)
+                return kt__jerr(doc, obj, path[0] ? path : "(top level)",
+                                "missing required key \"%s\"", k->name);
+        }
+    }
+    return 0;
+}
+
+void
+kt__keys_free(const struct kt__keytab *tab, void *base)
+{
+    int i, j;
+    for (i = 0; i < tab->nkeys; i++) {
+        const struct kt__key *k = &tab->keys[i];
+        char *f = (char *)base + k->off;
+        if (k->type == KT_K_STR) {
+            free(*(char **)(void *)f);
+            *(char **)(void *)f = NULL;
+        } else if (k->type == KT_K_STRLIST) {
+            struct kt_strlist *l = (struct kt_strlist *)(void *)f;
+            for (j = 0; j < l->n; j++)
+                free(l->v[j]);
+            free(l->v);
+            l->v = NULL;
+            l->n = 0;
+        }
+    }
+}
+
+/* ---- documentation ----------------------------------------------------- */
+
+static const char *
+doc_type(const struct kt__key *k)
+{
+    switch (k->type) {
+    case KT_K_INT: return "integer";
+    case KT_K_NUM: return "number";
+    case KT_K_BOOL: return "boolean";
+    case KT_K_STR: return k->enums ? "string (enum)" : "string";
+    case KT_K_ENUM: return "string (enum)";
+    case KT_K_STRLIST: return "array of strings";
+    case KT_K_PAIR: return "integer or [h, w]";
+    case KT_K_EPILOGUE: return "array of strings";
+    case KT_K_SHAPE: return "array of integers";
+    case KT_K_OBJECT: return "object";
+    case KT_K_ARRAY: return "array";
+    case KT_K_IGNORED: return "any";
+    }
+    return "?";
+}
+
+static void
+doc_table(struct kt_buf *b, const struct kt__keytab *tab)
+{
+    int i, j;
+    kt_buf_printf(b, "#### %s\n\n| key | type | default | range | meaning "
+                  "|\n|---|---|---|---|---|\n", tab->section);
+    for (i = 0; i < tab->nkeys; i++) {
+        const struct kt__key *k = &tab->keys[i];
+        char lo[32], hi[32];
+        kt_buf_printf(b, "| `%s` | %s | %s | ", k->name, doc_type(k),
+                      k->def ? k->def : "**required**");
+        if (k->enums != NULL) {
+            for (j = 0; k->enums[j] != NULL; j++)
+                kt_buf_printf(b, "%s`%s`", j ? ", " : "", k->enums[j]);
+        } else if (k->min < k->max) {
+            fmt_num(k->min, lo, sizeof(lo));
+            fmt_num(k->max, hi, sizeof(hi));
+            kt_buf_printf(b, "%s .. %s", lo, hi);
+        }
+        kt_buf_printf(b, " | %s |\n", k->doc);
+    }
+    kt_buf_puts(b, "\n");
+}
+
+void
+kt_config_keys_markdown(struct kt_buf *b)
+{
+    int i;
+    doc_table(b, &kt__tab_model);
+    doc_table(b, &kt__tab_target);
+    doc_table(b, &kt__tab_tuning);
+    doc_table(b, &kt__tab_measure);
+    doc_table(b, &kt__tab_layer_common);
+    for (i = 0; i < KT_LAYER_NOPS; i++)
+        doc_table(b, &kt__tab_layer[i]);
+    doc_table(b, &kt__tab_task);
+    doc_table(b, &kt__tab_daemon);
+}
