@@ -1,0 +1,116 @@
+/* trainset.c - training sets for the cost model: programs' feature rows,
+ * tasks and costs, and Ansor's normalized-throughput labels. */
+#include "costmodel/costmodel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAILED_COST 1e10       /* Ansor's sentinel for failed programs */
+
+void
+kt_train_set_init(struct kt_train_set *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+void
+kt_train_set_free(struct kt_train_set *s)
+{
+    int i;
+
+    if (s == NULL)
+        return;
+    for (i = 0; i < s->n; i++)
+        free(s->rows[i]);
+    free(s->rows);
+    free(s->nrows);
+    free(s->task);
+    free(s->cost);
+    free(s->label);
+    free(s->weight);
+    memset(s, 0, sizeof(*s));
+}
+
+void
+kt_train_set_add(struct kt_train_set *s, const float *rows, int nrows,
+                 int64_t task, double cost)
+{
+    size_t cap;
+    int i = s->n;
+
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        cap = (size_t)s->cap;
+        s->rows = kt_xrealloc(s->rows, cap * sizeof(*s->rows));
+        s->nrows = kt_xrealloc(s->nrows, cap * sizeof(*s->nrows));
+        s->task = kt_xrealloc(s->task, cap * sizeof(*s->task));
+        s->cost = kt_xrealloc(s->cost, cap * sizeof(*s->cost));
+        s->label = kt_xrealloc(s->label, cap * sizeof(*s->label));
+        s->weight = kt_xrealloc(s->weight, cap * sizeof(*s->weight));
+    }
+    if (nrows < 0 || rows == NULL)
+        nrows = 0;
+    s->rows[i] = NULL;
+    if (nrows > 0) {
+        s->rows[i] = kt_xmalloc((size_t)nrows * KT_FEATURE_LEN *
+                                sizeof(float));
+        memcpy(s->rows[i], rows,
+               (size_t)nrows * KT_FEATURE_LEN * sizeof(float));
+    }
+    s->nrows[i] = nrows;
+    s->task[i] = task;
+    s->cost[i] = cost > 0 && isfinite(cost) ? cost : FAILED_COST;
+    s->label[i] = 0;
+    s->weight[i] = 0;
+    s->n++;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+void
+kt_train_set_label(struct kt_train_set *s, float wfloor)
+{
+    int64_t *tasks;
+    double *best;
+    int i, nt = 0, lo, hi, mid;
+
+    if (s->n == 0)
+        return;
+    tasks = kt_xmalloc((size_t)s->n * sizeof(*tasks));
+    memcpy(tasks, s->task, (size_t)s->n * sizeof(*tasks));
+    qsort(tasks, (size_t)s->n, sizeof(*tasks), cmp_i64);
+    for (i = 0; i < s->n; i++)
+        if (nt == 0 || tasks[nt - 1] != tasks[i])
+            tasks[nt++] = tasks[i];
+    best = kt_xmalloc((size_t)nt * sizeof(*best));
+    for (i = 0; i < nt; i++)
+        best[i] = INFINITY;
+    for (i = 0; i < s->n * 2; i++) {
+        int p = i % s->n;
+        lo = 0;
+        hi = nt - 1;
+        while (lo < hi) {
+            mid = (lo + hi) / 2;
+            if (tasks[mid] < s->task[p])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (i < s->n) {
+            if (s->cost[p] < best[lo])
+                best[lo] = s->cost[p];
+        } else {
+            s->label[p] = (float)(best[lo] / s->cost[p]);
+            s->weight[p] = s->label[p] > wfloor ? s->label[p] : wfloor;
+        }
+    }
+    free(best);
+    free(tasks);
+}

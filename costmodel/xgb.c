@@ -1,0 +1,511 @@
+/* xgb.c - the XGBoost cost model through the C API: Ansor's pack-sum
+ * objective as custom gradients (XGBoosterBoostOneIter), early stopping on
+ * the training p-rmse, batched in-place prediction, and save/load.  Every
+ * booster access holds the model's mutex; training builds its booster
+ * without the lock and swaps it in at the end. */
+#include "costmodel/costmodel.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xgboost/c_api.h>
+
+#define VERSION_ATTR "kt_feature_version"
+#define KT_STR_(x) #x
+#define KT_STR(x) KT_STR_(x)
+
+struct kt_xgb_model {
+    struct kt_xgb_params p;
+    char tree_method[16];
+    pthread_mutex_t mu;
+    BoosterHandle bst;         /* NULL until trained or loaded */
+};
+
+static int
+xgb_err(char *err, size_t errlen, const char *what)
+{
+    return kt_seterr(err, errlen, KT_EIO, "costmodel: xgboost %s: %s", what,
+                     XGBGetLastError());
+}
+
+void
+kt_xgb_params_default(struct kt_xgb_params *p)
+{
+    p->max_depth = 10;
+    p->gamma = 0.001;
+    p->min_child_weight = 0;
+    p->eta = 0.2;
+    p->nthread = 1;
+    p->seed = 43;
+    p->max_rounds = 10000;
+    p->early_stop = 50;
+    p->eval_every = 2;
+    p->tree_method = "hist";
+}
+
+struct kt_xgb_model *
+kt_xgb_new(const struct kt_xgb_params *params)
+{
+    struct kt_xgb_model *m = kt_xcalloc(1, sizeof(*m));
+
+    if (params != NULL)
+        m->p = *params;
+    else
+        kt_xgb_params_default(&m->p);
+    snprintf(m->tree_method, sizeof(m->tree_method), "%s",
+             m->p.tree_method != NULL ? m->p.tree_method : "hist");
+    m->p.tree_method = m->tree_method;
+    if (m->p.eval_every < 1)
+        m->p.eval_every = 1;
+    if (m->p.nthread < 1)
+        m->p.nthread = 1;
+    pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void
+kt_xgb_free(struct kt_xgb_model *m)
+{
+    if (m == NULL)
+        return;
+    if (m->bst != NULL)
+        XGBoosterFree(m->bst);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+int
+kt_xgb_trained(struct kt_xgb_model *m)
+{
+    int t;
+
+    pthread_mutex_lock(&m->mu);
+    t = m->bst != NULL;
+    pthread_mutex_unlock(&m->mu);
+    return t;
+}
+
+static int
+set_params(const struct kt_xgb_params *p, BoosterHandle h, char *err,
+           size_t errlen)
+{
+    char v[8][32];
+    const char *k[8] = {"max_depth", "gamma", "min_child_weight", "eta",
+                        "nthread", "seed", "tree_method", "base_score"};
+    int i;
+
+    snprintf(v[0], sizeof(v[0]), "%d", p->max_depth);
+    snprintf(v[1], sizeof(v[1]), "%.17g", p->gamma);
+    snprintf(v[2], sizeof(v[2]), "%.17g", p->min_child_weight);
+    snprintf(v[3], sizeof(v[3]), "%.17g", p->eta);
+    snprintf(v[4], sizeof(v[4]), "%d", p->nthread);
+    snprintf(v[5], sizeof(v[5]), "%d", p->seed);
+    snprintf(v[6], sizeof(v[6]), "%s", p->tree_method);
+    /* Pack-sum adds base_score once per row; 0 keeps it out of scores. */
+    snprintf(v[7], sizeof(v[7]), "0");
+    if (XGBoosterSetParam(h, "verbosity", "0") != 0 ||
+        XGBoosterSetParam(h, "objective", "reg:squarederror") != 0 ||
+        XGBoosterSetParam(h, "disable_default_eval_metric", "1") != 0)
+        return xgb_err(err, errlen, "set parameters");
+    for (i = 0; i < 8; i++)
+        if (XGBoosterSetParam(h, k[i], v[i]) != 0)
+            return xgb_err(err, errlen, k[i]);
+    return 0;
+}
+
+void
+kt_xgb_packsum_grad(const float *pred, const int *pack, int nrows,
+                    const float *label, const float *weight, int nprog,
+                    float *grad, float *hess)
+{
+    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double));
+    int r;
+
+    for (r = 0; r < nrows; r++)
+        sum[pack[r]] += pred[r];
+    for (r = 0; r < nrows; r++) {
+        grad[r] = (float)((sum[pack[r]] - label[pack[r]]) * weight[pack[r]]);
+        hess[r] = weight[pack[r]];
+    }
+    free(sum);
+}
+
+/* sqrt(mean over rows of (pack score - label)^2), Ansor's p-rmse. */
+static double
+prmse(const float *pred, const int *pack, int nrows, const float *label,
+      int nprog)
+{
+    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double)), e = 0, d;
+    int r;
+
+    for (r = 0; r < nrows; r++)
+        sum[pack[r]] += pred[r];
+    for (r = 0; r < nrows; r++) {
+        d = sum[pack[r]] - label[pack[r]];
+        e += d * d;
+    }
+    free(sum);
+    return sqrt(e / (nrows > 0 ? nrows : 1));
+}
+
+/* The boosting loop on a fresh booster; *out gets it on success. */
+static int
+boost(const struct kt_xgb_params *p, DMatrixHandle dm, const int *pack,
+      int nrows, const float *label, const float *weight, int nprog,
+      BoosterHandle *out, struct kt_xgb_train_stats *st, char *err,
+      size_t errlen)
+{
+    BoosterHandle h = NULL, sl = NULL;
+    float *grad = kt_xmalloc((size_t)nrows * sizeof(float));
+    float *hess = kt_xmalloc((size_t)nrows * sizeof(float));
+    const float *pred;
+    bst_ulong len;
+    double e, best = INFINITY;
+    int it, best_it = 0, rc = 0;
+
+    if (XGBoosterCreate(&dm, 1, &h) != 0) {
+        rc = xgb_err(err, errlen, "create booster");
+        goto out;
+    }
+    rc = set_params(p, h, err, errlen);
+    if (rc < 0)
+        goto out;
+    for (it = 0; it < p->max_rounds; it++) {
+        if (XGBoosterPredict(h, dm, 0, 0, 1, &len, &pred) != 0) {
+            rc = xgb_err(err, errlen, "predict");
+            goto out;
+        }
+        if (len != (bst_ulong)nrows) {
+            rc = kt_seterr(err, errlen, KT_EIO, "costmodel: xgboost "
+                           "predicted %llu rows for %d",
+                           (unsigned long long)len, nrows);
+            goto out;
+        }
+        if (it > 0 && it % p->eval_every == 0) {
+            e = prmse(pred, pack, nrows, label, nprog);
+            if (e < best) {
+                best = e;
+                best_it = it;
+            } else if (it - best_it >= p->early_stop) {
+                break;
+            }
+        }
+        kt_xgb_packsum_grad(pred, pack, nrows, label, weight, nprog, grad,
+                            hess);
+        if (XGBoosterBoostOneIter(h, dm, grad, hess, (bst_ulong)nrows) != 0) {
+            rc = xgb_err(err, errlen, "boost");
+            goto out;
+        }
+    }
+    st->rounds = it;
+    st->best_round = best_it;
+    st->best_prmse = best;
+    /* Keep the trees up to the best evaluation: the rounds after it only
+     * cost prediction time. */
+    if (best_it > 0 && best_it < it) {
+        if (XGBoosterSlice(h, 0, best_it, 1, &sl) != 0) {
+            rc = xgb_err(err, errlen, "slice");
+            goto out;
+        }
+        XGBoosterFree(h);
+        h = sl;
+        rc = set_params(p, h, err, errlen);
+        if (rc < 0)
+            goto out;
+    }
+    if (XGBoosterSetAttr(h, VERSION_ATTR, KT_STR(KT_FEATURE_VERSION)) != 0) {
+        rc = xgb_err(err, errlen, "set attribute");
+        goto out;
+    }
+    *out = h;
+    h = NULL;
+out:
+    if (h != NULL)
+        XGBoosterFree(h);
+    free(grad);
+    free(hess);
+    return rc;
+}
+
+static void
+swap_in(struct kt_xgb_model *m, BoosterHandle h)
+{
+    BoosterHandle old;
+
+    pthread_mutex_lock(&m->mu);
+    old = m->bst;
+    m->bst = h;
+    pthread_mutex_unlock(&m->mu);
+    if (old != NULL)
+        XGBoosterFree(old);
+}
+
+int
+kt_xgb_train(struct kt_xgb_model *m, const struct kt_train_set *set,
+             struct kt_xgb_train_stats *stats, char *err, size_t errlen)
+{
+    struct kt_xgb_train_stats st;
+    DMatrixHandle dm = NULL;
+    BoosterHandle h = NULL;
+    float *x = NULL, *label = NULL, *weight = NULL;
+    int *pack = NULL;
+    int i, nrows = 0, nprog = 0, r = 0, rc;
+
+    memset(&st, 0, sizeof(st));
+    for (i = 0; i < set->n; i++)
+        if (set->nrows[i] > 0) {
+            nrows += set->nrows[i];
+            nprog++;
+        }
+    if (nrows == 0)
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "costmodel: training set has no feature rows");
+    x = kt_xmalloc((size_t)nrows * KT_FEATURE_LEN * sizeof(float));
+    pack = kt_xmalloc((size_t)nrows * sizeof(int));
+    label = kt_xmalloc((size_t)nprog * sizeof(float));
+    weight = kt_xmalloc((size_t)nprog * sizeof(float));
+    nprog = 0;
+    for (i = 0; i < set->n; i++) {
+        int k;
+        if (set->nrows[i] <= 0)
+            continue;
+        memcpy(x + (size_t)r * KT_FEATURE_LEN, set->rows[i],
+               (size_t)set->nrows[i] * KT_FEATURE_LEN * sizeof(float));
+        for (k = 0; k < set->nrows[i]; k++)
+            pack[r++] = nprog;
+        label[nprog] = set->label[i];
+        weight[nprog] = set->weight[i];
+        nprog++;
+    }
+    if (XGDMatrixCreateFromMat_omp(x, (bst_ulong)nrows, KT_FEATURE_LEN, NAN,
+                                   &dm, m->p.nthread) != 0) {
+        rc = xgb_err(err, errlen, "create matrix");
+        goto out;
+    }
+    rc = boost(&m->p, dm, pack, nrows, label, weight, nprog, &h, &st, err,
+               errlen);
+    if (rc < 0)
+        goto out;
+    st.nrows = nrows;
+    swap_in(m, h);
+    if (stats != NULL)
+        *stats = st;
+out:
+    if (dm != NULL)
+        XGDMatrixFree(dm);
+    free(x);
+    free(pack);
+    free(label);
+    free(weight);
+    return rc;
+}
+
+int
+kt_xgb_predict(struct kt_xgb_model *m, const struct kt_prog_rows *progs,
+               int n, float *scores, char *err, size_t errlen)
+{
+    char arr[160];
+    const char *cfg = "{\"type\": 0, \"training\": false, "
+                      "\"iteration_begin\": 0, \"iteration_end\": 0, "
+                      "\"strict_shape\": false, \"missing\": NaN, "
+                      "\"cache_id\": 0}";
+    const bst_ulong *shape;
+    const float *pred;
+    bst_ulong dim;
+    float *x;
+    size_t nrows = 0, r = 0;
+    int i, k, rc = 0;
+
+    for (i = 0; i < n; i++)
+        if (progs[i].nrows > 0)
+            nrows += (size_t)progs[i].nrows;
+    if (nrows == 0) {
+        for (i = 0; i < n; i++)
+            scores[i] = -INFINITY;
+        return kt_xgb_trained(m) ? 0
+                                 : kt_seterr(err, errlen, KT_EINVAL,
+                                             "costmodel: model not trained");
+    }
+    x = kt_xmalloc(nrows * KT_FEATURE_LEN * sizeof(float));
+    for (i = 0; i < n; i++)
+        if (progs[i].nrows > 0) {
+            memcpy(x + r * KT_FEATURE_LEN, progs[i].rows,
+                   (size_t)progs[i].nrows * KT_FEATURE_LEN * sizeof(float));
+            r += (size_t)progs[i].nrows;
+        }
+    snprintf(arr, sizeof(arr),
+             "{\"data\": [%llu, true], \"shape\": [%zu, %d], "
+             "\"typestr\": \"<f4\", \"version\": 3}",
+             (unsigned long long)(uintptr_t)x, nrows, KT_FEATURE_LEN);
+    pthread_mutex_lock(&m->mu);
+    if (m->bst == NULL) {
+        rc = kt_seterr(err, errlen, KT_EINVAL,
+                       "costmodel: model not trained");
+    } else if (XGBoosterPredictFromDense(m->bst, arr, cfg, NULL, &shape, &dim,
+                                         &pred) != 0) {
+        rc = xgb_err(err, errlen, "predict");
+    } else {
+        r = 0;
+        for (i = 0; i < n; i++) {
+            double s = 0;
+            if (progs[i].nrows <= 0) {
+                scores[i] = -INFINITY;
+                continue;
+            }
+            for (k = 0; k < progs[i].nrows; k++)
+                s += pred[r++];
+            scores[i] = (float)s;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    free(x);
+    return rc;
+}
+
+int
+kt_xgb_save_buf(struct kt_xgb_model *m, void **buf, size_t *len, char *err,
+                size_t errlen)
+{
+    const char *out;
+    bst_ulong n;
+    int rc = 0;
+
+    *buf = NULL;
+    *len = 0;
+    pthread_mutex_lock(&m->mu);
+    if (m->bst == NULL) {
+        rc = kt_seterr(err, errlen, KT_EINVAL,
+                       "costmodel: model not trained");
+    } else if (XGBoosterSaveModelToBuffer(m->bst, "{\"format\": \"ubj\"}",
+                                          &n, &out) != 0) {
+        rc = xgb_err(err, errlen, "save");
+    } else {
+        *buf = kt_xmalloc((size_t)n);
+        memcpy(*buf, out, (size_t)n);
+        *len = (size_t)n;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int
+kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len,
+                char *err, size_t errlen)
+{
+    BoosterHandle h = NULL;
+    const char *ver;
+    int ok = 0, rc;
+
+    if (XGBoosterCreate(NULL, 0, &h) != 0)
+        return xgb_err(err, errlen, "create booster");
+    if (XGBoosterLoadModelFromBuffer(h, buf, (bst_ulong)len) != 0) {
+        rc = xgb_err(err, errlen, "load");
+        goto fail;
+    }
+    if (XGBoosterGetAttr(h, VERSION_ATTR, &ver, &ok) != 0) {
+        rc = xgb_err(err, errlen, "get attribute");
+        goto fail;
+    }
+    if (!ok || strcmp(ver, KT_STR(KT_FEATURE_VERSION)) != 0) {
+        rc = kt_seterr(err, errlen, KT_EINVAL,
+                       "costmodel: model has feature version %s, this "
+                       "build extracts version %d", ok ? ver : "(none)",
+                       KT_FEATURE_VERSION);
+        goto fail;
+    }
+    rc = set_params(&m->p, h, err, errlen);
+    if (rc < 0)
+        goto fail;
+    swap_in(m, h);
+    return 0;
+fail:
+    XGBoosterFree(h);
+    return rc;
+}
+
+int
+kt_xgb_save(struct kt_xgb_model *m, const char *path, char *err,
+            size_t errlen)
+{
+    char tmp[4096];
+    void *buf = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    int rc;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return kt_seterr(err, errlen, KT_EINVAL, "costmodel: path too long");
+    rc = kt_xgb_save_buf(m, &buf, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    f = fopen(tmp, "wb");
+    if (f == NULL) {
+        rc = kt_seterr(err, errlen, -errno, "costmodel: %s: %s", tmp,
+                       strerror(errno));
+        goto out;
+    }
+    if (fwrite(buf, 1, len, f) != len || fflush(f) != 0 ||
+        fsync(fileno(f)) != 0) {
+        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: write %s: %s", tmp,
+                       strerror(errno));
+        goto out;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: close %s: %s", tmp,
+                       strerror(errno));
+        goto out;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0)
+        rc = kt_seterr(err, errlen, -errno, "costmodel: rename %s: %s", path,
+                       strerror(errno));
+out:
+    if (f != NULL)
+        fclose(f);
+    if (rc < 0)
+        unlink(tmp);
+    free(buf);
+    return rc;
+}
+
+int
+kt_xgb_load(struct kt_xgb_model *m, const char *path, char *err,
+            size_t errlen)
+{
+    FILE *f;
+    char *buf = NULL;
+    size_t len = 0, cap = 0, got;
+    int rc;
+
+    f = fopen(path, "rb");
+    if (f == NULL)
+        return kt_seterr(err, errlen, -errno, "costmodel: %s: %s", path,
+                         strerror(errno));
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 65536;
+            buf = kt_xrealloc(buf, cap);
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: read %s", path);
+    } else {
+        rc = kt_xgb_load_buf(m, buf, len, err, errlen);
+        if (rc < 0 && err != NULL && errlen > 0) {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", err);
+            kt_seterr(err, errlen, rc, "%s: %s", path, msg);
+        }
+    }
+    fclose(f);
+    free(buf);
+    return rc;
+}
