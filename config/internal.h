@@ -12,7 +12,8 @@
 
 struct kt__jpos {
     const cJSON *item;
-    int line, col;
+    int line, col;             /* of the value */
+    int kline, kcol;           /* of its key in an object (else = value) */
 };
 
 /* One parsed document: the tree plus the position of every value. */
@@ -38,6 +39,9 @@ int kt__read_file(const char *path, char **out, char *err, size_t errlen);
  * document when item is NULL or unknown) and returns KT_ECONFIG. */
 int kt__jerr(struct kt__jdoc *doc, const cJSON *item, const char *path,
              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* As kt__jerr, at the position of item's key (for unknown keys). */
+int kt__jerr_key(struct kt__jdoc *doc, const cJSON *item, const char *path,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Line of item (0 when unknown). */
 int kt__jline(const struct kt__jdoc *doc, const cJSON *item);
 /* The candidate closest to word (edit distance <= 2, or equal ignoring

@@ -17,6 +17,8 @@ struct walk {
     size_t i;
     struct kt__jdoc *doc;
     size_t *offs;              /* offset of each recorded value */
+    size_t *koffs;             /* offset of its key */
+    size_t key;                /* offset of the key just read */
     int cap;
     char dup[600];             /* duplicate-key message */
 };
@@ -51,9 +53,13 @@ record(struct walk *w, const cJSON *item)
         w->cap = w->cap ? 2 * w->cap : 64;
         d->pos = kt_xrealloc(d->pos, (size_t)w->cap * sizeof(*d->pos));
         w->offs = kt_xrealloc(w->offs, (size_t)w->cap * sizeof(*w->offs));
+        w->koffs = kt_xrealloc(w->koffs,
+                               (size_t)w->cap * sizeof(*w->koffs));
     }
     d->pos[d->npos].item = item;
     w->offs[d->npos] = w->i;
+    w->koffs[d->npos] = w->key != (size_t)-1 ? w->key : w->i;
+    w->key = (size_t)-1;
     d->npos++;
 }
 
@@ -77,6 +83,7 @@ walk_value(struct walk *w, const cJSON *item, const char *path)
                 const cJSON *p;
                 for (p = item->child; p != c; p = p->next) {
                     if (strcmp(p->string, c->string) == 0) {
+                        w->key = w->i;
                         record(w, c); /* at the repeated key */
                         snprintf(w->dup, sizeof(w->dup), "%s%s\"%s\": "
                                  "duplicate key", path, path[0] ? ": " : "",
@@ -86,6 +93,7 @@ walk_value(struct walk *w, const cJSON *item, const char *path)
                 }
                 snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "",
                          c->string);
+                w->key = w->i;
                 skip_string(w);
                 skip_ws(w);
                 if (w->t[w->i] == ':')
@@ -177,6 +185,7 @@ kt__jdoc_parse(struct kt__jdoc *doc, const char *file, const char *text,
     memset(&w, 0, sizeof(w));
     w.t = text;
     w.i = start;
+    w.key = (size_t)-1;
     w.doc = doc;
     rc = walk_value(&w, doc->root, "");
     if (rc < 0) {
@@ -185,25 +194,36 @@ kt__jdoc_parse(struct kt__jdoc *doc, const char *file, const char *text,
         kt_seterr(err, errlen, KT_ECONFIG, "%s:%d:%d: %s", file, line, col,
                   w.dup);
         free(w.offs);
+        free(w.koffs);
         kt__jdoc_free(doc);
         return KT_ECONFIG;
     }
-    /* Offsets were recorded in increasing order: one pass gives lines. */
+    /* Offsets were recorded in increasing order (each key lies between
+     * the previous value and its own value): one pass gives lines. */
     for (i = 0; i < doc->npos; i++) {
-        size_t k;
-        for (k = last; k < w.offs[i]; k++) {
-            if (text[k] == '\n') {
-                line++;
-                col = 1;
+        int pass;
+        for (pass = 0; pass < 2; pass++) {
+            size_t to = pass == 0 ? w.koffs[i] : w.offs[i], k;
+            for (k = last; k < to; k++) {
+                if (text[k] == '\n') {
+                    line++;
+                    col = 1;
+                } else {
+                    col++;
+                }
+            }
+            last = to;
+            if (pass == 0) {
+                doc->pos[i].kline = line;
+                doc->pos[i].kcol = col;
             } else {
-                col++;
+                doc->pos[i].line = line;
+                doc->pos[i].col = col;
             }
         }
-        last = w.offs[i];
-        doc->pos[i].line = line;
-        doc->pos[i].col = col;
     }
     free(w.offs);
+    free(w.koffs);
     qsort(doc->pos, (size_t)doc->npos, sizeof(*doc->pos), cmp_pos);
     return 0;
 }
@@ -238,21 +258,18 @@ kt__jline(const struct kt__jdoc *doc, const cJSON *item)
     return p != NULL ? p->line : 0;
 }
 
-int
-kt__jerr(struct kt__jdoc *doc, const cJSON *item, const char *path,
-         const char *fmt, ...)
+static int
+vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key, const char *path,
+      const char *fmt, va_list ap)
 {
     char msg[768];
     char where[600];
     const struct kt__jpos *p = find_pos(doc, item);
-    va_list ap;
 
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     if (p != NULL)
-        snprintf(where, sizeof(where), "%s:%d:%d: ", doc->file, p->line,
-                 p->col);
+        snprintf(where, sizeof(where), "%s:%d:%d: ", doc->file,
+                 at_key ? p->kline : p->line, at_key ? p->kcol : p->col);
     else if (item != NULL)
         snprintf(where, sizeof(where), "%s: ", doc->file);
     else
@@ -263,6 +280,30 @@ kt__jerr(struct kt__jdoc *doc, const cJSON *item, const char *path,
     else
         kt_seterr(doc->err, doc->errlen, KT_ECONFIG, "%s%s", where, msg);
     return KT_ECONFIG;
+}
+
+int
+kt__jerr(struct kt__jdoc *doc, const cJSON *item, const char *path,
+         const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = vjerr(doc, item, 0, path, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int
+kt__jerr_key(struct kt__jdoc *doc, const cJSON *item, const char *path,
+             const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = vjerr(doc, item, 1, path, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static int

@@ -420,6 +420,8 @@ check_num(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
     if (k->min < k->max) {
         fmt_num(k->min, lo, sizeof(lo));
         fmt_num(k->max, hi, sizeof(hi));
+        if (x < k->min && k->min > 0 && k->min < 1e-6)
+            return kt__jerr(doc, v, path, "must be > 0 (got %s)", got);
         if (x < k->min)
             return kt__jerr(doc, v, path, "must be >= %s (got %s)", lo, got);
         if (x > k->max)
@@ -593,9 +595,13 @@ read_value(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
                                                                  shape));
         int cnt = cJSON_GetArraySize(v);
         if (!cJSON_IsArray(v) || cnt < 1 || cnt > 4)
+        {
+            if (cJSON_IsArray(v))
+                return kt__jerr(doc, v, path, "must have 1 to 4 dimensions "
+                                "(got %d)", cnt);
             return kt__jerr(doc, v, path, "must be an array of 1 to 4 "
-                            "dimensions (got %s)", cJSON_IsArray(v) ?
-                            "an empty or longer array" : type_name(v));
+                            "dimensions (got %s)", type_name(v));
+        }
         i = 0;
         cJSON_ArrayForEach(c, v) {
             snprintf(sub, sizeof(sub), "%s[%d]", path, i);
@@ -654,9 +660,10 @@ kt__keys_read(struct kt__jdoc *doc, const cJSON *obj, const char *path,
         if (k == NULL) {
             const char *s = kt__suggest(c->string, names, n);
             if (s != NULL)
-                return kt__jerr(doc, c, path, "unknown key \"%s\" (did you "
-                                "mean \"%s\"?)", c->string, s);
-            return kt__jerr(doc, c, path, "unknown key \"%s\"", c->string);
+                return kt__jerr_key(doc, c, path, "unknown key \"%s\" (did "
+                                    "you mean \"%s\"?)", c->string, s);
+            return kt__jerr_key(doc, c, path, "unknown key \"%s\"",
+                                c->string);
         }
         snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "",
                  c->string);
