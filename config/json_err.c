@@ -260,6 +260,10 @@ kt__jline(const struct kt__jdoc *doc, const cJSON *item)
 
 static int
 vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key, const char *path,
+      const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+static int
+vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key, const char *path,
       const char *fmt, va_list ap)
 {
     char msg[768];
