@@ -28,6 +28,8 @@ struct parser {
     int is_int;               /* T_NUM without '.' or exponent */
     struct kt__prog *p;
     struct kt__pstmt *st;     /* statement being parsed */
+    int axline[KT_MAX_AXES];  /* first appearance of each axis */
+    int axcol[KT_MAX_AXES];
     int depth;
     char *err;
     size_t errlen;
@@ -297,6 +299,8 @@ axis_ref(struct parser *ps, int *var)
                     "too many axes in one statement (at most %d)",
                     KT_MAX_AXES);
     snprintf(st->axname[st->naxes], KT_MAX_NAME, "%s", name);
+    ps->axline[st->naxes] = ps->tline;
+    ps->axcol[st->naxes] = ps->tcol;
     *var = st->naxes++;
     return KT_OK;
 }
@@ -600,6 +604,7 @@ number(struct parser *ps, struct kt_expr **out)
 {
     char buf[64];
     double v;
+    int rc;
 
     if (ps->tlen >= sizeof(buf))
         return perr(ps, ps->tline, ps->tcol, "number too long");
@@ -609,9 +614,11 @@ number(struct parser *ps, struct kt_expr **out)
     if (!isfinite(v) || v > 3.4e38)
         return perr(ps, ps->tline, ps->tcol,
                     "number %s is out of the float range", buf);
+    if ((rc = next(ps)) != KT_OK)
+        return rc;
     *out = kt_expr_new(KT_X_CONST);
     (*out)->value = (float)v;
-    return next(ps);
+    return KT_OK;
 }
 
 static int
@@ -831,6 +838,78 @@ where(struct parser *ps)
     return KT_OK;
 }
 
+/* Numbers reduction axes by first appearance in the normalized body
+ * (loads left to right, indexes in order, terms by axis number), the order
+ * in which kt_dag_print writes them, so that printing and parsing again
+ * gives the same numbering. */
+static void
+first_use(const struct kt_expr *e, int *perm, int *next)
+{
+    int d, i, best, v;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD) {
+        for (d = 0; d < e->ndim; d++) {
+            /* Unnumbered variables of this index, smallest first. */
+            for (;;) {
+                best = -1;
+                for (i = 0; i < e->idx[d].n; i++) {
+                    v = e->idx[d].var[i];
+                    if (perm[v] < 0 && (best < 0 || v < best))
+                        best = v;
+                }
+                if (best < 0)
+                    break;
+                perm[best] = (*next)++;
+            }
+        }
+    }
+    first_use(e->a, perm, next);
+    first_use(e->b, perm, next);
+}
+
+static void
+renumber(struct kt_expr *e, const int *perm)
+{
+    int d, i;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD)
+        for (d = 0; d < e->ndim; d++)
+            for (i = 0; i < e->idx[d].n; i++)
+                e->idx[d].var[i] = perm[e->idx[d].var[i]];
+    renumber(e->a, perm);
+    renumber(e->b, perm);
+}
+
+static int
+canon_axes(struct parser *ps)
+{
+    struct kt__pstmt *st = ps->st;
+    char names[KT_MAX_AXES][KT_MAX_NAME];
+    int64_t where_ext[KT_MAX_AXES];
+    int perm[KT_MAX_AXES], a, next = st->nspatial;
+
+    for (a = 0; a < st->naxes; a++)
+        perm[a] = a < st->nspatial ? a : -1;
+    first_use(st->body, perm, &next);
+    for (a = st->nspatial; a < st->naxes; a++)
+        if (perm[a] < 0)
+            return perr(ps, ps->axline[a], ps->axcol[a],
+                        "axis %s drops out of every index it appears in "
+                        "(its coefficient is 0)", st->axname[a]);
+    memcpy(names, st->axname, sizeof(names));
+    memcpy(where_ext, st->where, sizeof(where_ext));
+    for (a = 0; a < st->naxes; a++) {
+        memcpy(st->axname[perm[a]], names[a], KT_MAX_NAME);
+        st->where[perm[a]] = where_ext[a];
+    }
+    renumber(st->body, perm);
+    return KT_OK;
+}
+
 static int
 statement(struct parser *ps)
 {
@@ -845,7 +924,7 @@ statement(struct parser *ps)
         return rc;
     if (ps->t != T_END && ps->t != T_EOF)
         return expected(ps, "an operator, 'where' or end of statement");
-    return KT_OK;
+    return canon_axes(ps);
 }
 
 int

@@ -132,6 +132,8 @@ static const struct err_case err_cases[] = {
      "line 1, column 24: where: q is not an axis of this statement"},
     {"C[i,j] += A[i,k] where k:3, k:3", NULL, KT_EPARSE,
      "line 1, column 29: where: axis k is given twice"},
+    {"C[i,j] += A[i,j+s-s] where s:3", NULL, KT_EPARSE,
+     "line 1, column 17: axis s drops out of every index it appears in"},
     {"C[i,j] += A[i,k] where k:0", NULL, KT_EPARSE,
      "where: extent of k must be positive"},
     {"C[i,j] += A[i,k] where k:x", NULL, KT_EPARSE,
@@ -307,6 +309,9 @@ static const char *const roundtrip_texts[] = {
     "M[i] max= A[i,j]\nN[i] min= A[i,j] - M[i]\nS[i] += exp(N[i])",
     "O[i] += A[2*i+r-1, 0] where r:3, i:2",
     "O[x] = 0.333333343 * V[x] + 1e+20",
+    /* q is seen first in the text but first used (nonzero) after k. */
+    "C[i] += A[i, 0*q + k] * B[q, 1]",
+    "C[i] += A[i, q*0+k+r-r] * B[q+r, 0] where r:1, q:2",
 };
 
 static void
