@@ -161,3 +161,42 @@ kt_expr_flops(const struct kt_expr *e)
         return n + 1;
     }
 }
+
+int
+kt_aff_compose(struct kt_affine *out, const struct kt_affine *a,
+               const struct kt_affine *rep, int nrep)
+{
+    struct kt_affine r;
+    int i, rc;
+
+    kt_aff_const(&r, a->c);
+    for (i = 0; i < a->n; i++) {
+        if (a->var[i] < 0 || a->var[i] >= nrep)
+            return KT_EINVAL;
+        rc = kt_aff_add(&r, &rep[a->var[i]], a->k[i]);
+        if (rc != KT_OK)
+            return rc;
+    }
+    *out = r;
+    return KT_OK;
+}
+
+int
+kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep, int nrep)
+{
+    int d, rc;
+
+    if (e == NULL)
+        return KT_OK;
+    if (e->op == KT_X_LOAD) {
+        for (d = 0; d < e->ndim; d++) {
+            rc = kt_aff_compose(&e->idx[d], &e->idx[d], rep, nrep);
+            if (rc != KT_OK)
+                return rc;
+        }
+    }
+    rc = kt_expr_subst_axes(e->a, rep, nrep);
+    if (rc == KT_OK)
+        rc = kt_expr_subst_axes(e->b, rep, nrep);
+    return rc;
+}

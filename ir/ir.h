@@ -24,7 +24,7 @@
 #define KT_MAX_STAGES 24
 #define KT_MAX_PARTS 8      /* pieces an axis may be split into */
 #define KT_MAX_ITERS 40     /* iterators of one stage after splits */
-#define KT_AFF_TERMS 24     /* variables in one affine expression */
+#define KT_AFF_TERMS 32     /* variables in one affine expression */
 #define KT_MAX_STEP_ARGS 40
 
 /* ---- Affine expressions ------------------------------------------------
@@ -79,6 +79,13 @@ const char *kt_xop_name(enum kt_xop op);
 struct kt_expr *kt_expr_new(enum kt_xop op);
 struct kt_expr *kt_expr_clone(const struct kt_expr *e);
 void kt_expr_free(struct kt_expr *e);     /* NULL is a no-op */
+/* Replaces every variable v of e's load indexes by rep[v] (v < nrep),
+ * composing the affine forms.  KT_EINVAL for a variable >= nrep,
+ * KT_ETOOBIG when a result has too many terms. */
+int kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep, int nrep);
+/* Composes one affine form: out = a with each var v replaced by rep[v]. */
+int kt_aff_compose(struct kt_affine *out, const struct kt_affine *a,
+                   const struct kt_affine *rep, int nrep);
 /* Arithmetic operations per evaluation (a load or constant costs 0). */
 int kt_expr_flops(const struct kt_expr *e);
 
@@ -274,7 +281,7 @@ struct kt_state {
     int ntensors;
     struct kt_tensor tensors[KT_MAX_TENSORS];
     int nstages;
-    struct kt_sstage stages[KT_MAX_STAGES];
+    struct kt_sstage *stages; /* nstages entries, owned */
     int nsteps, capsteps;
     struct kt_step *steps;    /* the history, owned */
 };
@@ -288,13 +295,15 @@ void kt_state_free(struct kt_state *st);
  * err says which step and why. */
 int kt_state_apply(struct kt_state *st, const struct kt_step *step, char *err,
                    size_t errlen);
+/* Record code of a step kind ("SP", "RE", ...). */
+const char *kt_step_name(enum kt_step_kind k);
 /* Replays steps on a fresh state of dag. */
 int kt_state_replay(const struct kt_dag *dag, const struct kt_step *steps,
                     int nsteps, struct kt_state **out, char *err,
                     size_t errlen);
 
-/* Canonical JSON: {"v":1,"steps":[["SP",0,1,1024,[8,16],1],...]} with no
- * spaces; equal schedules give equal text. */
+/* Canonical JSON: {"v":1,"steps":[["SP",0,1,[8,16]],["AN",0,3,"vectorize"]]}
+ * with no spaces; equal schedules give equal text (docs/schedule.md). */
 void kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b);
 /* Parses kt_steps_to_json output.  *steps is malloc'd (caller frees). */
 int kt_steps_from_json(const char *json, struct kt_step **steps, int *nsteps,
@@ -385,6 +394,11 @@ void kt_codegen_default_opts(struct kt_codegen_opts *o);
 int kt_codegen_function(const struct kt_looptree *lt,
                         const struct kt_codegen_opts *o, const char *fname,
                         struct kt_buf *out, char *err, size_t errlen);
+
+/* Internal to ir/: the naive reference version of kt_codegen_function. */
+int kt__codegen_reference(const struct kt_looptree *lt,
+                          const struct kt_codegen_opts *o, const char *fname,
+                          struct kt_buf *out, char *err, size_t errlen);
 
 /* A whole build unit for one candidate, with the ABI the runner expects:
  *

@@ -1,0 +1,617 @@
+/* lower.c - lowering a schedule state to a loop tree.
+ *
+ * Each root stage becomes a loop nest, one loop per iterator of extent > 1.
+ * A stage attached to iterator j of its consumer is emitted inside that
+ * loop, over the region of its output the consumer's remaining loops read
+ * (bound inference by interval arithmetic on the affine indexes), into a
+ * local buffer of that region's shape.  Reductions get their init store
+ * just before their outermost reduction loop, over the spatial loops inside
+ * it. */
+#include "ir/ir.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Variables numbered from here stand for not-yet-bound parts during bound
+ * inference: PSEUDO + axis * KT_MAX_PARTS + part. */
+#define PSEUDO (1 << 20)
+
+struct lower {
+    const struct kt_state *st;
+    struct kt_looptree *lt;
+    int tbuf[KT_MAX_TENSORS];
+    struct kt_affine toff[KT_MAX_TENSORS][KT_MAX_DIMS];
+    int in_parallel;
+    char *err;
+    size_t errlen;
+};
+
+struct snest {
+    int s;
+    const struct kt_sstage *ss;
+    int64_t pe[KT_MAX_AXES][KT_MAX_PARTS];
+    int64_t iext[KT_MAX_ITERS];
+    struct kt_affine partval[KT_MAX_AXES][KT_MAX_PARTS];
+    int bound[KT_MAX_AXES][KT_MAX_PARTS];
+    struct kt_affine off[KT_MAX_AXES];
+    int init_pos;
+};
+
+#define FAIL(L, ...) kt_seterr((L)->err, (L)->errlen, KT_ESCHEDULE, __VA_ARGS__)
+
+static struct kt_node *
+node_new(enum kt_node_kind kind, int stage)
+{
+    struct kt_node *n = kt_xcalloc(1, sizeof(*n));
+
+    n->kind = kind;
+    n->stage = stage;
+    n->var = -1;
+    return n;
+}
+
+static void
+node_add(struct kt_node *parent, struct kt_node *kid)
+{
+    if (parent->nkids == parent->capkids) {
+        parent->capkids = parent->capkids ? parent->capkids * 2 : 4;
+        parent->kids = kt_xrealloc(parent->kids,
+                                   sizeof(*parent->kids) * (size_t)parent->capkids);
+    }
+    parent->kids[parent->nkids++] = kid;
+}
+
+static void
+node_free(struct kt_node *n)
+{
+    int i;
+
+    if (n == NULL)
+        return;
+    for (i = 0; i < n->nkids; i++)
+        node_free(n->kids[i]);
+    free(n->kids);
+    kt_expr_free(n->expr);
+    free(n);
+}
+
+static int
+new_var(struct kt_looptree *lt, const char *axis, int part)
+{
+    int v = lt->nvars++;
+
+    lt->var_names = kt_xrealloc(lt->var_names, sizeof(*lt->var_names) * (size_t)lt->nvars);
+    snprintf(lt->var_names[v], sizeof(lt->var_names[v]), "%.12s%d_%d", axis, part, v);
+    return v;
+}
+
+/* Effective part extents once the axis covers 'range' points: inner parts
+ * keep their lengths while they tile the range, then shrink to 1; the
+ * outermost part takes what is left. */
+static int
+infer_parts(struct lower *L, struct snest *n, int a, int64_t range)
+{
+    const struct kt_sstage *s = n->ss;
+    int64_t rem = range;
+    int p;
+
+    for (p = s->nparts[a] - 1; p >= 1; p--) {
+        int64_t e = s->part_extent[a][p];
+        if (rem % e == 0) {
+            n->pe[a][p] = e;
+            rem /= e;
+        } else if (rem == 1) {
+            n->pe[a][p] = 1;
+        } else {
+            return FAIL(L, "stage %s: axis %s covers %lld points here, which "
+                        "its split lengths cannot tile", s->name,
+                        s->axes[a].name, (long long)range);
+        }
+    }
+    n->pe[a][0] = rem;
+    return KT_OK;
+}
+
+static int64_t
+part_stride(const struct snest *n, int a, int p)
+{
+    int64_t st = 1;
+    int q;
+
+    for (q = p + 1; q < n->ss->nparts[a]; q++)
+        st *= n->pe[a][q];
+    return st;
+}
+
+/* Value of axis a from the current part bindings; unbound parts become
+ * pseudo variables when 'pseudo' is set (for bound inference), else 0. */
+static int
+axis_expr(const struct snest *n, int a, int pseudo, struct kt_affine *out)
+{
+    int p, rc = KT_OK;
+
+    *out = n->off[a];
+    for (p = 0; p < n->ss->nparts[a] && rc == KT_OK; p++) {
+        int64_t stride = part_stride(n, a, p);
+        if (n->pe[a][p] == 1)
+            continue;
+        if (n->bound[a][p])
+            rc = kt_aff_add(out, &n->partval[a][p], stride);
+        else if (pseudo)
+            rc = kt_aff_add_term(out, PSEUDO + a * KT_MAX_PARTS + p, stride);
+    }
+    return rc;
+}
+
+static int
+all_axis_exprs(const struct snest *n, int pseudo, struct kt_affine *ax)
+{
+    int a, rc;
+
+    for (a = 0; a < n->ss->naxes; a++) {
+        rc = axis_expr(n, a, pseudo, &ax[a]);
+        if (rc != KT_OK)
+            return rc;
+    }
+    return KT_OK;
+}
+
+/* Rewrites loads: tensor numbers become buffer numbers, and reads of local
+ * buffers are shifted by their region offsets. */
+static int
+map_loads(struct lower *L, struct kt_expr *e)
+{
+    int d, b, rc;
+
+    if (e == NULL)
+        return KT_OK;
+    if (e->op == KT_X_LOAD) {
+        int t = e->src;
+        b = L->tbuf[t];
+        if (b < 0)
+            return FAIL(L, "%s is read before it is computed",
+                        L->st->tensors[t].name);
+        if (L->lt->bufs[b].scope == KT_BUF_LOCAL) {
+            if (e->guarded)
+                return FAIL(L, "guarded read of local tile %s",
+                            L->lt->bufs[b].name);
+            for (d = 0; d < e->ndim; d++) {
+                rc = kt_aff_add(&e->idx[d], &L->toff[t][d], -1);
+                if (rc != KT_OK)
+                    return FAIL(L, "index expression too long");
+            }
+        }
+        e->src = b;
+    }
+    rc = map_loads(L, e->a);
+    if (rc == KT_OK)
+        rc = map_loads(L, e->b);
+    return rc;
+}
+
+/* Interval of affine a over its pseudo variables: min is affine in the
+ * bound variables, the extent a constant. */
+static void
+split_range(const struct snest *n, const struct kt_affine *a,
+            struct kt_affine *min, int64_t *extent)
+{
+    int i;
+
+    kt_aff_const(min, a->c);
+    *extent = 1;
+    for (i = 0; i < a->n; i++) {
+        if (a->var[i] >= PSEUDO) {
+            int ax = (a->var[i] - PSEUDO) / KT_MAX_PARTS;
+            int p = (a->var[i] - PSEUDO) % KT_MAX_PARTS;
+            int64_t span = a->k[i] * (n->pe[ax][p] - 1);
+            if (span < 0)
+                min->c += span;
+            *extent += span < 0 ? -span : span;
+        } else {
+            kt_aff_add_term(min, a->var[i], a->k[i]);
+        }
+    }
+}
+
+static int same_linear(const struct kt_affine *a, const struct kt_affine *b)
+{
+    int i;
+
+    if (a->n != b->n)
+        return 0;
+    for (i = 0; i < a->n; i++)
+        if (kt_aff_coef(b, a->var[i]) != a->k[i])
+            return 0;
+    return 1;
+}
+
+struct region {
+    int found;
+    int64_t lo[KT_MAX_DIMS], hi[KT_MAX_DIMS];   /* relative to base */
+    struct kt_affine base[KT_MAX_DIMS];
+};
+
+static int
+collect_region(struct lower *L, const struct snest *n, const struct kt_expr *e,
+               int t, const struct kt_affine *ax, struct region *r)
+{
+    int d, rc;
+
+    if (e == NULL)
+        return KT_OK;
+    if (e->op == KT_X_LOAD && e->src == t) {
+        for (d = 0; d < e->ndim; d++) {
+            struct kt_affine idx, min;
+            int64_t ext;
+            rc = kt_aff_compose(&idx, &e->idx[d], ax, n->ss->naxes);
+            if (rc != KT_OK)
+                return FAIL(L, "index expression too long");
+            split_range(n, &idx, &min, &ext);
+            if (!r->found) {
+                r->base[d] = min;
+                r->base[d].c = 0;
+                r->lo[d] = min.c;
+                r->hi[d] = min.c + ext - 1;
+            } else {
+                if (!same_linear(&min, &r->base[d]))
+                    return FAIL(L, "stage %s reads %s at unrelated places; "
+                                "its region cannot be bounded", n->ss->name,
+                                L->st->tensors[t].name);
+                if (min.c < r->lo[d])
+                    r->lo[d] = min.c;
+                if (min.c + ext - 1 > r->hi[d])
+                    r->hi[d] = min.c + ext - 1;
+            }
+        }
+        r->found = 1;
+        return KT_OK;
+    }
+    rc = collect_region(L, n, e->a, t, ax, r);
+    if (rc == KT_OK)
+        rc = collect_region(L, n, e->b, t, ax, r);
+    return rc;
+}
+
+static int emit_stage(struct lower *L, int s, struct kt_node *parent,
+                      const struct kt_affine *off, const int64_t *range);
+
+/* Emits every stage attached at iterator j of n's stage into *body,
+ * wrapping the rest of the nest in their buffers' scopes. */
+static int
+emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
+{
+    const struct kt_state *st = L->st;
+    int p, d, rc;
+
+    for (p = 0; p < st->nstages; p++) {
+        const struct kt_sstage *ps = &st->stages[p];
+        struct kt_affine ax[KT_MAX_AXES], off[KT_MAX_DIMS];
+        int64_t range[KT_MAX_DIMS];
+        struct region r;
+        struct kt_lbuf *b;
+        struct kt_node *alloc;
+        const struct kt_tensor *t = &st->tensors[ps->out];
+
+        if (ps->inlined || ps->attach_stage != n->s || ps->attach_iter != j)
+            continue;
+        rc = all_axis_exprs(n, 1, ax);
+        if (rc != KT_OK)
+            return FAIL(L, "index expression too long");
+        memset(&r, 0, sizeof(r));
+        rc = collect_region(L, n, n->ss->body, ps->out, ax, &r);
+        if (rc != KT_OK)
+            return rc;
+        if (!r.found)
+            return FAIL(L, "%s is attached to %s, which does not read it",
+                        ps->name, n->ss->name);
+        if (L->lt->nbufs == (int)KT_ARRAY_LEN(L->lt->bufs))
+            return FAIL(L, "too many buffers");
+        for (d = 0; d < t->ndim; d++) {
+            off[d] = r.base[d];
+            off[d].c = r.lo[d];
+            range[d] = r.hi[d] - r.lo[d] + 1;
+            if (range[d] > t->shape[d])
+                return FAIL(L, "region of %s dim %d (%lld) exceeds its shape",
+                            ps->name, d, (long long)range[d]);
+        }
+        b = &L->lt->bufs[L->lt->nbufs];
+        memset(b, 0, sizeof(*b));
+        snprintf(b->name, sizeof(b->name), "%s", ps->name);
+        b->scope = KT_BUF_LOCAL;
+        b->tensor = ps->out;
+        b->arg = -1;
+        b->ndim = t->ndim;
+        memcpy(b->shape, range, sizeof(range[0]) * (size_t)t->ndim);
+        L->tbuf[ps->out] = L->lt->nbufs++;
+        memcpy(L->toff[ps->out], off, sizeof(off[0]) * (size_t)t->ndim);
+
+        alloc = node_new(KT_N_ALLOC, p);
+        alloc->buf = L->tbuf[ps->out];
+        node_add(*body, alloc);
+        rc = emit_stage(L, p, alloc, off, range);
+        if (rc != KT_OK)
+            return rc;
+        *body = alloc;
+    }
+    return KT_OK;
+}
+
+/* Binds iterator j: a loop (if its extent is above 1) and lets for fused
+ * parts.  Returns the node the rest of the nest goes into. */
+static struct kt_node *
+bind_iter(struct lower *L, struct snest *n, int j, struct kt_node *parent,
+          int *loop_var)
+{
+    const struct kt_iter *it = &n->ss->iters[j];
+    struct kt_node *loop;
+    int64_t inner = 1;
+    int q;
+
+    *loop_var = -1;
+    if (n->iext[j] == 1) {
+        for (q = 0; q < it->nparts; q++) {
+            kt_aff_const(&n->partval[it->parts[q].axis][it->parts[q].part], 0);
+            n->bound[it->parts[q].axis][it->parts[q].part] = 1;
+        }
+        return parent;
+    }
+    loop = node_new(KT_N_LOOP, n->s);
+    if (it->nparts == 1)
+        loop->var = new_var(L->lt, n->ss->axes[it->parts[0].axis].name,
+                            it->parts[0].part);
+    else
+        loop->var = new_var(L->lt, "fused", 0);
+    loop->extent = n->iext[j];
+    loop->ann = it->ann;
+    loop->auto_unroll_max_step = it->auto_unroll_max_step;
+    loop->reduce = it->reduce != 0;
+    node_add(parent, loop);
+    *loop_var = loop->var;
+    if (it->nparts == 1) {
+        kt_aff_var(&n->partval[it->parts[0].axis][it->parts[0].part], loop->var, 1);
+        n->bound[it->parts[0].axis][it->parts[0].part] = 1;
+        return loop;
+    }
+    for (q = it->nparts - 1; q >= 0; q--) {
+        int a = it->parts[q].axis, p = it->parts[q].part;
+        int64_t e = n->pe[a][p];
+        n->bound[a][p] = 1;
+        if (e == 1) {
+            kt_aff_const(&n->partval[a][p], 0);
+            continue;
+        }
+        {
+            struct kt_node *let = node_new(KT_N_LET, n->s);
+            let->var = new_var(L->lt, n->ss->axes[a].name, p);
+            let->src_var = loop->var;
+            let->div = inner;
+            let->mod = e;
+            node_add(loop, let);
+            kt_aff_var(&n->partval[a][p], let->var, 1);
+        }
+        inner *= e;
+    }
+    return loop;
+}
+
+static void
+unbind_iter(struct snest *n, int j)
+{
+    const struct kt_iter *it = &n->ss->iters[j];
+    int q;
+
+    for (q = 0; q < it->nparts; q++)
+        n->bound[it->parts[q].axis][it->parts[q].part] = 0;
+}
+
+static int
+make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
+{
+    const struct kt_sstage *s = n->ss;
+    struct kt_affine ax[KT_MAX_AXES];
+    struct kt_node *store;
+    int d, rc, b = L->tbuf[s->out];
+
+    rc = all_axis_exprs(n, 0, ax);
+    if (rc != KT_OK)
+        return FAIL(L, "index expression too long");
+    store = node_new(KT_N_STORE, n->s);
+    store->buf = b;
+    store->ndim = s->nspatial;
+    for (d = 0; d < s->nspatial; d++) {
+        store->idx[d] = ax[d];
+        if (L->lt->bufs[b].scope == KT_BUF_LOCAL)
+            kt_aff_add(&store->idx[d], &L->toff[s->out][d], -1);
+    }
+    if (init) {
+        store->op = KT_ASSIGN;
+        store->expr = kt_expr_new(KT_X_CONST);
+        store->expr->value = s->op == KT_SUM ? 0.0f
+                             : s->op == KT_MAXR ? -INFINITY : INFINITY;
+    } else {
+        store->op = s->op;
+        store->expr = kt_expr_clone(s->body);
+        rc = kt_expr_subst_axes(store->expr, ax, s->naxes);
+        if (rc == KT_OK)
+            rc = map_loads(L, store->expr);
+        if (rc != KT_OK) {
+            node_free(store);
+            return rc == KT_ESCHEDULE ? rc : FAIL(L, "index expression too long");
+        }
+    }
+    node_add(parent, store);
+    return KT_OK;
+}
+
+/* The init nest: the spatial iterators from j on, then the init store. */
+static int
+emit_init(struct lower *L, struct snest *n, int j, struct kt_node *parent)
+{
+    int var, rc;
+    struct kt_node *body;
+
+    while (j < n->ss->niters && n->ss->iters[j].reduce)
+        j++;
+    if (j == n->ss->niters)
+        return make_store(L, n, parent, 1);
+    body = bind_iter(L, n, j, parent, &var);
+    rc = emit_init(L, n, j + 1, body);
+    unbind_iter(n, j);
+    return rc;
+}
+
+static int
+emit_nest(struct lower *L, struct snest *n, int j, struct kt_node *parent)
+{
+    const struct kt_iter *it;
+    struct kt_node *body;
+    int var, rc, was_parallel = L->in_parallel;
+
+    if (j == n->init_pos) {
+        rc = emit_init(L, n, j, parent);
+        if (rc != KT_OK)
+            return rc;
+    }
+    if (j == n->ss->niters)
+        return make_store(L, n, parent, 0);
+    it = &n->ss->iters[j];
+    if (it->ann == KT_ANN_PARALLEL && n->iext[j] > 1) {
+        if (L->in_parallel)
+            return FAIL(L, "stage %s: parallel loop inside a parallel loop",
+                        n->ss->name);
+        L->in_parallel = 1;
+    }
+    body = bind_iter(L, n, j, parent, &var);
+    rc = emit_attached(L, n, j, &body);
+    if (rc == KT_OK)
+        rc = emit_nest(L, n, j + 1, body);
+    unbind_iter(n, j);
+    L->in_parallel = was_parallel;
+    return rc;
+}
+
+static int
+emit_stage(struct lower *L, int s, struct kt_node *parent,
+           const struct kt_affine *off, const int64_t *range)
+{
+    struct snest *n = kt_xcalloc(1, sizeof(*n));
+    const struct kt_sstage *ss = &L->st->stages[s];
+    int a, j, q, rc = KT_OK;
+
+    n->s = s;
+    n->ss = ss;
+    n->init_pos = -1;
+    for (a = 0; a < ss->naxes && rc == KT_OK; a++) {
+        int64_t r = ss->axes[a].extent;
+        if (off != NULL && a < ss->nspatial) {
+            n->off[a] = off[a];
+            r = range[a];
+        } else {
+            kt_aff_const(&n->off[a], 0);
+        }
+        rc = infer_parts(L, n, a, r);
+    }
+    for (j = 0; j < ss->niters && rc == KT_OK; j++) {
+        n->iext[j] = 1;
+        for (q = 0; q < ss->iters[j].nparts; q++)
+            n->iext[j] *= n->pe[ss->iters[j].parts[q].axis][ss->iters[j].parts[q].part];
+        if (ss->op != KT_ASSIGN && ss->iters[j].reduce && n->init_pos < 0)
+            n->init_pos = j;
+        if (ss->op != KT_ASSIGN && ss->iters[j].reduce == 2)
+            rc = FAIL(L, "stage %s: a fused iterator mixes spatial and "
+                      "reduction axes", ss->name);
+    }
+    if (rc == KT_OK && ss->op != KT_ASSIGN && n->init_pos < 0)
+        n->init_pos = ss->niters;
+    if (rc == KT_OK)
+        rc = emit_nest(L, n, 0, parent);
+    free(n);
+    return rc;
+}
+
+int
+kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
+         size_t errlen)
+{
+    struct lower *L = kt_xcalloc(1, sizeof(*L));
+    struct kt_looptree *lt = kt_xcalloc(1, sizeof(*lt));
+    int t, s, rc = KT_OK;
+
+    *out = NULL;
+    L->st = st;
+    L->lt = lt;
+    L->err = err;
+    L->errlen = errlen;
+    lt->root = node_new(KT_N_SEQ, -1);
+    lt->flops = st->dag->flops;
+
+    /* Arguments: inputs, then outputs; root intermediates live on the heap. */
+    for (t = 0; t < st->ntensors; t++)
+        L->tbuf[t] = -1;
+    for (s = 0; s < 2; s++) {
+        for (t = 0; t < st->ntensors; t++) {
+            const struct kt_tensor *tt = &st->tensors[t];
+            struct kt_lbuf *b;
+            if (tt->kind != (s == 0 ? KT_TENSOR_INPUT : KT_TENSOR_OUTPUT))
+                continue;
+            b = &lt->bufs[lt->nbufs];
+            snprintf(b->name, sizeof(b->name), "%s", tt->name);
+            b->scope = KT_BUF_ARG;
+            b->tensor = t;
+            b->arg = lt->nargs;
+            b->ndim = tt->ndim;
+            memcpy(b->shape, tt->shape, sizeof(tt->shape));
+            lt->args[lt->nargs++] = lt->nbufs;
+            L->tbuf[t] = lt->nbufs++;
+        }
+    }
+    for (t = 0; t < st->ntensors; t++) {
+        const struct kt_tensor *tt = &st->tensors[t];
+        const struct kt_sstage *p;
+        struct kt_lbuf *b;
+        if (tt->kind != KT_TENSOR_INTERMEDIATE || tt->producer < 0)
+            continue;
+        p = &st->stages[tt->producer];
+        if (p->inlined || p->attach_stage >= 0)
+            continue;
+        b = &lt->bufs[lt->nbufs];
+        snprintf(b->name, sizeof(b->name), "%s", tt->name);
+        b->scope = KT_BUF_HEAP;
+        b->tensor = t;
+        b->arg = -1;
+        b->ndim = tt->ndim;
+        memcpy(b->shape, tt->shape, sizeof(tt->shape));
+        L->tbuf[t] = lt->nbufs++;
+    }
+    for (s = 0; s < st->nstages && rc == KT_OK; s++) {
+        if (st->stages[s].inlined || st->stages[s].attach_stage >= 0)
+            continue;
+        rc = emit_stage(L, s, lt->root, NULL, NULL);
+    }
+    /* Every attached stage must have found its place. */
+    for (s = 0; s < st->nstages && rc == KT_OK; s++) {
+        const struct kt_sstage *ss = &st->stages[s];
+        if (!ss->inlined && ss->attach_stage >= 0 && L->tbuf[ss->out] < 0)
+            rc = FAIL(L, "stage %s: its compute_at point was never reached",
+                      ss->name);
+    }
+    free(L);
+    if (rc != KT_OK) {
+        kt_looptree_free(lt);
+        return rc;
+    }
+    *out = lt;
+    return KT_OK;
+}
+
+void
+kt_looptree_free(struct kt_looptree *lt)
+{
+    if (lt == NULL)
+        return;
+    node_free(lt->root);
+    free(lt->var_names);
+    free(lt);
+}

@@ -1,0 +1,165 @@
+/* ktt.c - see ktt.h. */
+#include "tests/support/ktt.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void *
+ktt_build(const char *src, char *err, size_t errlen)
+{
+    char dir[] = "/tmp/ktt.XXXXXX", cpath[64], sopath[64], cmd[1024], log[64];
+    const char *cc = getenv("KT_TEST_CC") ? getenv("KT_TEST_CC") : "gcc";
+    const char *cflags = getenv("KT_TEST_CFLAGS") ? getenv("KT_TEST_CFLAGS")
+                         : "-O3 -march=native -fopenmp";
+    void *h = NULL;
+    FILE *f;
+
+    /* libgomp must outlive every kernel: its idle pool threads sit in its
+     * code, so unloading it with the last kernel crashes them. */
+    dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
+    if (mkdtemp(dir) == NULL) {
+        snprintf(err, errlen, "mkdtemp failed");
+        return NULL;
+    }
+    snprintf(cpath, sizeof(cpath), "%s/k.c", dir);
+    snprintf(sopath, sizeof(sopath), "%s/k.so", dir);
+    snprintf(log, sizeof(log), "%s/cc.log", dir);
+    f = fopen(cpath, "w");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot write %s", cpath);
+        return NULL;
+    }
+    fputs(src, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s %s -std=gnu11 -shared -fPIC -o %s %s -lm > %s 2>&1",
+             cc, cflags, sopath, cpath, log);
+    if (system(cmd) != 0) {
+        f = fopen(log, "r");
+        size_t n = f ? fread(err, 1, errlen - 1, f) : 0;
+        err[n] = '\0';
+        if (f)
+            fclose(f);
+        if (getenv("KT_TEST_KEEP"))
+            fprintf(stderr, "kept %s\n", cpath);
+        return NULL;
+    }
+    h = dlopen(sopath, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        snprintf(err, errlen, "dlopen: %s", dlerror());
+    if (!getenv("KT_TEST_KEEP")) {
+        unlink(cpath);
+        unlink(sopath);
+        unlink(log);
+        rmdir(dir);
+    } else {
+        fprintf(stderr, "kept %s\n", cpath);
+    }
+    return h;
+}
+
+void
+ktt_bufs_init(struct ktt_bufs *b, const struct kt_dag *dag, uint64_t seed)
+{
+    struct kt_rng r;
+    int t;
+    int64_t i;
+
+    kt_rng_seed(&r, seed);
+    memset(b, 0, sizeof(*b));
+    b->n = dag->ntensors;
+    for (t = 0; t < dag->ntensors; t++) {
+        b->elems[t] = kt_tensor_elems(&dag->tensors[t]);
+        b->t[t] = kt_xaligned(64, (size_t)b->elems[t] * sizeof(float) + 64);
+        for (i = 0; i < b->elems[t]; i++)
+            b->t[t][i] = dag->tensors[t].kind == KT_TENSOR_INPUT
+                         ? (float)(kt_rng_unit(&r) * 2.0 - 1.0) : NAN;
+    }
+}
+
+void
+ktt_bufs_free(struct ktt_bufs *b)
+{
+    int t;
+
+    for (t = 0; t < b->n; t++)
+        free(b->t[t]);
+    memset(b, 0, sizeof(*b));
+}
+
+int
+ktt_args(const struct kt_dag *dag, struct ktt_bufs *b, float **args)
+{
+    int n = 0, pass, t;
+
+    for (pass = 0; pass < 2; pass++)
+        for (t = 0; t < dag->ntensors; t++)
+            if (dag->tensors[t].kind == (pass ? KT_TENSOR_OUTPUT : KT_TENSOR_INPUT))
+                args[n++] = b->t[t];
+    return n;
+}
+
+double
+ktt_rel_l2(const float *got, const float *want, int64_t n)
+{
+    double num = 0, den = 0;
+    int64_t i;
+
+    for (i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)want[i];
+        if (isnan(got[i]))
+            return INFINITY;
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+char *
+ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
+                int ncand, int *generated, int *skipped)
+{
+    struct kt_codegen_opts o;
+    struct kt_buf b, names;
+    char err[512], fname[32];
+    int i, ok = 0;
+
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&b);
+    kt_buf_init(&names);
+    *skipped = 0;
+    if (kt_codegen_module(NULL, dag, &o, &b, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "reference: %s\n", err);
+        kt_buf_free(&names);
+        kt_buf_free(&b);
+        return NULL;
+    }
+    for (i = 0; i < ncand; i++) {
+        struct kt_looptree *lt = NULL;
+        size_t mark = b.len;
+        snprintf(fname, sizeof(fname), "cand_%d", i);
+        if (kt_lower(cands[i], &lt, err, sizeof(err)) != KT_OK ||
+            kt_codegen_function(lt, &o, fname, &b, err, sizeof(err)) != KT_OK) {
+            struct kt_buf j;
+            kt_buf_init(&j);
+            kt_steps_to_json(cands[i]->steps, cands[i]->nsteps, &j);
+            fprintf(stderr, "candidate %d rejected: %s\n  %s\n", i, err, j.p);
+            kt_buf_free(&j);
+            b.len = mark;
+            b.p[mark] = '\0';
+            (*skipped)++;
+            kt_looptree_free(lt);
+            continue;
+        }
+        kt_looptree_free(lt);
+        kt_buf_printf(&names, "%s%s", ok ? ", " : "", fname);
+        generated[ok++] = i;
+    }
+    kt_buf_printf(&b, "void (*ktt_cands[])(float *const *) = {%s%s};\n",
+                  names.p, ok ? "" : "0");
+    kt_buf_free(&names);
+    return kt_buf_take(&b);
+}

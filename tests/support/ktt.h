@@ -1,0 +1,45 @@
+/* ktt.h - support code shared by the unit tests and benchmarks: building
+ * generated C into shared objects, running kernels against the DAG
+ * interpreter, and a seeded generator of random valid schedules. */
+#ifndef KT_TESTS_KTT_H
+#define KT_TESTS_KTT_H
+
+#include "ir/ir.h"
+
+typedef void (*ktt_kernel_fn)(float *const *bufs);
+
+/* Compiles C source into a shared object with the host compiler
+ * (gcc -O3 -march=native -fopenmp -shared -fPIC unless $KT_TEST_CC /
+ * $KT_TEST_CFLAGS say otherwise).  Returns a dlopen handle or NULL with the
+ * compiler's message in err. */
+void *ktt_build(const char *src, char *err, size_t errlen);
+
+/* Buffers for every tensor of a DAG, inputs filled from a seeded RNG. */
+struct ktt_bufs {
+    int n;
+    float *t[KT_MAX_TENSORS];
+    int64_t elems[KT_MAX_TENSORS];
+};
+void ktt_bufs_init(struct ktt_bufs *b, const struct kt_dag *dag, uint64_t seed);
+void ktt_bufs_free(struct ktt_bufs *b);
+
+/* Kernel argument list (inputs then outputs) for a DAG, pointing into b. */
+int ktt_args(const struct kt_dag *dag, struct ktt_bufs *b, float **args);
+
+/* Relative L2 error of got against want (n floats); NaN gives INFINITY. */
+double ktt_rel_l2(const float *got, const float *want, int64_t n);
+
+/* Applies a random sequence of valid steps, in the shape the CPU sketch
+ * rules produce (tiling, cache_write, compute_at of producers into their
+ * consumer's tile loop, inlining, parallel/vectorize/unroll annotations and
+ * auto-unroll pragmas).  Returns a state the caller frees. */
+struct kt_state *ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *rng);
+
+/* Source holding the reference and ncand candidate kernels (cand_0 ...),
+ * reachable through "ktt_cands" (an array of function pointers).  Candidates
+ * that fail to lower or generate are left out and counted in *skipped
+ * (messages go to stderr).  Caller frees the text. */
+char *ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
+                      int ncand, int *generated, int *skipped);
+
+#endif

@@ -1,0 +1,245 @@
+/* randsched.c - seeded random schedules in the shapes the CPU sketch rules
+ * produce, for the code generator sweep (see ktt.h). */
+#include "tests/support/ktt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int64_t
+rand_divisor(struct kt_rng *r, int64_t n)
+{
+    int64_t d[256];
+    int nd = 0;
+    int64_t i;
+
+    for (i = 1; i <= n && nd < 256; i++)
+        if (n % i == 0)
+            d[nd++] = i;
+    return d[kt_rng_below(r, (uint64_t)nd)];
+}
+
+static int
+reads(const struct kt_expr *e, int t)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t)
+        return 1;
+    return reads(e->a, t) || reads(e->b, t);
+}
+
+/* The single live consumer of stage p, or -1. */
+static int
+sole_consumer(const struct kt_state *st, int p)
+{
+    int c, found = -1;
+
+    for (c = 0; c < st->nstages; c++) {
+        if (c == p || st->stages[c].inlined || !reads(st->stages[c].body, st->stages[p].out))
+            continue;
+        if (found >= 0)
+            return -1;
+        found = c;
+    }
+    return found;
+}
+
+static int
+apply(struct kt_state *st, struct kt_step s)
+{
+    char err[256];
+
+    return kt_state_apply(st, &s, err, sizeof(err));
+}
+
+static struct kt_step
+step(enum kt_step_kind k, int stage, int iter)
+{
+    struct kt_step s;
+
+    memset(&s, 0, sizeof(s));
+    s.kind = k;
+    s.stage = stage;
+    s.iter = iter;
+    return s;
+}
+
+/* Splits axis iterator 'it' (one part) into 1 + n parts whose inner
+ * lengths multiply to a divisor of 'limit'. */
+static void
+split_random(struct kt_state *st, struct kt_rng *r, int s, int it, int64_t limit,
+             int maxparts)
+{
+    struct kt_step sp = step(KT_STEP_SPLIT, s, it);
+    int n = (int)kt_rng_below(r, (uint64_t)maxparts) , i;
+    int64_t left = rand_divisor(r, limit);
+
+    if (n == 0)
+        return;
+    sp.n = n;
+    for (i = n - 1; i >= 0; i--) {
+        sp.v[i] = i == 0 ? left : rand_divisor(r, left);
+        left /= sp.v[i];
+    }
+    apply(st, sp);
+}
+
+static void
+shuffle(struct kt_rng *r, int64_t *v, int n)
+{
+    int i;
+
+    for (i = n - 1; i > 0; i--) {
+        int j = (int)kt_rng_below(r, (uint64_t)i + 1);
+        int64_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+struct kt_state *
+ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
+{
+    struct kt_state *st = kt_state_new(dag);
+    int attach_to[KT_MAX_STAGES], attach_at[KT_MAX_STAGES];
+    int64_t tile[KT_MAX_STAGES][KT_MAX_AXES];
+    int s, p, a, i;
+
+    /* Cache writes on reduction outputs, from the last stage down so that
+     * inserted stages do not move the ones still to visit. */
+    for (s = st->nstages - 1; s >= 0; s--) {
+        const struct kt_sstage *ss = &st->stages[s];
+        if (ss->op != KT_ASSIGN && !ss->is_pad && kt_rng_unit(r) < 0.4)
+            apply(st, step(KT_STEP_CACHE_WRITE, s, 0));
+    }
+    /* Inline elementwise stages (padding included) now and then. */
+    for (s = 0; s < st->nstages; s++) {
+        const struct kt_sstage *ss = &st->stages[s];
+        double pr = ss->is_pad ? 0.3 : 0.5;
+        if (ss->op == KT_ASSIGN && st->tensors[ss->out].kind != KT_TENSOR_OUTPUT &&
+            kt_rng_unit(r) < pr)
+            apply(st, step(KT_STEP_COMPUTE_INLINE, s, 0));
+    }
+    /* Which producers go inside their consumer. */
+    for (s = 0; s < st->nstages; s++) {
+        const struct kt_sstage *ss = &st->stages[s];
+        int c;
+        attach_to[s] = -1;
+        if (ss->inlined || st->tensors[ss->out].kind == KT_TENSOR_OUTPUT)
+            continue;
+        c = sole_consumer(st, s);
+        if (c < 0)
+            continue;
+        if (strstr(ss->name, "_local") != NULL && kt_rng_unit(r) < 0.8)
+            attach_to[s] = c;
+        else if (ss->is_pad && kt_rng_unit(r) < 0.3)
+            attach_to[s] = c;
+        else if (!ss->is_pad && st->stages[c].naxes == st->stages[c].nspatial &&
+                 st->stages[c].nspatial == ss->nspatial && kt_rng_unit(r) < 0.5)
+            attach_to[s] = c;
+    }
+    /* Tile: consumers get a two-level spatial tile with the producer's
+     * attach point after the outer tiles; other stages random tiles. */
+    for (s = st->nstages - 1; s >= 0; s--) {
+        const struct kt_sstage *ss = &st->stages[s];
+        int consumer = 0, nsp = ss->nspatial, nred = ss->naxes - ss->nspatial;
+        if (ss->inlined)
+            continue;
+        for (p = 0; p < st->nstages; p++)
+            if (attach_to[p] == s && !st->stages[p].is_pad)
+                consumer = 1;
+        if (attach_to[s] >= 0 && ss->is_pad)
+            continue;      /* padding stays unsplit: any region fits */
+        if (consumer) {
+            struct kt_step re = step(KT_STEP_REORDER, s, 0);
+            int fuse;
+            for (a = nsp - 1; a >= 0; a--) {
+                struct kt_step sp = step(KT_STEP_SPLIT, s, a);
+                tile[s][a] = rand_divisor(r, ss->axes[a].extent);
+                sp.n = 1;
+                sp.v[0] = tile[s][a];
+                apply(st, sp);
+            }
+            /* iterators: o0 i0 o1 i1 ... then reductions */
+            re.n = st->stages[s].niters;
+            for (a = 0; a < nsp; a++) {
+                re.v[a] = 2 * a;
+                re.v[nsp + nred + a] = 2 * a + 1;
+            }
+            for (a = 0; a < nred; a++)
+                re.v[nsp + a] = 2 * nsp + a;
+            apply(st, re);
+            fuse = st->stages[s].attach_stage < 0 && attach_to[s] < 0 && nsp > 1
+                   ? (int)kt_rng_below(r, (uint64_t)nsp) + 1 : 1;
+            if (fuse > 1) {
+                struct kt_step fu = step(KT_STEP_FUSE, s, 0);
+                fu.n = fuse;
+                apply(st, fu);
+            }
+            attach_at[s] = (int)kt_rng_below(r, (uint64_t)(nsp - fuse + 1));
+        } else {
+            int64_t lim[KT_MAX_AXES];
+            for (a = 0; a < ss->naxes; a++)
+                lim[a] = ss->axes[a].extent;
+            if (attach_to[s] >= 0) {
+                /* Inner lengths must tile the consumer's tile. */
+                int c = attach_to[s];
+                for (a = 0; a < nsp; a++)
+                    lim[a] = tile[c][a];
+            }
+            for (a = ss->naxes - 1; a >= 0; a--)
+                split_random(st, r, s, a, lim[a], 3);
+            if (kt_rng_unit(r) < 0.7) {
+                struct kt_step re = step(KT_STEP_REORDER, s, 0);
+                re.n = st->stages[s].niters;
+                for (i = 0; i < re.n; i++)
+                    re.v[i] = i;
+                shuffle(r, re.v, re.n);
+                apply(st, re);
+            }
+            if (attach_to[s] < 0 && kt_rng_unit(r) < 0.5) {
+                int k = 0;
+                while (k < st->stages[s].niters && !st->stages[s].iters[k].reduce)
+                    k++;
+                if (k >= 2) {
+                    struct kt_step fu = step(KT_STEP_FUSE, s, 0);
+                    fu.n = 2 + (int)kt_rng_below(r, (uint64_t)k - 1);
+                    apply(st, fu);
+                }
+            }
+        }
+    }
+    /* Attach producers. */
+    for (s = 0; s < st->nstages; s++) {
+        struct kt_step ca = step(KT_STEP_COMPUTE_AT, s, 0);
+        int c = attach_to[s];
+        if (c < 0)
+            continue;
+        ca.v[0] = c;
+        if (st->stages[s].is_pad)
+            ca.v[1] = (int)kt_rng_below(r, (uint64_t)st->stages[c].niters);
+        else
+            ca.v[1] = attach_at[c];
+        apply(st, ca);
+    }
+    /* Annotations. */
+    for (s = 0; s < st->nstages; s++) {
+        const struct kt_sstage *ss = &st->stages[s];
+        int last = ss->niters - 1;
+        if (ss->inlined)
+            continue;
+        if (ss->attach_stage < 0 && !ss->iters[0].reduce && kt_rng_unit(r) < 0.7)
+            apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, 0, 0, {KT_ANN_PARALLEL}});
+        if (last > 0 && kt_rng_unit(r) < 0.7)
+            apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, last, 0, {KT_ANN_VECTORIZE}});
+        for (i = last - 1; i >= 1 && i >= last - 2; i--)
+            if (ss->iters[i].extent <= 16 && kt_rng_unit(r) < 0.5)
+                apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, i, 0, {KT_ANN_UNROLL}});
+        if (kt_rng_unit(r) < 0.5) {
+            static const int steps[] = {0, 16, 64, 512};
+            apply(st, (struct kt_step){KT_STEP_PRAGMA, s, 0, 0,
+                                       {steps[kt_rng_below(r, 4)]}});
+        }
+    }
+    return st;
+}

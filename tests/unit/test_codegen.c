@@ -1,0 +1,254 @@
+/* test_codegen.c - the schedule-to-C sweep: for every operator of the
+ * library, seeded random valid schedules are lowered, compiled with gcc and
+ * checked against the DAG interpreter (relative L2 error < 1e-4).
+ *
+ * KT_SWEEP=N sets the schedules per operator (default 6; 200 under
+ * KT_TEST_LEVEL=long, as `make test-long` runs it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/ktt.h"
+
+static int
+sweep_count(void)
+{
+    const char *s = getenv("KT_SWEEP");
+    const char *lvl = getenv("KT_TEST_LEVEL");
+
+    if (s != NULL)
+        return atoi(s);
+    if (lvl != NULL && strcmp(lvl, "long") == 0)
+        return 200;
+    return 6;
+}
+
+/* Builds n valid random schedules for dag, compiles them into one shared
+ * object and compares every candidate with the interpreter. */
+static void
+sweep(const struct kt_dag *dag, uint64_t seed, int n)
+{
+    struct kt_state **cands = calloc((size_t)n * 3, sizeof(*cands));
+    int *generated = calloc((size_t)n * 3, sizeof(int));
+    struct ktt_bufs want, got;
+    float *args[KT_MAX_TENSORS];
+    struct kt_rng r;
+    char err[4096];
+    char *src;
+    void *h;
+    void (**fns)(float *const *);
+    void (*ref)(float *const *);
+    int i, ncand = 0, valid = 0, skipped = 0, nargs, t;
+
+    kt_rng_seed(&r, seed);
+    /* Keep drawing until n schedules lower; invalid ones must be rare. */
+    while (valid < n && ncand < 3 * n) {
+        struct kt_looptree *lt = NULL;
+        cands[ncand] = ktt_random_schedule(dag, &r);
+        if (kt_lower(cands[ncand], &lt, err, sizeof(err)) == KT_OK)
+            valid++;
+        kt_looptree_free(lt);
+        ncand++;
+    }
+    assert_int_equal(valid, n);
+    src = ktt_module_many(dag, cands, ncand, generated, &skipped);
+    assert_non_null(src);
+    assert_int_equal(ncand - skipped, valid);
+    h = ktt_build(src, err, sizeof(err));
+    if (h == NULL)
+        fprintf(stderr, "%s: compile failed:\n%.3000s\n", dag->key, err);
+    assert_non_null(h);
+    free(src);
+    fns = (void (**)(float *const *))dlsym(h, "ktt_cands");
+    ref = (void (*)(float *const *))dlsym(h, "kt_reference");
+    assert_non_null(fns);
+    assert_non_null(ref);
+
+    ktt_bufs_init(&want, dag, seed);
+    kt_dag_interpret(dag, want.t);
+    ktt_bufs_init(&got, dag, seed);
+    nargs = ktt_args(dag, &got, args);
+    (void)nargs;
+    ref(args);
+    for (t = 0; t < dag->ntensors; t++)
+        if (dag->tensors[t].kind == KT_TENSOR_OUTPUT)
+            assert_true(ktt_rel_l2(got.t[t], want.t[t], want.elems[t]) < 1e-4);
+    for (i = 0; i < valid; i++) {
+        for (t = 0; t < dag->ntensors; t++)
+            if (dag->tensors[t].kind == KT_TENSOR_OUTPUT)
+                memset(got.t[t], 0xff, (size_t)got.elems[t] * sizeof(float));
+        if (getenv("KT_TEST_VERBOSE")) {
+            struct kt_buf j;
+            kt_buf_init(&j);
+            kt_steps_to_json(cands[generated[i]]->steps, cands[generated[i]]->nsteps, &j);
+            fprintf(stderr, "running candidate %d: %s\n", generated[i], j.p);
+            kt_buf_free(&j);
+        }
+        fns[i](args);
+        for (t = 0; t < dag->ntensors; t++) {
+            double e;
+            if (dag->tensors[t].kind != KT_TENSOR_OUTPUT)
+                continue;
+            e = ktt_rel_l2(got.t[t], want.t[t], want.elems[t]);
+            if (!(e < 1e-4)) {
+                struct kt_buf j;
+                kt_buf_init(&j);
+                kt_steps_to_json(cands[generated[i]]->steps, cands[generated[i]]->nsteps, &j);
+                fprintf(stderr, "%s\n  candidate %d wrong (rel L2 %g): %s\n",
+                        dag->key, generated[i], e, j.p);
+                kt_buf_free(&j);
+            }
+            assert_true(e < 1e-4);
+        }
+    }
+    ktt_bufs_free(&want);
+    ktt_bufs_free(&got);
+    dlclose(h);
+    for (i = 0; i < ncand; i++)
+        kt_state_free(cands[i]);
+    free(cands);
+    free(generated);
+}
+
+static void
+sweep_def(const struct kt_op_def *d, uint64_t seed)
+{
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    if (kt_op_build(d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d->name, err);
+    sweep(dag, seed, sweep_count());
+    kt_dag_free(dag);
+}
+
+static void
+test_codegen_dense(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU), KT_OK);
+    sweep_def(&d, 1);
+    assert_int_equal(kt_op_dense(&d, 7, 14, 56, 0), KT_OK);
+    sweep_def(&d, 2);
+}
+
+static void
+test_codegen_matmul(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d, 56, 64, 96), KT_OK);
+    sweep_def(&d, 3);
+}
+
+static void
+test_codegen_batch_matmul(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_batch_matmul(&d, 3, 14, 32, 7, 0), KT_OK);
+    sweep_def(&d, 4);
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 16, 14, 24, 1), KT_OK);
+    sweep_def(&d, 5);
+}
+
+static void
+conv(int64_t C, int64_t H, int64_t K, int64_t R, int64_t S_, int64_t P,
+     int64_t D, int64_t G, int epi, uint64_t seed)
+{
+    struct kt_conv2d_params p = {
+        .N = 1, .C = C, .H = H, .W = H, .K = K, .R = R, .S = R,
+        .stride_h = S_, .stride_w = S_, .pad_h = P, .pad_w = P,
+        .dilation_h = D, .dilation_w = D, .groups = G, .epilogue = epi,
+    };
+    struct kt_op_def d;
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    sweep_def(&d, seed);
+}
+
+static void
+test_codegen_conv2d(void **state)
+{
+    (void)state;
+    conv(8, 14, 16, 3, 1, 1, 1, 1, 0, 10);                           /* 3x3 pad 1 */
+    conv(3, 28, 8, 7, 2, 3, 1, 1, 0, 11);                            /* 7x7 s2 pad 3 */
+    conv(4, 7, 8, 1, 1, 0, 1, 1, 0, 12);                             /* 1x1 pad 0 */
+    conv(4, 14, 4, 3, 1, 2, 2, 1, 0, 13);                            /* dilation 2 */
+}
+
+static void
+test_codegen_conv2d_groups(void **state)
+{
+    (void)state;
+    conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);                            /* depthwise */
+    conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15);                           /* groups 2, s2 */
+}
+
+static void
+test_codegen_conv2d_fused(void **state)
+{
+    (void)state;
+    conv(8, 14, 16, 3, 1, 1, 1, 1, KT_EPI_BIAS | KT_EPI_RELU, 16);
+    conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17);    /* 56x56 dw */
+}
+
+static void
+test_codegen_pool(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_pool2d(&d, 1, 1, 8, 14, 14, 3, 2, 1), KT_OK);
+    sweep_def(&d, 20);
+    assert_int_equal(kt_op_pool2d(&d, 0, 1, 8, 14, 14, 2, 2, 0), KT_OK);
+    sweep_def(&d, 21);
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 16, 7, 7), KT_OK);
+    sweep_def(&d, 22);
+}
+
+static void
+test_codegen_elementwise(void **state)
+{
+    static const char *const kinds[] = {"add", "mul", "relu", "hardswish", "sigmoid"};
+    struct kt_op_def d;
+    unsigned i;
+    (void)state;
+    for (i = 0; i < KT_ARRAY_LEN(kinds); i++) {
+        assert_int_equal(kt_op_elementwise(&d, kinds[i], 1, 8, 14, 14), KT_OK);
+        sweep_def(&d, 30 + i);
+    }
+}
+
+static void
+test_codegen_softmax(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_softmax(&d, 7, 1000), KT_OK);
+    sweep_def(&d, 40);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codegen_dense),
+        cmocka_unit_test(test_codegen_matmul),
+        cmocka_unit_test(test_codegen_batch_matmul),
+        cmocka_unit_test(test_codegen_conv2d),
+        cmocka_unit_test(test_codegen_conv2d_groups),
+        cmocka_unit_test(test_codegen_conv2d_fused),
+        cmocka_unit_test(test_codegen_pool),
+        cmocka_unit_test(test_codegen_elementwise),
+        cmocka_unit_test(test_codegen_softmax),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
