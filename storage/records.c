@@ -17,7 +17,7 @@ static const char *const err_names[KT_MERR_COUNT] = {
     "BUILD_TIMEOUT",  "RUN_TIMEOUT",         "UNKNOWN_ERROR"};
 
 static const char export_sql[] =
-    "SELECT l.id, l.uid, j.name, j.model, l.task_name, l.target, l.workload,"
+    "SELECT l.id, coalesce(l.uid, ?2 || '-' || l.id), j.name, j.model, l.task_name, l.target, l.workload,"
     " l.workload_hash, l.config, l.sched_hash, l.err_no, l.err_text,"
     " l.trial_no, l.cost, l.costs, l.worker, l.build_s, l.run_s, l.started,"
     " l.finished FROM logs l LEFT JOIN jobs j ON j.id=l.job_id"
@@ -126,6 +126,7 @@ kt_storage_export(struct kt_storage *st, FILE *out, const char *target,
     }
     if (target != NULL)
         sqlite3_bind_text(s, 1, target, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, st->instance, -1, SQLITE_STATIC);
     for (;;) {
         rc = sqlite3_step(s);
         if (rc != SQLITE_ROW)
@@ -341,6 +342,15 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
     return 0;
 }
 
+/* A uid made by this database's export: the trial is already here. */
+static int
+own_uid(const struct kt_storage *st, const char *uid)
+{
+    size_t n = strlen(st->instance);
+
+    return strncmp(uid, st->instance, n) == 0 && uid[n] == '-';
+}
+
 int
 kt_storage_import(struct kt_storage *st, FILE *in, const char *name,
                   size_t *added, size_t *skipped, char *err, size_t errlen)
@@ -385,9 +395,9 @@ kt_storage_import(struct kt_storage *st, FILE *in, const char *name,
         rc = parse_record(&c, o, &t, &uid, err, errlen);
         if (rc == 0)
             rc = kt__trial_check(&t, 0, err, errlen);
-        if (rc == 0)
-            rc = kt__insert_trial(st, &t, uid, 1, &id, &was_added, err,
-                                  errlen);
+        was_added = 0;
+        if (rc == 0 && !own_uid(st, uid))
+            rc = kt__insert_trial(st, &t, uid, &id, &was_added, err, errlen);
         cJSON_Delete(o);
         if (rc == KT_EINVAL || rc == KT_EPARSE) {
             /* A bad line: keep the lines before it, as documented. */

@@ -29,11 +29,12 @@ cmp_entry(const void *a, const void *b)
     return strcmp(x->workload_hash, y->workload_hash);
 }
 
-/* Fills best and workload key of e. */
+/* Fills the best trial of every entry (one scan of the target's rows). */
 static int
-resume_fill(struct kt_storage *st, const char *target,
-            struct kt_resume_entry *e, char *err, size_t errlen)
+resume_best(struct kt_storage *st, const char *target, struct kt_resume *r,
+            char *err, size_t errlen)
 {
+    struct kt_resume_entry *e;
     sqlite3_stmt *s;
     int rc;
 
@@ -41,64 +42,21 @@ resume_fill(struct kt_storage *st, const char *target,
     if (s == NULL)
         return KT_EDB;
     sqlite3_bind_text(s, 1, target, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, e->workload_hash, -1, SQLITE_STATIC);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        e->best_cost = sqlite3_column_double(s, 0);
-        e->best_config = kt_xstrdup(col_text(s, 1));
-        snprintf(e->best_sched_hash, sizeof(e->best_sched_hash), "%s",
-                 col_text(s, 2));
-    } else if (rc != SQLITE_DONE) {
-        rc = step_err(st, rc, "reading the best trial", err, errlen);
-        sqlite3_reset(s);
-        return rc;
-    }
-    sqlite3_reset(s);
-    s = kt__stmt(st, KT__ST_RESUME_KEY, err, errlen);
-    if (s == NULL)
-        return KT_EDB;
-    sqlite3_bind_text(s, 1, target, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, e->workload_hash, -1, SQLITE_STATIC);
-    rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) {
-        rc = step_err(st, rc, "reading a workload key", err, errlen);
-        sqlite3_reset(s);
-        return rc;
-    }
-    e->workload = kt_xstrdup(col_text(s, 0));
-    sqlite3_reset(s);
-    return 0;
-}
-
-static int
-resume_job(struct kt_storage *st, const char *target, int64_t job_id,
-           struct kt_resume *r, char *err, size_t errlen)
-{
-    struct kt_resume_entry *e;
-    sqlite3_stmt *s;
-    int rc;
-
-    s = kt__stmt(st, KT__ST_RESUME_JOB, err, errlen);
-    if (s == NULL)
-        return KT_EDB;
-    sqlite3_bind_int64(s, 1, job_id);
-    sqlite3_bind_text(s, 2, target, -1, SQLITE_STATIC);
     for (;;) {
         rc = sqlite3_step(s);
         if (rc != SQLITE_ROW)
             break;
         e = (struct kt_resume_entry *)kt_resume_find(r, col_text(s, 0));
         if (e == NULL)
-            continue; /* cannot happen: the job's rows are the target's */
-        e->job_trials = sqlite3_column_int64(s, 1);
-        e->job_max_trial_no = sqlite3_column_int64(s, 2);
-    }
-    if (rc != SQLITE_DONE) {
-        rc = step_err(st, rc, "reading the job's trial counts", err, errlen);
-        sqlite3_reset(s);
-        return rc;
+            continue; /* written between the two reads; next resume */
+        e->best_cost = sqlite3_column_double(s, 1);
+        e->best_config = kt_xstrdup(col_text(s, 2));
+        snprintf(e->best_sched_hash, sizeof(e->best_sched_hash), "%s",
+                 col_text(s, 3));
     }
     sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return step_err(st, rc, "reading the best trials", err, errlen);
     return 0;
 }
 
@@ -109,7 +67,7 @@ kt_storage_resume(struct kt_storage *st, const char *target, int64_t job_id,
     struct kt_resume *r;
     struct kt_resume_entry *e;
     sqlite3_stmt *s;
-    size_t cap = 0, i;
+    size_t cap = 0;
     int rc;
 
     *out = NULL;
@@ -122,6 +80,7 @@ kt_storage_resume(struct kt_storage *st, const char *target, int64_t job_id,
         goto fail;
     }
     sqlite3_bind_text(s, 1, target, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, job_id > 0 ? job_id : -1);
     for (;;) {
         rc = sqlite3_step(s);
         if (rc != SQLITE_ROW)
@@ -136,25 +95,22 @@ kt_storage_resume(struct kt_storage *st, const char *target, int64_t job_id,
                  col_text(s, 0));
         e->trials = sqlite3_column_int64(s, 1);
         e->ok_trials = sqlite3_column_int64(s, 2);
-        e->job_max_trial_no = -1;
+        e->job_trials = sqlite3_column_int64(s, 3);
+        e->job_max_trial_no = sqlite3_column_type(s, 4) == SQLITE_NULL
+                                  ? -1
+                                  : sqlite3_column_int64(s, 4);
+        e->workload = kt_xstrdup(col_text(s, 5));
     }
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
         rc = step_err(st, rc, "reading trial counts", err, errlen);
         goto fail;
     }
-    /* SQLite sorts with memcmp like strcmp, but be independent of it. */
+    /* Sorted here, not by SQL collation, for kt_resume_find. */
     qsort(r->e, r->n, sizeof(*r->e), cmp_entry);
-    for (i = 0; i < r->n; i++) {
-        rc = resume_fill(st, target, &r->e[i], err, errlen);
-        if (rc < 0)
-            goto fail;
-    }
-    if (job_id > 0) {
-        rc = resume_job(st, target, job_id, r, err, errlen);
-        if (rc < 0)
-            goto fail;
-    }
+    rc = resume_best(st, target, r, err, errlen);
+    if (rc < 0)
+        goto fail;
     *out = r;
     return 0;
 fail:

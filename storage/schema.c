@@ -36,8 +36,10 @@ static const char schema_v1[] =
     "PRAGMA user_version=1;\n";
 
 /* Version 2: jobs, tasks, error names, per-trial detail columns, hashes,
- * a uid for import de-duplication, and the indexes the daemon's queries
- * use.  best_logs becomes per (target, workload). */
+ * a database instance id and an import uid (NULL for trials measured here:
+ * their uid is "INSTANCE-ID", made on export), and only indexes that grow
+ * at their end, so a batch dirties few pages.  best_logs becomes per
+ * (target, workload). */
 static const char migrate_v1_v2[] =
     "ALTER TABLE logs ADD COLUMN job_id INTEGER REFERENCES jobs(id);\n"
     "ALTER TABLE logs ADD COLUMN workload_hash TEXT;\n"
@@ -50,9 +52,9 @@ static const char migrate_v1_v2[] =
     "ALTER TABLE logs ADD COLUMN finished REAL;\n"
     "ALTER TABLE logs ADD COLUMN uid TEXT;\n"
     "UPDATE logs SET workload_hash=kt_hash(workload),\n"
-    "  sched_hash=kt_hash(config),\n"
-    "  uid='v1-' || kt_hash(target || char(31) || workload || char(31) ||\n"
-    "      config || char(31) || trial_no) || '-' || id;\n"
+    "  sched_hash=kt_hash(config);\n"
+    "CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);\n"
+    "INSERT INTO meta VALUES('instance', lower(hex(randomblob(8))));\n"
     "CREATE TABLE jobs(\n"
     "  id INTEGER PRIMARY KEY,\n"
     "  name TEXT NOT NULL UNIQUE,\n"
@@ -79,10 +81,8 @@ static const char migrate_v1_v2[] =
     "  (5,'WRONG_ANSWER'),(6,'BUILD_TIMEOUT'),(7,'RUN_TIMEOUT'),\n"
     "  (8,'UNKNOWN_ERROR');\n"
     "DROP INDEX logs_workload;\n"
-    "CREATE INDEX logs_best ON logs(target, workload_hash, err_no, cost);\n"
-    "CREATE INDEX logs_sched ON logs(target, workload_hash, sched_hash);\n"
-    "CREATE INDEX logs_job ON logs(job_id, target, workload_hash, trial_no);\n"
-    "CREATE UNIQUE INDEX logs_uid ON logs(uid);\n"
+    "CREATE INDEX logs_wl ON logs(target, workload_hash);\n"
+    "CREATE UNIQUE INDEX logs_uid ON logs(uid) WHERE uid IS NOT NULL;\n"
     "CREATE INDEX kvs_log ON kvs(log_id);\n"
     "DROP VIEW best_logs;\n"
     "CREATE VIEW best_logs AS SELECT * FROM logs WHERE id IN (\n"

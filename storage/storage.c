@@ -38,33 +38,31 @@ static const char *const stmt_sql[KT__ST_COUNT] = {
         " compute=excluded.compute, shapes=excluded.shapes,"
         " weight=excluded.weight, flops=excluded.flops",
     [KT__ST_RESUME_COUNTS] =
-        "SELECT workload_hash, count(*), sum(err_no=0) FROM logs"
-        " WHERE target=?1 GROUP BY workload_hash ORDER BY workload_hash",
+        "SELECT workload_hash, count(*), sum(err_no=0), sum(job_id=?2),"
+        " max(CASE WHEN job_id=?2 THEN trial_no END), workload FROM logs"
+        " WHERE +target=?1 GROUP BY workload_hash",
+    /* The bare columns come from the row holding min(cost).  Resume reads
+     * scan the table in id order (+target keeps the index out): sequential
+     * pages beat an index walk with a row lookup per trial. */
     [KT__ST_RESUME_BEST] =
-        "SELECT cost, config, sched_hash FROM logs WHERE target=?1"
-        " AND workload_hash=?2 AND err_no=0 ORDER BY cost, id LIMIT 1",
-    [KT__ST_RESUME_KEY] =
-        "SELECT workload FROM logs WHERE target=?1 AND workload_hash=?2"
-        " LIMIT 1",
-    [KT__ST_RESUME_JOB] =
-        "SELECT workload_hash, count(*), max(trial_no) FROM logs"
-        " WHERE job_id=?1 AND target=?2 GROUP BY workload_hash",
+        "SELECT workload_hash, min(cost), config, sched_hash FROM logs"
+        " WHERE +target=?1 AND err_no=0 GROUP BY workload_hash",
     [KT__ST_MEASURED] =
-        "SELECT DISTINCT sched_hash FROM logs WHERE target=?1"
-        " AND workload_hash=?2",
+        "SELECT sched_hash FROM logs WHERE target=?1 AND workload_hash=?2",
     [KT__ST_HISTORY_ONE] =
         "SELECT workload_hash, workload, config, cost, err_no FROM logs"
         " WHERE target=?1 AND workload_hash=?2 ORDER BY id",
+    /* +target: scan the table in id order rather than sort. */
     [KT__ST_HISTORY_ALL] =
         "SELECT workload_hash, workload, config, cost, err_no FROM logs"
-        " WHERE target=?1 ORDER BY id",
+        " WHERE +target=?1 ORDER BY id",
     [KT__ST_HISTORY_ONE_LIMIT] =
         "SELECT * FROM (SELECT id, workload_hash, workload, config, cost,"
         " err_no FROM logs WHERE target=?1 AND workload_hash=?2"
         " ORDER BY id DESC LIMIT ?3) ORDER BY id",
     [KT__ST_HISTORY_ALL_LIMIT] =
         "SELECT * FROM (SELECT id, workload_hash, workload, config, cost,"
-        " err_no FROM logs WHERE target=?1 ORDER BY id DESC LIMIT ?3)"
+        " err_no FROM logs WHERE +target=?1 ORDER BY id DESC LIMIT ?3)"
         " ORDER BY id",
 };
 
@@ -236,9 +234,25 @@ kt_storage_open(struct kt_storage **out, const char *path,
                 sync == 2 ? "PRAGMA synchronous=FULL"
                           : "PRAGMA synchronous=NORMAL",
                 NULL, 0, err, errlen);
+    /* A 32 MB page cache; checkpoints run on their own thread (below). */
+    if (rc == 0)
+        rc = pragma(st, "PRAGMA cache_size=-32768", NULL, 0, err, errlen);
     if (rc < 0)
         goto fail;
     rc = kt__schema_upgrade(st->db, path, &st->opened_version, err, errlen);
+    if (rc < 0)
+        goto fail;
+    rc = pragma(st, "SELECT v FROM meta WHERE k='instance'", st->instance,
+                sizeof(st->instance), err, errlen);
+    if (rc < 0)
+        goto fail;
+    if (strlen(st->instance) != 16) {
+        rc = kt_seterr(err, errlen, KT_EDB,
+                       "storage: %s: meta table has no 16-digit instance id",
+                       path);
+        goto fail;
+    }
+    rc = kt__ckpt_start(st, err, errlen);
     if (rc < 0)
         goto fail;
     *out = st;
@@ -255,6 +269,7 @@ kt_storage_close(struct kt_storage *st)
 
     if (st == NULL)
         return;
+    kt__ckpt_stop(st);
     for (i = 0; i < KT__ST_COUNT; i++)
         sqlite3_finalize(st->st[i]);
     if (st->db != NULL && sqlite3_close(st->db) != SQLITE_OK)
@@ -454,33 +469,13 @@ kt__trial_check(const struct kt_trial *t, size_t idx, char *err,
     return 0;
 }
 
-/* 32 hex digits identifying a trial across machines. */
-static void
-make_uid(struct kt_buf *b, const struct kt_trial *t, const char *wh,
-         const char *sh, char out[33])
-{
-    uint64_t h1, h2;
-
-    kt_buf_reset(b);
-    kt_buf_printf(b, "%lld\x1f%s\x1f%s\x1f%s\x1f%lld\x1f%.6f\x1f%.6f\x1f%s"
-                     "\x1f%d\x1f%.17g",
-                  (long long)t->job_id, t->target, wh, sh,
-                  (long long)t->trial_no, t->started, t->finished,
-                  t->worker != NULL ? t->worker : "", t->err_no, t->cost);
-    h1 = kt_hash64(b->p, b->len);
-    kt_buf_putc(b, '#');
-    h2 = kt_hash64(b->p, b->len);
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h1,
-             (unsigned long long)h2);
-}
-
 int
 kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
-                 const char *uid, int ignore_dup, int64_t *id, int *added,
-                 char *err, size_t errlen)
+                 const char *uid, int64_t *id, int *added, char *err,
+                 size_t errlen)
 {
     sqlite3_stmt *s;
-    char wh[17], sh[17], uidbuf[33];
+    char wh[17], sh[17];
     const char *whp = t->workload_hash, *shp = t->sched_hash;
     int rc, i;
 
@@ -493,11 +488,7 @@ kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
         kt_hash_hex(kt_hash64(t->config, strlen(t->config)), sh);
         shp = sh;
     }
-    if (uid == NULL) {
-        make_uid(&st->scratch, t, whp, shp, uidbuf);
-        uid = uidbuf;
-    }
-    s = kt__stmt(st, ignore_dup ? KT__ST_INSERT_LOG_IGNORE : KT__ST_INSERT_LOG,
+    s = kt__stmt(st, uid != NULL ? KT__ST_INSERT_LOG_IGNORE : KT__ST_INSERT_LOG,
                  err, errlen);
     if (s == NULL)
         return KT_EDB;
@@ -573,7 +564,7 @@ kt_storage_write_batch(struct kt_storage *st, const struct kt_trial *t,
     if (rc < 0)
         return rc;
     for (i = 0; i < n; i++) {
-        rc = kt__insert_trial(st, &t[i], NULL, 0, &id, &added, err, errlen);
+        rc = kt__insert_trial(st, &t[i], NULL, &id, &added, err, errlen);
         if (rc < 0)
             goto fail;
         if (i == 0 && first_id != NULL)

@@ -22,8 +22,6 @@ enum kt__stmt {
     KT__ST_TASK_PUT,
     KT__ST_RESUME_COUNTS,
     KT__ST_RESUME_BEST,
-    KT__ST_RESUME_KEY,
-    KT__ST_RESUME_JOB,
     KT__ST_MEASURED,
     KT__ST_HISTORY_ONE,
     KT__ST_HISTORY_ALL,
@@ -37,8 +35,10 @@ struct kt_storage {
     char *path;
     int opened_version;
     int busy_timeout_ms;
+    char instance[17]; /* meta 'instance': prefix of exported uids */
     sqlite3_stmt *st[KT__ST_COUNT];
-    struct kt_buf scratch; /* reused for costs JSON and uids */
+    struct kt_buf scratch; /* reused for the costs JSON */
+    struct kt__ckpt *ckpt; /* background checkpointer */
 };
 
 /* Returns the cached statement i (preparing it on first use) or NULL with
@@ -62,14 +62,20 @@ int kt__schema_upgrade(sqlite3 *db, const char *path, int *found, char *err,
 /* Registers the kt_hash(text) SQL function (16 hex digits of kt_hash64). */
 int kt__register_functions(sqlite3 *db);
 
-/* Inserts one trial (no transaction handling).  uid NULL = computed.  With
- * ignore_dup a trial whose uid is present is skipped and *added is 0. */
+/* Inserts one trial (no transaction handling).  uid is NULL for a trial
+ * measured here, else the imported uid: a trial whose uid is present is
+ * then skipped and *added is 0. */
 int kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
-                     const char *uid, int ignore_dup, int64_t *id, int *added,
+                     const char *uid, int64_t *id, int *added,
                      char *err, size_t errlen);
 /* Checks the required fields of t; KT_EINVAL with the field named. */
 int kt__trial_check(const struct kt_trial *t, size_t idx, char *err,
                     size_t errlen);
+/* Starts / stops the background WAL checkpointer (checkpoint.c); stop
+ * accepts a storage without one. */
+int kt__ckpt_start(struct kt_storage *st, char *err, size_t errlen);
+void kt__ckpt_stop(struct kt_storage *st);
+
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK through cached statements. */
 int kt__begin(struct kt_storage *st, char *err, size_t errlen);
 int kt__commit(struct kt_storage *st, char *err, size_t errlen);

@@ -28,7 +28,7 @@ struct ts_trial {
 };
 
 /* Cost of trial i of workload w: a deterministic value in (0.5, 1.5) ms. */
-static double
+static inline double
 ts_cost(int64_t i, int w)
 {
     uint64_t h = kt_hash64(&i, sizeof(i)) ^ (uint64_t)w * 0x9e3779b97f4a7c15ULL;
@@ -37,7 +37,7 @@ ts_cost(int64_t i, int w)
 }
 
 /* err_no of trial i: mostly successes, some errors of kinds 1, 4, 6. */
-static int
+static inline int
 ts_errno(int64_t i)
 {
     static const int e[16] = {0, 0, 0, 1, 0, 0, 4, 0, 0, 0, 0, 6, 0, 1, 0, 0};
@@ -45,7 +45,7 @@ ts_errno(int64_t i)
     return e[(kt_hash64(&i, sizeof(i)) >> 7) % 16];
 }
 
-static void
+static inline void
 ts_workload(int w, char *buf, size_t len)
 {
     snprintf(buf, len,
@@ -55,7 +55,7 @@ ts_workload(int w, char *buf, size_t len)
 }
 
 /* Fills g with trial number i (unique per workload w and job). */
-static void
+static inline void
 ts_make(struct ts_trial *g, int64_t job, int w, int64_t i)
 {
     int e = ts_errno(i), k;
@@ -111,7 +111,7 @@ ts_make(struct ts_trial *g, int64_t job, int w, int64_t i)
 }
 
 /* Writes trials [from, from+n) of workload w in one batch. */
-static int
+static inline int
 ts_write(struct kt_storage *st, int64_t job, int w, int64_t from, int n,
          char *err, size_t errlen)
 {
@@ -130,7 +130,7 @@ ts_write(struct kt_storage *st, int64_t job, int w, int64_t from, int n,
 }
 
 /* Makes a fresh temporary directory; path in out (PATH_MAX). */
-static void
+static inline void
 ts_tmpdir(char *out, size_t len)
 {
     const char *base = getenv("TMPDIR");
@@ -140,7 +140,7 @@ ts_tmpdir(char *out, size_t len)
         kt_fatalx("mkdtemp %s: %s", out, strerror(errno));
 }
 
-static void
+static inline void
 ts_rmrf(const char *dir)
 {
     char cmd[4200];
@@ -151,7 +151,7 @@ ts_rmrf(const char *dir)
 }
 
 /* One integer from a query (first column of the first row); -1 on error. */
-static long long
+static inline long long
 ts_q1(struct sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *s = NULL;
@@ -165,7 +165,7 @@ ts_q1(struct sqlite3 *db, const char *sql)
 }
 
 /* Text of the first column of the first row into out; "" on error. */
-static void
+static inline void
 ts_qs(struct sqlite3 *db, const char *sql, char *out, size_t len)
 {
     sqlite3_stmt *s = NULL;
