@@ -107,7 +107,8 @@ kt_storage_resume(struct kt_storage *st, const char *target, int64_t job_id,
         goto fail;
     }
     /* Sorted here, not by SQL collation, for kt_resume_find. */
-    qsort(r->e, r->n, sizeof(*r->e), cmp_entry);
+    if (r->n > 1)
+        qsort(r->e, r->n, sizeof(*r->e), cmp_entry);
     rc = resume_best(st, target, r, err, errlen);
     if (rc < 0)
         goto fail;
@@ -221,7 +222,8 @@ kt_storage_measured(struct kt_storage *st, const char *target,
         free(h);
         return step_err(st, rc, "reading the measured set", err, errlen);
     }
-    qsort(h, cnt, sizeof(*h), cmp_u64);
+    if (cnt > 1)
+        qsort(h, cnt, sizeof(*h), cmp_u64);
     for (i = j = 0; i < cnt; i++)
         if (j == 0 || h[j - 1] != h[i])
             h[j++] = h[i];
