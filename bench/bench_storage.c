@@ -50,6 +50,21 @@ insert(const char *path, int sync, long n, double *secs, char *err,
     if (rc == 0)
         rc = kt_storage_job_open(st, "bench", "resnet18", TS_TARGET, &job,
                                  err, errlen);
+    for (i = 0; rc == 0 && i < NWORKLOADS; i++) {
+        char key[160];
+        struct kt_task_info ti = {.job_id = job,
+                                  .task_name = "matmul",
+                                  .target = TS_TARGET,
+                                  .workload = key,
+                                  .compute = "C[i, j] += A[i, k] * B[k, j]",
+                                  .weight = 1,
+                                  /* ts_workload's shapes: M x 256 x N */
+                                  .flops = 2.0 * 64 * (double)(i + 1) * 256 *
+                                           (double)(128 + i)};
+
+        ts_workload((int)i, key, sizeof(key));
+        rc = kt_storage_task_put(st, &ti, err, errlen);
+    }
     for (i = 0; rc == 0 && i < n; i += BATCH) {
         for (k = 0; k < BATCH && i + k < n; k++) {
             /* As the daemon measures: one batch is one task's candidates;

@@ -194,7 +194,8 @@ int kt_storage_history(struct kt_storage *st, const char *target,
 int kt_storage_export(struct kt_storage *st, FILE *out, const char *target,
                       size_t *count, char *err, size_t errlen);
 /* Reads JSON lines written by kt_storage_export; trials already present
- * (same uid) are skipped, so importing twice adds nothing.  name is used in
+ * are skipped (same uid, or a uid made by this file's own export: trials
+ * measured here export as "INSTANCE-ID"), so importing twice adds nothing.  name is used in
  * messages ("name:LINE: ...").  Stops at the first bad line with KT_EPARSE;
  * lines before it stay imported. */
 int kt_storage_import(struct kt_storage *st, FILE *in, const char *name,
