@@ -183,7 +183,7 @@ kt_storage_open(struct kt_storage **out, const char *path,
 {
     struct kt_storage *st;
     char mode[32] = "";
-    int rc, sync = 1;
+    int rc, sync = 1, mem;
 
     *out = NULL;
     if (path == NULL || path[0] == '\0')
@@ -223,7 +223,8 @@ kt_storage_open(struct kt_storage **out, const char *path,
                 errlen);
     if (rc < 0)
         goto fail;
-    if (strcmp(mode, "wal") != 0) {
+    mem = strcmp(path, ":memory:") == 0;
+    if (strcmp(mode, mem ? "memory" : "wal") != 0) {
         rc = kt_seterr(err, errlen, KT_EDB,
                        "storage: %s: cannot switch to WAL mode (journal mode "
                        "is '%s')",
@@ -252,9 +253,11 @@ kt_storage_open(struct kt_storage **out, const char *path,
                        path);
         goto fail;
     }
-    rc = kt__ckpt_start(st, err, errlen);
-    if (rc < 0)
-        goto fail;
+    if (!mem) {
+        rc = kt__ckpt_start(st, err, errlen);
+        if (rc < 0)
+            goto fail;
+    }
     *out = st;
     return 0;
 fail:

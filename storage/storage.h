@@ -92,7 +92,8 @@ struct kt_task_info {
 };
 
 /* Opens or creates the database at path (WAL mode, busy_timeout), upgrades
- * an older schema, refuses a newer one.  opts may be NULL for defaults.
+ * an older schema, refuses a newer one.  ":memory:" gives a private
+ * in-memory database (for tests of other modules).  opts may be NULL for defaults.
  * Caller closes *out with kt_storage_close. */
 int kt_storage_open(struct kt_storage **out, const char *path,
                     const struct kt_storage_opts *opts, char *err,

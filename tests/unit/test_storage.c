@@ -889,6 +889,26 @@ test_storage_disk_full(void **state)
     assert_int_equal(umount(mnt), 0);
 }
 
+static void
+test_storage_memory(void **state)
+{
+    struct kt_storage *st = NULL;
+    struct kt_resume *r = NULL;
+    char err[512];
+
+    (void)state;
+    assert_int_equal(kt_storage_open(&st, ":memory:", NULL, err, sizeof(err)),
+                     0);
+    assert_int_equal(ts_write(st, 0, 1, 0, 64, err, sizeof(err)), 0);
+    assert_int_equal(kt_storage_resume(st, TS_TARGET, 0, &r, err,
+                                       sizeof(err)),
+                     0);
+    assert_int_equal((int)r->n, 1);
+    assert_int_equal(r->e[0].trials, 64);
+    kt_resume_free(r);
+    kt_storage_close(st);
+}
+
 int
 main(void)
 {
@@ -915,6 +935,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_storage_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_disk_full, setup,
                                         teardown),
+        cmocka_unit_test(test_storage_memory),
     };
 
     kt_log_init(LOG_WARNING);
