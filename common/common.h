@@ -58,7 +58,8 @@ void kt_buf_puts(struct kt_buf *b, const char *s);
 void kt_buf_put(struct kt_buf *b, const void *s, size_t n);
 void kt_buf_printf(struct kt_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void kt_buf_vprintf(struct kt_buf *b, const char *fmt, va_list ap);
+void kt_buf_vprintf(struct kt_buf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 /* Transfers ownership of the text to the caller (free()); resets b. */
 char *kt_buf_take(struct kt_buf *b);
 

@@ -29,6 +29,9 @@ level_name(int prio)
     return names[prio];
 }
 
+static void vlog_line(int prio, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
 static void
 vlog_line(int prio, const char *fmt, va_list ap)
 {
