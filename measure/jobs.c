@@ -1,0 +1,518 @@
+/* jobs.c - batches of candidates on the tracker: each candidate is a build
+ * job, then a run job (the built .so travels back through the tracker, so
+ * build and run may happen on different workers, as with a cross compiler
+ * on the host and a board that only runs).  Jobs wait in submission order;
+ * the queue of a key is the jobs of batches for that key.  Dispatch gives a
+ * job to an idle worker of the key with the role; with serialize_hosts a
+ * host times one kernel at a time and compiles nothing meanwhile. */
+#include "measure/tracker_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DEADLINE_GRACE_S 10.0
+#define MAX_HOSTS 64
+
+void
+kt_measure_default_opts(struct kt_measure_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->number = 1;
+    o->repeat = 3;
+    o->min_repeat_ms = 100;
+    o->build_timeout_ms = 15000;
+    o->run_timeout_ms = 10000;
+    o->mem_mb = 2048;
+    o->tolerance = 1e-4;
+    o->seed = 1;
+}
+
+static void
+batch_free(struct kt__batch *b)
+{
+    int i;
+
+    for (i = 0; i < b->n; i++) {
+        free(b->c[i].source);
+        free(b->c[i].cc);
+        free(b->c[i].so);
+        free(b->c[i].err_text);
+        kt_msg_free(&b->c[i].kvs);
+    }
+    free(b->c);
+    free(b);
+}
+
+static void
+batch_complete(struct kt__batch *b)
+{
+    struct kt_tracker *t = b->t;
+    struct kt_measure_result *r;
+    struct kt__batch **p;
+    int i;
+
+    for (p = &t->batches; *p != NULL; p = &(*p)->next) {
+        if (*p == b) {
+            *p = b->next;
+            break;
+        }
+    }
+    r = kt_xcalloc((size_t)b->n, sizeof(*r));
+    for (i = 0; i < b->n; i++) {
+        struct kt__cand *c = &b->c[i];
+        r[i].err_no = c->err_no;
+        r[i].err_text = c->err_text ? c->err_text : "";
+        r[i].ncosts = c->ncosts;
+        memcpy(r[i].costs, c->costs, sizeof(c->costs));
+        r[i].cost = c->cost;
+        r[i].cv = c->cv;
+        r[i].build_s = c->build_s;
+        r[i].run_s = c->run_s;
+        r[i].worker = c->worker;
+        r[i].attempts = c->total_attempts;
+        r[i].nkvs = c->kvs.nkv;
+        r[i].kv_keys = (const char *const *)c->kvs.keys;
+        r[i].kv_vals = (const char *const *)c->kvs.vals;
+    }
+    b->cb(b->arg, r, b->n);
+    free(r);
+    batch_free(b);
+}
+
+/* Records the final result of c; completes its batch when it was last. */
+static void
+cand_finish(struct kt__cand *c, int err_no, const char *text)
+{
+    struct kt__batch *b = c->b;
+
+    if (c->w != NULL) {
+        if (c->stage == KT__STAGE_BUILD)
+            c->w->nbuild--;
+        else
+            c->w->nrun--;
+        c->w = NULL;
+    }
+    c->state = KT__JOB_DONE;
+    c->err_no = err_no;
+    free(c->err_text);
+    c->err_text = kt_xstrdup(text ? text : "");
+    free(c->so);
+    c->so = NULL;
+    if (--b->remaining == 0)
+        batch_complete(b);
+}
+
+int
+kt_tracker_submit(struct kt_tracker *t, const char *key,
+                  const struct kt_candidate *cands, int n,
+                  const struct kt_measure_opts *o, kt_measure_done_cb cb,
+                  void *arg, char *err, size_t errlen)
+{
+    struct kt__batch *b, **tail;
+    int i, preset = 0;
+
+    if (t->closing)
+        return kt_seterr(err, errlen, KT_ECANCELED, "tracker is closing");
+    if (key == NULL || key[0] == '\0' || strlen(key) >= sizeof(b->key))
+        return kt_seterr(err, errlen, KT_EINVAL, "submit: bad key");
+    if (n <= 0 || cb == NULL)
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "submit: need candidates and a callback");
+    if (o->number < 1 || o->repeat < 1 || o->repeat > KT_MEASURE_MAX_REPEAT ||
+        o->min_repeat_ms < 0 || o->cooldown_ms < 0 ||
+        o->build_timeout_ms < 1 || o->run_timeout_ms < 1 || o->threads < 0 ||
+        o->mem_mb < 0 || !(o->tolerance >= 0))
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "submit: measure options out of range (number>=1,"
+                         " 1<=repeat<=%d, timeouts>=1 ms)",
+                         KT_MEASURE_MAX_REPEAT);
+    for (i = 0; i < n; i++)
+        if (cands[i].preset_err_no == 0 &&
+            (cands[i].source == NULL || cands[i].cc == NULL))
+            return kt_seterr(err, errlen, KT_EINVAL,
+                             "submit: candidate %d has no source or cc", i);
+    b = kt_xcalloc(1, sizeof(*b));
+    b->t = t;
+    snprintf(b->key, sizeof(b->key), "%s", key);
+    b->o = *o;
+    b->cb = cb;
+    b->arg = arg;
+    b->n = b->remaining = n;
+    b->c = kt_xcalloc((size_t)n, sizeof(*b->c));
+    for (tail = &t->batches; *tail != NULL; tail = &(*tail)->next)
+        ;
+    *tail = b;
+    for (i = 0; i < n; i++) {
+        struct kt__cand *c = &b->c[i];
+        c->b = b;
+        kt_msg_init(&c->kvs, NULL);
+        c->stage = KT__STAGE_BUILD;
+        c->state = KT__JOB_QUEUED;
+        if (cands[i].preset_err_no != 0) {
+            c->state = KT__JOB_DONE;
+            c->err_no = cands[i].preset_err_no;
+            c->err_text = kt_xstrdup(cands[i].preset_err_text
+                                         ? cands[i].preset_err_text
+                                         : "");
+            preset++;
+            continue;
+        }
+        c->source = kt_xstrdup(cands[i].source);
+        c->cc = kt_xstrdup(cands[i].cc);
+    }
+    b->remaining -= preset;
+    if (b->remaining == 0) {
+        batch_complete(b);
+        return 0;
+    }
+    kt__dispatch(t);
+    return 0;
+}
+
+struct hosts {
+    const char *name[MAX_HOSTS];
+    int runs[MAX_HOSTS];
+    int builds[MAX_HOSTS];
+    int run_waiting[MAX_HOSTS];
+    int n;
+};
+
+static int
+host_of(struct hosts *h, const char *name)
+{
+    int i;
+
+    for (i = 0; i < h->n; i++)
+        if (strcmp(h->name[i], name) == 0)
+            return i;
+    if (h->n == MAX_HOSTS)
+        return MAX_HOSTS - 1;
+    h->name[h->n] = name;
+    return h->n++;
+}
+
+static void
+send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
+{
+    struct kt__batch *b = c->b;
+    struct kt_msg m;
+    int tmo;
+
+    snprintf(c->id, sizeof(c->id), "j%lu", ++t->next_id);
+    c->w = w;
+    c->state = KT__JOB_ACTIVE;
+    c->attempts++;
+    c->total_attempts++;
+    if (c->stage == KT__STAGE_BUILD) {
+        tmo = b->o.build_timeout_ms;
+        w->nbuild++;
+        kt_msg_init(&m, "build");
+        kt_msg_set(&m, "id", c->id);
+        kt_msg_setf(&m, "timeout_ms", "%d", tmo);
+        kt_msg_set(&m, "cc", c->cc);
+        kt_msg_set_payload(&m, c->source, strlen(c->source));
+    } else {
+        tmo = b->o.run_timeout_ms;
+        w->nrun++;
+        kt_msg_init(&m, "run");
+        kt_msg_set(&m, "id", c->id);
+        kt_msg_setf(&m, "timeout_ms", "%d", tmo);
+        kt_msg_setf(&m, "number", "%d", b->o.number);
+        kt_msg_setf(&m, "repeat", "%d", b->o.repeat);
+        kt_msg_setf(&m, "min_repeat_ms", "%d", b->o.min_repeat_ms);
+        kt_msg_setf(&m, "cooldown_ms", "%d", b->o.cooldown_ms);
+        kt_msg_setf(&m, "flush", "%d", b->o.flush_cache ? 1 : 0);
+        kt_msg_setf(&m, "threads", "%d", b->o.threads);
+        kt_msg_setf(&m, "mem_mb", "%lld", b->o.mem_mb);
+        kt_msg_setf(&m, "tol", "%.9g", b->o.tolerance);
+        kt_msg_setf(&m, "seed", "%llu", (unsigned long long)b->o.seed);
+        kt_msg_set_payload(&m, c->so, c->solen);
+    }
+    c->deadline = kt_now() + tmo / 1000.0 * 1.5 + DEADLINE_GRACE_S;
+    snprintf(c->worker, sizeof(c->worker), "%s", w->name);
+    log_debug("tracker: %s %s of batch key=%s to %s",
+              c->stage == KT__STAGE_BUILD ? "build" : "run", c->id, b->key,
+              w->name);
+    kt__conn_send(w, &m);
+    kt_msg_free(&m);
+}
+
+static int
+usable(const struct kt__conn *w, const struct kt__batch *b, int role)
+{
+    return w->state == KT__CONN_WORKER && (w->roles & role) &&
+           strcmp(w->key, b->key) == 0;
+}
+
+void
+kt__dispatch(struct kt_tracker *t)
+{
+    struct hosts h;
+    struct kt__conn *w;
+    struct kt__batch *b;
+    int i, ser = t->o.serialize_hosts;
+
+    if (t->closing)
+        return;
+    memset(&h, 0, sizeof(h));
+    for (w = t->conns; w != NULL; w = w->next) {
+        if (w->state != KT__CONN_WORKER)
+            continue;
+        i = host_of(&h, w->host);
+        h.runs[i] += w->nrun;
+        h.builds[i] += w->nbuild;
+    }
+    /* Runs first: an idle run worker whose host is quiet. */
+    for (b = t->batches; b != NULL; b = b->next) {
+        for (i = 0; i < b->n; i++) {
+            struct kt__cand *c = &b->c[i];
+            if (c->state != KT__JOB_QUEUED || c->stage != KT__STAGE_RUN)
+                continue;
+            for (w = t->conns; w != NULL; w = w->next) {
+                int hi;
+                if (!usable(w, b, KT_ROLE_RUN) || w->nrun || w->nbuild)
+                    continue;
+                hi = host_of(&h, w->host);
+                if (ser && (h.runs[hi] || h.builds[hi])) {
+                    if (!h.runs[hi])
+                        h.run_waiting[hi] = 1;
+                    continue;
+                }
+                send_job(t, c, w);
+                h.runs[hi]++;
+                break;
+            }
+        }
+    }
+    /* Builds: a worker with a free slot, on a host that is not timing and
+     * has no timing run waiting for its builds to drain. */
+    for (b = t->batches; b != NULL; b = b->next) {
+        for (i = 0; i < b->n; i++) {
+            struct kt__cand *c = &b->c[i];
+            if (c->state != KT__JOB_QUEUED || c->stage != KT__STAGE_BUILD)
+                continue;
+            for (w = t->conns; w != NULL; w = w->next) {
+                int hi;
+                if (!usable(w, b, KT_ROLE_BUILD) || w->nrun ||
+                    w->nbuild >= w->jobs)
+                    continue;
+                hi = host_of(&h, w->host);
+                if (ser && (h.runs[hi] || h.run_waiting[hi]))
+                    continue;
+                send_job(t, c, w);
+                h.builds[hi]++;
+                break;
+            }
+        }
+    }
+}
+
+static struct kt__cand *
+find_active(struct kt_tracker *t, struct kt__conn *w, const char *id)
+{
+    struct kt__batch *b;
+    int i;
+
+    for (b = t->batches; b != NULL; b = b->next)
+        for (i = 0; i < b->n; i++)
+            if (b->c[i].state == KT__JOB_ACTIVE && b->c[i].w == w &&
+                strcmp(b->c[i].id, id) == 0)
+                return &b->c[i];
+    return NULL;
+}
+
+static void
+parse_costs(struct kt__cand *c, const char *s)
+{
+    char *end;
+
+    c->ncosts = 0;
+    while (s != NULL && *s && c->ncosts < KT_MEASURE_MAX_REPEAT) {
+        double v = strtod(s, &end);
+        if (end == s)
+            break;
+        c->costs[c->ncosts++] = v;
+        s = *end == ',' ? end + 1 : end;
+    }
+}
+
+void
+kt__on_result(struct kt__conn *w, const struct kt_msg *m)
+{
+    struct kt_tracker *t = w->t;
+    const char *id = kt_msg_get(m, "id"), *stage = kt_msg_get(m, "stage");
+    const char *text = kt_msg_get(m, "err_text");
+    struct kt__cand *c = id ? find_active(t, w, id) : NULL;
+    char err[200];
+    long long e;
+    int i;
+
+    if (c == NULL || stage == NULL ||
+        strcmp(stage, c->stage == KT__STAGE_BUILD ? "build" : "run") != 0) {
+        log_warnx("tracker: worker %s sent a result for unknown job '%s'; "
+                  "ignored", w->name, id ? id : "?");
+        return;
+    }
+    if (kt_msg_get_ll(m, "err_no", 1, 0, 0, 8, &e, err, sizeof(err)) < 0) {
+        e = KT_MERR_UNKNOWN;
+        text = err;
+    }
+    w->done++;
+    t->results++;
+    for (i = 0; i < m->nkv; i++) {
+        const char *k = m->keys[i];
+        if (strcmp(k, "type") && strcmp(k, "id") && strcmp(k, "err_no") &&
+            strcmp(k, "err_text") && strcmp(k, "costs") && strcmp(k, "stage"))
+            kt_msg_set(&c->kvs, k, m->vals[i]);
+    }
+    if (c->stage == KT__STAGE_BUILD) {
+        (void)kt_msg_get_double(m, "build_s", 0, 0, 0, 1e9, &c->build_s, err,
+                                sizeof(err));
+        if (e == 0 && m->payload_len == 0) {
+            e = KT_MERR_COMPILE_HOST;
+            text = "worker returned no shared object";
+        }
+        if (e != 0) {
+            cand_finish(c, (int)e, text);
+        } else {
+            w->nbuild--;
+            c->w = NULL;
+            kt_msg_set(&c->kvs, "build_worker", w->name);
+            c->so = kt_xmalloc(m->payload_len);
+            memcpy(c->so, m->payload, m->payload_len);
+            c->solen = m->payload_len;
+            c->stage = KT__STAGE_RUN;
+            c->state = KT__JOB_QUEUED;
+            c->attempts = 0;
+        }
+    } else {
+        (void)kt_msg_get_double(m, "run_s", 0, 0, 0, 1e9, &c->run_s, err,
+                                sizeof(err));
+        if (e == 0) {
+            parse_costs(c, kt_msg_get(m, "costs"));
+            kt_run_summarize(c->costs, c->ncosts, &c->cost, &c->cv);
+            if (c->ncosts == 0) {
+                e = KT_MERR_UNKNOWN;
+                text = "worker returned no costs";
+            }
+        }
+        kt_msg_set(&c->kvs, "worker", w->name);
+        cand_finish(c, (int)e, text);
+    }
+    kt__dispatch(t);
+}
+
+void
+kt__worker_lost(struct kt__conn *w, const char *why)
+{
+    struct kt_tracker *t = w->t;
+    struct kt__batch *b, *next;
+    int i;
+
+    for (b = t->batches; b != NULL; b = next) {
+        next = b->next; /* cand_finish may free b */
+        for (i = 0; i < b->n; i++) {
+            struct kt__cand *c = &b->c[i];
+            if (c->state != KT__JOB_ACTIVE || c->w != w)
+                continue;
+            if (c->attempts > t->o.max_retries) {
+                struct kt_buf msg;
+                kt_buf_init(&msg);
+                kt_buf_printf(&msg, "worker %s lost (%s) during %s; gave up "
+                              "after %d attempts", w->name, why,
+                              c->stage == KT__STAGE_BUILD ? "build" : "run",
+                              c->attempts);
+                int last = b->remaining == 1;
+                kt_msg_set(&c->kvs, "lost_worker", w->name);
+                cand_finish(c, KT_MERR_UNKNOWN, msg.p);
+                kt_buf_free(&msg);
+                if (last)
+                    break; /* b is freed */
+            } else {
+                log_info("tracker: re-queueing %s (%s, attempt %d) after "
+                         "losing %s", c->id,
+                         c->stage == KT__STAGE_BUILD ? "build" : "run",
+                         c->attempts, w->name);
+                c->state = KT__JOB_QUEUED;
+                c->w = NULL;
+                kt_msg_set(&c->kvs, "requeued_from", w->name);
+            }
+        }
+    }
+    w->nbuild = w->nrun = 0;
+}
+
+void
+kt__check_deadlines(struct kt_tracker *t, double now)
+{
+    struct kt__batch *b;
+    int i;
+
+    for (b = t->batches; b != NULL; b = b->next) {
+        for (i = 0; i < b->n; i++) {
+            struct kt__cand *c = &b->c[i];
+            struct kt__conn *w = c->w;
+            char why[160];
+            if (c->state != KT__JOB_ACTIVE || now < c->deadline)
+                continue;
+            snprintf(why, sizeof(why), "no answer to %s %s within its "
+                     "deadline", c->stage == KT__STAGE_BUILD ? "build" : "run",
+                     c->id);
+            /* The worker is stuck: the job fails, the worker is dropped
+             * (it reconnects) and its other jobs are re-queued. */
+            kt_msg_set(&c->kvs, "stuck_worker", w->name);
+            cand_finish(c, c->stage == KT__STAGE_BUILD
+                               ? KT_MERR_BUILD_TIMEOUT
+                               : KT_MERR_RUN_TIMEOUT, why);
+            kt__conn_drop(w, why);
+            return; /* lists changed; the next tick continues */
+        }
+    }
+}
+
+void
+kt__fail_all(struct kt_tracker *t, const char *why)
+{
+    while (t->batches != NULL) {
+        struct kt__batch *b = t->batches;
+        int i;
+        for (i = 0; t->batches == b && i < b->n; i++)
+            if (b->c[i].state != KT__JOB_DONE)
+                cand_finish(&b->c[i], KT_MERR_UNKNOWN, why);
+    }
+}
+
+void
+kt__status_queues(struct kt_tracker *t, struct kt_msg *m)
+{
+    struct kt__batch *b;
+    char keys[32][64];
+    int pending[32], active[32], nk = 0, i, j;
+
+    for (b = t->batches; b != NULL; b = b->next) {
+        for (j = 0; j < nk; j++)
+            if (strcmp(keys[j], b->key) == 0)
+                break;
+        if (j == nk) {
+            if (nk == 32)
+                continue;
+            snprintf(keys[nk], sizeof(keys[nk]), "%s", b->key);
+            pending[nk] = active[nk] = 0;
+            nk++;
+        }
+        for (i = 0; i < b->n; i++) {
+            pending[j] += b->c[i].state == KT__JOB_QUEUED;
+            active[j] += b->c[i].state == KT__JOB_ACTIVE;
+        }
+    }
+    kt_msg_setf(m, "queues", "%d", nk);
+    for (j = 0; j < nk; j++) {
+        char k[32];
+        snprintf(k, sizeof(k), "q.%d.key", j);
+        kt_msg_set(m, k, keys[j]);
+        snprintf(k, sizeof(k), "q.%d.pending", j);
+        kt_msg_setf(m, k, "%d", pending[j]);
+        snprintf(k, sizeof(k), "q.%d.active", j);
+        kt_msg_setf(m, k, "%d", active[j]);
+    }
+}

@@ -1,0 +1,196 @@
+/* local.c - local worker processes: the embedded default, where the daemon
+ * starts kerntune-rpc itself and the workers connect back over 127.0.0.1
+ * with the tracker's token in their environment (never on the command
+ * line, where ps would show it). */
+#include "measure/tracker_int.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define KILL_AFTER_MS 3000
+
+void
+kt_measure_find_rpc(char *out, size_t len)
+{
+    const char *env = getenv("KERNTUNE_RPC");
+    char exe[4096];
+    size_t n = sizeof(exe);
+
+    if (env != NULL && env[0] != '\0') {
+        snprintf(out, len, "%s", env);
+        return;
+    }
+    if (uv_exepath(exe, &n) == 0) {
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            slash[1] = '\0';
+            if ((size_t)snprintf(out, len, "%skerntune-rpc", exe) < len &&
+                access(out, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(out, len, "kerntune-rpc");
+}
+
+static void
+proc_closed(uv_handle_t *h)
+{
+    kt__handle_closed(h);
+}
+
+static int
+all_exited(const struct kt_tracker *t)
+{
+    int i;
+
+    for (i = 0; i < t->nlocal; i++)
+        if (t->local[i].running)
+            return 0;
+    return 1;
+}
+
+static void
+finish_stop(struct kt_tracker *t)
+{
+    uv_timer_stop(&t->killer);
+    if (!uv_is_closing((uv_handle_t *)&t->killer))
+        uv_close((uv_handle_t *)&t->killer, kt__handle_closed);
+}
+
+static void
+on_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+    struct kt__local *l = (struct kt__local *)p;
+    struct kt_tracker *t = l->t;
+
+    l->running = 0;
+    if (!t->closing)
+        log_warnx("tracker: local worker pid %d exited (status %lld, "
+                  "signal %d)", p->pid, (long long)status, sig);
+    if (!l->closing) {
+        l->closing = 1;
+        uv_close((uv_handle_t *)p, proc_closed);
+    }
+    if (t->closing && all_exited(t))
+        finish_stop(t);
+}
+
+int
+kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
+                       const char *key, const char *roles, char *err,
+                       size_t errlen)
+{
+    char path[4096], tracker[96], keyarg[96], rolesarg[64], namearg[64];
+    char tokenv[300];
+    char **env;
+    size_t ne = 0, i;
+    int k, rc = 0;
+
+    if (n < 0 || t->nlocal + n > KT__MAX_LOCAL)
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "local workers: at most %d", KT__MAX_LOCAL);
+    if (rpc_path == NULL)
+        kt_measure_find_rpc(path, sizeof(path));
+    else
+        snprintf(path, sizeof(path), "%s", rpc_path);
+    while (environ[ne] != NULL)
+        ne++;
+    env = kt_xcalloc(ne + 2, sizeof(char *));
+    for (i = 0; i < ne; i++)
+        env[i] = environ[i];
+    snprintf(tokenv, sizeof(tokenv), "KERNTUNE_TOKEN=%s", t->token);
+    env[ne] = tokenv;
+    snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d", t->port);
+    snprintf(keyarg, sizeof(keyarg), "--key=%.80s", key ? key : "local");
+    snprintf(rolesarg, sizeof(rolesarg), "--roles=%.50s",
+             roles ? roles : "build,run");
+    for (k = 0; k < n; k++) {
+        struct kt__local *l = &t->local[t->nlocal];
+        uv_process_options_t po;
+        uv_stdio_container_t stdio[3];
+        char *args[8];
+
+        snprintf(namearg, sizeof(namearg), "--name=local-%d", t->nlocal);
+        args[0] = path;
+        args[1] = "server";
+        args[2] = tracker;
+        args[3] = keyarg;
+        args[4] = rolesarg;
+        args[5] = namearg;
+        args[6] = "--exit-with-parent";
+        args[7] = NULL;
+        memset(&po, 0, sizeof(po));
+        stdio[0].flags = UV_IGNORE;
+        stdio[1].flags = UV_INHERIT_FD;
+        stdio[1].data.fd = 2;
+        stdio[2].flags = UV_INHERIT_FD;
+        stdio[2].data.fd = 2;
+        po.file = path;
+        po.args = args;
+        po.env = env;
+        po.stdio = stdio;
+        po.stdio_count = 3;
+        po.exit_cb = on_exit_cb;
+        memset(l, 0, sizeof(*l));
+        l->t = t;
+        rc = uv_spawn(t->loop, &l->proc, &po);
+        l->proc.data = t;
+        t->open_handles++;
+        t->nlocal++;
+        if (rc < 0) {
+            l->closing = 1;
+            uv_close((uv_handle_t *)&l->proc, proc_closed);
+            kt_seterr(err, errlen, rc, "cannot start local worker %s: %s",
+                      path, uv_strerror(rc));
+            break;
+        }
+        l->running = 1;
+        log_info("tracker: started local worker %s pid %d", path,
+                 l->proc.pid);
+    }
+    free(env);
+    return rc;
+}
+
+int
+kt_tracker_local_pids(const struct kt_tracker *t, int *pids, int max)
+{
+    int i, n = 0;
+
+    for (i = 0; i < t->nlocal && n < max; i++)
+        if (t->local[i].running)
+            pids[n++] = t->local[i].proc.pid;
+    return n;
+}
+
+static void
+on_killer(uv_timer_t *h)
+{
+    struct kt_tracker *t = h->data;
+    int i;
+
+    for (i = 0; i < t->nlocal; i++)
+        if (t->local[i].running) {
+            log_warnx("tracker: local worker pid %d ignored SIGTERM; "
+                      "killing it", t->local[i].proc.pid);
+            uv_process_kill(&t->local[i].proc, SIGKILL);
+        }
+}
+
+void
+kt__local_stop(struct kt_tracker *t)
+{
+    int i;
+
+    for (i = 0; i < t->nlocal; i++)
+        if (t->local[i].running)
+            uv_process_kill(&t->local[i].proc, SIGTERM);
+    if (all_exited(t))
+        finish_stop(t);
+    else
+        uv_timer_start(&t->killer, on_killer, KILL_AFTER_MS, 0);
+}

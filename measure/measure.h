@@ -1,0 +1,135 @@
+/* measure.h - the daemon side of measurement: the tracker that RPC workers
+ * (kerntune-rpc) connect to, batches of candidates built and timed on those
+ * workers, local worker processes, and the rpc-status query.
+ *
+ * Everything here runs on the libuv loop thread and only does I/O:
+ * compiling and timing happen in the worker processes.  The wire protocol is
+ * specified in docs/protocol.md, the measurement rules in docs/measure.md. */
+#ifndef KT_MEASURE_H
+#define KT_MEASURE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "measure/worker/worker.h" /* kt_measure_errno, kt_measure_errname */
+
+#define KT_MEASURE_MAX_REPEAT KT_RUN_MAX_REPEAT
+
+/* How each candidate is built and timed (TVM's runner options). */
+struct kt_measure_opts {
+    int number;           /* calls per repeat (raised for min_repeat_ms) */
+    int repeat;           /* repeats; cost drops min and max when >= 3 */
+    int min_repeat_ms;    /* a repeat lasts at least this long */
+    int cooldown_ms;      /* sleep between repeats */
+    int flush_cache;      /* write 64 MiB before each repeat */
+    int build_timeout_ms; /* the compiler's deadline (BUILD_TIMEOUT) */
+    int run_timeout_ms;   /* load + check + timing deadline (RUN_TIMEOUT) */
+    int threads;          /* kt_set_threads(n); 0 leaves the default */
+    long long mem_mb;     /* runner address-space limit; 0 = none */
+    double tolerance;     /* relative L2 error bound (WRONG_ANSWER) */
+    uint64_t seed;        /* input data seed */
+};
+/* number 1, repeat 3, min_repeat_ms 100, timeouts 15 s / 10 s, threads 0,
+ * mem_mb 2048, tolerance 1e-4, seed 1. */
+void kt_measure_default_opts(struct kt_measure_opts *o);
+
+/* One candidate of a batch.  Strings are copied by kt_tracker_submit. */
+struct kt_candidate {
+    const char *source;   /* C text with the kernel ABI (ir/ir.h) */
+    const char *cc;       /* compiler command, e.g. "gcc -O3 -fopenmp";
+                             "-shared -fPIC -o out.so src.c" is appended */
+    int preset_err_no;    /* non-zero: report this error without building
+                             (INSTANTIATION_ERROR from lowering) */
+    const char *preset_err_text;
+};
+
+/* Per-candidate result, borrowed for the duration of the callback. */
+struct kt_measure_result {
+    int err_no;                   /* enum kt_measure_errno */
+    const char *err_text;         /* "" when err_no == 0 */
+    int ncosts;
+    double costs[KT_MEASURE_MAX_REPEAT]; /* seconds per call, per repeat */
+    double cost;                  /* mean without min and max if ncosts>=3 */
+    double cv;                    /* coefficient of variation of costs */
+    double build_s;               /* compiler wall time on the worker */
+    double run_s;                 /* load + check + timing on the worker */
+    const char *worker;           /* the run (or last) worker's name */
+    int attempts;                 /* dispatches, including re-queues */
+    int nkvs;                     /* extra context: compiler output, signal */
+    const char *const *kv_keys;
+    const char *const *kv_vals;
+};
+
+struct kt_tracker;
+/* Called once per batch on the loop thread with n results in submission
+ * order; results are borrowed until it returns. */
+typedef void (*kt_measure_done_cb)(void *arg,
+                                   const struct kt_measure_result *res,
+                                   int n);
+
+struct kt_tracker_opts {
+    const char *host;       /* listen address, e.g. "127.0.0.1" */
+    int port;               /* 0 = ephemeral (see kt_tracker_port) */
+    const char *token;      /* shared token; NULL = a random one (only
+                               local workers, which get it, can join) */
+    int heartbeat_lost_ms;  /* a silent worker is lost after this (10000) */
+    int max_retries;        /* re-queues of a lost worker's job (2) */
+    int serialize_hosts;    /* 1: one timing run at a time per host and no
+                               builds beside it (default 1) */
+};
+void kt_tracker_default_opts(struct kt_tracker_opts *o);
+
+/* Creates a tracker listening on o->host:o->port on loop.  Copies o.
+ * Free with kt_tracker_close. */
+int kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
+                   const struct kt_tracker_opts *o, char *err,
+                   size_t errlen);
+/* The bound port (useful with port 0). */
+int kt_tracker_port(const struct kt_tracker *t);
+/* The token workers must prove (borrowed; valid until close). */
+const char *kt_tracker_token(const struct kt_tracker *t);
+/* Authenticated workers for key (all keys when NULL). */
+int kt_tracker_nworkers(const struct kt_tracker *t, const char *key);
+/* Counters for tests and status (any pointer may be NULL): connections
+ * refused by authentication, connections closed for malformed frames,
+ * workers lost, job results received. */
+void kt_tracker_counters(const struct kt_tracker *t, unsigned *refused,
+                         unsigned *bad_frames, unsigned *lost,
+                         unsigned *results);
+
+/* Queues n candidates for the workers of key; cb runs once all have a
+ * result.  Copies everything.  KT_EINVAL for an empty key or bad opts. */
+int kt_tracker_submit(struct kt_tracker *t, const char *key,
+                      const struct kt_candidate *c, int n,
+                      const struct kt_measure_opts *o, kt_measure_done_cb cb,
+                      void *arg, char *err, size_t errlen);
+
+/* Starts n kerntune-rpc processes (rpc_path; NULL = kt_measure_find_rpc)
+ * with --key=key that connect back over 127.0.0.1 with the token in their
+ * environment.  Their stderr is the daemon's. */
+int kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
+                           const char *key, const char *roles, char *err,
+                           size_t errlen);
+/* Pids of the local workers (for tests); returns how many were written. */
+int kt_tracker_local_pids(const struct kt_tracker *t, int *pids, int max);
+
+/* Stops listening, fails every unfinished candidate with UNKNOWN_ERROR
+ * ("tracker closed"; batch callbacks run), closes every connection,
+ * stops local workers (SIGTERM, SIGKILL after 3 s) and frees t once all
+ * handles are closed: run the loop until it is empty, after which
+ * uv_loop_close returns 0.  NULL is a no-op. */
+void kt_tracker_close(struct kt_tracker *t);
+
+/* Finds kerntune-rpc: $KERNTUNE_RPC, then next to the running executable,
+ * then "kerntune-rpc" (PATH). */
+void kt_measure_find_rpc(char *out, size_t len);
+
+/* `kerntune rpc-status`: connects to the tracker at host:port, proves the
+ * token (may be NULL or "" for a tracker without one), sends status_req and
+ * prints the workers by key with their state, then the queues, like TVM's
+ * query_rpc_tracker.  Blocking; for the CLI, not the loop thread. */
+int kt_rpc_status(const char *host, int port, const char *token, FILE *out,
+                  char *err, size_t errlen);
+
+#endif /* KT_MEASURE_H */

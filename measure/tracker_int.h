@@ -1,0 +1,117 @@
+/* tracker_int.h - private to measure/: the tracker's state, shared by
+ * tracker.c (connections, authentication, framing, status), jobs.c
+ * (batches, queues, dispatch, results) and local.c (local workers). */
+#ifndef KT_TRACKER_INT_H
+#define KT_TRACKER_INT_H
+
+#include "measure/measure.h"
+
+#define KT__MAX_LOCAL 16
+
+enum { KT__CONN_AUTH, KT__CONN_WORKER, KT__CONN_CLIENT, KT__CONN_CLOSING };
+enum { KT__JOB_QUEUED, KT__JOB_ACTIVE, KT__JOB_DONE };
+enum { KT__STAGE_BUILD, KT__STAGE_RUN };
+
+struct kt__conn {
+    uv_tcp_t tcp;               /* tcp.data = this */
+    struct kt_tracker *t;
+    struct kt__conn *next;
+    int state;
+    char peer[80];
+    char nonce[65];
+    unsigned char *in;
+    size_t inlen, incap;
+    double last_rx;
+    double since;
+    /* Worker identity (after hello). */
+    char name[96];
+    char key[64];
+    char host[64];
+    char arch[32];
+    int roles;
+    int jobs;
+    int cores;
+    long pid;
+    int nbuild;
+    int nrun;
+    unsigned long done;
+};
+
+struct kt__batch;
+
+struct kt__cand {
+    struct kt__batch *b;
+    char *source;
+    char *cc;
+    unsigned char *so;        /* the built object, between the stages */
+    size_t solen;
+    int stage;
+    int state;
+    int attempts;             /* dispatches of the current stage */
+    int total_attempts;
+    struct kt__conn *w;
+    char id[24];
+    double deadline;
+    /* Result. */
+    int err_no;
+    char *err_text;
+    double costs[KT_MEASURE_MAX_REPEAT];
+    int ncosts;
+    double cost, cv, build_s, run_s;
+    char worker[96];
+    struct kt_msg kvs;
+};
+
+struct kt__batch {
+    struct kt_tracker *t;
+    struct kt__batch *next;
+    char key[64];
+    struct kt_measure_opts o;
+    kt_measure_done_cb cb;
+    void *arg;
+    int n;
+    int remaining;
+    struct kt__cand *c;
+};
+
+struct kt__local {
+    uv_process_t proc;
+    int running;
+    int closing;
+    struct kt_tracker *t;
+};
+
+struct kt_tracker {
+    uv_loop_t *loop;
+    struct kt_tracker_opts o;
+    char host[64];
+    char token[256];
+    uv_tcp_t listener;
+    uv_timer_t tick;
+    uv_timer_t killer;
+    int port;
+    int closing;
+    int open_handles;
+    struct kt__conn *conns;
+    struct kt__batch *batches;
+    unsigned long next_id;
+    unsigned refused, bad_frames, lost, results;
+    struct kt__local local[KT__MAX_LOCAL];
+    int nlocal;
+};
+
+/* tracker.c */
+void kt__conn_send(struct kt__conn *c, const struct kt_msg *m);
+void kt__conn_drop(struct kt__conn *c, const char *why);
+void kt__handle_closed(uv_handle_t *h);
+/* jobs.c */
+void kt__dispatch(struct kt_tracker *t);
+void kt__on_result(struct kt__conn *c, const struct kt_msg *m);
+void kt__worker_lost(struct kt__conn *c, const char *why);
+void kt__check_deadlines(struct kt_tracker *t, double now);
+void kt__fail_all(struct kt_tracker *t, const char *why);
+void kt__status_queues(struct kt_tracker *t, struct kt_msg *m);
+/* local.c */
+void kt__local_stop(struct kt_tracker *t);
+
+#endif /* KT_TRACKER_INT_H */

@@ -1,0 +1,308 @@
+/* runner.c - what the forked runner child does with one kernel .so: set
+ * the memory limit, dlopen, read the ABI symbols, fill inputs with seeded
+ * random data, check kt_kernel against kt_reference (cached per workload
+ * hash and seed in cache_dir), then time it with TVM's time-evaluator
+ * semantics.  Crashes are not handled here: the child dies of the signal
+ * and the worker reports it. */
+#include "measure/worker/worker.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_BUFS 64
+#define MAX_ELEMS (1LL << 31)
+
+typedef void (*kernel_fn)(float *const *);
+typedef void (*threads_fn)(int);
+
+const char *
+kt_signame(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGALRM: return "SIGALRM";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGSYS: return "SIGSYS";
+    case SIGTRAP: return "SIGTRAP";
+    default: return "SIG?";
+    }
+}
+
+void
+kt_run_summarize(const double *costs, int n, double *cost, double *cv)
+{
+    double sum = 0, mn = INFINITY, mx = -INFINITY, mean, var = 0;
+    int i;
+
+    *cost = 0;
+    *cv = 0;
+    if (n <= 0)
+        return;
+    for (i = 0; i < n; i++) {
+        sum += costs[i];
+        mn = costs[i] < mn ? costs[i] : mn;
+        mx = costs[i] > mx ? costs[i] : mx;
+    }
+    mean = sum / n;
+    *cost = n >= 3 ? (sum - mn - mx) / (n - 2) : mean;
+    for (i = 0; i < n; i++)
+        var += (costs[i] - mean) * (costs[i] - mean);
+    if (n > 1 && mean > 0)
+        *cv = sqrt(var / (n - 1)) / mean;
+}
+
+/* Bytes of address space in use now (Linux /proc/self/statm), 0 if
+ * unknown.  Under ASan or qemu this is large, so the limit is added to it. */
+static unsigned long long
+vm_size(void)
+{
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+static void
+fail(struct kt_msg *out, int err_no, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+fail(struct kt_msg *out, int err_no, const char *fmt, ...)
+{
+    struct kt_buf b;
+    va_list ap;
+
+    kt_buf_init(&b);
+    va_start(ap, fmt);
+    kt_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    kt_msg_setf(out, "err_no", "%d", err_no);
+    kt_msg_set(out, "err_text", b.p);
+    kt_buf_free(&b);
+}
+
+static void
+flush_cache(void)
+{
+    static unsigned char *junk;
+    static size_t n = 64u << 20;
+    size_t i;
+
+    if (junk == NULL)
+        junk = kt_xmalloc(n);
+    for (i = 0; i < n; i += 64)
+        junk[i]++;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* Reads or computes the reference outputs into ref (nout floats). */
+static int
+reference(const struct kt_run_req *r, const char *hash, kernel_fn fref,
+          float **bufs, const long long *elems, const unsigned char *isout,
+          int nbufs, float *ref, size_t nout)
+{
+    char path[600], tmp[620];
+    size_t off = 0;
+    int fd, i;
+
+    snprintf(path, sizeof(path), "%s/ref-%.16s-%016llx.bin",
+             r->cache_dir ? r->cache_dir : "/tmp", hash,
+             (unsigned long long)r->seed);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, ref, nout * sizeof(float));
+        close(fd);
+        if (got == (ssize_t)(nout * sizeof(float)))
+            return 1;
+    }
+    fref(bufs);
+    for (i = 0; i < nbufs; i++) {
+        if (!isout[i])
+            continue;
+        memcpy(ref + off, bufs[i], (size_t)elems[i] * sizeof(float));
+        off += (size_t)elems[i];
+    }
+    snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        int ok = kt_wire_write_all(fd, ref, nout * sizeof(float)) == 0;
+        close(fd);
+        if (!ok || rename(tmp, path) < 0)
+            (void)unlink(tmp);
+    }
+    return 0;
+}
+
+void
+kt_run_child(const struct kt_run_req *r, struct kt_msg *out)
+{
+    void *so = NULL;
+    const char *hash;
+    const int *pn;
+    const long long *elems;
+    const unsigned char *isout;
+    const double *flops;
+    kernel_fn fker, fref;
+    threads_fn fthr;
+    float *bufs[MAX_BUFS] = {0};
+    float *ref = NULL;
+    double costs[KT_RUN_MAX_REPEAT], t0, t_all = kt_now(), cost, cv;
+    size_t nout = 0, off = 0;
+    long long number = r->number > 0 ? r->number : 1;
+    struct kt_rng rng;
+    struct kt_buf cl;
+    int nbufs, i, rep, cached;
+
+    kt_msg_init(out, "result");
+    if (r->mem_mb > 0) {
+        struct rlimit rl;
+        unsigned long long lim = vm_size() + (unsigned long long)r->mem_mb *
+                                                 1024ULL * 1024ULL;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)lim;
+        if (setrlimit(RLIMIT_AS, &rl) < 0)
+            kt_msg_setf(out, "mem_limit", "setrlimit: %s", strerror(errno));
+    }
+    so = dlopen(r->so_path, RTLD_NOW | RTLD_LOCAL);
+    if (so == NULL) {
+        fail(out, KT_MERR_RUNTIME_DEVICE, "dlopen: %s", dlerror());
+        return;
+    }
+    hash = dlsym(so, "kt_workload_hash");
+    pn = dlsym(so, "kt_nbufs");
+    elems = dlsym(so, "kt_buf_elems");
+    isout = dlsym(so, "kt_buf_is_output");
+    flops = dlsym(so, "kt_flops");
+    *(void **)&fker = dlsym(so, "kt_kernel");
+    *(void **)&fref = dlsym(so, "kt_reference");
+    *(void **)&fthr = dlsym(so, "kt_set_threads");
+    if (!hash || !pn || !elems || !isout || !flops || !fker || !fref) {
+        fail(out, KT_MERR_RUNTIME_DEVICE,
+             "the .so lacks a kernel ABI symbol (kt_workload_hash, kt_nbufs,"
+             " kt_buf_elems, kt_buf_is_output, kt_flops, kt_kernel, "
+             "kt_reference)");
+        return;
+    }
+    nbufs = *pn;
+    if (nbufs < 1 || nbufs > MAX_BUFS) {
+        fail(out, KT_MERR_RUNTIME_DEVICE, "kt_nbufs=%d outside [1, %d]",
+             nbufs, MAX_BUFS);
+        return;
+    }
+    kt_msg_setf(out, "workload", "%.16s", hash);
+    kt_msg_setf(out, "flops", "%.17g", *flops);
+    if (fthr != NULL && r->threads > 0)
+        fthr(r->threads);
+    kt_rng_seed(&rng, r->seed);
+    for (i = 0; i < nbufs; i++) {
+        long long j;
+        if (elems[i] < 1 || elems[i] > MAX_ELEMS) {
+            fail(out, KT_MERR_RUNTIME_DEVICE,
+                 "kt_buf_elems[%d]=%lld outside [1, 2^31]", i, elems[i]);
+            goto done;
+        }
+        bufs[i] = aligned_alloc(64, ((size_t)elems[i] * 4 + 63) / 64 * 64);
+        if (bufs[i] == NULL) {
+            fail(out, KT_MERR_RUNTIME_DEVICE,
+                 "cannot allocate buffer %d (%lld floats)", i, elems[i]);
+            goto done;
+        }
+        for (j = 0; j < elems[i]; j++)
+            bufs[i][j] = isout[i] ? NAN : (float)(kt_rng_unit(&rng) * 2 - 1);
+        if (isout[i])
+            nout += (size_t)elems[i];
+    }
+    ref = kt_xmalloc(nout * sizeof(float) + 1);
+    cached = reference(r, hash, fref, bufs, elems, isout, nbufs, ref, nout);
+    kt_msg_setf(out, "ref_cached", "%d", cached);
+    for (i = 0; i < nbufs; i++)
+        if (isout[i])
+            memset(bufs[i], 0xff, (size_t)elems[i] * sizeof(float)); /* NaN */
+    fker(bufs);
+    for (i = 0; i < nbufs; i++) {
+        double num = 0, den = 0, rel;
+        long long j;
+        if (!isout[i])
+            continue;
+        for (j = 0; j < elems[i]; j++) {
+            double d = (double)bufs[i][j] - (double)ref[off + (size_t)j];
+            num += d * d;
+            den += (double)ref[off + (size_t)j] * ref[off + (size_t)j];
+        }
+        off += (size_t)elems[i];
+        rel = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
+        kt_msg_setf(out, "rel_err", "%.3g", rel);
+        if (!(rel <= r->tol)) {
+            fail(out, KT_MERR_WRONG_ANSWER,
+                 "output buffer %d: relative L2 error %.3g above %.3g%s", i,
+                 rel, r->tol, isnan(rel) ? " (NaN in the output)" : "");
+            goto done;
+        }
+    }
+    /* Timing: TVM's WrapTimeEvaluator (the check call above warmed up). */
+    for (rep = 0; rep < r->repeat && rep < KT_RUN_MAX_REPEAT; rep++) {
+        double dur;
+        if (r->flush)
+            flush_cache();
+        for (;;) {
+            long long k;
+            t0 = kt_now();
+            for (k = 0; k < number; k++)
+                fker(bufs);
+            dur = kt_now() - t0;
+            if (dur * 1000 >= r->min_repeat_ms || number >= (1LL << 40))
+                break;
+            {
+                double per = dur > 0 ? dur / number : 1e-9;
+                double want = r->min_repeat_ms / 1000.0 / per + 1;
+                double grow = number * 1.618;
+                number = (long long)(want > grow ? want : grow);
+            }
+        }
+        costs[rep] = dur / number;
+        if (r->cooldown_ms > 0 && rep + 1 < r->repeat)
+            sleep_ms(r->cooldown_ms);
+    }
+    kt_run_summarize(costs, rep, &cost, &cv);
+    kt_buf_init(&cl);
+    for (i = 0; i < rep; i++)
+        kt_buf_printf(&cl, "%s%.9g", i ? "," : "", costs[i]);
+    kt_msg_set(out, "err_no", "0");
+    kt_msg_set(out, "costs", cl.p);
+    kt_msg_setf(out, "cost", "%.9g", cost);
+    kt_msg_setf(out, "cv", "%.6g", cv);
+    kt_msg_setf(out, "number", "%lld", number);
+    kt_msg_setf(out, "run_s", "%.6f", kt_now() - t_all);
+    kt_buf_free(&cl);
+done:
+    for (i = 0; i < nbufs && i < MAX_BUFS; i++)
+        free(bufs[i]);
+    free(ref);
+    /* The .so stays loaded: the child exits right after. */
+}

@@ -1,0 +1,169 @@
+/* worker.h - the plain-POSIX half of measurement, shared by the
+ * kerntune-rpc worker program and the daemon's tracker: the wire protocol
+ * (frames of a key=value header plus a binary payload, see docs/protocol.md),
+ * HMAC-SHA-256 for the token challenge, the builder (compiler child with a
+ * deadline) and the runner (a forked child that loads a kernel .so, checks it
+ * against the reference and times it), and the worker's event loop.
+ *
+ * Nothing here may use libuv, SQLite, cJSON or XGBoost: this code
+ * cross-compiles with a bare toolchain. */
+#ifndef KT_WORKER_H
+#define KT_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/common.h"
+
+/* ---- error numbers (TVM's MeasureErrorNo) ------------------------------ */
+enum kt_measure_errno {
+    KT_MERR_NO_ERROR = 0,
+    KT_MERR_INSTANTIATION = 1,
+    KT_MERR_COMPILE_HOST = 2,
+    KT_MERR_COMPILE_DEVICE = 3,
+    KT_MERR_RUNTIME_DEVICE = 4,
+    KT_MERR_WRONG_ANSWER = 5,
+    KT_MERR_BUILD_TIMEOUT = 6,
+    KT_MERR_RUN_TIMEOUT = 7,
+    KT_MERR_UNKNOWN = 8,
+};
+/* "NO_ERROR", "COMPILE_HOST", ...; "?" outside 0..8. */
+const char *kt_measure_errname(int err_no);
+
+/* ---- frames and messages ----------------------------------------------- */
+#define KT_WIRE_MAGIC "KTR1"            /* 3 letters + protocol version */
+#define KT_WIRE_PROTO 1
+#define KT_WIRE_PREFIX 12               /* magic, u32 hlen, u32 plen (BE) */
+#define KT_WIRE_HDR_MAX (64u * 1024)    /* header text limit */
+#define KT_WIRE_PAYLOAD_MAX (64u << 20) /* payload limit: 64 MiB */
+#define KT_WIRE_KEY_MAX 64              /* bytes of one key */
+#define KT_WIRE_KV_MAX 1024             /* key=value lines per header */
+
+/* A decoded message: ordered key/value strings plus an owned payload.  The
+ * "type" key is always present in a valid message. */
+struct kt_msg {
+    int nkv;
+    int cap;
+    char **keys;
+    char **vals;
+    unsigned char *payload;
+    size_t payload_len;
+};
+void kt_msg_init(struct kt_msg *m, const char *type);
+void kt_msg_free(struct kt_msg *m); /* NULL-safe; leaves m empty */
+/* Sets (replaces) key k to a copy of v.  Keys must match [a-z0-9_.]+. */
+void kt_msg_set(struct kt_msg *m, const char *k, const char *v);
+void kt_msg_setf(struct kt_msg *m, const char *k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Copies n bytes as the payload (replacing any previous one). */
+void kt_msg_set_payload(struct kt_msg *m, const void *p, size_t n);
+/* Borrowed value of key k, or NULL. */
+const char *kt_msg_get(const struct kt_msg *m, const char *k);
+const char *kt_msg_type(const struct kt_msg *m);
+/* Strict integer/real field parsing with a range; a missing key gives 'def'
+ * when required == 0.  Errors name the key. */
+int kt_msg_get_ll(const struct kt_msg *m, const char *k, int required,
+                  long long def, long long lo, long long hi, long long *out,
+                  char *err, size_t errlen);
+int kt_msg_get_double(const struct kt_msg *m, const char *k, int required,
+                      double def, double lo, double hi, double *out,
+                      char *err, size_t errlen);
+
+/* Appends the whole frame (prefix, header, payload) to out. */
+void kt_msg_encode(const struct kt_msg *m, struct kt_buf *out);
+/* Validates a 12-byte prefix: magic and both limits.  KT_EPROTO/KT_ETOOBIG
+ * with a message otherwise. */
+int kt_wire_prefix(const unsigned char *p, uint32_t *hlen, uint32_t *plen,
+                   char *err, size_t errlen);
+/* Decodes header text and payload (both copied) into m (initialised here).
+ * KT_EPROTO with a message on any malformed line. */
+int kt_msg_decode(const unsigned char *hdr, size_t hlen,
+                  const unsigned char *payload, size_t plen, struct kt_msg *m,
+                  char *err, size_t errlen);
+/* Decodes one whole frame from buf; *used is the frame's size.  Returns 1
+ * when a message was decoded, 0 when more bytes are needed, <0 on a
+ * malformed frame. */
+int kt_wire_take(const unsigned char *buf, size_t len, size_t *used,
+                 struct kt_msg *m, char *err, size_t errlen);
+
+/* Blocking helpers for the worker and the rpc-status client. */
+int kt_wire_write_all(int fd, const void *p, size_t n);
+int kt_wire_send(int fd, const struct kt_msg *m);
+/* Reads one frame within timeout_ms (-1 = forever). */
+int kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
+                 size_t errlen);
+/* TCP connect to host:port; returns the fd or <0 with a message. */
+int kt_wire_connect(const char *host, int port, char *err, size_t errlen);
+/* Splits "HOST:PORT"; host is written into hostbuf. */
+int kt_wire_parse_hostport(const char *s, char *hostbuf, size_t hostlen,
+                           int *port, char *err, size_t errlen);
+
+/* ---- authentication ---------------------------------------------------- */
+void kt_sha256(const void *data, size_t n, unsigned char out[32]);
+void kt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
+                    unsigned char out[32]);
+/* hex(HMAC-SHA256(token, "kerntune-rpc-v1:" nonce)) into out (65 bytes). */
+void kt_auth_mac(const char *token, const char *nonce_hex, char out[65]);
+/* 32 random bytes from /dev/urandom (or a time-seeded fallback) as hex. */
+void kt_auth_nonce(char out[65]);
+/* Constant-time comparison of two NUL-terminated strings. */
+int kt_auth_equal(const char *a, const char *b);
+/* Reads a token file: first line, trailing whitespace removed, not empty. */
+int kt_auth_read_token(const char *path, char *buf, size_t len, char *err,
+                       size_t errlen);
+
+/* ---- builder ----------------------------------------------------------- */
+#define KT_BUILD_STDERR_MAX 8192
+/* Writes src to dir/kernel.c and starts "cc... -shared -fPIC -o dir/kernel.so
+ * dir/kernel.c" in its own process group with stdout+stderr on a pipe.
+ * cc is split on blanks.  *pid and *fd (non-blocking read end) are OUT. */
+int kt_build_start(const char *dir, const char *cc, const void *src,
+                   size_t srclen, pid_t *pid, int *fd, char *err,
+                   size_t errlen);
+
+/* ---- runner ------------------------------------------------------------ */
+struct kt_run_req {
+    const char *so_path;
+    const char *cache_dir; /* reference outputs are cached here */
+    int number;
+    int repeat;
+    int min_repeat_ms;
+    int cooldown_ms;
+    int flush;
+    int threads;
+    uint64_t seed;
+    double tol;       /* relative L2 error bound */
+    long long mem_mb; /* address-space limit above the current size; 0 off */
+};
+#define KT_RUN_MAX_REPEAT 64
+/* Runs in a forked child: limits, load, verify, time.  Fills out with a
+ * "result" message (err_no, err_text, costs, cost, cv, ...). */
+void kt_run_child(const struct kt_run_req *r, struct kt_msg *out);
+/* cost = mean without the fastest and slowest when n >= 3; cv of all. */
+void kt_run_summarize(const double *costs, int n, double *cost, double *cv);
+/* "SIGSEGV" and so on. */
+const char *kt_signame(int sig);
+
+/* ---- the worker program ------------------------------------------------ */
+struct kt_server_opts {
+    const char *host;
+    int port;
+    const char *key;
+    const char *token;
+    const char *name;     /* NULL: hostname-pid */
+    int roles;            /* KT_ROLE_* bits */
+    int jobs;             /* concurrent builds */
+    int heartbeat_ms;
+    int max_backoff_ms;
+    int once;             /* exit instead of reconnecting */
+};
+#define KT_ROLE_BUILD 1
+#define KT_ROLE_RUN 2
+/* Parses "build,run" into KT_ROLE_* bits. */
+int kt_roles_parse(const char *s, int *roles, char *err, size_t errlen);
+/* Connects, authenticates and serves jobs until SIGTERM/SIGINT; reconnects
+ * with exponential backoff.  Returns 0 on a signal, <0 on fatal errors. */
+int kt_server_run(const struct kt_server_opts *o);
+
+#endif /* KT_WORKER_H */

@@ -1,0 +1,652 @@
+/* test_measure.c - the tracker in-process on 127.0.0.1 with real
+ * kerntune-rpc worker processes ($BUILD/kerntune-rpc) building and timing
+ * hand-written kernels that follow the kernel ABI of ir/ir.h:
+ *   (a) 32 GEMM candidates via two workers;
+ *   (b) a worker killed with SIGKILL mid-batch;
+ *   (c) segfault, hang, 100 GiB allocation, SIGFPE, abort, wrong answer,
+ *       NaN on one worker that survives them all;
+ *   (d) a wrong token and garbage streams beside a good worker;
+ *   (e) compiler error and build timeout;
+ * plus rpc-status.  Every wait is bounded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "measure/measure.h"
+
+#define CC "cc -O2"
+#define WAIT_S 60.0
+
+/* ---- kernels ------------------------------------------------------------ */
+
+/* A 32x32x32 GEMM whose kt_kernel is a tiled nest in loop order 'order'
+ * (a permutation of "ijk") with tile size 'tile'; 'body' replaces the
+ * kernel body when not NULL (broken kernels). */
+static char *
+gemm_source(const char *order, int tile, const char *body)
+{
+    struct kt_buf b;
+    int l;
+
+    kt_buf_init(&b);
+    kt_buf_puts(&b,
+                "#include <stdlib.h>\n#include <string.h>\n"
+                "#define M 32\n#define N 32\n#define K 32\n"
+                "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
+                "const int kt_nbufs = 3;\n"
+                "const long long kt_buf_elems[] = {M * K, K * N, M * N};\n"
+                "const unsigned char kt_buf_is_output[] = {0, 0, 1};\n"
+                "const double kt_flops = 2.0 * M * N * K;\n"
+                "void kt_set_threads(int n) { (void)n; }\n"
+                "void kt_reference(float *const *b) {\n"
+                "  for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) {\n"
+                "    float s = 0;\n"
+                "    for (int k = 0; k < K; k++) s += b[0][i*K+k] * "
+                "b[1][k*N+j];\n"
+                "    b[2][i*N+j] = s; } }\n"
+                "void kt_kernel(float *const *b) {\n"
+                "  float *A = b[0], *B = b[1], *C = b[2];\n");
+    if (body != NULL) {
+        kt_buf_printf(&b, "  (void)A; (void)B; (void)C;\n%s\n}\n", body);
+        return kt_buf_take(&b);
+    }
+    kt_buf_puts(&b, "  memset(C, 0, sizeof(float) * M * N);\n");
+    for (l = 0; l < 3; l++)
+        kt_buf_printf(&b, "  for (int %c0 = 0; %c0 < %c; %c0 += %d)\n",
+                      order[l], order[l],
+                      order[l] == 'i' ? 'M' : order[l] == 'j' ? 'N' : 'K',
+                      order[l], tile);
+    for (l = 0; l < 3; l++)
+        kt_buf_printf(&b, "  for (int %c = %c0; %c < %c0 + %d; %c++)\n",
+                      order[l], order[l], order[l], order[l], tile, order[l]);
+    kt_buf_puts(&b, "    C[i*N+j] += A[i*K+k] * B[k*N+j];\n}\n");
+    return kt_buf_take(&b);
+}
+
+static const char *const bodies[] = {
+    /* 0 segfault */ "  *(volatile int *)0 = 1;",
+    /* 1 hang */ "  for (;;) __asm__ volatile(\"\");",
+    /* 2 100 GiB */
+    "  size_t n = (size_t)100 << 30; char *p = malloc(n);\n"
+    "  for (size_t i = 0; i < n; i += 4096) p[i] = 1;\n"
+    "  C[0] = p[1];",
+    /* 3 SIGFPE (integer division; float division does not trap) */
+    "  volatile int a = 100, z = 0; volatile int x = a / z; (void)x;",
+    /* 4 abort */ "  abort();",
+    /* 5 wrong */
+    "  for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) {\n"
+    "    float s = 0; for (int k = 0; k < K; k++) s += A[i*K+k]*B[k*N+j];\n"
+    "    C[i*N+j] = s; }\n  C[5] += 1.0f;",
+    /* 6 NaN */
+    "  for (int i = 0; i < M * N; i++) C[i] = 0; volatile float z = 0;\n"
+    "  C[7] = z / z;",
+};
+
+/* ---- environment -------------------------------------------------------- */
+
+struct env {
+    uv_loop_t loop;
+    struct kt_tracker *t;
+    char rpc[512];
+    char tmp[256];
+    /* The last batch. */
+    int done;
+    int n;
+    int calls;
+    int err_no[64];
+    char err_text[64][512];
+    char worker[64][96];
+    char build_worker[64][96];
+    char kv_signal[64][32];
+    char requeued[64][96];
+    double cost[64];
+    double cv[64];
+    int ncosts[64];
+};
+
+static const char *
+kv(const struct kt_measure_result *r, const char *k)
+{
+    int i;
+    for (i = 0; i < r->nkvs; i++)
+        if (strcmp(r->kv_keys[i], k) == 0)
+            return r->kv_vals[i];
+    return "";
+}
+
+static void
+on_done(void *arg, const struct kt_measure_result *res, int n)
+{
+    struct env *e = arg;
+    int i;
+
+    e->calls++;
+    e->done = 1;
+    e->n = n;
+    for (i = 0; i < n && i < 64; i++) {
+        e->err_no[i] = res[i].err_no;
+        snprintf(e->err_text[i], sizeof(e->err_text[i]), "%s",
+                 res[i].err_text);
+        snprintf(e->worker[i], sizeof(e->worker[i]), "%s",
+                 res[i].worker ? res[i].worker : "");
+        snprintf(e->build_worker[i], sizeof(e->build_worker[i]), "%s",
+                 kv(&res[i], "build_worker"));
+        snprintf(e->kv_signal[i], sizeof(e->kv_signal[i]), "%s",
+                 kv(&res[i], "signal"));
+        snprintf(e->requeued[i], sizeof(e->requeued[i]), "%s",
+                 kv(&res[i], "requeued_from"));
+        e->cost[i] = res[i].cost;
+        e->cv[i] = res[i].cv;
+        e->ncosts[i] = res[i].ncosts;
+    }
+}
+
+typedef int (*pred_fn)(struct env *e, void *arg);
+
+static int
+run_until(struct env *e, pred_fn p, void *arg, double timeout_s)
+{
+    double end = kt_now() + timeout_s;
+
+    while (!p(e, arg)) {
+        if (kt_now() > end)
+            return -1;
+        uv_run(&e->loop, UV_RUN_ONCE);
+    }
+    return 0;
+}
+
+static int
+p_workers(struct env *e, void *arg)
+{
+    return kt_tracker_nworkers(e->t, NULL) >= *(int *)arg;
+}
+
+static int
+p_done(struct env *e, void *arg)
+{
+    (void)arg;
+    return e->done;
+}
+
+static int
+p_results(struct env *e, void *arg)
+{
+    unsigned r;
+    kt_tracker_counters(e->t, NULL, NULL, NULL, &r);
+    return (int)r >= *(int *)arg;
+}
+
+static int
+p_bad(struct env *e, void *arg)
+{
+    unsigned refused, bad;
+    kt_tracker_counters(e->t, &refused, &bad, NULL, NULL);
+    return (int)(refused + bad) >= *(int *)arg;
+}
+
+static struct env *
+env_new(int serialize)
+{
+    struct env *e = kt_xcalloc(1, sizeof(*e));
+    struct kt_tracker_opts o;
+    const char *b = getenv("KT_BIN_DIR");
+    char err[256];
+
+    if (b == NULL)
+        b = getenv("BUILD");
+    snprintf(e->rpc, sizeof(e->rpc), "%s/kerntune-rpc", b ? b : "build");
+    snprintf(e->tmp, sizeof(e->tmp), "/tmp/kt-test-measure.XXXXXX");
+    assert_non_null(mkdtemp(e->tmp));
+    assert_int_equal(uv_loop_init(&e->loop), 0);
+    kt_tracker_default_opts(&o);
+    o.port = 0;
+    o.token = "s3cret-token";
+    o.serialize_hosts = serialize;
+    if (kt_tracker_new(&e->t, &e->loop, &o, err, sizeof(err)) < 0)
+        fail_msg("tracker: %s", err);
+    return e;
+}
+
+static void
+spawn(struct env *e, int n, const char *roles)
+{
+    char err[256];
+    int want = kt_tracker_nworkers(e->t, NULL) + n;
+
+    if (kt_tracker_spawn_local(e->t, n, e->rpc, "local", roles, err,
+                               sizeof(err)) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(run_until(e, p_workers, &want, WAIT_S), 0);
+}
+
+static void
+env_free(struct env *e)
+{
+    char cmd[300];
+
+    kt_tracker_close(e->t);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", e->tmp);
+    assert_int_equal(system(cmd), 0);
+    free(e);
+}
+
+static void
+submit(struct env *e, struct kt_candidate *c, int n,
+       const struct kt_measure_opts *o)
+{
+    char err[256];
+
+    e->done = 0;
+    e->calls = 0;
+    if (kt_tracker_submit(e->t, "local", c, n, o, on_done, e, err,
+                          sizeof(err)) < 0)
+        fail_msg("submit: %s", err);
+}
+
+static void
+test_opts(struct kt_measure_opts *o)
+{
+    kt_measure_default_opts(o);
+    o->repeat = 3;
+    o->min_repeat_ms = 2;
+    o->run_timeout_ms = 5000;
+    o->build_timeout_ms = 20000;
+}
+
+/* ---- (a) ---------------------------------------------------------------- */
+
+static void
+test_measure_gemm_batch_two_workers(void **state)
+{
+    static const char *orders[] = {"ijk", "ikj", "jik", "jki", "kij", "kji"};
+    static const int tiles[] = {1, 2, 4, 8, 16, 32};
+    struct env *e = env_new(1);
+    struct kt_candidate c[32];
+    struct kt_measure_opts o;
+    char *src[32];
+    int i, used_a = 0, used_b = 0;
+    char first[96] = "";
+
+    (void)state;
+    spawn(e, 2, "build,run");
+    for (i = 0; i < 32; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        src[i] = gemm_source(orders[i % 6], tiles[(i / 6 + i) % 6], NULL);
+        c[i].source = src[i];
+        c[i].cc = CC;
+    }
+    test_opts(&o);
+    submit(e, c, 32, &o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S * 2), 0);
+    assert_int_equal(e->calls, 1);
+    assert_int_equal(e->n, 32);
+    for (i = 0; i < 32; i++) {
+        if (e->err_no[i] != 0)
+            fail_msg("candidate %d: err_no %d: %s", i, e->err_no[i],
+                     e->err_text[i]);
+        assert_int_equal(e->ncosts[i], 3);
+        assert_true(e->cost[i] > 0 && e->cost[i] < 1.0);
+        assert_true(e->cv[i] >= 0);
+        if (first[0] == '\0')
+            snprintf(first, sizeof(first), "%s", e->build_worker[i]);
+        if (strcmp(e->build_worker[i], first) == 0 ||
+            strcmp(e->worker[i], first) == 0)
+            used_a++;
+        if (strcmp(e->build_worker[i], first) != 0 ||
+            strcmp(e->worker[i], first) != 0)
+            used_b++;
+        free(src[i]);
+    }
+    /* Both workers took jobs. */
+    assert_true(used_a > 0 && used_b > 0);
+    env_free(e);
+}
+
+/* ---- (b) ---------------------------------------------------------------- */
+
+static void
+test_measure_worker_killed_mid_batch(void **state)
+{
+    struct env *e = env_new(0);
+    struct kt_candidate c[16];
+    struct kt_measure_opts o;
+    char *src[16];
+    int pids[4], i, n, four = 4, requeued = 0;
+    unsigned lost;
+
+    (void)state;
+    spawn(e, 2, "build,run");
+    for (i = 0; i < 16; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        src[i] = gemm_source(i % 2 ? "ikj" : "ijk", 1 << (i % 6), NULL);
+        c[i].source = src[i];
+        c[i].cc = CC;
+    }
+    test_opts(&o);
+    o.min_repeat_ms = 20;
+    submit(e, c, 16, &o);
+    assert_int_equal(run_until(e, p_results, &four, WAIT_S), 0);
+    n = kt_tracker_local_pids(e->t, pids, 4);
+    assert_int_equal(n, 2);
+    assert_int_equal(kill(pids[0], SIGKILL), 0);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S * 2), 0);
+    assert_int_equal(e->calls, 1); /* none duplicated */
+    assert_int_equal(e->n, 16);
+    for (i = 0; i < 16; i++) {
+        if (e->err_no[i] != 0) /* none lost */
+            fail_msg("candidate %d: err_no %d: %s", i, e->err_no[i],
+                     e->err_text[i]);
+        requeued += e->requeued[i][0] != '\0';
+        free(src[i]);
+    }
+    kt_tracker_counters(e->t, NULL, NULL, &lost, NULL);
+    assert_int_equal(lost, 1);
+    assert_int_equal(kt_tracker_nworkers(e->t, NULL), 1);
+    print_message("worker killed: %d of 16 candidates re-queued\n", requeued);
+    env_free(e);
+}
+
+/* ---- (c) ---------------------------------------------------------------- */
+
+static void
+test_measure_crashing_kernels(void **state)
+{
+    struct env *e = env_new(1);
+    struct kt_candidate c[8];
+    struct kt_measure_opts o;
+    char *src[8];
+    int i, pids[2];
+    unsigned lost;
+    static const int want[8] = {4, 7, 4, 4, 4, 5, 5, 0};
+    static const char *sig[8] = {"SIGSEGV", "", "", "SIGFPE", "SIGABRT",
+                                 "", "", ""};
+
+    (void)state;
+    spawn(e, 1, "build,run");
+    for (i = 0; i < 8; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        src[i] = gemm_source("ijk", 4, i < 7 ? bodies[i] : NULL);
+        c[i].source = src[i];
+        c[i].cc = CC;
+    }
+    test_opts(&o);
+    o.run_timeout_ms = 1500;
+    o.mem_mb = 1024;
+    submit(e, c, 8, &o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+    for (i = 0; i < 8; i++) {
+        if (e->err_no[i] != want[i])
+            fail_msg("kernel %d: err_no %d (want %d): %s", i, e->err_no[i],
+                     want[i], e->err_text[i]);
+        if (sig[i][0] != '\0' && strcmp(e->kv_signal[i], sig[i]) != 0)
+            fail_msg("kernel %d: signal '%s' (want %s): %s", i,
+                     e->kv_signal[i], sig[i], e->err_text[i]);
+        /* The same worker took every job, the last one included. */
+        assert_string_equal(e->worker[i], e->worker[0]);
+        free(src[i]);
+    }
+    assert_non_null(strstr(e->err_text[1], "deadline"));
+    assert_non_null(strstr(e->err_text[5], "relative L2 error"));
+    assert_non_null(strstr(e->err_text[6], "NaN"));
+    kt_tracker_counters(e->t, NULL, NULL, &lost, NULL);
+    assert_int_equal(lost, 0);
+    assert_int_equal(kt_tracker_local_pids(e->t, pids, 2), 1);
+    assert_int_equal(kill(pids[0], 0), 0);
+    env_free(e);
+}
+
+/* ---- (d) ---------------------------------------------------------------- */
+
+static int
+raw_connect(struct env *e)
+{
+    char err[256];
+    int fd = kt_wire_connect("127.0.0.1", kt_tracker_port(e->t), err,
+                             sizeof(err));
+    if (fd < 0)
+        fail_msg("%s", err);
+    return fd;
+}
+
+/* Runs the loop until fd reads EOF (the tracker closed it). */
+static int
+p_eof(struct env *e, void *arg)
+{
+    char buf[4096];
+    int fd = *(int *)arg;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    ssize_t n;
+
+    (void)e;
+    while (poll(&pf, 1, 0) > 0) {
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void
+test_measure_bad_peers_refused(void **state)
+{
+    struct env *e = env_new(1);
+    struct kt_candidate c[6];
+    struct kt_measure_opts o;
+    char *src[6], tokfile[300], port[64];
+    unsigned char junk[4096];
+    unsigned refused, bad;
+    int i, fd1, fd2, fd3, status, two = 2, four = 4;
+    pid_t p;
+    FILE *f;
+
+    (void)state;
+    spawn(e, 1, "build,run");
+    for (i = 0; i < 6; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        src[i] = gemm_source("ikj", 8, NULL);
+        c[i].source = src[i];
+        c[i].cc = CC;
+    }
+    test_opts(&o);
+    submit(e, c, 6, &o);
+    /* A worker with the wrong token. */
+    snprintf(tokfile, sizeof(tokfile), "%s/wrong", e->tmp);
+    f = fopen(tokfile, "w");
+    assert_non_null(f);
+    fputs("not-the-token\n", f);
+    fclose(f);
+    snprintf(port, sizeof(port), "--tracker=127.0.0.1:%d",
+             kt_tracker_port(e->t));
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        execl(e->rpc, e->rpc, "server", port, "--key=local", "--token-file",
+              tokfile, "--once", (char *)NULL);
+        _exit(99);
+    }
+    /* Garbage, an oversized frame and a truncated one. */
+    for (i = 0; i < (int)sizeof(junk); i++)
+        junk[i] = (unsigned char)(i * 131 + 7);
+    fd1 = raw_connect(e);
+    assert_int_equal(kt_wire_write_all(fd1, junk, sizeof(junk)), 0);
+    fd2 = raw_connect(e);
+    {
+        unsigned char big[12] = {'K', 'T', 'R', '1', 0x10, 0, 0, 0, 0, 0, 0,
+                                 0};
+        assert_int_equal(kt_wire_write_all(fd2, big, sizeof(big)), 0);
+    }
+    fd3 = raw_connect(e);
+    {
+        unsigned char part[20] = {'K', 'T', 'R', '1', 0, 0, 0, 100, 0, 0, 0,
+                                  0, 't', 'y', 'p', 'e', '=', 'h'};
+        assert_int_equal(kt_wire_write_all(fd3, part, 18), 0);
+        close(fd3);
+    }
+    assert_int_equal(run_until(e, p_eof, &fd1, WAIT_S), 0);
+    assert_int_equal(run_until(e, p_eof, &fd2, WAIT_S), 0);
+    assert_int_equal(run_until(e, p_bad, &four, WAIT_S), 0);
+    close(fd1);
+    close(fd2);
+    /* The wrong-token worker was refused and gave up. */
+    for (i = 0; i < 600 && waitpid(p, &status, WNOHANG) == 0; i++)
+        uv_run(&e->loop, UV_RUN_ONCE);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    kt_tracker_counters(e->t, &refused, &bad, NULL, NULL);
+    assert_int_equal(refused, 1);
+    assert_true(bad >= 3);
+    /* The good worker was not disturbed. */
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+    for (i = 0; i < 6; i++) {
+        if (e->err_no[i] != 0)
+            fail_msg("candidate %d: err_no %d: %s", i, e->err_no[i],
+                     e->err_text[i]);
+        free(src[i]);
+    }
+    assert_int_equal(kt_tracker_nworkers(e->t, NULL), 1);
+    (void)two;
+    env_free(e);
+}
+
+/* ---- (e) ---------------------------------------------------------------- */
+
+static void
+test_measure_build_errors(void **state)
+{
+    struct env *e = env_new(1);
+    struct kt_candidate c[4];
+    struct kt_measure_opts o;
+    char slowcc[300], slowcmd[320];
+    char *good = gemm_source("ijk", 2, NULL);
+    FILE *f;
+
+    (void)state;
+    spawn(e, 1, "build,run");
+    snprintf(slowcc, sizeof(slowcc), "%s/slowcc.sh", e->tmp);
+    f = fopen(slowcc, "w");
+    assert_non_null(f);
+    fputs("#!/bin/sh\nsleep 30\n", f);
+    fclose(f);
+    assert_int_equal(chmod(slowcc, 0755), 0);
+    snprintf(slowcmd, sizeof(slowcmd), "%s", slowcc);
+    memset(c, 0, sizeof(c));
+    c[0].source = "int kt_kernel(void) { this is not C; }\n";
+    c[0].cc = CC;
+    c[1].source = good;
+    c[1].cc = slowcmd;
+    c[2].preset_err_no = KT_MERR_INSTANTIATION;
+    c[2].preset_err_text = "split factor 3 does not divide 32";
+    c[3].source = good;
+    c[3].cc = "/nonexistent/compiler -O2";
+    test_opts(&o);
+    o.build_timeout_ms = 700;
+    submit(e, c, 4, &o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+    assert_int_equal(e->err_no[0], KT_MERR_COMPILE_HOST);
+    assert_non_null(strstr(e->err_text[0], "error"));
+    assert_non_null(strstr(e->err_text[0], "kernel.c"));
+    assert_int_equal(e->err_no[1], KT_MERR_BUILD_TIMEOUT);
+    assert_int_equal(e->err_no[2], KT_MERR_INSTANTIATION);
+    assert_string_equal(e->err_text[2], "split factor 3 does not divide 32");
+    assert_int_equal(e->err_no[3], KT_MERR_COMPILE_HOST);
+    assert_non_null(strstr(e->err_text[3], "/nonexistent/compiler"));
+    free(good);
+    env_free(e);
+}
+
+/* ---- rpc-status --------------------------------------------------------- */
+
+struct status_job {
+    int port;
+    const char *token;
+    char out[8192];
+    int rc;
+    char err[256];
+    volatile int finished;
+};
+
+static void *
+status_thread(void *arg)
+{
+    struct status_job *j = arg;
+    FILE *f = fmemopen(j->out, sizeof(j->out) - 1, "w");
+
+    j->rc = kt_rpc_status("127.0.0.1", j->port, j->token, f, j->err,
+                          sizeof(j->err));
+    fclose(f);
+    j->finished = 1;
+    return NULL;
+}
+
+static int
+p_status(struct env *e, void *arg)
+{
+    (void)e;
+    return ((struct status_job *)arg)->finished;
+}
+
+static void
+test_measure_rpc_status(void **state)
+{
+    struct env *e = env_new(1);
+    struct status_job j;
+    pthread_t th;
+
+    (void)state;
+    spawn(e, 2, "build,run");
+    memset(&j, 0, sizeof(j));
+    j.port = kt_tracker_port(e->t);
+    j.token = "s3cret-token";
+    assert_int_equal(pthread_create(&th, NULL, status_thread, &j), 0);
+    assert_int_equal(run_until(e, p_status, &j, WAIT_S), 0);
+    pthread_join(th, NULL);
+    if (j.rc != 0)
+        fail_msg("rpc-status: %s", j.err);
+    assert_non_null(strstr(j.out, "local-0"));
+    assert_non_null(strstr(j.out, "local-1"));
+    assert_non_null(strstr(j.out, "idle"));
+    assert_non_null(strstr(j.out, "Queue Status"));
+    /* A wrong token is refused. */
+    memset(&j, 0, sizeof(j));
+    j.port = kt_tracker_port(e->t);
+    j.token = "wrong";
+    assert_int_equal(pthread_create(&th, NULL, status_thread, &j), 0);
+    assert_int_equal(run_until(e, p_status, &j, WAIT_S), 0);
+    pthread_join(th, NULL);
+    assert_true(j.rc < 0);
+    assert_non_null(strstr(j.err, "authentication failed"));
+    env_free(e);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_measure_gemm_batch_two_workers),
+        cmocka_unit_test(test_measure_worker_killed_mid_batch),
+        cmocka_unit_test(test_measure_crashing_kernels),
+        cmocka_unit_test(test_measure_bad_peers_refused),
+        cmocka_unit_test(test_measure_build_errors),
+        cmocka_unit_test(test_measure_rpc_status),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    kt_log_init(getenv("KT_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARNING);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
