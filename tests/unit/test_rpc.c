@@ -1,0 +1,382 @@
+/* test_rpc.c - the worker protocol's pieces on their own: frame and
+ * message encoding, every rejection path of the decoder, SHA-256 and
+ * HMAC-SHA-256 against the FIPS 180-4 / RFC 4231 vectors, the token
+ * challenge, cost summaries, and the runner child on real .so files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "measure/worker/worker.h"
+
+static void
+hex(const unsigned char *p, size_t n, char *out)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+static void
+test_rpc_sha256_vectors(void **state)
+{
+    unsigned char d[32];
+    char h[65];
+    unsigned char key[20];
+    char *million = kt_xmalloc(1000000);
+
+    (void)state;
+    kt_sha256("abc", 3, d);
+    hex(d, 32, h);
+    assert_string_equal(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9c"
+                           "b410ff61f20015ad");
+    kt_sha256("", 0, d);
+    hex(d, 32, h);
+    assert_string_equal(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c"
+                           "a495991b7852b855");
+    memset(million, 'a', 1000000);
+    kt_sha256(million, 1000000, d);
+    hex(d, 32, h);
+    assert_string_equal(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e"
+                           "046d39ccc7112cd0");
+    free(million);
+    /* RFC 4231 test cases 1 and 2. */
+    memset(key, 0x0b, sizeof(key));
+    kt_hmac_sha256(key, 20, "Hi There", 8, d);
+    hex(d, 32, h);
+    assert_string_equal(h, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da7"
+                           "26e9376c2e32cff7");
+    kt_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, d);
+    hex(d, 32, h);
+    assert_string_equal(h, "5bdcc146bf60754e6a042426089575c75a003f089d273983"
+                           "9dec58b964ec3843");
+}
+
+static void
+test_rpc_auth_mac(void **state)
+{
+    char n1[65], n2[65], a[65], b[65];
+
+    (void)state;
+    kt_auth_nonce(n1);
+    kt_auth_nonce(n2);
+    assert_int_equal(strlen(n1), 64);
+    assert_string_not_equal(n1, n2);
+    kt_auth_mac("tok", n1, a);
+    kt_auth_mac("tok", n1, b);
+    assert_true(kt_auth_equal(a, b));
+    kt_auth_mac("tok2", n1, b);
+    assert_false(kt_auth_equal(a, b));
+    kt_auth_mac("tok", n2, b);
+    assert_false(kt_auth_equal(a, b));
+    assert_false(kt_auth_equal("abc", "abcd"));
+    /* The token never appears in the response. */
+    assert_null(strstr(a, "tok"));
+}
+
+static void
+test_rpc_msg_roundtrip(void **state)
+{
+    struct kt_msg m, d;
+    struct kt_buf b;
+    char err[256];
+    size_t used;
+    unsigned char bin[300];
+    int i;
+
+    (void)state;
+    for (i = 0; i < (int)sizeof(bin); i++)
+        bin[i] = (unsigned char)i;
+    kt_msg_init(&m, "build");
+    kt_msg_set(&m, "cc", "gcc -O3 -march=native");
+    kt_msg_set(&m, "err_text", "line1\nline2=%x\r\t\x01\xc3\xa9");
+    kt_msg_set(&m, "empty", "");
+    kt_msg_setf(&m, "n", "%d", 42);
+    kt_msg_set(&m, "n", "43"); /* replaces */
+    kt_msg_set_payload(&m, bin, sizeof(bin));
+    kt_buf_init(&b);
+    kt_msg_encode(&m, &b);
+    /* Byte by byte: incomplete until the last byte. */
+    for (i = 0; i < (int)b.len - 1; i += 7)
+        assert_int_equal(kt_wire_take((unsigned char *)b.p, (size_t)i, &used,
+                                      &d, err, sizeof(err)),
+                         0);
+    assert_int_equal(kt_wire_take((unsigned char *)b.p, b.len, &used, &d, err,
+                                  sizeof(err)),
+                     1);
+    assert_int_equal(used, b.len);
+    assert_string_equal(kt_msg_type(&d), "build");
+    assert_string_equal(kt_msg_get(&d, "cc"), "gcc -O3 -march=native");
+    assert_string_equal(kt_msg_get(&d, "err_text"),
+                        "line1\nline2=%x\r\t\x01\xc3\xa9");
+    assert_string_equal(kt_msg_get(&d, "empty"), "");
+    assert_string_equal(kt_msg_get(&d, "n"), "43");
+    assert_int_equal(d.payload_len, sizeof(bin));
+    assert_memory_equal(d.payload, bin, sizeof(bin));
+    kt_msg_free(&d);
+    kt_msg_free(&m);
+    kt_buf_free(&b);
+}
+
+/* Builds a frame from raw header text and decodes it. */
+static int
+decode_raw(const char *hdr, char *err, size_t errlen)
+{
+    unsigned char buf[4096];
+    size_t n = strlen(hdr), used;
+    struct kt_msg m;
+    int rc;
+
+    memcpy(buf, "KTR1", 4);
+    buf[4] = (unsigned char)(n >> 24);
+    buf[5] = (unsigned char)(n >> 16);
+    buf[6] = (unsigned char)(n >> 8);
+    buf[7] = (unsigned char)n;
+    memset(buf + 8, 0, 4);
+    memcpy(buf + 12, hdr, n);
+    rc = kt_wire_take(buf, 12 + n, &used, &m, err, errlen);
+    if (rc == 1)
+        kt_msg_free(&m);
+    return rc;
+}
+
+static void
+test_rpc_decode_rejects(void **state)
+{
+    static const struct {
+        const char *hdr;
+        const char *msg;
+    } bad[] = {
+        {"type=x", "does not end with a newline"},
+        {"type=x\nnoequals\n", "not key=value"},
+        {"type=x\nBad=1\n", "not key=value"},
+        {"type=x\n=1\n", "not key=value"},
+        {"type=x\nk=%zz\n", "bad %-escape"},
+        {"type=x\nk=%4\n", "bad %-escape"},
+        {"type=x\nk=%00\n", "bad %-escape"},
+        {"type=x\nk=a\tb\n", "unescaped byte"},
+        {"type=x\nk=1\nk=2\n", "repeated"},
+        {"k=1\n", "no 'type'"},
+        {"type=\n", "no 'type'"},
+    };
+    unsigned char pre[12] = {'K', 'T', 'R', '2', 0, 0, 0, 1, 0, 0, 0, 0};
+    char err[256];
+    uint32_t h, p;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < KT_ARRAY_LEN(bad); i++) {
+        err[0] = '\0';
+        assert_true(decode_raw(bad[i].hdr, err, sizeof(err)) < 0);
+        if (strstr(err, bad[i].msg) == NULL)
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].msg);
+    }
+    assert_int_equal(decode_raw("type=ok\nk=%41%3d\n", err, sizeof(err)), 1);
+    /* Prefix checks: version, magic, limits. */
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
+                     KT_EPROTO);
+    assert_non_null(strstr(err, "unsupported protocol version '2'"));
+    memcpy(pre, "XXXX", 4);
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
+                     KT_EPROTO);
+    memcpy(pre, "KTR1", 4);
+    pre[5] = 0x01; /* 64 KiB + 1 */
+    pre[7] = 0x01;
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
+                     KT_ETOOBIG);
+    pre[5] = 0;
+    pre[8] = 0x05; /* 80 MiB payload */
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
+                     KT_ETOOBIG);
+    pre[8] = 0;
+    pre[7] = 0; /* empty header */
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
+                     KT_ETOOBIG);
+    /* A wrong first byte is rejected before a whole prefix arrives. */
+    {
+        struct kt_msg m;
+        size_t used;
+        assert_true(kt_wire_take((const unsigned char *)"G", 1, &used, &m,
+                                 err, sizeof(err)) < 0);
+    }
+}
+
+static void
+test_rpc_msg_numbers(void **state)
+{
+    struct kt_msg m;
+    char err[256];
+    long long v;
+    double d;
+
+    (void)state;
+    kt_msg_init(&m, "run");
+    kt_msg_set(&m, "repeat", "3");
+    kt_msg_set(&m, "bad", "3x");
+    kt_msg_set(&m, "big", "99999999999999999999999");
+    kt_msg_set(&m, "tol", "1e-4");
+    assert_int_equal(kt_msg_get_ll(&m, "repeat", 1, 0, 1, 64, &v, err,
+                                   sizeof(err)), 0);
+    assert_int_equal(v, 3);
+    assert_true(kt_msg_get_ll(&m, "repeat", 1, 0, 5, 64, &v, err,
+                              sizeof(err)) < 0);
+    assert_non_null(strstr(err, "'repeat'"));
+    assert_true(kt_msg_get_ll(&m, "bad", 1, 0, 0, 64, &v, err,
+                              sizeof(err)) < 0);
+    assert_true(kt_msg_get_ll(&m, "big", 1, 0, 0, 1LL << 62, &v, err,
+                              sizeof(err)) < 0);
+    assert_true(kt_msg_get_ll(&m, "missing", 1, 0, 0, 64, &v, err,
+                              sizeof(err)) < 0);
+    assert_non_null(strstr(err, "missing key 'missing'"));
+    assert_int_equal(kt_msg_get_ll(&m, "missing", 0, 7, 0, 64, &v, err,
+                                   sizeof(err)), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(kt_msg_get_double(&m, "tol", 1, 0, 0, 1, &d, err,
+                                       sizeof(err)), 0);
+    assert_true(d == 1e-4);
+    kt_msg_free(&m);
+}
+
+static void
+test_rpc_summarize(void **state)
+{
+    double c5[5] = {5, 1, 2, 3, 100}, cost, cv;
+    double c2[2] = {1, 3};
+
+    (void)state;
+    kt_run_summarize(c5, 5, &cost, &cv);
+    assert_true(cost == (5 + 2 + 3) / 3.0); /* min and max dropped */
+    assert_true(cv > 1.0);
+    kt_run_summarize(c2, 2, &cost, &cv);
+    assert_true(cost == 2.0);
+    kt_run_summarize(c5, 1, &cost, &cv);
+    assert_true(cost == 5.0 && cv == 0.0);
+}
+
+static void
+test_rpc_roles_and_hostport(void **state)
+{
+    char err[256], host[64];
+    int r, port;
+
+    (void)state;
+    assert_int_equal(kt_roles_parse("build,run", &r, err, sizeof(err)), 0);
+    assert_int_equal(r, KT_ROLE_BUILD | KT_ROLE_RUN);
+    assert_int_equal(kt_roles_parse("run", &r, err, sizeof(err)), 0);
+    assert_int_equal(r, KT_ROLE_RUN);
+    assert_true(kt_roles_parse("build,fly", &r, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "'fly'"));
+    assert_int_equal(kt_wire_parse_hostport("10.0.0.1:9190", host,
+                                            sizeof(host), &port, err,
+                                            sizeof(err)), 0);
+    assert_string_equal(host, "10.0.0.1");
+    assert_int_equal(port, 9190);
+    assert_true(kt_wire_parse_hostport("nohost", host, sizeof(host), &port,
+                                       err, sizeof(err)) < 0);
+    assert_true(kt_wire_parse_hostport("h:99999", host, sizeof(host), &port,
+                                       err, sizeof(err)) < 0);
+}
+
+/* The runner child, forked here as the worker does, on a .so built with
+ * the real compiler: the reference is computed once, then cached. */
+static void
+test_rpc_runner_child_caches_reference(void **state)
+{
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", src[128], so[128], cmd[512];
+    struct kt_run_req r;
+    int i;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(src, sizeof(src), "%s/k.c", dir);
+    snprintf(so, sizeof(so), "%s/k.so", dir);
+    f = fopen(src, "w");
+    assert_non_null(f);
+    fputs("const char kt_workload_hash[17] = \"fedcba9876543210\";\n"
+          "const int kt_nbufs = 2;\n"
+          "const long long kt_buf_elems[] = {1000, 1000};\n"
+          "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+          "const double kt_flops = 1000;\n"
+          "void kt_set_threads(int n) { (void)n; }\n"
+          "void kt_reference(float *const *b) {\n"
+          "  for (int i = 0; i < 1000; i++) b[1][i] = 2 * b[0][i]; }\n"
+          "void kt_kernel(float *const *b) {\n"
+          "  for (int i = 0; i < 1000; i++) b[1][i] = b[0][i] + b[0][i]; }\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "cc -O2 -shared -fPIC -o %s %s", so, src);
+    assert_int_equal(system(cmd), 0);
+    memset(&r, 0, sizeof(r));
+    r.so_path = so;
+    r.cache_dir = dir;
+    r.number = 1;
+    r.repeat = 4;
+    r.min_repeat_ms = 1;
+    r.seed = 7;
+    r.tol = 1e-6;
+    r.mem_mb = 512;
+    for (i = 0; i < 2; i++) {
+        int pfd[2], status;
+        pid_t p;
+        char buf[4096];
+        ssize_t n;
+        size_t used;
+        struct kt_msg m;
+        char err[256];
+
+        assert_int_equal(pipe(pfd), 0);
+        p = fork();
+        if (p == 0) {
+            struct kt_msg res;
+            struct kt_buf b;
+            close(pfd[0]);
+            kt_run_child(&r, &res);
+            kt_buf_init(&b);
+            kt_msg_encode(&res, &b);
+            (void)!write(pfd[1], b.p, b.len);
+            _exit(0);
+        }
+        close(pfd[1]);
+        n = read(pfd[0], buf, sizeof(buf));
+        close(pfd[0]);
+        assert_int_equal(waitpid(p, &status, 0), p);
+        assert_true(n > 0);
+        assert_int_equal(kt_wire_take((unsigned char *)buf, (size_t)n, &used,
+                                      &m, err, sizeof(err)), 1);
+        if (strcmp(kt_msg_get(&m, "err_no"), "0") != 0)
+            fail_msg("runner: %s", kt_msg_get(&m, "err_text"));
+        assert_string_equal(kt_msg_get(&m, "ref_cached"), i ? "1" : "0");
+        assert_string_equal(kt_msg_get(&m, "workload"), "fedcba9876543210");
+        assert_non_null(kt_msg_get(&m, "costs"));
+        assert_non_null(kt_msg_get(&m, "cv"));
+        kt_msg_free(&m);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rpc_sha256_vectors),
+        cmocka_unit_test(test_rpc_auth_mac),
+        cmocka_unit_test(test_rpc_msg_roundtrip),
+        cmocka_unit_test(test_rpc_decode_rejects),
+        cmocka_unit_test(test_rpc_msg_numbers),
+        cmocka_unit_test(test_rpc_summarize),
+        cmocka_unit_test(test_rpc_roles_and_hostport),
+        cmocka_unit_test(test_rpc_runner_child_caches_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
