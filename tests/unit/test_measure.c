@@ -635,6 +635,117 @@ test_measure_rpc_status(void **state)
     env_free(e);
 }
 
+
+/* ---- edge board: aarch64 worker under qemu-user ------------------------- */
+
+static int
+have_tool(const char *name)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
+    return system(cmd) == 0;
+}
+
+static pid_t
+start_worker(const char *const *argv, const char *token)
+{
+    pid_t p = fork();
+
+    assert_true(p >= 0);
+    if (p == 0) {
+        setenv("KERNTUNE_TOKEN", token, 1);
+        execvp(argv[0], (char *const *)argv);
+        _exit(99);
+    }
+    return p;
+}
+
+static void
+stop_worker(pid_t p)
+{
+    int status;
+
+    kill(p, SIGTERM);
+    assert_int_equal(waitpid(p, &status, 0), p);
+}
+
+/* Seed 001's workflow: a cross-compiled kerntune-rpc on the "board"
+ * (qemu-aarch64) registers with a key and only runs; a host worker with the
+ * same key builds with the aarch64 cross compiler. */
+static void
+test_measure_aarch64_board_under_qemu(void **state)
+{
+    struct env *e;
+    struct kt_candidate c[2];
+    struct kt_measure_opts o;
+    char cross[400], cmd[1200], tracker[64];
+    char *src = gemm_source("ikj", 4, NULL);
+    char *bad = gemm_source("ijk", 4, bodies[0]);
+    pid_t pb, pr;
+    int two = 2;
+
+    (void)state;
+    if (!have_tool("aarch64-linux-gnu-gcc") || !have_tool("qemu-aarch64") ||
+        access("/usr/aarch64-linux-gnu/lib", R_OK) != 0 ||
+        access("measure/worker/server.c", R_OK) != 0) {
+        free(src);
+        free(bad);
+        skip(); /* needs gcc-aarch64-linux-gnu, qemu-user, run from the
+                   source tree (make test does) */
+    }
+    e = env_new(1);
+    snprintf(cross, sizeof(cross), "%s/kerntune-rpc-aarch64", e->tmp);
+    snprintf(cmd, sizeof(cmd),
+             "aarch64-linux-gnu-gcc -std=c11 -D_POSIX_C_SOURCE=200809L "
+             "-D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -I. "
+             "-DKT_RPC_ONLY=1 common/*.c measure/worker/*.c -ldl -lm -o %s",
+             cross);
+    assert_int_equal(system(cmd), 0);
+    snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d",
+             kt_tracker_port(e->t));
+    {
+        const char *bargv[] = {e->rpc, "server", tracker, "--key=board",
+                               "--roles=build", "--name=host-builder",
+                               NULL};
+        const char *rargv[] = {"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu",
+                               cross, "server", tracker, "--key=board",
+                               "--roles=run", "--name=sa8155", NULL};
+        pb = start_worker(bargv, "s3cret-token");
+        pr = start_worker(rargv, "s3cret-token");
+    }
+    assert_int_equal(run_until(e, p_workers, &two, WAIT_S), 0);
+    memset(c, 0, sizeof(c));
+    c[0].source = src;
+    c[0].cc = "aarch64-linux-gnu-gcc -O2";
+    c[1].source = bad;
+    c[1].cc = "aarch64-linux-gnu-gcc -O2";
+    test_opts(&o);
+    o.run_timeout_ms = 20000;
+    e->done = 0;
+    {
+        char err[256];
+        if (kt_tracker_submit(e->t, "board", c, 2, &o, on_done, e, err,
+                              sizeof(err)) < 0)
+            fail_msg("submit: %s", err);
+    }
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S * 2), 0);
+    if (e->err_no[0] != 0)
+        fail_msg("aarch64 kernel: err_no %d: %s", e->err_no[0],
+                 e->err_text[0]);
+    assert_string_equal(e->worker[0], "sa8155");
+    assert_string_equal(e->build_worker[0], "host-builder");
+    assert_true(e->cost[0] > 0);
+    assert_int_equal(e->err_no[1], KT_MERR_RUNTIME_DEVICE);
+    assert_string_equal(e->kv_signal[1], "SIGSEGV");
+    print_message("aarch64 under qemu: cost %.3g s, cv %.3f\n", e->cost[0],
+                  e->cv[0]);
+    stop_worker(pb);
+    stop_worker(pr);
+    free(src);
+    free(bad);
+    env_free(e);
+}
+
 int
 main(void)
 {
@@ -645,6 +756,7 @@ main(void)
         cmocka_unit_test(test_measure_bad_peers_refused),
         cmocka_unit_test(test_measure_build_errors),
         cmocka_unit_test(test_measure_rpc_status),
+        cmocka_unit_test(test_measure_aarch64_board_under_qemu),
     };
     signal(SIGPIPE, SIG_IGN);
     kt_log_init(getenv("KT_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARNING);
