@@ -574,7 +574,7 @@ serve(struct srv *v)
             if (s->deadline < next)
                 next = s->deadline;
             if (s->eof)
-                next = now + 0.01;
+                next = now + 0.001; /* reaping soon */
             pf[n].fd = s->eof ? -1 : s->fd;
             pf[n].events = POLLIN;
             map[n++] = i;
