@@ -30,6 +30,21 @@ enum kt_err {
     KT_ECANCELED = -ECANCELED,
 };
 
+/* A trial's error number: TVM's MeasureErrorNo, shared by the worker, the
+ * tracker and storage (logs.err_no). */
+enum kt_measure_errno {
+    KT_MERR_NO_ERROR = 0,
+    KT_MERR_INSTANTIATION = 1,    /* the schedule cannot be lowered */
+    KT_MERR_COMPILE_HOST = 2,     /* the compiler failed */
+    KT_MERR_COMPILE_DEVICE = 3,
+    KT_MERR_RUNTIME_DEVICE = 4,   /* crashed (signal) or would not load */
+    KT_MERR_WRONG_ANSWER = 5,
+    KT_MERR_BUILD_TIMEOUT = 6,
+    KT_MERR_RUN_TIMEOUT = 7,
+    KT_MERR_UNKNOWN = 8,          /* e.g. a worker lost for good */
+    KT_MERR_COUNT = 9
+};
+
 /* Text for any kt_err or -errno value; never NULL. */
 const char *kt_strerror(int err);
 

@@ -93,6 +93,10 @@ int kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
                       const struct kt_task_sched_opts *o, char *err,
                       size_t errlen);
 void kt_task_sched_free(struct kt_task_sched *s);   /* NULL is a no-op */
+/* An independent deep copy (the engine asks a copy "which task next if the
+ * pending round brings no gain?" to search ahead while a batch is being
+ * measured).  Caller frees with kt_task_sched_free. */
+struct kt_task_sched *kt_task_sched_clone(const struct kt_task_sched *s);
 
 /* The task to tune next, or -1 when done (see kt_task_sched_stopped).
  * Warm-up: every task not yet tuned, in index order.  Then gradient (the
@@ -141,7 +145,108 @@ double kt_task_sched_total_latency_ms(const struct kt_task_sched *s);
 double kt_task_sched_gradient(const struct kt_task_sched *s, int i);
 
 /* ======================================================================
- * Search policy (to be added below by its owner)
+ * Search policy (scheduler/search_*.c; docs/search.md)
+ *
+ * Ansor's sketch policy for CPUs: sketches (always-inline, multi-level
+ * tiling "SSRSRS" and the k-panel order "SRSRS", fusion of an elementwise
+ * consumer, cache write), an initial population from the init rules, an
+ * evolutionary search scored by the cost model, eps-greedy picking and
+ * deduplication against everything measured.  One struct kt_search per
+ * task; every call locks the instance, so the engine may run it on a pool
+ * thread.  No globals, no printing; deterministic for a seed (also with
+ * several scoring threads).
  * ====================================================================== */
+
+enum kt_search_policy {
+    KT_SEARCH_SKETCH_XGB,      /* "sketch.xgb": GA scored by the model */
+    KT_SEARCH_SKETCH_RANDOM,   /* "sketch.random": GA, random scores */
+    KT_SEARCH_RANDOM           /* "random": random valid samples, no GA */
+};
+
+struct kt_search_opts {
+    int policy;                /* enum kt_search_policy */
+    int population;            /* 2048 */
+    int num_iters;             /* 4 (<= 2 with random scores, as Ansor) */
+    double mutation_prob;      /* 0.85 */
+    double eps_greedy;         /* 0.05 */
+    double use_measured_ratio; /* 0.2: measured seeds in the population */
+    int max_innermost_factor;  /* 64 */
+    int max_register_tile;     /* 384: floats in the innermost spatial tile */
+    int vector_bytes;          /* 64 (AVX-512) */
+    int cores;                 /* parallel degree aim = 16 x cores; 2 */
+    int nthreads;              /* scoring threads; 1 */
+    uint64_t seed;
+};
+
+/* Ansor's DEFAULT_PARAMS with this machine's vector width and cores. */
+void kt_search_opts_default(struct kt_search_opts *o);
+/* "sketch.xgb" | "sketch.random" | "random" -> *policy; KT_ECONFIG with
+ * the accepted names in err otherwise. */
+int kt_search_policy_parse(const char *name, int *policy, char *err,
+                           size_t errlen);
+const char *kt_search_policy_name(int policy);
+
+struct kt_search;              /* opaque */
+struct kt_xgb_model;           /* costmodel/costmodel.h */
+
+/* Creates a search for dag (borrowed; must outlive the search): generates
+ * the sketches.  KT_EINVAL for bad options, KT_ESCHEDULE when no sketch
+ * can be built.  Caller frees with kt_search_free. */
+int kt_search_new(struct kt_search **out, const struct kt_dag *dag,
+                  const struct kt_search_opts *o, char *err, size_t errlen);
+void kt_search_free(struct kt_search *s);     /* NULL is a no-op */
+/* Number of sketches and a one-line description of sketch i (borrowed). */
+int kt_search_nsketches(struct kt_search *s);
+const char *kt_search_sketch_desc(struct kt_search *s, int i);
+
+/* One proposed candidate (owned by its batch). */
+struct kt_search_cand {
+    struct kt_step *steps;
+    int nsteps;
+    char hash[17];             /* kt_steps_hash of the steps */
+    float score;               /* predicted; random-model score if none */
+    int from_random;           /* an eps-greedy random pick */
+};
+
+struct kt_search_batch {
+    int n;
+    struct kt_search_cand *v;
+};
+void kt_search_batch_free(struct kt_search_batch *b);  /* NULL is a no-op */
+
+/* What one call did, for the task table's "[ Search ]" section. */
+struct kt_search_stats {
+    int sketches;
+    int sampled;               /* valid initial-population members */
+    int sample_fail;           /* sampled genomes that did not lower */
+    int measured_seeds;        /* measured states put into the population */
+    int iters;                 /* GA generations run */
+    int mutations_ok, mutations_fail;
+    int scored;                /* programs built, lowered and scored */
+    int skipped_measured;      /* picks dropped as already measured */
+    int picked_best, picked_random;
+    float best_score;
+    double sample_s, evo_s, score_s, total_s;
+};
+
+/* Proposes up to n candidates that are distinct, lower without error and
+ * are neither in measured[] (sorted kt_storage_measured hashes, may be
+ * NULL) nor returned by an earlier call of this search; fewer only when
+ * the space looks exhausted (0 = exhausted).  model may be NULL or
+ * untrained: random scores are used then (Ansor's first round).  out is
+ * overwritten (free it with kt_search_batch_free); stats may be NULL. */
+int kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
+                         const uint64_t *measured, size_t nmeasured, int n,
+                         struct kt_search_batch *out,
+                         struct kt_search_stats *stats, char *err,
+                         size_t errlen);
+
+/* Feeds back one measured result: cost in seconds (<= 0 or not finite =
+ * failed).  A candidate of this search that ran is remembered as a seed of
+ * later initial populations; any schedule (also one from another run) is
+ * never proposed again.  Returns 1 if it was one of this search's
+ * candidates, 0 if only its hash was recorded. */
+int kt_search_record(struct kt_search *s, const struct kt_step *steps,
+                     int nsteps, double cost);
 
 #endif /* KT_SCHEDULER_H */

@@ -493,3 +493,41 @@ kt_task_sched_gradient(const struct kt_task_sched *s, int i)
 {
     return s->grad[i];
 }
+
+static void *
+dup_array(const void *p, size_t n, size_t size)
+{
+    void *q = kt_xmalloc(n * size);
+
+    memcpy(q, p, n * size);
+    return q;
+}
+
+struct kt_task_sched *
+kt_task_sched_clone(const struct kt_task_sched *src)
+{
+    struct kt_task_sched *s = kt_xmalloc(sizeof(*s));
+    size_t n = (size_t)src->n;
+    int i;
+
+    *s = *src;
+    s->weight = dup_array(src->weight, n, sizeof(double));
+    s->flops = dup_array(src->flops, n, sizeof(double));
+    s->best = dup_array(src->best, n, sizeof(double));
+    s->grad = dup_array(src->grad, n, sizeof(double));
+    s->rounds = dup_array(src->rounds, n, sizeof(int64_t));
+    s->best_round = dup_array(src->best_round, n, sizeof(int64_t));
+    s->trials = dup_array(src->trials, n, sizeof(int64_t));
+    s->hist_n = dup_array(src->hist_n, n, sizeof(int64_t));
+    s->hist_cap = dup_array(src->hist_cap, n, sizeof(int64_t));
+    s->dead = dup_array(src->dead, n, 1);
+    s->group = dup_array(src->group, n, sizeof(int));
+    s->group_size = dup_array(src->group_size, n, sizeof(int));
+    s->hist = kt_xcalloc(n, sizeof(double *));
+    for (i = 0; i < src->n; i++)
+        if (src->hist[i] != NULL)
+            s->hist[i] = dup_array(src->hist[i],
+                                   (size_t)(src->hist_cap[i] ? src->hist_cap[i] : 1),
+                                   sizeof(double));
+    return s;
+}

@@ -23,23 +23,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/common.h"
+
 /* The schema version this build writes; older files are upgraded in place
  * when opened, newer ones are refused. */
 #define KT_STORAGE_SCHEMA_VERSION 2
 
-/* TVM's MeasureErrorNo, stored in logs.err_no. */
-enum kt_storage_errno {
-    KT_MERR_NO_ERROR = 0,
-    KT_MERR_INSTANTIATION = 1,
-    KT_MERR_COMPILE_HOST = 2,
-    KT_MERR_COMPILE_DEVICE = 3,
-    KT_MERR_RUNTIME_DEVICE = 4,
-    KT_MERR_WRONG_ANSWER = 5,
-    KT_MERR_BUILD_TIMEOUT = 6,
-    KT_MERR_RUN_TIMEOUT = 7,
-    KT_MERR_UNKNOWN = 8,
-    KT_MERR_COUNT = 9
-};
+/* logs.err_no holds enum kt_measure_errno (common/common.h). */
 
 struct kt_storage; /* opaque; one thread only */
 
@@ -65,7 +55,7 @@ struct kt_trial {
     const char *workload_hash; /* 16 hex digits; NULL = hash of workload */
     const char *config;     /* canonical schedule JSON */
     const char *sched_hash; /* 16 hex digits; NULL = hash of config */
-    int err_no;             /* enum kt_storage_errno */
+    int err_no;             /* enum kt_measure_errno */
     const char *err_text;   /* NULL for success */
     int64_t trial_no;       /* per workload within the job */
     double cost;            /* seconds; 0 for failed trials */

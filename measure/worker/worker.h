@@ -17,17 +17,7 @@
 #include "common/common.h"
 
 /* ---- error numbers (TVM's MeasureErrorNo) ------------------------------ */
-enum kt_measure_errno {
-    KT_MERR_NO_ERROR = 0,
-    KT_MERR_INSTANTIATION = 1,
-    KT_MERR_COMPILE_HOST = 2,
-    KT_MERR_COMPILE_DEVICE = 3,
-    KT_MERR_RUNTIME_DEVICE = 4,
-    KT_MERR_WRONG_ANSWER = 5,
-    KT_MERR_BUILD_TIMEOUT = 6,
-    KT_MERR_RUN_TIMEOUT = 7,
-    KT_MERR_UNKNOWN = 8,
-};
+/* enum kt_measure_errno lives in common/common.h. */
 /* "NO_ERROR", "COMPILE_HOST", ...; "?" outside 0..8. */
 const char *kt_measure_errname(int err_no);
 

@@ -1,0 +1,123 @@
+/* engine_int.h - private structures shared by engine.c (loop thread) and
+ * engine_work.c (thread-pool work).  Not part of the daemon API. */
+#ifndef KT_DAEMON_ENGINE_INT_H
+#define KT_DAEMON_ENGINE_INT_H
+
+#include "daemon/daemon.h"
+#include "daemon/engine.h"
+
+#define KT_ENGINE_MAX_ITERS 16
+
+/* One candidate of a round: produced on the pool, read on the loop. */
+struct kt_cand {
+    char *config;              /* canonical schedule JSON */
+    char hash[17];
+    char *source;              /* generated C; NULL when preset_err != 0 */
+    int preset_err;            /* INSTANTIATION_ERROR found before build */
+    char *preset_text;
+    float *rows;               /* cost-model features, nrows x KT_FEATURE_LEN */
+    int nrows;
+};
+
+/* A measured result copied out of the tracker's callback. */
+struct kt_result {
+    int err_no;
+    char *err_text;
+    int ncosts;
+    double costs[KT_MEASURE_MAX_REPEAT];
+    double cost, cv, build_s, run_s;
+    char *worker;
+    int nkvs;
+    char **kv_keys, **kv_vals;
+};
+
+struct kt_round {
+    uv_work_t work;
+    struct kt_job *job;
+    int task;
+    int speculative;           /* searched before the previous batch's result */
+    int dropped;               /* discard when the work returns */
+    int want;                  /* candidates asked for */
+    /* inputs owned by the work while it runs */
+    void *search;              /* the task's struct kt_search (exclusive) */
+    struct kt_xgb_model *model;/* NULL: untrained, use random scores */
+    uint64_t *measured;        /* sorted copy of the measured set */
+    size_t nmeasured;
+    struct kt_codegen_opts cg;
+    /* outputs */
+    int rc;
+    char err[512];
+    int ncand;
+    struct kt_cand *c;
+    struct kt_tasklog_search stats;
+    struct kt_tasklog_ga_iter iters[KT_ENGINE_MAX_ITERS];
+    double search_s;
+    /* measurement */
+    double submitted;
+    double measured_s;
+    struct kt_result *res;
+    int nres;
+    uv_timer_t *retry;         /* storage retry while the database is busy */
+    int retries;
+};
+
+/* One training example: features of a measured program. */
+struct kt_record {
+    float *rows;
+    int nrows;
+    int task;
+    double cost;               /* seconds; <= 0 for failed trials */
+};
+
+struct kt_train_job {
+    uv_work_t work;
+    struct kt_job *job;
+    struct kt_record **recs;   /* snapshot of pointers (records immutable) */
+    int nrecs;
+    int rc;
+    char err[512];
+    double time_s;
+};
+
+/* Warm start: features of stored trials, computed on the pool. */
+struct kt_warm_job {
+    uv_work_t work;
+    struct kt_job *job;
+    int nrows_in;
+    struct {
+        int task;
+        char *config;
+        double cost;
+    } *in;
+    struct kt_record *out;     /* nout records, rows owned */
+    int nout;
+    double time_s;
+};
+
+struct kt_task_state {
+    uint64_t *measured;        /* sorted set of schedule hashes */
+    size_t nmeasured, capmeasured;
+    int64_t next_trial_no;
+    double best_cost;          /* seconds; 0 = none */
+    char *best_config;
+    int64_t trials, errors;
+    void *search;              /* struct kt_search *, created lazily */
+};
+
+/* Work callbacks (engine_work.c); they touch only their own struct. */
+void kt__engine_search_work(uv_work_t *w);
+void kt__engine_train_work(uv_work_t *w);
+void kt__engine_warm_work(uv_work_t *w);
+/* Creates the search object for task i of job (loop thread). */
+void *kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen);
+void kt__engine_search_free(void *search);
+/* Tells a task's search what a measured program cost (loop thread, never
+ * while a search work of that job runs). */
+void kt__engine_search_record(void *search, const char *config, double cost);
+/* Read-only view the work callbacks need. */
+const struct kt_dag *kt__job_dag(const struct kt_job *job, int task);
+const struct kt_model_conf *kt__job_conf(const struct kt_job *job);
+struct kt_xgb_model *kt__job_model(const struct kt_job *job);
+int kt__job_vector_bytes(const struct kt_job *job);
+
+#endif /* KT_DAEMON_ENGINE_INT_H */

@@ -1,0 +1,184 @@
+/* engine_work.c - the engine's thread-pool work: search + code generation
+ * of a round, cost-model training, and features of stored trials for the
+ * warm start.  Each callback touches only its own struct and read-only job
+ * data (DAGs, config); results go back to the loop thread. */
+#include "daemon/engine_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Lowers steps on dag: the features, and (when src != NULL) the C module. */
+static int
+build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nsteps,
+                const struct kt_codegen_opts *cg, char **src, float **rows,
+                int *nrows, char *err, size_t errlen)
+{
+    struct kt_state *st = NULL;
+    struct kt_looptree *lt = NULL;
+    int rc;
+
+    *rows = NULL;
+    *nrows = 0;
+    if (src != NULL)
+        *src = NULL;
+    rc = kt_state_replay(dag, steps, nsteps, &st, err, errlen);
+    if (rc == KT_OK)
+        rc = kt_lower(st, &lt, err, errlen);
+    if (rc == KT_OK && kt_features_extract(lt, rows, nrows, err, errlen) != KT_OK) {
+        *rows = NULL;   /* a program without features still runs */
+        *nrows = 0;
+    }
+    if (rc == KT_OK && src != NULL) {
+        struct kt_buf b;
+        kt_buf_init(&b);
+        rc = kt_codegen_module(st, dag, cg, &b, err, errlen);
+        if (rc == KT_OK)
+            *src = kt_buf_take(&b);
+        else
+            kt_buf_free(&b);
+    }
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    return rc;
+}
+
+void
+kt__engine_search_work(uv_work_t *w)
+{
+    struct kt_round *r = (struct kt_round *)w;
+    const struct kt_dag *dag = kt__job_dag(r->job, r->task);
+    struct kt_search_batch batch;
+    struct kt_search_stats st;
+    double t0 = kt_now();
+    int i;
+
+    memset(&batch, 0, sizeof(batch));
+    memset(&st, 0, sizeof(st));
+    r->rc = kt_search_next_batch(r->search, r->model, r->measured, r->nmeasured,
+                                 r->want, &batch, &st, r->err, sizeof(r->err));
+    if (r->rc != KT_OK)
+        return;
+    r->c = kt_xcalloc((size_t)(batch.n ? batch.n : 1), sizeof(*r->c));
+    r->ncand = batch.n;
+    for (i = 0; i < batch.n; i++) {
+        const struct kt_search_cand *sc = &batch.v[i];
+        struct kt_cand *c = &r->c[i];
+        struct kt_buf j;
+        char err[512];
+        kt_buf_init(&j);
+        kt_steps_to_json(sc->steps, sc->nsteps, &j);
+        c->config = kt_buf_take(&j);
+        memcpy(c->hash, sc->hash, sizeof(c->hash));
+        if (build_candidate(dag, sc->steps, sc->nsteps, &r->cg, &c->source, &c->rows,
+                            &c->nrows, err, sizeof(err)) != KT_OK) {
+            /* The schedule cannot be instantiated: err_no 1, not built. */
+            c->preset_err = KT_MERR_INSTANTIATION;
+            c->preset_text = kt_xstrdup(err);
+        }
+    }
+    kt_search_batch_free(&batch);
+    r->search_s = kt_now() - t0;
+    r->stats.sketches = st.sketches;
+    r->stats.init_samples = st.sampled;
+    r->stats.init_fail = st.sample_fail;
+    r->stats.init_s = st.sample_s;
+    r->stats.niters = 0;
+    r->stats.iters = r->iters;
+    r->stats.out_states = r->ncand;
+    r->stats.time_s = r->search_s;
+    r->stats.best_score = st.best_score;
+}
+
+void
+kt__engine_train_work(uv_work_t *w)
+{
+    struct kt_train_job *t = (struct kt_train_job *)w;
+    struct kt_train_set set;
+    struct kt_xgb_train_stats stats;
+    double t0 = kt_now();
+    int i;
+
+    kt_train_set_init(&set);
+    for (i = 0; i < t->nrecs; i++)
+        kt_train_set_add(&set, t->recs[i]->rows, t->recs[i]->nrows,
+                         t->recs[i]->task, t->recs[i]->cost);
+    kt_train_set_label(&set, 0.0f);
+    memset(&stats, 0, sizeof(stats));
+    t->rc = kt_xgb_train(kt__job_model(t->job), &set, &stats,
+                         t->err, sizeof(t->err));
+    kt_train_set_free(&set);
+    t->time_s = kt_now() - t0;
+}
+
+void
+kt__engine_warm_work(uv_work_t *w)
+{
+    struct kt_warm_job *wj = (struct kt_warm_job *)w;
+    double t0 = kt_now();
+    int i;
+
+    wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1), sizeof(*wj->out));
+    for (i = 0; i < wj->nrows_in; i++) {
+        struct kt_step *steps = NULL;
+        struct kt_record *rec = &wj->out[wj->nout];
+        char err[256];
+        int n;
+        if (kt_steps_from_json(wj->in[i].config, &steps, &n, err, sizeof(err)) != KT_OK)
+            continue;
+        if (build_candidate(kt__job_dag(wj->job, wj->in[i].task), steps, n, NULL, NULL,
+                            &rec->rows, &rec->nrows, err, sizeof(err)) == KT_OK &&
+            rec->rows != NULL) {
+            rec->task = wj->in[i].task;
+            rec->cost = wj->in[i].cost;
+            wj->nout++;
+        } else {
+            free(rec->rows);
+            rec->rows = NULL;
+        }
+        free(steps);
+    }
+    wj->time_s = kt_now() - t0;
+}
+
+void *
+kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen)
+{
+    const struct kt_model_conf *conf = kt__job_conf(job);
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    kt_search_opts_default(&o);
+    switch (conf->tuning.policy) {
+    case KT_POLICY_SKETCH_RANDOM: o.policy = KT_SEARCH_SKETCH_RANDOM; break;
+    case KT_POLICY_RANDOM: o.policy = KT_SEARCH_RANDOM; break;
+    default: o.policy = KT_SEARCH_SKETCH_XGB; break;
+    }
+    o.seed = (uint64_t)conf->tuning.seed * 1000003u + (uint64_t)task;
+    o.vector_bytes = kt__job_vector_bytes(job);
+    o.cores = conf->target.threads > 0 ? (int)conf->target.threads
+              : (int)(cores > 0 ? cores : 1);
+    if (kt_search_new(&s, kt__job_dag(job, task), &o, err, errlen) != KT_OK)
+        return NULL;
+    return s;
+}
+
+void
+kt__engine_search_free(void *search)
+{
+    kt_search_free(search);
+}
+
+void
+kt__engine_search_record(void *search, const char *config, double cost)
+{
+    struct kt_step *steps = NULL;
+    char err[128];
+    int n;
+
+    if (kt_steps_from_json(config, &steps, &n, err, sizeof(err)) == KT_OK)
+        kt_search_record(search, steps, n, cost);
+    free(steps);
+}
