@@ -691,19 +691,23 @@ kt_server_run(const struct kt_server_opts *o)
     signal(SIGPIPE, SIG_IGN);
     while (!stop_flag) {
         v.fd = kt_wire_connect(o->host, o->port, err, sizeof(err));
+        int served = 0;
         if (v.fd >= 0 && (rc = handshake(&v, err, sizeof(err))) == 0) {
             backoff = 100;
             serve(&v);
+            served = 1;
         } else if (v.fd >= 0 && rc == KT_EPROTO) {
             log_err("rpc: %s", err);
             close(v.fd);
             v.fd = -1;
             rc = KT_EPROTO;
             break;
+        } else if (o->once) {
+            log_err("rpc: %s", err);
         } else {
             log_warnx("rpc: %s; retrying in %d ms", err, backoff);
         }
-        rc = 0;
+        rc = served ? 0 : KT_EIO;
         for (i = 0; i < v.nslots; i++)
             slot_kill(&v.slots[i]);
         if (v.fd >= 0)
@@ -720,6 +724,8 @@ kt_server_run(const struct kt_server_opts *o)
         backoff = backoff * 2 > o->max_backoff_ms ? o->max_backoff_ms
                                                    : backoff * 2;
     }
+    if (stop_flag && rc != KT_EPROTO)
+        rc = 0; /* asked to stop: a clean exit */
     for (i = 0; i < v.nslots; i++)
         slot_kill(&v.slots[i]);
     rm_tree_refs(v.tmp);
