@@ -81,19 +81,19 @@ static const char *const bodies[] = {
     /* 0 segfault */ "  *(volatile int *)0 = 1;",
     /* 1 hang */ "  for (;;) __asm__ volatile(\"\");",
     /* 2 100 GiB */
-    "  size_t n = (size_t)100 << 30; char *p = malloc(n);\n"
-    "  for (size_t i = 0; i < n; i += 4096) p[i] = 1;\n"
-    "  C[0] = p[1];",
+    ("  size_t n = (size_t)100 << 30; char *p = malloc(n);\n"
+     "  for (size_t i = 0; i < n; i += 4096) p[i] = 1;\n"
+     "  C[0] = p[1];"),
     /* 3 SIGFPE (integer division; float division does not trap) */
     "  volatile int a = 100, z = 0; volatile int x = a / z; (void)x;",
     /* 4 abort */ "  abort();",
     /* 5 wrong */
-    "  for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) {\n"
-    "    float s = 0; for (int k = 0; k < K; k++) s += A[i*K+k]*B[k*N+j];\n"
-    "    C[i*N+j] = s; }\n  C[5] += 1.0f;",
+    ("  for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) {\n"
+     "    float s = 0; for (int k = 0; k < K; k++) s += A[i*K+k]*B[k*N+j];\n"
+     "    C[i*N+j] = s; }\n  C[5] += 1.0f;"),
     /* 6 NaN */
-    "  for (int i = 0; i < M * N; i++) C[i] = 0; volatile float z = 0;\n"
-    "  C[7] = z / z;",
+    ("  for (int i = 0; i < M * N; i++) C[i] = 0; volatile float z = 0;\n"
+     "  C[7] = z / z;"),
 };
 
 /* ---- environment -------------------------------------------------------- */
