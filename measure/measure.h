@@ -99,7 +99,9 @@ void kt_tracker_counters(const struct kt_tracker *t, unsigned *refused,
                          unsigned *results);
 
 /* Queues n candidates for the workers of key; cb runs once all have a
- * result.  Copies everything.  KT_EINVAL for an empty key or bad opts. */
+ * result (before this returns when every candidate has a preset error).
+ * Copies everything.  KT_EINVAL for an empty key or bad opts; after an
+ * error cb is never called. */
 int kt_tracker_submit(struct kt_tracker *t, const char *key,
                       const struct kt_candidate *c, int n,
                       const struct kt_measure_opts *o, kt_measure_done_cb cb,

@@ -29,8 +29,8 @@ expect 2 "token file $tmp/none" server --tracker=127.0.0.1:1 --key=k --token-fil
 expect 2 "line 1 is empty" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp/empty"
 expect 2 "unknown argument '--bogus'" server --tracker=127.0.0.1:1 --key=k --bogus
 
-# A free port nobody listens on.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Port 1 (tcpmux): privileged and, on any test machine, closed.
+port=1
 expect 1 "connect 127.0.0.1:$port" server --tracker=127.0.0.1:$port --key=k --once
 
 TMPDIR=$tmp "$rpc" server --tracker=127.0.0.1:$port --key=k >"$tmp/log" 2>&1 &
