@@ -77,7 +77,9 @@ typedef void (*kt_ctl_handler_fn)(void *arg, const cJSON *request,
  * failure *out is NULL and err says why; in the rare case of a libuv error
  * after the handle was created, the loop holds a closing handle (run it
  * before uv_loop_close).  Changes the process umask for the bind, so call
- * it before starting threads that create files. */
+ * it before starting threads that create files.  The process must ignore
+ * SIGPIPE (kerntuned does): responses are written to clients that may have
+ * gone away. */
 int kt_ctl_new(struct kt_ctl **out, uv_loop_t *loop, const char *path,
                kt_ctl_handler_fn fn, void *arg, char *err, size_t errlen);
 /* Stops listening, closes every client connection (unsent responses are
