@@ -1,0 +1,202 @@
+/* search_evo.c - scoring a population (build the state, lower, extract
+ * features, predict; on several threads) and the hash set used for
+ * deduplication. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+/* ---- hash set ---------------------------------------------------------- */
+
+void
+sk_hset_init(struct sk_hset *h)
+{
+    memset(h, 0, sizeof(*h));
+}
+
+void
+sk_hset_free(struct sk_hset *h)
+{
+    free(h->v);
+    memset(h, 0, sizeof(*h));
+}
+
+static size_t
+slot_of(uint64_t k, size_t cap)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+int
+sk_hset_has(const struct sk_hset *h, uint64_t k)
+{
+    size_t i;
+
+    if (k == 0)
+        return h->has_zero;
+    if (h->cap == 0)
+        return 0;
+    for (i = slot_of(k, h->cap); h->v[i] != 0; i = (i + 1) & (h->cap - 1))
+        if (h->v[i] == k)
+            return 1;
+    return 0;
+}
+
+int
+sk_hset_add(struct sk_hset *h, uint64_t k)
+{
+    size_t i;
+
+    if (k == 0) {
+        int was = h->has_zero;
+        h->has_zero = 1;
+        return !was;
+    }
+    if ((h->n + 1) * 2 > h->cap) {
+        struct sk_hset nh;
+        size_t j;
+        sk_hset_init(&nh);
+        nh.cap = h->cap ? h->cap * 2 : 256;
+        nh.v = kt_xcalloc(nh.cap, sizeof(uint64_t));
+        nh.has_zero = h->has_zero;
+        for (j = 0; j < h->cap; j++)
+            if (h->v[j] != 0)
+                sk_hset_add(&nh, h->v[j]);
+        free(h->v);
+        *h = nh;
+    }
+    for (i = slot_of(k, h->cap); h->v[i] != 0; i = (i + 1) & (h->cap - 1))
+        if (h->v[i] == k)
+            return 0;
+    h->v[i] = k;
+    h->n++;
+    return 1;
+}
+
+/* ---- scoring ----------------------------------------------------------- */
+
+struct work {
+    struct kt_search *s;
+    struct sk_member *m;
+    float **rows;
+    int *nrows;
+    int lo, hi;
+    int features;
+};
+
+static uint64_t
+hash_steps(const struct kt_state *st)
+{
+    char hex[17];
+
+    kt_steps_hash(st->steps, st->nsteps, hex);
+    return strtoull(hex, NULL, 16);
+}
+
+static void *
+work_run(void *arg)
+{
+    struct work *w = arg;
+    char err[256];
+    int i;
+
+    for (i = w->lo; i < w->hi; i++) {
+        struct sk_member *m = &w->m[i];
+        struct kt_state *st = sk_build(w->s, &m->g, err, sizeof(err));
+        struct kt_looptree *lt = NULL;
+        m->valid = 0;
+        w->rows[i] = NULL;
+        w->nrows[i] = 0;
+        if (st == NULL)
+            continue;
+        m->hash = hash_steps(st);
+        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK) {
+            if (!w->features)
+                m->valid = 1;
+            else if (kt_features_extract(lt, &w->rows[i], &w->nrows[i], err,
+                                         sizeof(err)) == KT_OK && w->nrows[i] > 0)
+                m->valid = 1;
+        }
+        kt_looptree_free(lt);
+        kt_state_free(st);
+    }
+    return NULL;
+}
+
+int
+sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
+         size_t errlen)
+{
+    struct kt_search *s = c->s;
+    int nt = s->o.nthreads > 0 ? s->o.nthreads : 1, t, i, nv = 0, rc = KT_OK;
+    float **rows = kt_xcalloc((size_t)n + 1, sizeof(*rows));
+    int *nrows = kt_xcalloc((size_t)n + 1, sizeof(*nrows));
+    struct kt_prog_rows *progs = NULL;
+    float *sc = NULL;
+    int *idx = NULL;
+    pthread_t th[64];
+    struct work w[64];
+    double t0 = kt_now();
+
+    if (nt > 64)
+        nt = 64;
+    if (nt > n)
+        nt = n > 0 ? n : 1;
+    for (t = 0; t < nt; t++) {
+        w[t].s = s;
+        w[t].m = m;
+        w[t].rows = rows;
+        w[t].nrows = nrows;
+        w[t].lo = (int)((int64_t)n * t / nt);
+        w[t].hi = (int)((int64_t)n * (t + 1) / nt);
+        w[t].features = c->model != NULL;
+    }
+    for (t = 1; t < nt; t++)
+        if (pthread_create(&th[t], NULL, work_run, &w[t]) != 0) {
+            /* run it here instead */
+            work_run(&w[t]);
+            th[t] = 0;
+            w[t].lo = -1;
+        }
+    work_run(&w[0]);
+    for (t = 1; t < nt; t++)
+        if (w[t].lo >= 0)
+            pthread_join(th[t], NULL);
+    c->t_build += kt_now() - t0;
+    c->nscored += n;
+
+    t0 = kt_now();
+    progs = kt_xcalloc((size_t)n + 1, sizeof(*progs));
+    idx = kt_xcalloc((size_t)n + 1, sizeof(*idx));
+    sc = kt_xcalloc((size_t)n + 1, sizeof(*sc));
+    for (i = 0; i < n; i++) {
+        m[i].score = -INFINITY;
+        if (!m[i].valid)
+            continue;
+        progs[nv].rows = rows[i];
+        progs[nv].nrows = c->model != NULL ? nrows[i] : 1;
+        idx[nv++] = i;
+    }
+    if (nv > 0) {
+        if (c->model != NULL)
+            rc = kt_xgb_predict(c->model, progs, nv, sc, err, errlen);
+        else
+            kt_random_model_predict(s->rmodel, progs, nv, sc);
+        if (rc == KT_OK)
+            for (i = 0; i < nv; i++)
+                m[idx[i]].score = isnan(sc[i]) ? -INFINITY : sc[i];
+    }
+    c->t_score += kt_now() - t0;
+    for (i = 0; i < n; i++)
+        free(rows[i]);
+    free(rows);
+    free(nrows);
+    free(progs);
+    free(idx);
+    free(sc);
+    return rc;
+}

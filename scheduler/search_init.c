@@ -1,0 +1,307 @@
+/* search_init.c - the init rules (random exact tile factorizations with a
+ * bound on the innermost factor, compute location, parallel depth,
+ * vectorize, unroll) and Ansor's CPU mutation rules on genomes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+#define SK_MAX_FACTORS 200000
+
+/* ---- factorization tables ---------------------------------------------- */
+
+static void
+enum_factors(struct sk_factors *f, int32_t *cur, int pos, int64_t rest, int64_t maxin)
+{
+    int64_t d;
+
+    if (f->count >= SK_MAX_FACTORS)
+        return;
+    if (pos == 0) {
+        cur[0] = (int32_t)rest;
+        memcpy(&f->v[(size_t)f->count * (size_t)f->n], cur, sizeof(*cur) * (size_t)f->n);
+        f->count++;
+        return;
+    }
+    for (d = 1; d <= rest; d++) {
+        if (rest % d != 0 || (pos == f->n - 1 && d > maxin))
+            continue;
+        cur[pos] = (int32_t)d;
+        enum_factors(f, cur, pos - 1, rest / d, maxin);
+    }
+}
+
+static int64_t
+count_factors(int64_t rest, int pos, int n, int64_t maxin, int64_t cap)
+{
+    int64_t d, c = 0;
+
+    if (pos == 0)
+        return 1;
+    for (d = 1; d <= rest && c < cap; d++)
+        if (rest % d == 0 && !(pos == n - 1 && d > maxin))
+            c += count_factors(rest / d, pos - 1, n, maxin, cap);
+    return c;
+}
+
+static struct sk_factors *
+get_factors(struct kt_search *s, int64_t extent, int n)
+{
+    struct sk_factors *f;
+    int32_t cur[SK_MAXP];
+    int64_t cnt;
+    int i;
+
+    for (i = 0; i < s->nfac; i++)
+        if (s->facs[i]->extent == extent && s->facs[i]->n == n)
+            return s->facs[i];
+    f = kt_xcalloc(1, sizeof(*f));
+    f->extent = extent;
+    f->n = n;
+    cnt = count_factors(extent, n - 1, n, s->o.max_innermost_factor, SK_MAX_FACTORS);
+    if (cnt > SK_MAX_FACTORS)
+        cnt = SK_MAX_FACTORS;
+    f->v = kt_xcalloc((size_t)(cnt ? cnt : 1) * (size_t)n, sizeof(int32_t));
+    enum_factors(f, cur, n - 1, extent, s->o.max_innermost_factor);
+    if (s->nfac == s->capfac) {
+        s->capfac = s->capfac ? 2 * s->capfac : 16;
+        s->facs = kt_xrealloc(s->facs, sizeof(*s->facs) * (size_t)s->capfac);
+    }
+    s->facs[s->nfac++] = f;
+    return f;
+}
+
+static int
+nparts_of(const struct sk_plan *p, int reduce)
+{
+    const char *c = sk_structures[p->structure];
+    int n = 0;
+
+    for (; *c; c++)
+        n += (*c == 'R') == reduce;
+    return n;
+}
+
+int
+sk_prepare_factors(struct kt_search *s)
+{
+    int k, slot, a;
+
+    for (k = 0; k < s->nsketches; k++) {
+        const struct sk_sketch *sk = &s->sk[k];
+        for (slot = 0; slot < sk->nslots; slot++) {
+            int i = sk->slot_stage[slot];
+            const struct kt_sstage *ss = &sk->base->stages[i];
+            for (a = 0; a < ss->naxes; a++) {
+                struct sk_factors *f;
+                int n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
+                if (ss->axes[a].extent > INT32_MAX)
+                    return KT_EINVAL;
+                f = get_factors(s, ss->axes[a].extent, n);
+                if (f->count == 0)   /* innermost bound: allow all-outer */
+                    f = get_factors(s, ss->axes[a].extent, 1);
+                s->fac[k][slot][a] = f;
+            }
+        }
+    }
+    return KT_OK;
+}
+
+void
+sk_free_factors(struct kt_search *s)
+{
+    int i;
+
+    for (i = 0; i < s->nfac; i++) {
+        free(s->facs[i]->v);
+        free(s->facs[i]);
+    }
+    free(s->facs);
+    s->facs = NULL;
+    s->nfac = s->capfac = 0;
+}
+
+/* ---- sampling ---------------------------------------------------------- */
+
+/* Floats in the innermost spatial tile of slot (the register tile). */
+static int64_t
+reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot];
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int nS = nparts_of(&sk->plan[i], 0), a;
+    int64_t p = 1;
+
+    for (a = 0; a < ss->nspatial; a++)
+        p *= g->tiles[slot][a][nS - 1];
+    return p;
+}
+
+static void
+fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot];
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int a, l, n;
+
+    for (a = 0; a < ss->naxes; a++) {
+        const struct sk_factors *f = s->fac[g->sketch][slot][a];
+        const int32_t *v = &f->v[(size_t)kt_rng_below(r, (uint64_t)f->count) * (size_t)f->n];
+        n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
+        for (l = 0; l < SK_MAXP; l++)
+            g->tiles[slot][a][l] = 1;
+        /* a one-part table (no factorization fits the bound) puts all
+         * in the outer part */
+        for (l = 0; l < f->n; l++)
+            g->tiles[slot][a][l] = v[l];
+        (void)n;
+    }
+}
+
+void
+sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
+{
+    const struct sk_sketch *sk;
+    int slot, i, tries;
+
+    memset(g, 0, sizeof(*g));
+    g->sketch = (int16_t)kt_rng_below(r, (uint64_t)s->nsketches);
+    sk = &s->sk[g->sketch];
+    for (slot = 0; slot < sk->nslots; slot++) {
+        for (tries = 0; tries < 8; tries++) {
+            fill_tiles(s, r, g, slot);
+            if (reg_tile(s, g, slot) <= s->o.max_register_tile)
+                break;
+        }
+    }
+    for (i = 0; i < sk->base->nstages; i++) {
+        const struct sk_plan *p = &sk->plan[i];
+        if (p->may_move)
+            g->loc[i] = kt_rng_below(r, 3) == 0 ? 0 : (uint8_t)(1 + kt_rng_below(r, 64));
+        g->par[i] = 255;            /* Ansor's InitParallel rule */
+        g->vec[i] = 1;
+        g->unroll_inner[i] = (uint8_t)kt_rng_below(r, 2);
+        g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
+    }
+}
+
+/* ---- mutation ---------------------------------------------------------- */
+
+static int
+mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int tries, slot, a, i, n, perm[SK_MAXP], pi;
+
+    if (sk->nslots == 0)
+        return -1;
+    for (tries = 0; tries < 16; tries++) {
+        const struct kt_sstage *ss;
+        int32_t *l;
+        slot = (int)kt_rng_below(r, (uint64_t)sk->nslots);
+        i = sk->slot_stage[slot];
+        ss = &sk->base->stages[i];
+        a = (int)kt_rng_below(r, (uint64_t)ss->naxes);
+        if (ss->axes[a].extent <= 1)
+            continue;
+        n = s->fac[g->sketch][slot][a]->n;
+        if (n < 2)
+            continue;
+        l = g->tiles[slot][a];
+        for (pi = 0; pi < n; pi++)
+            perm[pi] = pi;
+        for (pi = n - 1; pi > 0; pi--) {
+            int j = (int)kt_rng_below(r, (uint64_t)pi + 1), t = perm[pi];
+            perm[pi] = perm[j];
+            perm[j] = t;
+        }
+        for (pi = 0; pi < n; pi++) {
+            int src = perm[pi], dst = perm[(pi + 1) % n];
+            int64_t divs[64], d;
+            int nd = 0;
+            if (l[src] <= 1)
+                continue;
+            for (d = 2; d <= l[src] && nd < 64; d++) {
+                if (l[src] % d != 0)
+                    continue;
+                if (dst == n - 1 && (int64_t)l[dst] * d > s->o.max_innermost_factor)
+                    continue;
+                divs[nd++] = d;
+            }
+            if (nd == 0)
+                continue;
+            d = divs[kt_rng_below(r, (uint64_t)nd)];
+            l[src] = (int32_t)(l[src] / d);
+            l[dst] = (int32_t)(l[dst] * d);
+            return reg_tile(s, g, slot) <= s->o.max_register_tile ? 0 : -1;
+        }
+    }
+    return -1;
+}
+
+static int
+pick_stage(const struct sk_sketch *sk, struct kt_rng *r, int want)
+{
+    int cand[KT_MAX_STAGES], n = 0, i;
+
+    for (i = 0; i < sk->base->nstages; i++) {
+        const struct sk_plan *p = &sk->plan[i];
+        int ok;
+        if (p->role == SK_INLINED)
+            continue;
+        switch (want) {
+        case 0: ok = p->has_reduce || p->role == SK_MLT; break;   /* unroll */
+        case 1: ok = p->may_move; break;                          /* location */
+        default: ok = !(p->role == SK_MLT && p->partner >= 0); break; /* parallel */
+        }
+        if (ok)
+            cand[n++] = i;
+    }
+    return n ? cand[kt_rng_below(r, (uint64_t)n)] : -1;
+}
+
+int
+sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    double u = kt_rng_unit(r);
+    int i;
+    uint8_t v;
+
+    if (u < 0.90)
+        return mutate_tile(s, r, g);
+    if (u < 0.94) {                 /* MutateAutoUnroll (+ inner unroll) */
+        i = pick_stage(sk, r, 0);
+        if (i < 0)
+            return -1;
+        if (sk->plan[i].role == SK_MLT && (!sk->plan[i].has_reduce || kt_rng_below(r, 2))) {
+            g->unroll_inner[i] ^= 1;
+            return 0;
+        }
+        v = (uint8_t)kt_rng_below(r, 4);
+        if (v == g->unroll[i])
+            v = (uint8_t)((v + 1) & 3);
+        g->unroll[i] = v;
+        return 0;
+    }
+    if (u < 0.99) {                 /* MutateComputeLocation */
+        i = pick_stage(sk, r, 1);
+        if (i < 0)
+            return -1;
+        v = kt_rng_below(r, 3) == 0 ? 0 : (uint8_t)(1 + kt_rng_below(r, 64));
+        if (v == g->loc[i])
+            return -1;
+        g->loc[i] = v;
+        return 0;
+    }
+    i = pick_stage(sk, r, 2);      /* MutateParallel */
+    if (i < 0)
+        return -1;
+    v = (uint8_t)(1 + kt_rng_below(r, 6));
+    if (v == g->par[i])
+        return -1;
+    g->par[i] = v;
+    return 0;
+}

@@ -1,0 +1,140 @@
+/* search_int.h - internals shared by scheduler/search_*.c (not a public
+ * header: other modules use the "Search policy" section of scheduler.h).
+ *
+ * A candidate is a genome: a sketch number plus the values the init rules
+ * fill in (tile sizes, compute locations, parallel depth, vectorize and
+ * unroll choices).  sk_build() turns a genome into a state by applying
+ * steps, so every candidate's steps are produced by one deterministic
+ * function and mutations edit genomes, never step lists. */
+#ifndef KT_SEARCH_INT_H
+#define KT_SEARCH_INT_H
+
+#include <pthread.h>
+
+#include "costmodel/costmodel.h"
+#include "scheduler/scheduler.h"
+
+#define SK_MAX_MLT 4          /* multi-level tiled stages per DAG */
+#define SK_MAXP 4             /* parts per axis (SSRSRS: 4 spatial) */
+#define SK_MAX_SKETCHES 48
+
+enum sk_role {
+    SK_PLAIN,                 /* untiled; may move (compute location) */
+    SK_INLINED,
+    SK_MLT,                   /* multi-level tiled */
+    SK_FOLLOW                 /* consumer tiled to hold a fused MLT stage */
+};
+
+/* What a sketch does with one stage of its base state (state numbering,
+ * i.e. after the sketch's cache_write and inline steps). */
+struct sk_plan {
+    int role;
+    int partner;              /* MLT: consumer it is fused into (-1 none);
+                               * FOLLOW: the fused MLT producer */
+    int level;                /* fusion level (1 or 2), 0 = not fused */
+    int slot;                 /* MLT: tile slot in the genome */
+    int structure;            /* MLT: index into sk_structures */
+    int may_move;             /* PLAIN: has a sole consumer, can attach */
+    int consumer;             /* PLAIN + may_move: that consumer */
+    int has_reduce;
+};
+
+struct sk_sketch {
+    struct kt_state *base;    /* after cache_write / inline steps */
+    struct sk_plan plan[KT_MAX_STAGES];
+    int nslots;
+    int slot_stage[SK_MAX_MLT];
+    char desc[160];
+};
+
+extern const char *const sk_structures[];   /* "SSRSRS", "SRSRS" */
+extern const int sk_unroll_values[4];       /* 0, 16, 64, 512 */
+
+struct sk_genome {
+    int16_t sketch;
+    int32_t tiles[SK_MAX_MLT][KT_MAX_AXES][SK_MAXP]; /* level lengths */
+    uint8_t loc[KT_MAX_STAGES];   /* 0 = root, k = k-th candidate (mod) */
+    uint8_t par[KT_MAX_STAGES];   /* leading iterators fused + parallel */
+    uint8_t vec[KT_MAX_STAGES];
+    uint8_t unroll_inner[KT_MAX_STAGES];
+    uint8_t unroll[KT_MAX_STAGES];  /* index into sk_unroll_values */
+};
+
+/* Factorizations of one extent into n ordered parts (outer first) whose
+ * innermost part is <= the bound. */
+struct sk_factors {
+    int64_t extent;
+    int n;
+    int count;
+    int32_t *v;               /* count x n */
+};
+
+/* Growable open-addressing set of 64-bit hashes (0 is stored aside). */
+struct sk_hset {
+    uint64_t *v;
+    size_t cap, n;
+    int has_zero;
+};
+void sk_hset_init(struct sk_hset *h);
+void sk_hset_free(struct sk_hset *h);
+int sk_hset_has(const struct sk_hset *h, uint64_t k);
+/* Returns 1 if k was added, 0 if it was present. */
+int sk_hset_add(struct sk_hset *h, uint64_t k);
+
+/* A scored population member. */
+struct sk_member {
+    struct sk_genome g;
+    uint64_t hash;            /* schedule hash (kt_steps_hash as number) */
+    float score;
+    int valid;                /* built and lowered */
+};
+
+struct kt_search {
+    pthread_mutex_t lock;
+    const struct kt_dag *dag;
+    struct kt_search_opts o;
+    struct kt_rng rng;
+    int nsketches;
+    struct sk_sketch sk[SK_MAX_SKETCHES];
+    /* factor tables per sketch slot axis */
+    struct sk_factors *fac[SK_MAX_SKETCHES][SK_MAX_MLT][KT_MAX_AXES];
+    int nfac, capfac;
+    struct sk_factors **facs;   /* owned list (memo by extent, n) */
+    struct kt_random_model *rmodel;
+    struct sk_hset proposed;    /* hashes returned by next_batch */
+    /* genomes of returned candidates, by hash (for kt_search_record) */
+    int nprop, capprop;
+    struct sk_member *prop;
+    /* measured good states (seeds for the GA) */
+    int nmeas, capmeas;
+    struct sk_member *meas;
+    double *meas_tput;
+};
+
+/* ---- search_sketch.c ---- */
+int sk_generate(struct kt_search *s, char *err, size_t errlen);
+void sk_free_sketches(struct kt_search *s);
+/* Builds the state of genome g; NULL with err on a schedule error. */
+struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
+                          char *err, size_t errlen);
+
+/* ---- search_init.c ---- */
+int sk_prepare_factors(struct kt_search *s);
+void sk_free_factors(struct kt_search *s);
+/* A random genome of a random sketch (the init rules). */
+void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+/* Applies one mutation (weights as Ansor's CPU rules); 0 on success,
+ * -1 when the picked rule could not change anything. */
+int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+
+/* ---- search_evo.c ---- */
+struct sk_score_ctx {
+    struct kt_search *s;
+    struct kt_xgb_model *model;   /* NULL = random model */
+    double t_build, t_score;      /* seconds */
+    int nscored;
+};
+/* Builds, lowers and scores n members in place (valid, hash, score). */
+int sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
+             size_t errlen);
+#endif /* KT_SEARCH_INT_H */

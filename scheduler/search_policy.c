@@ -1,0 +1,545 @@
+/* search_policy.c - the search API: options, one round (initial
+ * population, evolutionary search, eps-greedy picking with deduplication)
+ * and feedback of measured results.  ANSOR.md sections 2.2-2.7. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+void
+kt_search_opts_default(struct kt_search_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->policy = KT_SEARCH_SKETCH_XGB;
+    o->population = 2048;
+    o->num_iters = 4;
+    o->mutation_prob = 0.85;
+    o->eps_greedy = 0.05;
+    o->use_measured_ratio = 0.2;
+    o->max_innermost_factor = 64;
+    o->max_register_tile = 384;
+    o->vector_bytes = 64;
+    o->cores = 2;
+    o->nthreads = 1;
+    o->seed = 1;
+}
+
+static const char *const policy_names[] = {"sketch.xgb", "sketch.random", "random"};
+
+int
+kt_search_policy_parse(const char *name, int *policy, char *err, size_t errlen)
+{
+    int i;
+
+    for (i = 0; i < (int)KT_ARRAY_LEN(policy_names); i++)
+        if (name != NULL && strcmp(name, policy_names[i]) == 0) {
+            *policy = i;
+            return KT_OK;
+        }
+    return kt_seterr(err, errlen, KT_ECONFIG, "unknown search policy \"%s\" "
+                     "(expected sketch.xgb, sketch.random or random)",
+                     name ? name : "(null)");
+}
+
+const char *
+kt_search_policy_name(int policy)
+{
+    if (policy < 0 || policy >= (int)KT_ARRAY_LEN(policy_names))
+        return "?";
+    return policy_names[policy];
+}
+
+int
+kt_search_new(struct kt_search **out, const struct kt_dag *dag,
+              const struct kt_search_opts *o, char *err, size_t errlen)
+{
+    struct kt_search *s;
+    int rc;
+
+    *out = NULL;
+    if (o->policy < 0 || o->policy > KT_SEARCH_RANDOM || o->population < 1 ||
+        o->num_iters < 0 || o->mutation_prob < 0 || o->mutation_prob > 1 ||
+        o->eps_greedy < 0 || o->eps_greedy > 1 || o->use_measured_ratio < 0 ||
+        o->max_innermost_factor < 1 || o->max_register_tile < 1 || o->cores < 1)
+        return kt_seterr(err, errlen, KT_EINVAL, "search options: policy %d, "
+                         "population %d, num_iters %d, mutation_prob %g, "
+                         "eps_greedy %g, max_innermost_factor %d, cores %d: "
+                         "out of range", o->policy, o->population, o->num_iters,
+                         o->mutation_prob, o->eps_greedy,
+                         o->max_innermost_factor, o->cores);
+    s = kt_xcalloc(1, sizeof(*s));
+    pthread_mutex_init(&s->lock, NULL);
+    s->dag = dag;
+    s->o = *o;
+    kt_rng_seed(&s->rng, o->seed);
+    s->rmodel = kt_random_model_new(o->seed ^ 0x5eed5eedULL);
+    sk_hset_init(&s->proposed);
+    rc = sk_generate(s, err, errlen);
+    if (rc == KT_OK && sk_prepare_factors(s) != KT_OK)
+        rc = kt_seterr(err, errlen, KT_EINVAL, "%s: an axis extent is too large",
+                       dag->key ? dag->key : "dag");
+    if (rc != KT_OK) {
+        kt_search_free(s);
+        return rc;
+    }
+    *out = s;
+    return KT_OK;
+}
+
+void
+kt_search_free(struct kt_search *s)
+{
+    if (s == NULL)
+        return;
+    sk_free_sketches(s);
+    sk_free_factors(s);
+    kt_random_model_free(s->rmodel);
+    sk_hset_free(&s->proposed);
+    free(s->prop);
+    free(s->meas);
+    free(s->meas_tput);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+int
+kt_search_nsketches(struct kt_search *s)
+{
+    return s->nsketches;
+}
+
+const char *
+kt_search_sketch_desc(struct kt_search *s, int i)
+{
+    return i >= 0 && i < s->nsketches ? s->sk[i].desc : "";
+}
+
+void
+kt_search_batch_free(struct kt_search_batch *b)
+{
+    int i;
+
+    if (b == NULL)
+        return;
+    for (i = 0; i < b->n; i++)
+        free(b->v[i].steps);
+    free(b->v);
+    b->v = NULL;
+    b->n = 0;
+}
+
+/* ---- one round --------------------------------------------------------- */
+
+struct round {
+    struct kt_search *s;
+    struct sk_score_ctx sc;
+    const uint64_t *measured;
+    size_t nmeasured;
+    struct sk_hset taken;          /* picked in this batch */
+    struct kt_search_stats *st;
+    char *err;
+    size_t errlen;
+};
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Never measured, never proposed before. */
+static int
+is_new(const struct round *R, uint64_t h)
+{
+    if (sk_hset_has(&R->s->proposed, h))
+        return 0;
+    if (R->nmeasured > 0 &&
+        bsearch(&h, R->measured, R->nmeasured, sizeof(uint64_t), cmp_u64) != NULL)
+        return 0;
+    return 1;
+}
+
+static int
+cmp_score_desc(const void *a, const void *b)
+{
+    const struct sk_member *x = a, *y = b;
+
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+/* Samples until at least min(population, 50) valid distinct members
+ * (Ansor's SampleInitPopulation); *out gets them, scored. */
+static int
+sample_init(struct round *R, struct sk_member **out, int *nout)
+{
+    struct kt_search *s = R->s;
+    int pop = s->o.population, need = pop < 50 ? pop : 50, n = 0, iter, rc, i;
+    int no_progress = 0;
+    struct sk_member *m = kt_xcalloc((size_t)pop, sizeof(*m));
+    struct sk_member *res = kt_xcalloc((size_t)pop, sizeof(*res));
+    struct sk_hset seen;
+
+    sk_hset_init(&seen);
+    for (iter = 0; n < need && no_progress < 5; iter++) {
+        int before = n;
+        for (i = 0; i < pop; i++)
+            sk_sample(s, &s->rng, &m[i].g);
+        rc = sk_score(&R->sc, m, pop, R->err, R->errlen);
+        if (rc != KT_OK)
+            goto fail;
+        for (i = 0; i < pop && n < pop; i++) {
+            if (!m[i].valid || !(m[i].score > -1e10f)) {
+                R->st->sample_fail++;
+                continue;
+            }
+            if (sk_hset_add(&seen, m[i].hash))
+                res[n++] = m[i];
+        }
+        no_progress = n > before ? 0 : no_progress + 1;
+    }
+    free(m);
+    sk_hset_free(&seen);
+    *out = res;
+    *nout = n;
+    R->st->sampled += n;
+    return KT_OK;
+fail:
+    free(m);
+    free(res);
+    sk_hset_free(&seen);
+    return rc;
+}
+
+/* The evolutionary search; *best gets up to out_size members never
+ * measured, best first. */
+static int
+evolve(struct round *R, struct sk_member *init, int ninit, int iters,
+       int out_size, struct sk_member **best, int *nbest)
+{
+    struct kt_search *s = R->s;
+    int pop = s->o.population, k, i, nheap = 0, rc = KT_OK;
+    struct sk_member *cur = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(*cur));
+    struct sk_member *next = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(*next));
+    struct sk_member *heap = kt_xcalloc((size_t)out_size + 1, sizeof(*heap));
+    double *cum = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(double));
+    struct sk_hset in_heap;
+    int ncur = ninit;
+
+    sk_hset_init(&in_heap);
+    memcpy(cur, init, sizeof(*cur) * (size_t)ninit);
+    for (k = 0; k <= iters; k++) {
+        double total = 0;
+        int nnext = 0, attempts = 0;
+        if (k > 0) {
+            rc = sk_score(&R->sc, cur, ncur, R->err, R->errlen);
+            if (rc != KT_OK)
+                break;
+        }
+        for (i = 0; i < ncur; i++) {
+            const struct sk_member *m = &cur[i];
+            if (!m->valid || !is_new(R, m->hash) || sk_hset_has(&in_heap, m->hash))
+                continue;
+            if (nheap < out_size) {
+                heap[nheap++] = *m;
+                sk_hset_add(&in_heap, m->hash);
+            } else {
+                int lo = 0, j;
+                for (j = 1; j < nheap; j++)
+                    if (heap[j].score < heap[lo].score)
+                        lo = j;
+                if (m->score > heap[lo].score) {
+                    /* the evicted one may come back later */
+                    struct sk_hset keep;
+                    sk_hset_init(&keep);
+                    for (j = 0; j < nheap; j++)
+                        if (j != lo)
+                            sk_hset_add(&keep, heap[j].hash);
+                    sk_hset_free(&in_heap);
+                    in_heap = keep;
+                    heap[lo] = *m;
+                    sk_hset_add(&in_heap, m->hash);
+                }
+            }
+            if (m->score > R->st->best_score)
+                R->st->best_score = m->score;
+        }
+        if (k == iters)
+            break;
+        R->st->iters++;
+        for (i = 0; i < ncur; i++) {
+            double w = cur[i].valid && cur[i].score > 0 ? cur[i].score : 0;
+            total += w;
+            cum[i] = total;
+        }
+        while (nnext < pop) {
+            int p;
+            if (total > 0) {
+                double u = kt_rng_unit(&s->rng) * total;
+                int lo = 0, hi = ncur - 1;
+                while (lo < hi) {
+                    int mid = (lo + hi) / 2;
+                    if (cum[mid] > u)
+                        hi = mid;
+                    else
+                        lo = mid + 1;
+                }
+                p = lo;
+            } else {
+                p = (int)kt_rng_below(&s->rng, (uint64_t)ncur);
+            }
+            next[nnext] = cur[p];
+            if (kt_rng_unit(&s->rng) < s->o.mutation_prob && attempts++ < 8 * pop) {
+                if (sk_mutate(s, &s->rng, &next[nnext].g) != 0) {
+                    R->st->mutations_fail++;
+                    continue;
+                }
+                R->st->mutations_ok++;
+            }
+            nnext++;
+        }
+        {
+            struct sk_member *t = cur;
+            cur = next;
+            next = t;
+            ncur = nnext;
+        }
+    }
+    sk_hset_free(&in_heap);
+    free(cur);
+    free(next);
+    free(cum);
+    qsort(heap, (size_t)nheap, sizeof(*heap), cmp_score_desc);
+    *best = heap;
+    *nbest = nheap;
+    return rc;
+}
+
+static void
+remember(struct kt_search *s, const struct sk_member *m)
+{
+    if (s->nprop == s->capprop) {
+        s->capprop = s->capprop ? 2 * s->capprop : 64;
+        s->prop = kt_xrealloc(s->prop, sizeof(*s->prop) * (size_t)s->capprop);
+    }
+    s->prop[s->nprop++] = *m;
+}
+
+/* Adds m to the batch if it is new; 1 if added. */
+static int
+take(struct round *R, const struct sk_member *m, int from_random,
+     struct kt_search_batch *out, int cap)
+{
+    struct kt_state *st;
+    struct kt_search_cand *c;
+
+    if (out->n >= cap || !m->valid || !is_new(R, m->hash) ||
+        sk_hset_has(&R->taken, m->hash)) {
+        if (m->valid && !is_new(R, m->hash))
+            R->st->skipped_measured++;
+        return 0;
+    }
+    st = sk_build(R->s, &m->g, NULL, 0);
+    if (st == NULL)
+        return 0;
+    c = &out->v[out->n++];
+    memset(c, 0, sizeof(*c));
+    c->nsteps = st->nsteps;
+    c->steps = kt_xmalloc(sizeof(*c->steps) * (size_t)(st->nsteps ? st->nsteps : 1));
+    memcpy(c->steps, st->steps, sizeof(*c->steps) * (size_t)st->nsteps);
+    kt_steps_hash(st->steps, st->nsteps, c->hash);
+    c->score = m->score;
+    c->from_random = from_random;
+    kt_state_free(st);
+    sk_hset_add(&R->taken, m->hash);
+    if (from_random)
+        R->st->picked_random++;
+    else
+        R->st->picked_best++;
+    return 1;
+}
+
+static int
+cmp_tput_desc(const void *a, const void *b, void *arg)
+{
+    const double *t = arg;
+    int x = *(const int *)a, y = *(const int *)b;
+
+    if (t[x] != t[y])
+        return t[x] > t[y] ? -1 : 1;
+    return x - y;
+}
+
+/* Top measured states by throughput (Ansor: at most ratio x population). */
+static int
+measured_seeds(struct kt_search *s, struct sk_member *dst, int max)
+{
+    int *ord, i, n = 0;
+
+    if (s->nmeas == 0 || max <= 0)
+        return 0;
+    ord = kt_xmalloc(sizeof(int) * (size_t)s->nmeas);
+    for (i = 0; i < s->nmeas; i++)
+        ord[i] = i;
+    /* insertion sort: stable and small */
+    for (i = 1; i < s->nmeas; i++) {
+        int v = ord[i], j = i - 1;
+        while (j >= 0 && cmp_tput_desc(&ord[j], &v, s->meas_tput) > 0) {
+            ord[j + 1] = ord[j];
+            j--;
+        }
+        ord[j + 1] = v;
+    }
+    for (i = 0; i < s->nmeas && n < max; i++)
+        dst[n++] = s->meas[ord[i]];
+    free(ord);
+    return n;
+}
+
+int
+kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
+                     const uint64_t *measured, size_t nmeasured, int n,
+                     struct kt_search_batch *out, struct kt_search_stats *stats,
+                     char *err, size_t errlen)
+{
+    struct kt_search_stats local;
+    struct round R;
+    struct sk_member *init = NULL, *best = NULL, *all = NULL;
+    int ninit = 0, nbest = 0, i, rc = KT_OK, iters, nrand, extra;
+    double t0 = kt_now(), t1;
+
+    out->n = 0;
+    out->v = NULL;
+    if (n <= 0)
+        return kt_seterr(err, errlen, KT_EINVAL, "search: batch size %d", n);
+    if (stats == NULL)
+        stats = &local;
+    memset(stats, 0, sizeof(*stats));
+    stats->best_score = -INFINITY;
+    pthread_mutex_lock(&s->lock);
+    memset(&R, 0, sizeof(R));
+    R.s = s;
+    R.sc.s = s;
+    R.sc.model = s->o.policy == KT_SEARCH_SKETCH_XGB && model != NULL &&
+                 kt_xgb_trained(model) ? model : NULL;
+    R.measured = measured;
+    R.nmeasured = measured ? nmeasured : 0;
+    R.st = stats;
+    R.err = err;
+    R.errlen = errlen;
+    sk_hset_init(&R.taken);
+    stats->sketches = s->nsketches;
+    out->v = kt_xcalloc((size_t)n, sizeof(*out->v));
+    iters = s->o.num_iters;
+    if (R.sc.model == NULL && iters > 2)
+        iters = 2;                 /* Ansor, with the random model */
+
+    rc = sample_init(&R, &init, &ninit);
+    if (rc != KT_OK)
+        goto done;
+    t1 = kt_now();
+    stats->sample_s = t1 - t0;
+    if (s->o.policy == KT_SEARCH_RANDOM) {
+        for (i = 0; i < ninit && out->n < n; i++)
+            take(&R, &init[i], 1, out, n);
+    } else {
+        int nseed = (int)(s->o.use_measured_ratio * s->o.population);
+        init = kt_xrealloc(init, sizeof(*init) * ((size_t)ninit + (size_t)nseed + 1));
+        stats->measured_seeds = measured_seeds(s, init + ninit, nseed);
+        ninit += stats->measured_seeds;
+        rc = evolve(&R, init, ninit, iters, 2 * n, &best, &nbest);
+        if (rc != KT_OK)
+            goto done;
+        stats->evo_s = kt_now() - t1;
+        /* eps-greedy: num_random picks from the initial population */
+        nrand = (int)(s->o.eps_greedy * n);
+        for (i = 0; i < nbest && out->n < n - nrand; i++)
+            take(&R, &best[i], 0, out, n - nrand);
+        for (i = 0; i < 3 * nrand && out->n < n && ninit > 0; i++)
+            take(&R, &init[kt_rng_below(&s->rng, (uint64_t)ninit)], 1, out, n);
+        for (i = 0; i < nbest && out->n < n; i++)
+            take(&R, &best[i], 0, out, n);
+        /* then the rest of the initial population, best predicted first */
+        qsort(init, (size_t)ninit, sizeof(*init), cmp_score_desc);
+        for (i = 0; i < ninit && out->n < n; i++)
+            take(&R, &init[i], 1, out, n);
+    }
+    /* Still short: sample more (a small or nearly exhausted space). */
+    for (extra = 0; extra < 3 && out->n < n; extra++) {
+        int na = 0;
+        free(all);
+        all = NULL;
+        rc = sample_init(&R, &all, &na);
+        if (rc != KT_OK)
+            goto done;
+        for (i = 0; i < na && out->n < n; i++)
+            take(&R, &all[i], 1, out, n);
+    }
+    /* Remember what was proposed (and the genomes, for kt_search_record). */
+    for (i = 0; i < out->n; i++) {
+        struct sk_member m;
+        uint64_t h = strtoull(out->v[i].hash, NULL, 16);
+        int j, found = 0;
+        sk_hset_add(&s->proposed, h);
+        /* find the genome among the candidates we looked at */
+        for (j = 0; j < nbest && !found; j++)
+            if (best[j].hash == h) {
+                m = best[j];
+                found = 1;
+            }
+        for (j = 0; j < ninit && !found; j++)
+            if (init[j].hash == h) {
+                m = init[j];
+                found = 1;
+            }
+        if (found)
+            remember(s, &m);
+    }
+done:
+    stats->scored = R.sc.nscored;
+    stats->score_s = R.sc.t_build + R.sc.t_score;
+    stats->total_s = kt_now() - t0;
+    sk_hset_free(&R.taken);
+    pthread_mutex_unlock(&s->lock);
+    free(init);
+    free(best);
+    free(all);
+    if (rc != KT_OK)
+        kt_search_batch_free(out);
+    return rc;
+}
+
+int
+kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
+                 double cost)
+{
+    char hex[17];
+    uint64_t h;
+    int i, found = 0;
+
+    kt_steps_hash(steps, nsteps, hex);
+    h = strtoull(hex, NULL, 16);
+    pthread_mutex_lock(&s->lock);
+    sk_hset_add(&s->proposed, h);
+    for (i = s->nprop - 1; i >= 0; i--) {
+        if (s->prop[i].hash != h)
+            continue;
+        found = 1;
+        if (cost > 0 && isfinite(cost)) {
+            if (s->nmeas == s->capmeas) {
+                s->capmeas = s->capmeas ? 2 * s->capmeas : 64;
+                s->meas = kt_xrealloc(s->meas, sizeof(*s->meas) * (size_t)s->capmeas);
+                s->meas_tput = kt_xrealloc(s->meas_tput,
+                                           sizeof(double) * (size_t)s->capmeas);
+            }
+            s->meas[s->nmeas] = s->prop[i];
+            s->meas_tput[s->nmeas++] = 1.0 / cost;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}

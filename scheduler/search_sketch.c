@@ -1,0 +1,537 @@
+/* search_sketch.c - sketch generation (Ansor's CPU sketch rules) and the
+ * builder that turns a genome into a schedule state.
+ *
+ * Rules, tried for each stage from the last to the first (ANSOR.md 2.5):
+ * AlwaysInline (elementwise, not an output: inlined, padding included),
+ * then for stages that need multi-level tiling (a reduction with data
+ * reuse) MultiLevelTilingWithFusion (a sole elementwise consumer reading
+ * the stage at identity indexes: fused at level 1 or 2), AddCacheWrite
+ * (no such consumer: a "_local" stage fused into the copy at level 1 or 2)
+ * and MultiLevelTiling (no fusion); other stages are skipped.  Each tiling
+ * exists in two loop orders: Ansor's "SSRSRS" and "SRSRS", whose order
+ * j0 k0 i1 k1 i2 j2 (with i0 = 1) keeps a k-panel of B in cache for GEMM. */
+#include <stdio.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+const char *const sk_structures[] = {"SSRSRS", "SRSRS"};
+const int sk_unroll_values[4] = {0, 16, 64, 512};
+
+/* ---- DAG analysis on a state ------------------------------------------- */
+
+static int
+reads(const struct kt_expr *e, int t)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t)
+        return 1;
+    return reads(e->a, t) || reads(e->b, t);
+}
+
+/* The sole live reader of stage p's output, -1 if none, -2 if several. */
+static int
+sole_reader(const struct kt_state *st, int p)
+{
+    int c, found = -1;
+
+    for (c = 0; c < st->nstages; c++) {
+        if (c == p || st->stages[c].inlined ||
+            !reads(st->stages[c].body, st->stages[p].out))
+            continue;
+        if (found >= 0)
+            return -2;
+        found = c;
+    }
+    return found;
+}
+
+static int
+is_output(const struct kt_state *st, int s)
+{
+    return st->tensors[st->stages[s].out].kind == KT_TENSOR_OUTPUT;
+}
+
+static int
+is_elementwise(const struct kt_sstage *ss)
+{
+    return ss->naxes == ss->nspatial && ss->op == KT_ASSIGN;
+}
+
+/* Bit mask of the axis variables used by the loads of e. */
+static void
+load_masks(const struct kt_expr *e, int *any_missing, int nspatial,
+           const struct kt_sstage *ss)
+{
+    int d, i, a;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD) {
+        uint32_t used = 0;
+        for (d = 0; d < e->ndim; d++)
+            for (i = 0; i < e->idx[d].n; i++)
+                if (e->idx[d].k[i] != 0 && e->idx[d].var[i] < 32)
+                    used |= 1u << e->idx[d].var[i];
+        for (a = 0; a < nspatial; a++)
+            if (ss->axes[a].extent > 1 && !(used & (1u << a)))
+                *any_missing = 1;
+    }
+    load_masks(e->a, any_missing, nspatial, ss);
+    load_masks(e->b, any_missing, nspatial, ss);
+}
+
+/* A reduction with data reuse: some read does not depend on some spatial
+ * axis (matmul, conv, dense; not pooling or softmax's reductions). */
+static int
+needs_mlt(const struct kt_sstage *ss)
+{
+    int missing = 0;
+
+    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN || ss->naxes == ss->nspatial)
+        return 0;
+    load_masks(ss->body, &missing, ss->nspatial, ss);
+    return missing;
+}
+
+static int
+identity_loads(const struct kt_expr *e, int t, int ndim)
+{
+    int d;
+
+    if (e == NULL)
+        return 1;
+    if (e->op == KT_X_LOAD && e->src == t) {
+        if (e->ndim != ndim)
+            return 0;
+        for (d = 0; d < ndim; d++)
+            if (e->idx[d].c != 0 || e->idx[d].n != 1 || e->idx[d].var[0] != d ||
+                e->idx[d].k[0] != 1)
+                return 0;
+    }
+    return identity_loads(e->a, t, ndim) && identity_loads(e->b, t, ndim);
+}
+
+/* The elementwise consumer stage p can be fused into, or -1. */
+static int
+fusable_consumer(const struct kt_state *st, int p)
+{
+    const struct kt_sstage *ps = &st->stages[p], *cs;
+    int c = sole_reader(st, p), a;
+
+    if (c < 0)
+        return -1;
+    cs = &st->stages[c];
+    if (!is_elementwise(cs) || cs->nspatial != ps->nspatial)
+        return -1;
+    for (a = 0; a < ps->nspatial; a++)
+        if (cs->axes[a].extent != ps->axes[a].extent)
+            return -1;
+    return identity_loads(cs->body, ps->out, ps->nspatial) ? c : -1;
+}
+
+/* ---- sketch generation ------------------------------------------------- */
+
+struct gen {
+    struct kt_search *s;
+    int overflow;
+};
+
+static void
+finish(struct gen *G, struct kt_state *st, struct sk_plan *plan, const char *desc)
+{
+    struct kt_search *s = G->s;
+    struct sk_sketch *k;
+    int i, nslots = 0;
+
+    if (s->nsketches == SK_MAX_SKETCHES) {
+        G->overflow = 1;
+        return;
+    }
+    k = &s->sk[s->nsketches];
+    memset(k, 0, sizeof(*k));
+    memcpy(k->plan, plan, sizeof(k->plan));
+    for (i = 0; i < st->nstages; i++) {
+        struct sk_plan *p = &k->plan[i];
+        p->has_reduce = st->stages[i].naxes > st->stages[i].nspatial;
+        if (st->stages[i].inlined) {
+            p->role = SK_INLINED;
+            continue;
+        }
+        if (p->role == SK_MLT) {
+            if (nslots == SK_MAX_MLT) {
+                p->role = SK_PLAIN;   /* too many: leave untiled */
+                p->partner = -1;
+            } else {
+                p->slot = nslots;
+                k->slot_stage[nslots++] = i;
+            }
+        }
+        if (p->role == SK_PLAIN && !is_output(st, i)) {
+            int c = sole_reader(st, i);
+            if (c >= 0) {
+                p->may_move = 1;
+                p->consumer = c;
+            }
+        }
+    }
+    k->nslots = nslots;
+    k->base = kt_state_clone(st);
+    snprintf(k->desc, sizeof(k->desc), "%s", desc[0] ? desc : "plain");
+    s->nsketches++;
+}
+
+static void gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan,
+                      int s, const char *desc);
+
+static void
+with_desc(char *out, size_t n, const char *desc, const char *one)
+{
+    snprintf(out, n, "%s%s%s", desc, desc[0] ? "; " : "", one);
+}
+
+/* Plans MLT for stage s of st, fused into consumer c at levels 1 and 2
+ * (c >= 0) or not fused (c < 0), in every loop structure. */
+static void
+plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
+         const char *desc, int cw)
+{
+    struct sk_plan p2[KT_MAX_STAGES];
+    char d2[160], one[96];
+    int structure, level;
+
+    for (structure = 0; structure < 2; structure++) {
+        for (level = c >= 0 ? 1 : 0; level <= (c >= 0 ? 2 : 0); level++) {
+            memcpy(p2, plan, sizeof(p2));
+            p2[s].role = SK_MLT;
+            p2[s].structure = structure;
+            p2[s].partner = c;
+            p2[s].level = level;
+            if (c >= 0) {
+                p2[c].role = SK_FOLLOW;
+                p2[c].partner = s;
+                p2[c].level = level;
+            }
+            if (c >= 0)
+                snprintf(one, sizeof(one), "%s: %s%s, fused at level %d",
+                         st->stages[s].name, cw ? "cache_write, " : "",
+                         sk_structures[structure], level);
+            else
+                snprintf(one, sizeof(one), "%s: %s", st->stages[s].name,
+                         sk_structures[structure]);
+            with_desc(d2, sizeof(d2), desc, one);
+            gen_stage(G, st, p2, s - 1, d2);
+        }
+    }
+}
+
+static void
+gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
+          const char *desc)
+{
+    struct kt_step step;
+    char err[256];
+
+    if (G->overflow)
+        return;
+    if (s < 0) {
+        finish(G, st, plan, desc);
+        return;
+    }
+    memset(&step, 0, sizeof(step));
+    step.stage = s;
+    /* AlwaysInline */
+    if (is_elementwise(&st->stages[s]) && !is_output(st, s)) {
+        struct kt_state *c = kt_state_clone(st);
+        step.kind = KT_STEP_COMPUTE_INLINE;
+        if (kt_state_apply(c, &step, err, sizeof(err)) == KT_OK) {
+            plan[s].role = SK_INLINED;
+            gen_stage(G, c, plan, s - 1, desc);
+            kt_state_free(c);
+            return;
+        }
+        kt_state_free(c);
+    }
+    if (needs_mlt(&st->stages[s])) {
+        int c = fusable_consumer(st, s);
+        if (c >= 0) {
+            plan_mlt(G, st, plan, s, c, desc, 0);
+        } else {
+            /* AddCacheWrite: the local stage is fused into the copy. */
+            struct kt_state *cw = kt_state_clone(st);
+            step.kind = KT_STEP_CACHE_WRITE;
+            if (kt_state_apply(cw, &step, err, sizeof(err)) == KT_OK) {
+                struct sk_plan p2[KT_MAX_STAGES];
+                memset(p2, 0, sizeof(p2));
+                memcpy(p2, plan, sizeof(*plan) * (size_t)s);
+                memcpy(p2 + s + 1, plan + s,
+                       sizeof(*plan) * (size_t)(KT_MAX_STAGES - s - 1));
+                plan_mlt(G, cw, p2, s, s + 1, desc, 1);
+            }
+            kt_state_free(cw);
+        }
+        plan_mlt(G, st, plan, s, -1, desc, 0);
+        return;
+    }
+    /* SkipStage */
+    plan[s].role = SK_PLAIN;
+    plan[s].partner = -1;
+    gen_stage(G, st, plan, s - 1, desc);
+}
+
+int
+sk_generate(struct kt_search *s, char *err, size_t errlen)
+{
+    struct gen G = {s, 0};
+    struct sk_plan plan[KT_MAX_STAGES];
+    struct kt_state *st = kt_state_new(s->dag);
+    int i;
+
+    memset(plan, 0, sizeof(plan));
+    for (i = 0; i < KT_MAX_STAGES; i++)
+        plan[i].partner = -1;
+    gen_stage(&G, st, plan, st->nstages - 1, "");
+    kt_state_free(st);
+    if (s->nsketches == 0)
+        return kt_seterr(err, errlen, KT_ESCHEDULE, "%s: no sketch could be "
+                         "generated", s->dag->key ? s->dag->key : "dag");
+    return KT_OK;
+}
+
+void
+sk_free_sketches(struct kt_search *s)
+{
+    int i;
+
+    for (i = 0; i < s->nsketches; i++)
+        kt_state_free(s->sk[i].base);
+    s->nsketches = 0;
+}
+
+/* ---- genome -> state --------------------------------------------------- */
+
+#define APPLY(st, ...)                                                        \
+    do {                                                                      \
+        struct kt_step st_ = __VA_ARGS__;                                     \
+        if (kt_state_apply((st), &st_, err, errlen) != KT_OK)                 \
+            goto fail;                                                        \
+    } while (0)
+
+static int
+find_iter(const struct kt_sstage *ss, int axis, int part)
+{
+    int j;
+
+    for (j = 0; j < ss->niters; j++)
+        if (ss->iters[j].nparts == 1 && ss->iters[j].parts[0].axis == axis &&
+            ss->iters[j].parts[0].part == part)
+            return j;
+    return -1;
+}
+
+static int
+count_kind(const char *structure, char k)
+{
+    int n = 0;
+
+    for (; *structure; structure++)
+        n += *structure == k;
+    return n;
+}
+
+static int
+tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
+         const char *structure, char *err, size_t errlen)
+{
+    struct kt_step re;
+    int nS = count_kind(structure, 'S'), nR = count_kind(structure, 'R');
+    int a, l, ls = 0, lr = 0, naxes = st->stages[i].naxes;
+    const char *c;
+
+    for (a = naxes - 1; a >= 0; a--) {
+        const struct kt_sstage *ss = &st->stages[i];
+        int np = ss->axes[a].reduce ? nR : nS;
+        struct kt_step sp;
+        if (ss->axes[a].extent <= 1)
+            continue;
+        memset(&sp, 0, sizeof(sp));
+        sp.kind = KT_STEP_SPLIT;
+        sp.stage = i;
+        sp.iter = a;
+        sp.n = np - 1;
+        for (l = 1; l < np; l++)
+            sp.v[l - 1] = tiles[a][l];
+        if (kt_state_apply(st, &sp, err, errlen) != KT_OK)
+            return -1;
+    }
+    memset(&re, 0, sizeof(re));
+    re.kind = KT_STEP_REORDER;
+    re.stage = i;
+    for (c = structure; *c; c++) {
+        int red = *c == 'R', lev = red ? lr++ : ls++;
+        for (a = 0; a < naxes; a++) {
+            const struct kt_sstage *ss = &st->stages[i];
+            int j;
+            if (ss->axes[a].reduce != red)
+                continue;
+            if (ss->axes[a].extent <= 1 && lev != 0)
+                continue;
+            j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : lev);
+            if (j < 0)
+                return kt_seterr(err, errlen, KT_ESCHEDULE, "tile: no part %d "
+                                 "of axis %d", lev, a);
+            re.v[re.n++] = j;
+        }
+    }
+    return kt_state_apply(st, &re, err, errlen) == KT_OK ? 0 : -1;
+}
+
+/* Splits consumer i like its fused producer's spatial tiles down to level
+ * 'level'; returns the index of the last iterator of level - 1. */
+static int
+tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
+            int nS, int level, char *err, size_t errlen)
+{
+    struct kt_step re;
+    int a, l, nsp = st->stages[i].nspatial, ap = -1;
+
+    for (a = nsp - 1; a >= 0; a--) {
+        struct kt_step sp;
+        int64_t rest = 1;
+        if (st->stages[i].axes[a].extent <= 1)
+            continue;
+        memset(&sp, 0, sizeof(sp));
+        sp.kind = KT_STEP_SPLIT;
+        sp.stage = i;
+        sp.iter = a;
+        sp.n = level;
+        for (l = 1; l < level; l++)
+            sp.v[l - 1] = tiles[a][l];
+        for (l = level; l < nS; l++)
+            rest *= tiles[a][l];
+        sp.v[level - 1] = rest;
+        if (kt_state_apply(st, &sp, err, errlen) != KT_OK)
+            return -1;
+    }
+    memset(&re, 0, sizeof(re));
+    re.kind = KT_STEP_REORDER;
+    re.stage = i;
+    for (l = 0; l <= level; l++) {
+        for (a = 0; a < nsp; a++) {
+            const struct kt_sstage *ss = &st->stages[i];
+            int j;
+            if (ss->axes[a].extent <= 1 && l != 0)
+                continue;
+            j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : l);
+            if (j < 0)
+                return kt_seterr(err, errlen, KT_ESCHEDULE, "follow: no part "
+                                 "%d of axis %d", l, a);
+            re.v[re.n++] = j;
+        }
+        if (l == level - 1)
+            ap = re.n - 1;
+    }
+    if (kt_state_apply(st, &re, err, errlen) != KT_OK)
+        return -1;
+    return ap;
+}
+
+struct kt_state *
+sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
+         size_t errlen)
+{
+    const struct sk_sketch *k = &s->sk[g->sketch];
+    struct kt_state *st = kt_state_clone(k->base);
+    int ap[KT_MAX_STAGES], par_on[KT_MAX_STAGES] = {0};
+    int i, j, n = st->nstages;
+
+    for (i = n - 1; i >= 0; i--) {
+        const struct sk_plan *p = &k->plan[i];
+        int tgt = -1, titer = -1, m, kf, ap_pre = -1;
+        ap[i] = -1;
+        if (st->stages[i].inlined)
+            continue;
+        if (p->role == SK_MLT && p->partner >= 0) {
+            tgt = p->partner;
+            titer = ap[tgt];
+        } else if (p->role == SK_PLAIN && p->may_move && g->loc[i] > 0) {
+            const struct kt_sstage *cs = &st->stages[p->consumer];
+            int cand[KT_MAX_ITERS], nc = 0;
+            for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
+                if (cs->iters[j].extent > 1)
+                    cand[nc++] = j;
+            if (nc > 0) {
+                tgt = p->consumer;
+                titer = cand[(g->loc[i] - 1) % nc];
+            }
+        }
+        if (p->role == SK_MLT &&
+            tile_mlt(st, i, g->tiles[p->slot],
+                     sk_structures[p->structure], err, errlen) != 0)
+            goto fail;
+        if (p->role == SK_FOLLOW) {
+            const struct sk_plan *pp = &k->plan[p->partner];
+            ap_pre = tile_follow(st, i, g->tiles[pp->slot],
+                                 count_kind(sk_structures[pp->structure], 'S'),
+                                 p->level, err, errlen);
+            if (ap_pre < 0)
+                goto fail;
+        }
+        if (tgt < 0) {
+            const struct kt_sstage *ss = &st->stages[i];
+            for (m = 0; m < ss->niters && ss->iters[m].reduce == 0; m++)
+                ;
+            if (p->role == SK_FOLLOW && m > ap_pre + 1)
+                m = ap_pre + 1;
+            if (g->par[i] == 255) {     /* InitParallel: 16 x cores */
+                int64_t deg = 1;
+                for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++)
+                    deg *= ss->iters[kf].extent;
+            } else {
+                kf = g->par[i] < m ? g->par[i] : m;
+            }
+            if (kf >= 2)
+                APPLY(st, {KT_STEP_FUSE, i, 0, kf, {0}});
+            par_on[i] = kf >= 1;
+            ap[i] = ap_pre >= 0 && kf >= 1 ? ap_pre - (kf - 1) : ap_pre;
+        } else {
+            ap[i] = ap_pre;
+            if (titer < 0) {
+                kt_seterr(err, errlen, KT_ESCHEDULE, "no attach point");
+                goto fail;
+            }
+            APPLY(st, {KT_STEP_COMPUTE_AT, i, 0, 2, {tgt, titer}});
+        }
+    }
+    for (i = 0; i < n; i++) {
+        const struct sk_plan *p = &k->plan[i];
+        const struct kt_sstage *ss = &st->stages[i];
+        int last = ss->niters - 1;
+        if (ss->inlined)
+            continue;
+        if (par_on[i])
+            APPLY(st, {KT_STEP_ANNOTATE, i, 0, 0, {KT_ANN_PARALLEL}});
+        if (g->vec[i] && last >= 0 && ss->iters[last].reduce == 0 &&
+            ss->iters[last].extent > 1 && ss->iters[last].ann == KT_ANN_NONE)
+            APPLY(st, {KT_STEP_ANNOTATE, i, last, 0, {KT_ANN_VECTORIZE}});
+        if (p->role == SK_MLT && g->unroll_inner[i]) {
+            /* the innermost spatial level, but its last iterator */
+            for (j = last - 1; j >= 0 && ss->iters[j].reduce == 0 &&
+                 ss->iters[j].nparts == 1; j--) {
+                const struct kt_iter *it = &ss->iters[j];
+                int ax = it->parts[0].axis;
+                if (it->parts[0].part != ss->nparts[ax] - 1)
+                    break;
+                if (it->extent > 1 && it->ann == KT_ANN_NONE)
+                    APPLY(st, {KT_STEP_ANNOTATE, i, j, 0, {KT_ANN_UNROLL}});
+            }
+        }
+        if (p->has_reduce && sk_unroll_values[g->unroll[i] & 3] > 0)
+            APPLY(st, {KT_STEP_PRAGMA, i, 0, 0, {sk_unroll_values[g->unroll[i] & 3]}});
+    }
+    return st;
+fail:
+    kt_state_free(st);
+    return NULL;
+}
