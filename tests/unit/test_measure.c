@@ -212,6 +212,8 @@ env_new(int serialize)
     snprintf(e->rpc, sizeof(e->rpc), "%s/kerntune-rpc", b ? b : "build");
     snprintf(e->tmp, sizeof(e->tmp), "/tmp/kt-test-measure.XXXXXX");
     assert_non_null(mkdtemp(e->tmp));
+    /* Workers (even SIGKILLed ones) leave their temp dirs in e->tmp. */
+    setenv("TMPDIR", e->tmp, 1);
     assert_int_equal(uv_loop_init(&e->loop), 0);
     kt_tracker_default_opts(&o);
     o.port = 0;
@@ -242,6 +244,7 @@ env_free(struct env *e)
     kt_tracker_close(e->t);
     uv_run(&e->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&e->loop), 0);
+    unsetenv("TMPDIR");
     snprintf(cmd, sizeof(cmd), "rm -rf %s", e->tmp);
     assert_int_equal(system(cmd), 0);
     free(e);
