@@ -1,0 +1,445 @@
+/* kerntune_main.c - the kerntune command line.
+ *
+ *   kerntune tune MODEL.json [--trials N] [--db FILE] [--log-dir DIR]
+ *                            [--workers N] [--quiet]
+ *   kerntune check MODEL.json
+ *   kerntune status|jobs [--socket PATH]
+ *   kerntune tasks|best|pause|resume JOB [--socket PATH]
+ *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
+ *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
+ *   kerntune import --db FILE RECORDS.jsonl
+ *
+ * `tune` runs one job in the foreground with local workers and the same
+ * engine as kerntuned: it is the one-command way to tune a model. */
+#include <cJSON.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "daemon/daemon.h"
+#include "daemon/engine.h"
+#include "measure/measure.h"
+#include "scheduler/scheduler.h"
+#include "storage/storage.h"
+
+#define DEFAULT_SOCKET "/run/kerntune/control.sock"
+
+static void
+usage(FILE *f)
+{
+    fputs("usage:\n"
+          "  kerntune tune MODEL.json [--trials N] [--db FILE] [--log-dir DIR]\n"
+          "                           [--workers N] [--quiet]\n"
+          "  kerntune check MODEL.json\n"
+          "  kerntune status|jobs [--socket PATH]\n"
+          "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
+          "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] [--socket PATH]\n"
+          "  kerntune export --db FILE [--target T]\n"
+          "  kerntune import --db FILE RECORDS.jsonl\n", f);
+}
+
+/* ---- tune ------------------------------------------------------------- */
+
+struct tune {
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm;
+    struct kt_tracker *tracker;
+    struct kt_engine *engine;
+    struct kt_job *job;
+    int stopping;
+    int interrupted;
+};
+
+static void
+tune_close_all(struct tune *t)
+{
+    if (!uv_is_closing((uv_handle_t *)&t->sigint))
+        uv_close((uv_handle_t *)&t->sigint, NULL);
+    if (!uv_is_closing((uv_handle_t *)&t->sigterm))
+        uv_close((uv_handle_t *)&t->sigterm, NULL);
+    kt_tracker_close(t->tracker);
+    t->tracker = NULL;
+}
+
+static void
+tune_ended(void *arg, struct kt_job *job)
+{
+    struct tune *t = arg;
+
+    (void)job;
+    t->stopping = 1;
+    tune_close_all(t);
+}
+
+static void
+on_signal(uv_signal_t *s, int signum)
+{
+    struct tune *t = s->data;
+
+    if (t->stopping) {
+        log_warnx("kerntune: second signal: abandoning the batch in flight");
+        tune_close_all(t);
+        return;
+    }
+    log_info("kerntune: %s: stopping after the batch in flight (again to abandon it)",
+             signum == SIGINT ? "interrupt" : "terminate");
+    t->interrupted = 1;
+    t->stopping = 1;
+    kt_job_stop(t->job);
+}
+
+static void
+print_summary(const struct kt_job *job, FILE *out)
+{
+    struct kt_job_stats s;
+    int i;
+
+    kt_job_get_stats(job, &s);
+    fprintf(out, "\n%-40s %8s %12s %10s %8s\n", "task", "weight", "latency(ms)",
+            "GFLOPS", "trials");
+    for (i = 0; i < s.ntasks; i++) {
+        struct kt_job_task_info ti;
+        kt_job_task(job, i, &ti);
+        if (ti.best_cost > 0)
+            fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld\n", ti.name, ti.weight,
+                    ti.best_cost * 1e3, ti.flops / ti.best_cost / 1e9,
+                    (long long)ti.trials);
+        else
+            fprintf(out, "%-40.40s %8.0f %12s %10s %8lld\n", ti.name, ti.weight, "-",
+                    "-", (long long)ti.trials);
+    }
+    fprintf(out, "\njob %s: %s", kt_job_name(job), kt_job_state_name(kt_job_state(job)));
+    if (kt_job_error(job)[0])
+        fprintf(out, " (%s)", kt_job_error(job));
+    fprintf(out, "\nestimated total latency: ");
+    if (s.total_latency_ms >= 0)
+        fprintf(out, "%.4f ms", s.total_latency_ms);
+    else
+        fprintf(out, "- (some task has no valid program yet)");
+    fprintf(out, "\ntrials: %lld this run (%lld errors), %lld rounds; wall time %.1f s; "
+            "workers busy %.0f%% of it; look-ahead searches used %lld of %lld\n",
+            (long long)s.trials, (long long)s.errors, (long long)s.rounds, s.elapsed_s,
+            s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,
+            (long long)s.speculation_hits,
+            (long long)(s.speculation_hits + s.speculation_misses));
+}
+
+static int
+cmd_tune(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"trials", required_argument, NULL, 't'}, {"db", required_argument, NULL, 'd'},
+        {"log-dir", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
+        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *db_path = "kerntune.db", *log_dir = NULL;
+    long long trials = 0;
+    int workers = 1, quiet = 0, c, rc, status = 1;
+    struct kt_model_conf *conf = NULL;
+    struct kt_storage *db = NULL;
+    struct kt_tracker_opts to;
+    struct kt_engine_opts eo;
+    struct tune t;
+    char err[1024];
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:d:l:w:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': trials = atoll(optarg); break;
+        case 'd': db_path = optarg; break;
+        case 'l': log_dir = optarg; break;
+        case 'w': workers = atoi(optarg); break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1 || trials < 0 || workers < 1 || workers > 64) {
+        usage(stderr);
+        return 2;
+    }
+    if (kt_model_conf_load(argv[optind], &conf, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
+    }
+    if (kt_storage_open(&db, db_path, NULL, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        kt_model_conf_free(conf);
+        return 1;
+    }
+    memset(&t, 0, sizeof(t));
+    uv_loop_init(&t.loop);
+    kt_tracker_default_opts(&to);
+    to.host = "127.0.0.1";
+    to.port = 0;
+    if (kt_tracker_new(&t.tracker, &t.loop, &to, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: tracker: %s\n", err);
+        goto out;
+    }
+    if (kt_tracker_spawn_local(t.tracker, workers, NULL, conf->target.key, "build,run",
+                               err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: local workers: %s\n", err);
+        kt_tracker_close(t.tracker);
+        uv_run(&t.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    memset(&eo, 0, sizeof(eo));
+    eo.loop = &t.loop;
+    eo.db = db;
+    eo.tracker = t.tracker;
+    eo.log_dir = log_dir;
+    eo.echo_log = !quiet;
+    kt_engine_new(&t.engine, &eo);
+    rc = kt_job_start(t.engine, conf, trials, tune_ended, &t, &t.job, err, sizeof(err));
+    if (rc != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        kt_tracker_close(t.tracker);
+        uv_run(&t.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    conf = NULL;   /* the job owns it */
+    uv_signal_init(&t.loop, &t.sigint);
+    uv_signal_init(&t.loop, &t.sigterm);
+    t.sigint.data = t.sigterm.data = &t;
+    uv_signal_start(&t.sigint, on_signal, SIGINT);
+    uv_signal_start(&t.sigterm, on_signal, SIGTERM);
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    print_summary(t.job, stdout);
+    status = kt_job_state(t.job) == KT_JOB_DONE || t.interrupted ? 0 : 1;
+    if (t.interrupted)
+        status = 130;
+    kt_job_free(t.job);
+out:
+    kt_engine_free(t.engine);
+    if (uv_loop_close(&t.loop) != 0)
+        log_warnx("kerntune: event loop still had handles at exit");
+    kt_storage_close(db);
+    kt_model_conf_free(conf);
+    return status;
+}
+
+/* ---- check ------------------------------------------------------------ */
+
+static int
+cmd_check(int argc, char **argv)
+{
+    struct kt_model_conf *conf = NULL;
+    struct kt_tasks tasks;
+    char err[1024];
+    int i;
+
+    if (argc != 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (kt_model_conf_load(argv[1], &conf, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (kt_tasks_extract(conf, &tasks, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "%s\n", err);
+        kt_model_conf_free(conf);
+        return 1;
+    }
+    printf("%s: configuration OK: model %s, %d tasks, %.3f GFLOP per inference, "
+           "%lld trials, target %s %s\n", argv[1], conf->name, tasks.n,
+           kt_tasks_total_flops(&tasks) / 1e9, (long long)conf->tuning.trials,
+           conf->target.kind, conf->target.key);
+    for (i = 0; i < tasks.n; i++)
+        printf("  %3d  %-44s weight %3.0f  %10.2f MFLOP  %s\n", i, tasks.v[i].name,
+               tasks.v[i].weight, tasks.v[i].flops / 1e6, tasks.v[i].dag->hash);
+    kt_tasks_free(&tasks);
+    kt_model_conf_free(conf);
+    return 0;
+}
+
+/* ---- control-socket commands -------------------------------------------- */
+
+static int
+cmd_ctl(const char *cmd, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
+    };
+    const char *sock = getenv("KERNTUNE_SOCKET") ? getenv("KERNTUNE_SOCKET")
+                                                 : DEFAULT_SOCKET;
+    const char *job = NULL;
+    char *resp = NULL, err[512];
+    cJSON *req, *r;
+    char *text;
+    int c, rc;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "s:", opts, NULL)) != -1) {
+        if (c != 's') {
+            usage(stderr);
+            return 2;
+        }
+        sock = optarg;
+    }
+    if (strcmp(cmd, "status") != 0 && strcmp(cmd, "jobs") != 0 &&
+        strcmp(cmd, "rpc-status") != 0) {
+        if (optind != argc - 1) {
+            usage(stderr);
+            return 2;
+        }
+        job = argv[optind];
+    }
+    req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", cmd);
+    if (job != NULL)
+        cJSON_AddStringToObject(req, "job", job);
+    text = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    rc = kt_ctl_request(sock, text, &resp, err, sizeof(err));
+    cJSON_free(text);
+    if (rc != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
+    }
+    r = cJSON_Parse(resp);
+    free(resp);
+    if (r == NULL) {
+        fprintf(stderr, "kerntune: the daemon sent malformed JSON\n");
+        return 1;
+    }
+    rc = kt_ctl_print(stdout, cmd, r);
+    cJSON_Delete(r);
+    return rc == KT_OK ? 0 : 1;
+}
+
+static int
+cmd_rpc_status(int argc, char **argv)
+{
+    const char *tracker = NULL, *token_file = NULL;
+    char host[256], token[512] = "", err[512];
+    int i, port;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--tracker") == 0 && i + 1 < argc)
+            tracker = argv[++i];
+        else if (strncmp(argv[i], "--tracker=", 10) == 0)
+            tracker = argv[i] + 10;
+        else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc)
+            token_file = argv[++i];
+        else if (strncmp(argv[i], "--token-file=", 13) == 0)
+            token_file = argv[i] + 13;
+    }
+    if (tracker == NULL)
+        return cmd_ctl("rpc-status", argc, argv);
+    if (sscanf(tracker, "%255[^:]:%d", host, &port) != 2) {
+        fprintf(stderr, "kerntune: --tracker wants HOST:PORT, got \"%s\"\n", tracker);
+        return 2;
+    }
+    if (token_file != NULL) {
+        FILE *f = fopen(token_file, "r");
+        size_t n;
+        if (f == NULL) {
+            fprintf(stderr, "kerntune: %s: cannot read the token file\n", token_file);
+            return 1;
+        }
+        n = fread(token, 1, sizeof(token) - 1, f);
+        fclose(f);
+        token[n] = '\0';
+        token[strcspn(token, "\r\n")] = '\0';
+    }
+    if (kt_rpc_status(host, port, token, stdout, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: rpc-status: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- records ------------------------------------------------------------ */
+
+static int
+cmd_records(int is_export, int argc, char **argv)
+{
+    const char *db_path = NULL, *target = NULL, *file = NULL;
+    struct kt_storage *db = NULL;
+    char err[1024];
+    int i, rc;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
+            db_path = argv[++i];
+        else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
+            target = argv[++i];
+        else if (argv[i][0] != '-' && file == NULL)
+            file = argv[i];
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (db_path == NULL || (!is_export && file == NULL)) {
+        usage(stderr);
+        return 2;
+    }
+    if (kt_storage_open(&db, db_path, NULL, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
+    }
+    if (is_export) {
+        size_t n = 0;
+        rc = kt_storage_export(db, stdout, target, &n, err, sizeof(err));
+        if (rc == KT_OK)
+            fprintf(stderr, "kerntune: exported %zu trials\n", n);
+    } else {
+        FILE *in = fopen(file, "r");
+        size_t added = 0, skipped = 0;
+        if (in == NULL) {
+            fprintf(stderr, "kerntune: %s: cannot open\n", file);
+            kt_storage_close(db);
+            return 1;
+        }
+        rc = kt_storage_import(db, in, file, &added, &skipped, err, sizeof(err));
+        fclose(in);
+        if (rc == KT_OK)
+            printf("imported %zu trials, skipped %zu already present\n", added, skipped);
+    }
+    if (rc != KT_OK)
+        fprintf(stderr, "kerntune: %s\n", err);
+    kt_storage_close(db);
+    return rc == KT_OK ? 0 : 1;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *cmd;
+
+    kt_log_init(getenv("KERNTUNE_DEBUG") ? LOG_DEBUG : LOG_INFO);
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    cmd = argv[1];
+    if (strcmp(cmd, "tune") == 0)
+        return cmd_tune(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return cmd_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "rpc-status") == 0)
+        return cmd_rpc_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cmd_records(1, argc - 1, argv + 1);
+    if (strcmp(cmd, "import") == 0)
+        return cmd_records(0, argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0 || strcmp(cmd, "jobs") == 0 ||
+        strcmp(cmd, "tasks") == 0 || strcmp(cmd, "best") == 0 ||
+        strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
+        return cmd_ctl(cmd, argc - 1, argv + 1);
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "kerntune: unknown command \"%s\"\n", cmd);
+    usage(stderr);
+    return 2;
+}
