@@ -307,6 +307,27 @@ print_kv(FILE *out, const cJSON *obj, const char *prefix)
     }
 }
 
+/* After a table: "<label> <key>: <text>" for each row that has a string
+ * member field (long values that do not fit in a column). */
+static void
+print_notes(FILE *out, const cJSON *arr, const char *key, const char *field,
+            const char *label)
+{
+    const cJSON *row;
+
+    cJSON_ArrayForEach(row, arr) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(row, key);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, field);
+        if (!cJSON_IsString(v) || v->valuestring[0] == '\0')
+            continue;
+        if (cJSON_IsString(k))
+            fprintf(out, "%s %s: %s\n", label, k->valuestring, v->valuestring);
+        else
+            fprintf(out, "%s %.15g: %s\n", label,
+                    cJSON_IsNumber(k) ? k->valuedouble : -1.0, v->valuestring);
+    }
+}
+
 static double
 num(const cJSON *o, const char *k, double def)
 {
@@ -365,6 +386,7 @@ kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
         {"name", "Job", COL_STR},          {"state", "State", COL_STR},
         {"tasks", "Tasks", COL_INT},       {"trials", "Trials", COL_INT},
         {"trials_target", "Target", COL_INT},
+        {"errors", "Errors", COL_INT},
         {"total_latency_ms", "Latency (ms)", COL_MS},
         {"used_s", "Used (s)", COL_S},     {"key", "Key", COL_STR},
     };
@@ -372,8 +394,7 @@ kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
         {"id", "ID", COL_INT},             {"name", "Task", COL_STR},
         {"latency_ms", "Latency (ms)", COL_MS},
         {"gflops", "Speed (GFLOPS)", COL_F2},
-        {"trial", "Trial", COL_INT},       {"worker", "Worker", COL_STR},
-        {"time", "Measured at", COL_STR},
+        {"trials", "Trials", COL_INT},     {"errors", "Errors", COL_INT},
     };
     static const struct col workers[] = {
         {"key", "Key", COL_STR},           {"name", "Worker", COL_STR},
@@ -402,6 +423,7 @@ kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
     } else if (strcmp(cmd, "jobs") == 0 &&
                cJSON_IsArray(arr = cJSON_GetObjectItemCaseSensitive(r, "jobs"))) {
         print_table(out, arr, jobs, (int)KT_ARRAY_LEN(jobs));
+        print_notes(out, arr, "name", "error", "error");
     } else if (strcmp(cmd, "tasks") == 0 &&
                cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r, "tasks"))) {
         print_tasks(out, r);
@@ -410,6 +432,7 @@ kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
         if (str(r, "job", NULL) != NULL)
             fprintf(out, "job %s\n", str(r, "job", ""));
         print_table(out, arr, best, (int)KT_ARRAY_LEN(best));
+        print_notes(out, arr, "id", "config", "schedule");
     } else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0) {
         fprintf(out, "job %s: %s\n", str(r, "job", "?"),
                 str(r, "state", strcmp(cmd, "pause") == 0 ? "paused"

@@ -513,18 +513,34 @@ test_ctl_print_tables(void **state)
 
     out = render("jobs", "{\"ok\":true,\"cmd\":\"jobs\",\"jobs\":["
                  "{\"name\":\"resnet50\",\"state\":\"running\",\"tasks\":34,"
-                 "\"trials\":1280,\"trials_target\":20000,"
+                 "\"trials\":1280,\"trials_target\":20000,\"errors\":17,"
                  "\"total_latency_ms\":9.4876,\"used_s\":600.4,\"key\":\"local\"},"
-                 "{\"name\":\"tiny\",\"state\":\"paused\",\"tasks\":1,"
-                 "\"trials\":0,\"trials_target\":64,\"total_latency_ms\":null,"
-                 "\"used_s\":0,\"key\":\"rk3399\"}]}", &rc);
+                 "{\"name\":\"tiny\",\"state\":\"failed\",\"tasks\":1,"
+                 "\"trials\":0,\"trials_target\":64,\"errors\":0,"
+                 "\"total_latency_ms\":-1,\"used_s\":0,\"key\":\"rk3399\","
+                 "\"error\":\"no worker\"}]}", &rc);
     assert_int_equal(rc, 0);
     assert_string_equal(out,
-        "| Job      | State   | Tasks | Trials | Target | Latency (ms) | Used (s) | Key    |\n"
-        "-----------------------------------------------------------------------------------\n"
-        "| resnet50 | running |    34 |   1280 |  20000 |        9.488 |      600 | local  |\n"
-        "| tiny     | paused  |     1 |      0 |     64 |            - |        0 | rk3399 |\n"
-        "-----------------------------------------------------------------------------------\n");
+        "| Job      | State   | Tasks | Trials | Target | Errors | Latency (ms) | Used (s) | Key    |\n"
+        "--------------------------------------------------------------------------------------------\n"
+        "| resnet50 | running |    34 |   1280 |  20000 |     17 |        9.488 |      600 | local  |\n"
+        "| tiny     | failed  |     1 |      0 |     64 |      0 |            - |        0 | rk3399 |\n"
+        "--------------------------------------------------------------------------------------------\n"
+        "error tiny: no worker\n");
+    free(out);
+
+    out = render("best", "{\"ok\":true,\"cmd\":\"best\",\"job\":\"tiny\","
+                 "\"best\":[{\"id\":0,\"name\":\"gemm64\",\"latency_ms\":0.0801,"
+                 "\"gflops\":6.55,\"trials\":64,\"errors\":2,"
+                 "\"config\":\"[[\\\"SP\\\",0]]\"}]}", &rc);
+    assert_int_equal(rc, 0);
+    assert_string_equal(out,
+        "job tiny\n"
+        "| ID | Task   | Latency (ms) | Speed (GFLOPS) | Trials | Errors |\n"
+        "-----------------------------------------------------------------\n"
+        "|  0 | gemm64 |        0.080 |           6.55 |     64 |      2 |\n"
+        "-----------------------------------------------------------------\n"
+        "schedule 0: [[\"SP\",0]]\n");
     free(out);
 
     out = render("pause", "{\"ok\":true,\"cmd\":\"pause\",\"job\":\"tiny\","
