@@ -174,7 +174,7 @@ cmp_score_desc(const void *a, const void *b)
 /* Samples until at least min(population, 50) valid distinct members
  * (Ansor's SampleInitPopulation); *out gets them, scored. */
 static int
-sample_init(struct round *R, struct sk_member **out, int *nout)
+sample_init(struct round *R, int mutate, struct sk_member **out, int *nout)
 {
     struct kt_search *s = R->s;
     int pop = s->o.population, need = pop < 50 ? pop : 50, n = 0, iter, rc, i;
@@ -186,8 +186,12 @@ sample_init(struct round *R, struct sk_member **out, int *nout)
     sk_hset_init(&seen);
     for (iter = 0; n < need && no_progress < 5; iter++) {
         int before = n;
-        for (i = 0; i < pop; i++)
+        for (i = 0; i < pop; i++) {
+            int k, nm = mutate ? (int)kt_rng_below(&s->rng, 4) : 0;
             sk_sample(s, &s->rng, &m[i].g);
+            for (k = 0; k < nm; k++)
+                sk_mutate(s, &s->rng, &m[i].g);
+        }
         rc = sk_score(&R->sc, m, pop, R->err, R->errlen);
         if (rc != KT_OK)
             goto fail;
@@ -437,7 +441,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     if (R.sc.model == NULL && iters > 2)
         iters = 2;                 /* Ansor, with the random model */
 
-    rc = sample_init(&R, &init, &ninit);
+    rc = sample_init(&R, 0, &init, &ninit);
     if (rc != KT_OK)
         goto done;
     t1 = kt_now();
@@ -467,12 +471,14 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         for (i = 0; i < ninit && out->n < n; i++)
             take(&R, &init[i], 1, out, n);
     }
-    /* Still short: sample more (a small or nearly exhausted space). */
-    for (extra = 0; extra < 3 && out->n < n; extra++) {
+    /* Still short: sample more, with random mutations so that every
+     * value a mutation can reach is covered (a small or nearly exhausted
+     * space). */
+    for (extra = 0; extra < 4 && out->n < n; extra++) {
         int na = 0;
         free(all);
         all = NULL;
-        rc = sample_init(&R, &all, &na);
+        rc = sample_init(&R, 1, &all, &na);
         if (rc != KT_OK)
             goto done;
         for (i = 0; i < na && out->n < n; i++)

@@ -1,0 +1,489 @@
+/* test_search.c - the search policy: for every operator of the library a
+ * round of candidates that all replay and lower, a compiled sample checked
+ * against the DAG interpreter, reproducibility for a seed (also with two
+ * scoring threads), deduplication within a batch and against a measured
+ * set kept in a real SQLite file that is closed and reopened, the random
+ * policies, measured seeds, and the XGBoost-scored path. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "costmodel/costmodel.h"
+#include "scheduler/scheduler.h"
+#include "storage/storage.h"
+#include "tests/support/ktt.h"
+
+static struct kt_dag *
+build(const struct kt_op_def *d)
+{
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    if (kt_op_build(d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d->name, err);
+    return dag;
+}
+
+static struct kt_search *
+new_search(const struct kt_dag *dag, int policy, int pop, uint64_t seed, int threads)
+{
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    char err[512];
+
+    kt_search_opts_default(&o);
+    o.policy = policy;
+    o.population = pop;
+    o.seed = seed;
+    o.nthreads = threads;
+    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", dag->key, err);
+    return s;
+}
+
+/* Every candidate replays, lowers, has the hash of its steps, and no two
+ * are equal. */
+static void
+check_batch(const struct kt_dag *dag, const struct kt_search_batch *b)
+{
+    int i, j;
+
+    for (i = 0; i < b->n; i++) {
+        struct kt_state *st = NULL;
+        struct kt_looptree *lt = NULL;
+        char err[512], hash[17];
+        if (kt_state_replay(dag, b->v[i].steps, b->v[i].nsteps, &st, err,
+                            sizeof(err)) != KT_OK)
+            fail_msg("%s: candidate %d does not replay: %s", dag->key, i, err);
+        if (kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
+            fail_msg("%s: candidate %d does not lower: %s", dag->key, i, err);
+        kt_steps_hash(b->v[i].steps, b->v[i].nsteps, hash);
+        assert_string_equal(hash, b->v[i].hash);
+        for (j = 0; j < i; j++)
+            assert_string_not_equal(b->v[i].hash, b->v[j].hash);
+        kt_looptree_free(lt);
+        kt_state_free(st);
+    }
+}
+
+/* Compiles ncomp candidates in one module and checks them against the
+ * interpreter. */
+static void
+check_compiled(const struct kt_dag *dag, const struct kt_search_batch *b, int ncomp)
+{
+    struct kt_state *cands[16];
+    int generated[16], skipped = 0, i, t, n = b->n < ncomp ? b->n : ncomp;
+    struct ktt_bufs want, got;
+    float *args[KT_MAX_TENSORS];
+    char err[4096];
+    char *src;
+    void *h;
+    void (**fns)(float *const *);
+
+    assert_true(n <= 16);
+    for (i = 0; i < n; i++)
+        assert_int_equal(kt_state_replay(dag, b->v[i].steps, b->v[i].nsteps,
+                                         &cands[i], err, sizeof(err)), KT_OK);
+    src = ktt_module_many(dag, cands, n, generated, &skipped);
+    assert_non_null(src);
+    assert_int_equal(skipped, 0);
+    h = ktt_build(src, err, sizeof(err));
+    if (h == NULL)
+        fprintf(stderr, "%s: compile failed:\n%.3000s\n", dag->key, err);
+    assert_non_null(h);
+    free(src);
+    fns = (void (**)(float *const *))dlsym(h, "ktt_cands");
+    assert_non_null(fns);
+    ktt_bufs_init(&want, dag, 5);
+    kt_dag_interpret(dag, want.t);
+    ktt_bufs_init(&got, dag, 5);
+    ktt_args(dag, &got, args);
+    for (i = 0; i < n; i++) {
+        for (t = 0; t < dag->ntensors; t++)
+            if (dag->tensors[t].kind == KT_TENSOR_OUTPUT)
+                memset(got.t[t], 0xff, (size_t)got.elems[t] * sizeof(float));
+        fns[i](args);
+        for (t = 0; t < dag->ntensors; t++) {
+            double e;
+            if (dag->tensors[t].kind != KT_TENSOR_OUTPUT)
+                continue;
+            e = ktt_rel_l2(got.t[t], want.t[t], want.elems[t]);
+            if (!(e < 1e-4)) {
+                struct kt_buf j;
+                kt_buf_init(&j);
+                kt_steps_to_json(b->v[i].steps, b->v[i].nsteps, &j);
+                fprintf(stderr, "%s: candidate %d wrong (rel L2 %g): %s\n",
+                        dag->key, i, e, j.p);
+                kt_buf_free(&j);
+            }
+            assert_true(e < 1e-4);
+        }
+    }
+    ktt_bufs_free(&want);
+    ktt_bufs_free(&got);
+    dlclose(h);
+    for (i = 0; i < n; i++)
+        kt_state_free(cands[i]);
+}
+
+/* One round of 24 candidates; if fewer come back the space must be
+ * exhausted (a second round gives nothing new). */
+static void
+round_def(const struct kt_op_def *d, uint64_t seed, int ncomp)
+{
+    struct kt_dag *dag = build(d);
+    struct kt_search *s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, seed, 1);
+    struct kt_search_batch b, b2;
+    struct kt_search_stats st;
+    char err[512];
+    int i, j;
+
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 24, &b, &st, err,
+                                          sizeof(err)), KT_OK);
+    assert_true(st.sketches >= 1);
+    assert_true(b.n >= 1);
+    check_batch(dag, &b);
+    if (b.n < 24) {
+        assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 24, &b2, NULL,
+                                              err, sizeof(err)), KT_OK);
+        assert_int_equal(b2.n, 0);
+        kt_search_batch_free(&b2);
+    } else {
+        /* a second round never repeats the first */
+        assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 24, &b2, NULL,
+                                              err, sizeof(err)), KT_OK);
+        check_batch(dag, &b2);
+        for (i = 0; i < b2.n; i++)
+            for (j = 0; j < b.n; j++)
+                assert_string_not_equal(b2.v[i].hash, b.v[j].hash);
+        kt_search_batch_free(&b2);
+    }
+    if (ncomp > 0)
+        check_compiled(dag, &b, ncomp);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+static void
+conv(int64_t C, int64_t H, int64_t K, int64_t R, int64_t S_, int64_t P,
+     int64_t D, int64_t G, int epi, uint64_t seed)
+{
+    struct kt_conv2d_params p = {
+        .N = 1, .C = C, .H = H, .W = H, .K = K, .R = R, .S = R,
+        .stride_h = S_, .stride_w = S_, .pad_h = P, .pad_w = P,
+        .dilation_h = D, .dilation_w = D, .groups = G, .epilogue = epi,
+    };
+    struct kt_op_def d;
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    round_def(&d, seed, 3);
+}
+
+static void
+test_search_dense_matmul(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU), KT_OK);
+    round_def(&d, 1, 4);
+    assert_int_equal(kt_op_dense(&d, 7, 14, 56, 0), KT_OK);
+    round_def(&d, 2, 4);
+    assert_int_equal(kt_op_matmul(&d, 56, 64, 96), KT_OK);
+    round_def(&d, 3, 4);
+    assert_int_equal(kt_op_batch_matmul(&d, 3, 14, 32, 7, 0), KT_OK);
+    round_def(&d, 4, 3);
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 16, 14, 24, 1), KT_OK);
+    round_def(&d, 5, 3);
+}
+
+static void
+test_search_conv2d(void **state)
+{
+    (void)state;
+    conv(8, 14, 16, 3, 1, 1, 1, 1, 0, 10);                           /* 3x3 pad 1 */
+    conv(3, 28, 8, 7, 2, 3, 1, 1, 0, 11);                            /* 7x7 s2 pad 3 */
+    conv(4, 7, 8, 1, 1, 0, 1, 1, 0, 12);                             /* 1x1 pad 0 */
+    conv(4, 14, 4, 3, 1, 2, 2, 1, 0, 13);                            /* dilation 2 */
+    conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);                            /* depthwise */
+    conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15);                           /* groups 2, s2 */
+    conv(8, 14, 16, 3, 1, 1, 1, 1, KT_EPI_BIAS | KT_EPI_RELU, 16);   /* fused */
+    conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17);    /* 56x56 dw */
+}
+
+static void
+test_search_pool_elementwise_softmax(void **state)
+{
+    static const char *const kinds[] = {"add", "mul", "relu", "hardswish", "sigmoid"};
+    struct kt_op_def d;
+    unsigned i;
+    (void)state;
+    assert_int_equal(kt_op_pool2d(&d, 1, 1, 8, 14, 14, 3, 2, 1), KT_OK);
+    round_def(&d, 20, 3);
+    assert_int_equal(kt_op_pool2d(&d, 0, 1, 8, 14, 14, 2, 2, 0), KT_OK);
+    round_def(&d, 21, 3);
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 16, 7, 7), KT_OK);
+    round_def(&d, 22, 3);
+    for (i = 0; i < KT_ARRAY_LEN(kinds); i++) {
+        assert_int_equal(kt_op_elementwise(&d, kinds[i], 1, 8, 14, 14), KT_OK);
+        round_def(&d, 30 + i, i < 2 ? 2 : 0);
+    }
+    assert_int_equal(kt_op_softmax(&d, 7, 1000), KT_OK);
+    round_def(&d, 40, 4);
+}
+
+/* The same seed gives the same candidates, with 1 or 2 scoring threads. */
+static void
+test_search_reproducible(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search_batch b[3];
+    char err[512];
+    int k, i;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
+    dag = build(&d);
+    for (k = 0; k < 3; k++) {
+        struct kt_search *s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 512,
+                                         k == 2 ? 99 : 42, k == 1 ? 2 : 1);
+        assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b[k], NULL,
+                                              err, sizeof(err)), KT_OK);
+        assert_int_equal(b[k].n, 32);
+        kt_search_free(s);
+    }
+    for (i = 0; i < 32; i++)
+        assert_string_equal(b[0].v[i].hash, b[1].v[i].hash);
+    /* another seed gives another batch */
+    for (i = 0, k = 0; i < 32; i++)
+        k += strcmp(b[0].v[i].hash, b[2].v[i].hash) != 0;
+    assert_true(k > 0);
+    for (k = 0; k < 3; k++)
+        kt_search_batch_free(&b[k]);
+    kt_dag_free(dag);
+}
+
+/* Measured schedules stored in a real SQLite file, closed and reopened,
+ * are never proposed again by a new search with the same seed. */
+static void
+test_search_dedup_restart(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_storage *db = NULL;
+    struct kt_search *s;
+    struct kt_search_batch b1, b2;
+    struct kt_trial t[32];
+    char dir[] = "/tmp/kt_search_XXXXXX", path[256], err[512];
+    char *configs[32];
+    uint64_t *hashes = NULL;
+    size_t nh = 0;
+    int i, j;
+    (void)state;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/kt.db", dir);
+    assert_int_equal(kt_op_dense(&d, 16, 64, 32, KT_EPI_RELU), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, 5, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b1, NULL, err,
+                                          sizeof(err)), KT_OK);
+    assert_int_equal(b1.n, 32);
+    kt_search_free(s);
+
+    assert_int_equal(kt_storage_open(&db, path, NULL, err, sizeof(err)), KT_OK);
+    memset(t, 0, sizeof(t));
+    for (i = 0; i < 32; i++) {
+        struct kt_buf j1;
+        kt_buf_init(&j1);
+        kt_steps_to_json(b1.v[i].steps, b1.v[i].nsteps, &j1);
+        configs[i] = kt_buf_take(&j1);
+        t[i].task_name = d.name;
+        t[i].target = "llvm";
+        t[i].workload = dag->key;
+        t[i].workload_hash = dag->hash;
+        t[i].config = configs[i];
+        t[i].sched_hash = b1.v[i].hash;
+        t[i].err_no = i % 5 == 4 ? KT_MERR_RUNTIME_DEVICE : KT_MERR_NO_ERROR;
+        t[i].cost = t[i].err_no ? 0 : 1e-5 * (i + 1);
+        t[i].trial_no = i;
+    }
+    assert_int_equal(kt_storage_write_batch(db, t, 32, NULL, err, sizeof(err)), KT_OK);
+    kt_storage_close(db);
+    for (i = 0; i < 32; i++)
+        free(configs[i]);
+
+    db = NULL;
+    assert_int_equal(kt_storage_open(&db, path, NULL, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_storage_measured(db, "llvm", dag->hash, &hashes, &nh,
+                                         err, sizeof(err)), KT_OK);
+    assert_int_equal(nh, 32);
+    kt_storage_close(db);
+
+    /* Same seed: without the measured set it would propose b1 again. */
+    s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, 5, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, hashes, nh, 32, &b2, NULL,
+                                          err, sizeof(err)), KT_OK);
+    assert_true(b2.n > 0);
+    check_batch(dag, &b2);
+    for (i = 0; i < b2.n; i++) {
+        assert_int_equal(kt_measured_contains(hashes, nh, b2.v[i].hash), 0);
+        for (j = 0; j < b1.n; j++)
+            assert_string_not_equal(b2.v[i].hash, b1.v[j].hash);
+    }
+    kt_search_batch_free(&b2);
+    kt_search_free(s);
+    /* Control: the same seed without the set repeats the first batch. */
+    s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, 5, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b2, NULL, err,
+                                          sizeof(err)), KT_OK);
+    for (i = 0, j = 0; i < b2.n; i++)
+        j += kt_measured_contains(hashes, nh, b2.v[i].hash);
+    assert_true(j > 0);
+    kt_search_batch_free(&b2);
+    kt_search_free(s);
+
+    free(hashes);
+    kt_search_batch_free(&b1);
+    kt_dag_free(dag);
+    unlink(path);
+    {
+        char p2[300];
+        snprintf(p2, sizeof(p2), "%s-wal", path);
+        unlink(p2);
+        snprintf(p2, sizeof(p2), "%s-shm", path);
+        unlink(p2);
+    }
+    rmdir(dir);
+}
+
+/* "random" samples without evolution; policy names parse. */
+static void
+test_search_random_policy(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_search_stats st;
+    char err[512];
+    int p = -1;
+    (void)state;
+
+    assert_int_equal(kt_search_policy_parse("random", &p, err, sizeof(err)), KT_OK);
+    assert_int_equal(p, KT_SEARCH_RANDOM);
+    assert_int_equal(kt_search_policy_parse("sketch.xgb", &p, err, sizeof(err)), KT_OK);
+    assert_int_equal(p, KT_SEARCH_SKETCH_XGB);
+    assert_int_equal(kt_search_policy_parse("sketch.rnd", &p, err, sizeof(err)),
+                     KT_ECONFIG);
+    assert_non_null(strstr(err, "sketch.rnd"));
+    assert_string_equal(kt_search_policy_name(KT_SEARCH_SKETCH_RANDOM), "sketch.random");
+
+    assert_int_equal(kt_op_matmul(&d, 32, 48, 64), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_SEARCH_RANDOM, 128, 3, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 40, &b, &st, err,
+                                          sizeof(err)), KT_OK);
+    assert_int_equal(b.n, 40);
+    assert_int_equal(st.iters, 0);
+    assert_int_equal(st.picked_random, 40);
+    check_batch(dag, &b);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+/* Measured results seed the next population; a trained model is used for
+ * 4 generations; bad options are refused. */
+static void
+test_search_model_and_seeds(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_search_stats st;
+    struct kt_xgb_model *model = kt_xgb_new(NULL);
+    struct kt_train_set set;
+    struct kt_machine mach;
+    struct kt_search_opts o;
+    char err[512];
+    int i;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 32, 64, 128, KT_EPI_BIAS), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_SEARCH_SKETCH_XGB, 256, 11, 2);
+    assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 48, &b, &st, err,
+                                          sizeof(err)), KT_OK);
+    assert_int_equal(b.n, 48);
+    assert_int_equal(st.iters, 2);        /* untrained model: random, 2 iters */
+    assert_int_equal(st.measured_seeds, 0);
+    kt_machine_default(&mach);
+    kt_train_set_init(&set);
+    for (i = 0; i < b.n; i++) {
+        struct kt_state *stt = NULL;
+        struct kt_looptree *lt = NULL;
+        float *rows = NULL;
+        int nrows = 0;
+        double sec = 0;
+        assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps, &stt,
+                                         err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_lower(stt, &lt, err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_features_extract(lt, &rows, &nrows, err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_prescore(lt, &mach, &sec, err, sizeof(err)), KT_OK);
+        kt_train_set_add(&set, rows, nrows, 0, sec);
+        assert_int_equal(kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
+                                          i % 7 == 3 ? 0 : sec), 1);
+        free(rows);
+        kt_looptree_free(lt);
+        kt_state_free(stt);
+    }
+    /* a schedule that is not one of ours only marks its hash */
+    assert_int_equal(kt_search_record(s, b.v[0].steps, 1, 1e-3), 0);
+    kt_train_set_label(&set, 0);
+    assert_int_equal(kt_xgb_train(model, &set, NULL, err, sizeof(err)), KT_OK);
+    kt_train_set_free(&set);
+    kt_search_batch_free(&b);
+
+    assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 16, &b, &st, err,
+                                          sizeof(err)), KT_OK);
+    assert_int_equal(b.n, 16);
+    assert_int_equal(st.iters, 4);
+    assert_int_equal(st.measured_seeds, 48 - 7);   /* failed ones are not seeds */
+    assert_true(isfinite(st.best_score));
+    check_batch(dag, &b);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+
+    kt_search_opts_default(&o);
+    o.mutation_prob = 1.5;
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_EINVAL);
+    assert_non_null(strstr(err, "mutation_prob 1.5"));
+    kt_xgb_free(model);
+    kt_dag_free(dag);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_search_dense_matmul),
+        cmocka_unit_test(test_search_conv2d),
+        cmocka_unit_test(test_search_pool_elementwise_softmax),
+        cmocka_unit_test(test_search_reproducible),
+        cmocka_unit_test(test_search_dedup_restart),
+        cmocka_unit_test(test_search_random_policy),
+        cmocka_unit_test(test_search_model_and_seeds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
