@@ -42,9 +42,10 @@ split_listen(const char *s, char **host, int *port, const char **why)
     }
     errno = 0;
     p = strtol(colon + 1, &end, 10);
-    if (colon[1] == '\0' || *end != '\0' || errno != 0 || p < 1 ||
+    /* Port 0 picks a free port: only local workers can find it then. */
+    if (colon[1] == '\0' || *end != '\0' || errno != 0 || p < 0 ||
         p > 65535) {
-        *why = "the port must be a number from 1 to 65535";
+        *why = "the port must be a number from 0 to 65535";
         return -1;
     }
     *host = kt_xmalloc(hl + 1);

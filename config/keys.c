@@ -281,7 +281,7 @@ static const char *const log_levels[] = {"err", "warning", "notice", "info",
 static const struct kt__key daemon_keys[] = {
     {"listen", KT_K_STR, D(listen), NOLIM, "\"127.0.0.1:9190\"", NULL,
      "Tracker address workers connect to, HOST:PORT ([v6addr]:PORT for "
-     "IPv6)."},
+     "IPv6); port 0 picks a free port (then only local workers can join)."},
     {"token_file", KT_K_STR, D(token_file), NOLIM,
      "\"/etc/kerntune/token\"", NULL, "Shared secret for worker "
      "authentication (challenge-response)."},

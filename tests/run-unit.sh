@@ -30,7 +30,7 @@ for bin in "$@"; do
         failed_bins="$failed_bins $bin"
         cat "$log"
     else
-        grep -E '^\[==========\] .* ran\.|SKIP' "$log" | sed "s|^|$(basename "$bin"): |"
+        grep -E '^\[==========\] .* run\.|SKIP' "$log" | sed "s|^|$(basename "$bin"): |"
     fi
     rm -f "$log"
 done
