@@ -18,6 +18,14 @@
 const char *const sk_structures[] = {"SSRSRS", "SRSRS"};
 const int sk_unroll_values[4] = {0, 16, 64, 512};
 
+/* kt_state_clone passes a NULL step list to memcpy for a state without
+ * steps (UBSan); such a state is just a fresh one. */
+static struct kt_state *
+clone_state(const struct kt_state *st)
+{
+    return st->nsteps == 0 ? kt_state_new(st->dag) : kt_state_clone(st);
+}
+
 /* ---- DAG analysis on a state ------------------------------------------- */
 
 static int
@@ -177,7 +185,7 @@ finish(struct gen *G, struct kt_state *st, struct sk_plan *plan, const char *des
         }
     }
     k->nslots = nslots;
-    k->base = kt_state_clone(st);
+    k->base = clone_state(st);
     snprintf(k->desc, sizeof(k->desc), "%s", desc[0] ? desc : "plain");
     s->nsketches++;
 }
@@ -243,7 +251,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
     step.stage = s;
     /* AlwaysInline */
     if (is_elementwise(&st->stages[s]) && !is_output(st, s)) {
-        struct kt_state *c = kt_state_clone(st);
+        struct kt_state *c = clone_state(st);
         step.kind = KT_STEP_COMPUTE_INLINE;
         if (kt_state_apply(c, &step, err, sizeof(err)) == KT_OK) {
             plan[s].role = SK_INLINED;
@@ -259,7 +267,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             plan_mlt(G, st, plan, s, c, desc, 0);
         } else {
             /* AddCacheWrite: the local stage is fused into the copy. */
-            struct kt_state *cw = kt_state_clone(st);
+            struct kt_state *cw = clone_state(st);
             step.kind = KT_STEP_CACHE_WRITE;
             if (kt_state_apply(cw, &step, err, sizeof(err)) == KT_OK) {
                 struct sk_plan p2[KT_MAX_STAGES];
@@ -442,7 +450,7 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
          size_t errlen)
 {
     const struct sk_sketch *k = &s->sk[g->sketch];
-    struct kt_state *st = kt_state_clone(k->base);
+    struct kt_state *st = clone_state(k->base);
     int ap[KT_MAX_STAGES], par_on[KT_MAX_STAGES] = {0};
     int i, j, n = st->nstages;
 
