@@ -127,9 +127,9 @@ work_run(void *arg)
     return NULL;
 }
 
-int
-sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
-         size_t errlen)
+static int
+score_raw(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
+          size_t errlen)
 {
     struct kt_search *s = c->s;
     int nt = s->o.nthreads > 0 ? s->o.nthreads : 1, t, i, nv = 0, rc = KT_OK;
@@ -199,4 +199,79 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
     free(idx);
     free(sc);
     return rc;
+}
+
+/* ---- cached scoring ---------------------------------------------------- */
+
+static struct sk_cache_ent *
+cache_slot(struct sk_score_ctx *c, uint64_t key)
+{
+    size_t i;
+
+    if ((c->cn + 1) * 2 > c->ccap) {
+        struct sk_cache_ent *old = c->cache;
+        size_t oc = c->ccap, j;
+        c->ccap = oc ? oc * 2 : 4096;
+        c->cache = kt_xcalloc(c->ccap, sizeof(*c->cache));
+        for (j = 0; j < oc; j++) {
+            if (old[j].key == 0)
+                continue;
+            for (i = slot_of(old[j].key, c->ccap); c->cache[i].key != 0;
+                 i = (i + 1) & (c->ccap - 1))
+                ;
+            c->cache[i] = old[j];
+        }
+        free(old);
+    }
+    for (i = slot_of(key, c->ccap); c->cache[i].key != 0; i = (i + 1) & (c->ccap - 1))
+        if (c->cache[i].key == key)
+            return &c->cache[i];
+    return &c->cache[i];     /* empty slot */
+}
+
+int
+sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
+         size_t errlen)
+{
+    struct sk_member *todo = kt_xcalloc((size_t)n + 1, sizeof(*todo));
+    uint64_t *keys = kt_xcalloc((size_t)n + 1, sizeof(*keys));
+    int i, nt = 0, rc;
+
+    for (i = 0; i < n; i++) {
+        struct sk_cache_ent *e;
+        keys[i] = kt_hash64(&m[i].g, sizeof(m[i].g)) | 1;
+        e = cache_slot(c, keys[i]);
+        if (e->key == 0) {
+            e->key = keys[i];
+            e->valid = -1;         /* pending */
+            c->cn++;
+            todo[nt++] = m[i];
+        }
+    }
+    rc = score_raw(c, todo, nt, err, errlen);
+    if (rc == KT_OK) {
+        for (i = 0; i < nt; i++) {
+            struct sk_cache_ent *e = cache_slot(c, kt_hash64(&todo[i].g, sizeof(todo[i].g)) | 1);
+            e->hash = todo[i].hash;
+            e->score = todo[i].score;
+            e->valid = todo[i].valid;
+        }
+        for (i = 0; i < n; i++) {
+            const struct sk_cache_ent *e = cache_slot(c, keys[i]);
+            m[i].hash = e->hash;
+            m[i].score = e->score;
+            m[i].valid = e->valid > 0;
+        }
+    }
+    free(todo);
+    free(keys);
+    return rc;
+}
+
+void
+sk_score_ctx_free(struct sk_score_ctx *c)
+{
+    free(c->cache);
+    c->cache = NULL;
+    c->ccap = c->cn = 0;
 }

@@ -167,7 +167,7 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
     int slot, i, tries;
 
     memset(g, 0, sizeof(*g));
-    g->sketch = (int16_t)kt_rng_below(r, (uint64_t)s->nsketches);
+    g->sketch = (int32_t)kt_rng_below(r, (uint64_t)s->nsketches);
     sk = &s->sk[g->sketch];
     for (slot = 0; slot < sk->nslots; slot++) {
         for (tries = 0; tries < 8; tries++) {

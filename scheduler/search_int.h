@@ -51,7 +51,7 @@ extern const char *const sk_structures[];   /* "SSRSRS", "SRSRS" */
 extern const int sk_unroll_values[4];       /* 0, 16, 64, 512 */
 
 struct sk_genome {
-    int16_t sketch;
+    int32_t sketch;               /* int32: the struct has no padding */
     int32_t tiles[SK_MAX_MLT][KT_MAX_AXES][SK_MAXP]; /* level lengths */
     uint8_t loc[KT_MAX_STAGES];   /* 0 = root, k = k-th candidate (mod) */
     uint8_t par[KT_MAX_STAGES];   /* leading iterators fused + parallel */
@@ -128,8 +128,17 @@ void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 
 /* ---- search_evo.c ---- */
+struct sk_cache_ent {
+    uint64_t key;                 /* genome hash, never 0 */
+    uint64_t hash;
+    float score;
+    int valid;
+};
+
 struct sk_score_ctx {
     struct kt_search *s;
+    struct sk_cache_ent *cache;   /* genome -> result, for one round */
+    size_t ccap, cn;
     struct kt_xgb_model *model;   /* NULL = random model */
     double t_build, t_score;      /* seconds */
     int nscored;
@@ -137,4 +146,5 @@ struct sk_score_ctx {
 /* Builds, lowers and scores n members in place (valid, hash, score). */
 int sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
              size_t errlen);
+void sk_score_ctx_free(struct sk_score_ctx *c);
 #endif /* KT_SEARCH_INT_H */

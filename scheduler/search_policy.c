@@ -509,6 +509,7 @@ done:
     stats->score_s = R.sc.t_build + R.sc.t_score;
     stats->total_s = kt_now() - t0;
     sk_hset_free(&R.taken);
+    sk_score_ctx_free(&R.sc);
     pthread_mutex_unlock(&s->lock);
     free(init);
     free(best);
