@@ -120,7 +120,7 @@ print_summary(const struct kt_job *job, FILE *out)
         fprintf(out, "%.4f ms", s.total_latency_ms);
     else
         fprintf(out, "- (some task has no valid program yet)");
-    fprintf(out, "\ntrials: %lld this run (%lld errors), %lld rounds; wall time %.1f s; "
+    fprintf(out, "\ntrials: %lld (%lld errors), %lld rounds; wall time %.1f s; "
             "workers busy %.0f%% of it; look-ahead searches used %lld of %lld\n",
             (long long)s.trials, (long long)s.errors, (long long)s.rounds, s.elapsed_s,
             s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,

@@ -78,7 +78,8 @@ kt_state_clone(const struct kt_state *src)
         st->stages[i].body = kt_expr_clone(src->stages[i].body);
     st->capsteps = src->nsteps;
     st->steps = kt_xmalloc(sizeof(*st->steps) * (size_t)(st->capsteps ? st->capsteps : 1));
-    memcpy(st->steps, src->steps, sizeof(*st->steps) * (size_t)src->nsteps);
+    if (src->nsteps > 0)
+        memcpy(st->steps, src->steps, sizeof(*st->steps) * (size_t)src->nsteps);
     return st;
 }
 
