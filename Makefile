@@ -133,6 +133,7 @@ install: all
 	    $(DESTDIR)$(PREFIX)/share/doc/kerntune $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(wildcard models/*.json) $(DESTDIR)$(PREFIX)/share/kerntune/models/
+	install -m 644 dist/kerntuned.json $(DESTDIR)$(PREFIX)/share/kerntune/kerntuned.json.example
 	install -m 644 $(wildcard docs/*.md) README.md $(DESTDIR)$(PREFIX)/share/doc/kerntune/
 	$(if $(wildcard dist/systemd/*),install -m 644 $(wildcard dist/systemd/*) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
 

@@ -687,8 +687,10 @@ warm_done(uv_work_t *w, int status)
     int i;
 
     job->warming = NULL;
-    for (i = 0; i < wj->nrows_in; i++)
+    for (i = 0; i < wj->nrows_in; i++) {
         free(wj->in[i].config);
+        free(wj->in[i].workload);
+    }
     free(wj->in);
     if (status == 0) {
         for (i = 0; i < wj->nout; i++)
@@ -721,21 +723,28 @@ collect_history(void *arg, const struct kt_history_row *row)
 {
     struct warm_collect *wc = arg;
     struct kt_job *job = wc->job;
-    int i;
+    int i, k;
 
+    if (row->config == NULL || row->workload == NULL)
+        return 0;
     for (i = 0; i < job->tasks.n; i++)
         if (strcmp(job->tasks.v[i].dag->hash, row->workload_hash) == 0)
             break;
-    if (i == job->tasks.n || row->config == NULL)
-        return 0;   /* another workload: its DAG is not ours to lower */
     if (wc->wj->nrows_in == wc->cap) {
         wc->cap = wc->cap ? wc->cap * 2 : 256;
         wc->wj->in = kt_xrealloc(wc->wj->in, sizeof(*wc->wj->in) * (size_t)wc->cap);
     }
-    wc->wj->in[wc->wj->nrows_in].task = i;
-    wc->wj->in[wc->wj->nrows_in].config = kt_xstrdup(row->config);
-    wc->wj->in[wc->wj->nrows_in].cost = row->err_no == 0 ? row->cost : 0;
-    wc->wj->nrows_in++;
+    k = wc->wj->nrows_in++;
+    wc->wj->in[k].workload = NULL;
+    if (i == job->tasks.n) {
+        /* Another job's workload: rebuilt from its key on the pool; its
+         * labels are normalised within its own group. */
+        wc->wj->in[k].workload = kt_xstrdup(row->workload);
+        i = job->tasks.n + (int)(kt_hash64(row->workload_hash, 16) % 1000000);
+    }
+    wc->wj->in[k].task = i;
+    wc->wj->in[k].config = kt_xstrdup(row->config);
+    wc->wj->in[k].cost = row->err_no == 0 ? row->cost : 0;
     return 0;
 }
 

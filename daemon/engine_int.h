@@ -85,7 +85,8 @@ struct kt_warm_job {
     struct kt_job *job;
     int nrows_in;
     struct {
-        int task;
+        int task;              /* ours, or a label group for another workload */
+        char *workload;        /* key of another job's workload; NULL = ours */
         char *config;
         double cost;
     } *in;

@@ -116,20 +116,32 @@ void
 kt__engine_warm_work(uv_work_t *w)
 {
     struct kt_warm_job *wj = (struct kt_warm_job *)w;
+    struct kt_dag *foreign = NULL;   /* DAG of the last other workload */
     double t0 = kt_now();
     int i;
 
     wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1), sizeof(*wj->out));
     for (i = 0; i < wj->nrows_in; i++) {
+        const struct kt_dag *dag;
         struct kt_step *steps = NULL;
         struct kt_record *rec = &wj->out[wj->nout];
         char err[256];
         int n;
+        if (wj->in[i].workload != NULL) {
+            if (foreign == NULL || strcmp(foreign->key, wj->in[i].workload) != 0) {
+                kt_dag_free(foreign);
+                foreign = NULL;
+                if (kt_dag_from_key(wj->in[i].workload, &foreign, err, sizeof(err)) != KT_OK)
+                    continue;
+            }
+            dag = foreign;
+        } else {
+            dag = kt__job_dag(wj->job, wj->in[i].task);
+        }
         if (kt_steps_from_json(wj->in[i].config, &steps, &n, err, sizeof(err)) != KT_OK)
             continue;
-        if (build_candidate(kt__job_dag(wj->job, wj->in[i].task), steps, n, NULL, NULL,
-                            &rec->rows, &rec->nrows, err, sizeof(err)) == KT_OK &&
-            rec->rows != NULL) {
+        if (build_candidate(dag, steps, n, NULL, NULL, &rec->rows, &rec->nrows, err,
+                            sizeof(err)) == KT_OK && rec->rows != NULL) {
             rec->task = wj->in[i].task;
             rec->cost = wj->in[i].cost;
             wj->nout++;
@@ -139,6 +151,7 @@ kt__engine_warm_work(uv_work_t *w)
         }
         free(steps);
     }
+    kt_dag_free(foreign);
     wj->time_s = kt_now() - t0;
 }
 

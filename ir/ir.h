@@ -158,6 +158,10 @@ struct kt_shape {
 int kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
                  struct kt_dag **out, char *err, size_t errlen);
 void kt_dag_free(struct kt_dag *dag);
+/* Rebuilds the DAG of a workload key (kt_dag.key), e.g. of a stored trial;
+ * the result's key equals key.  KT_EPARSE when it does not rebuild. */
+int kt_dag_from_key(const char *key, struct kt_dag **out, char *err,
+                    size_t errlen);
 /* Index of the tensor called name, or -1. */
 int kt_dag_find_tensor(const struct kt_dag *dag, const char *name);
 /* Writes the DAG back as source text (one stage per line, canonical axis

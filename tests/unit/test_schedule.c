@@ -342,6 +342,41 @@ test_schedule_json_errors(void **state)
     }
 }
 
+/* Every operator's workload key rebuilds its DAG (warm start and reports
+ * lower stored trials of any workload from the key alone). */
+static void
+test_schedule_dag_from_key(void **state)
+{
+    struct kt_conv2d_params p = {.N = 1, .C = 8, .H = 14, .W = 14, .K = 8, .R = 3,
+                                 .S = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1,
+                                 .pad_w = 1, .dilation_h = 1, .dilation_w = 1,
+                                 .groups = 8, .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_op_def defs[6];
+    struct kt_dag *d, *back;
+    char err[256];
+    int i;
+    (void)state;
+
+    kt_op_dense(&defs[0], 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU);
+    kt_op_conv2d(&defs[1], &p);
+    kt_op_softmax(&defs[2], 7, 1000);
+    kt_op_pool2d(&defs[3], 1, 1, 8, 14, 14, 3, 2, 1);
+    kt_op_elementwise(&defs[4], "hardswish", 1, 8, 14, 14);
+    kt_op_global_avg_pool(&defs[5], 1, 16, 7, 7);
+    for (i = 0; i < 6; i++) {
+        d = build(&defs[i]);
+        if (kt_dag_from_key(d->key, &back, err, sizeof(err)) != KT_OK)
+            fail_msg("%s: %s", d->key, err);
+        assert_string_equal(back->key, d->key);
+        assert_string_equal(back->hash, d->hash);
+        assert_true(back->flops == d->flops);
+        kt_dag_free(back);
+        kt_dag_free(d);
+    }
+    assert_int_equal(kt_dag_from_key("O[a0]=A[a0];A:0", &back, err, sizeof(err)) != KT_OK, 1);
+    assert_null(back);
+}
+
 int
 main(void)
 {
@@ -354,6 +389,7 @@ main(void)
         cmocka_unit_test(test_schedule_lowering_rejects_nested_parallel),
         cmocka_unit_test(test_schedule_garbage_never_crashes),
         cmocka_unit_test(test_schedule_json_errors),
+        cmocka_unit_test(test_schedule_dag_from_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
