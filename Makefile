@@ -62,7 +62,7 @@ SUPPORT_OBJS := $(SUPPORT_SRCS:%.c=$(BUILD)/%.o)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test unit unit-asan integ test-long bench fuzz install deps clean \
+.PHONY: all test unit unit-asan integ integ-asan test-long bench fuzz install deps clean \
         valgrind format-check
 all: $(LIB) $(PROGS)
 
@@ -111,7 +111,13 @@ unit-asan:
 integ: all
 	@BUILD=$(BUILD) sh tests/integ/run.sh
 
-test: unit unit-asan integ
+# The integration scripts again against the ASan+UBSan programs (built by
+# unit-asan): the daemon, the CLI and the worker under the sanitizers.
+integ-asan:
+	$(MAKE) SAN=1 BUILD=build/asan all
+	@BUILD=build/asan ASAN_OPTIONS=detect_leaks=1 sh tests/integ/run.sh
+
+test: unit unit-asan integ integ-asan
 
 test-long: all $(UNIT_BINS)
 	@KT_TEST_LEVEL=long BUILD=$(BUILD) sh tests/run-unit.sh $(UNIT_BINS)

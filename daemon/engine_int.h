@@ -105,6 +105,59 @@ struct kt_task_state {
     void *search;              /* struct kt_search *, created lazily */
 };
 
+struct kt_engine {
+    struct kt_engine_opts o;
+    char *log_dir;
+    int njobs;
+};
+
+struct kt_job {
+    struct kt_engine *e;
+    struct kt_model_conf *conf;
+    char name[96];
+    char target[512];
+    char cc[1024];
+    int64_t job_id;
+    int64_t budget;
+    enum kt_job_state state;
+    char error[512];
+    struct kt_tasks tasks;
+    struct kt_task_state *ts;
+    struct kt_task_sched *sched;
+    struct kt_xgb_model *model;
+    int model_ready;
+    struct kt_codegen_opts cg;
+    struct kt_measure_opts mo;
+    /* training records, append-only; each record is immutable */
+    struct kt_record **recs;
+    int nrecs, caprecs;
+    /* in flight */
+    struct kt_round *searching, *ready, *measuring;
+    struct kt_train_job *training;
+    int train_again;
+    struct kt_warm_job *warming;
+    /* figures */
+    double started;
+    int64_t trials, errors, rounds;
+    double device_busy_s;
+    int64_t spec_hits, spec_misses;
+    struct kt_tasklog_train last_train;
+    kt_job_end_cb end_cb;
+    void *end_arg;
+    int ended;
+};
+
+/* Shared between engine.c (rounds), engine_start.c (jobs) and
+ * engine_log.c (the task table); loop thread only. */
+void kt__job_kick(struct kt_job *job);
+void kt__job_maybe_end(struct kt_job *job);
+void kt__job_start_training(struct kt_job *job);
+void kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
+                        double cost);
+int kt__job_uses_model(const struct kt_job *job);
+void kt__job_round_free(struct kt_round *r);
+void kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id);
+
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);
 void kt__engine_train_work(uv_work_t *w);

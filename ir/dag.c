@@ -406,16 +406,6 @@ add_stage(struct builder *bd, int si)
     return KT_OK;
 }
 
-static int
-reads_tensor(const struct kt_expr *e, int t)
-{
-    if (e == NULL)
-        return 0;
-    if (e->op == KT_X_LOAD && e->src == t)
-        return 1;
-    return reads_tensor(e->a, t) || reads_tensor(e->b, t);
-}
-
 static void
 finish(struct kt_dag *d)
 {
@@ -428,7 +418,7 @@ finish(struct kt_dag *d)
             continue;
         d->tensors[t].kind = KT_TENSOR_OUTPUT;
         for (s = 0; s < d->nstages; s++)
-            if (reads_tensor(d->stages[s].body, t))
+            if (kt_expr_reads(d->stages[s].body, t))
                 d->tensors[t].kind = KT_TENSOR_INTERMEDIATE;
     }
     d->flops = 0;

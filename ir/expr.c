@@ -146,6 +146,16 @@ kt_expr_free(struct kt_expr *e)
 }
 
 int
+kt_expr_reads(const struct kt_expr *e, int t)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t)
+        return 1;
+    return kt_expr_reads(e->a, t) || kt_expr_reads(e->b, t);
+}
+
+int
 kt_expr_flops(const struct kt_expr *e)
 {
     int n;

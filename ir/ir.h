@@ -86,6 +86,8 @@ int kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep, int nrep)
 /* Composes one affine form: out = a with each var v replaced by rep[v]. */
 int kt_aff_compose(struct kt_affine *out, const struct kt_affine *a,
                    const struct kt_affine *rep, int nrep);
+/* 1 if e reads tensor (or buffer) t anywhere, else 0. */
+int kt_expr_reads(const struct kt_expr *e, int t);
 /* Arithmetic operations per evaluation (a load or constant costs 0). */
 int kt_expr_flops(const struct kt_expr *e);
 

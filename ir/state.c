@@ -100,16 +100,6 @@ kt_state_free(struct kt_state *st)
 /* ---- helpers ------------------------------------------------------------ */
 
 static int
-reads_tensor(const struct kt_expr *e, int t)
-{
-    if (e == NULL)
-        return 0;
-    if (e->op == KT_X_LOAD && e->src == t)
-        return 1;
-    return reads_tensor(e->a, t) || reads_tensor(e->b, t);
-}
-
-static int
 is_output(const struct kt_state *st, int s)
 {
     return st->tensors[st->stages[s].out].kind == KT_TENSOR_OUTPUT;
@@ -336,11 +326,11 @@ do_compute_at(struct kt_state *st, const struct kt_step *sp, char *err,
     for (c = 0; c < st->nstages; c++) {
         if (c == sp->stage || st->stages[c].inlined)
             continue;
-        if (reads_tensor(st->stages[c].body, s->out) && c != target)
+        if (kt_expr_reads(st->stages[c].body, s->out) && c != target)
             return FAIL("compute_at: %s is also read by %s, not only by %s",
                         s->name, st->stages[c].name, st->stages[target].name);
     }
-    if (!reads_tensor(st->stages[target].body, s->out))
+    if (!kt_expr_reads(st->stages[target].body, s->out))
         return FAIL("compute_at: %s does not read %s", st->stages[target].name,
                     s->name);
     s->attach_stage = target;
@@ -368,7 +358,7 @@ do_compute_inline(struct kt_state *st, const struct kt_step *sp, char *err,
         struct kt_expr *nb[KT_MAX_STAGES] = {0};
         for (c = 0; c < st->nstages; c++) {
             if (c == sp->stage || st->stages[c].inlined ||
-                !reads_tensor(st->stages[c].body, s->out))
+                !kt_expr_reads(st->stages[c].body, s->out))
                 continue;
             nb[c] = kt_expr_clone(st->stages[c].body);
             rc = subst_loads(&nb[c], s->out, s->body);

@@ -2,7 +2,8 @@
  * builder that turns a genome into a schedule state.
  *
  * Rules, tried for each stage from the last to the first (ANSOR.md 2.5):
- * AlwaysInline (elementwise, not an output: inlined, padding included),
+ * AlwaysInline (elementwise, not an output: inlined; padding stages are
+ * both inlined and, in a second set of sketches, kept as a stage),
  * then for stages that need multi-level tiling (a reduction with data
  * reuse) MultiLevelTilingWithFusion (a sole elementwise consumer reading
  * the stage at identity indexes: fused at level 1 or 2), AddCacheWrite
@@ -18,25 +19,7 @@
 const char *const sk_structures[] = {"SSRSRS", "SRSRS"};
 const int sk_unroll_values[4] = {0, 16, 64, 512};
 
-/* kt_state_clone passes a NULL step list to memcpy for a state without
- * steps (UBSan); such a state is just a fresh one. */
-static struct kt_state *
-clone_state(const struct kt_state *st)
-{
-    return st->nsteps == 0 ? kt_state_new(st->dag) : kt_state_clone(st);
-}
-
 /* ---- DAG analysis on a state ------------------------------------------- */
-
-static int
-reads(const struct kt_expr *e, int t)
-{
-    if (e == NULL)
-        return 0;
-    if (e->op == KT_X_LOAD && e->src == t)
-        return 1;
-    return reads(e->a, t) || reads(e->b, t);
-}
 
 /* The sole live reader of stage p's output, -1 if none, -2 if several. */
 static int
@@ -46,7 +29,7 @@ sole_reader(const struct kt_state *st, int p)
 
     for (c = 0; c < st->nstages; c++) {
         if (c == p || st->stages[c].inlined ||
-            !reads(st->stages[c].body, st->stages[p].out))
+            !kt_expr_reads(st->stages[c].body, st->stages[p].out))
             continue;
         if (found >= 0)
             return -2;
@@ -185,7 +168,7 @@ finish(struct gen *G, struct kt_state *st, struct sk_plan *plan, const char *des
         }
     }
     k->nslots = nslots;
-    k->base = clone_state(st);
+    k->base = kt_state_clone(st);
     snprintf(k->desc, sizeof(k->desc), "%s", desc[0] ? desc : "plain");
     s->nsketches++;
 }
@@ -251,15 +234,21 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
     step.stage = s;
     /* AlwaysInline */
     if (is_elementwise(&st->stages[s]) && !is_output(st, s)) {
-        struct kt_state *c = clone_state(st);
+        struct kt_state *c = kt_state_clone(st);
         step.kind = KT_STEP_COMPUTE_INLINE;
         if (kt_state_apply(c, &step, err, sizeof(err)) == KT_OK) {
             plan[s].role = SK_INLINED;
             gen_stage(G, c, plan, s - 1, desc);
             kt_state_free(c);
-            return;
+            /* Padding is also kept as its own stage: inlined, its guarded
+             * reads sit in the consumer's innermost loop (per-lane gathers
+             * when vectorized); at root or attached, the hot loop reads a
+             * padded buffer with no bounds checks. */
+            if (!st->stages[s].is_pad)
+                return;
+        } else {
+            kt_state_free(c);
         }
-        kt_state_free(c);
     }
     if (needs_mlt(&st->stages[s])) {
         int c = fusable_consumer(st, s);
@@ -267,7 +256,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             plan_mlt(G, st, plan, s, c, desc, 0);
         } else {
             /* AddCacheWrite: the local stage is fused into the copy. */
-            struct kt_state *cw = clone_state(st);
+            struct kt_state *cw = kt_state_clone(st);
             step.kind = KT_STEP_CACHE_WRITE;
             if (kt_state_apply(cw, &step, err, sizeof(err)) == KT_OK) {
                 struct sk_plan p2[KT_MAX_STAGES];
@@ -450,7 +439,7 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
          size_t errlen)
 {
     const struct sk_sketch *k = &s->sk[g->sketch];
-    struct kt_state *st = clone_state(k->base);
+    struct kt_state *st = kt_state_clone(k->base);
     int ap[KT_MAX_STAGES], par_on[KT_MAX_STAGES] = {0};
     int i, j, n = st->nstages;
 

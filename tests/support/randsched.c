@@ -18,16 +18,6 @@ rand_divisor(struct kt_rng *r, int64_t n)
     return d[kt_rng_below(r, (uint64_t)nd)];
 }
 
-static int
-reads(const struct kt_expr *e, int t)
-{
-    if (e == NULL)
-        return 0;
-    if (e->op == KT_X_LOAD && e->src == t)
-        return 1;
-    return reads(e->a, t) || reads(e->b, t);
-}
-
 /* The single live consumer of stage p, or -1. */
 static int
 sole_consumer(const struct kt_state *st, int p)
@@ -35,7 +25,7 @@ sole_consumer(const struct kt_state *st, int p)
     int c, found = -1;
 
     for (c = 0; c < st->nstages; c++) {
-        if (c == p || st->stages[c].inlined || !reads(st->stages[c].body, st->stages[p].out))
+        if (c == p || st->stages[c].inlined || !kt_expr_reads(st->stages[c].body, st->stages[p].out))
             continue;
         if (found >= 0)
             return -1;

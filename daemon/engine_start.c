@@ -1,0 +1,397 @@
+/* engine_start.c - starting a job (resume from the database, warm start of
+ * the cost model), pausing, stopping, freeing and its figures. */
+#include "daemon/engine_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- job start ---------------------------------------------------------- */
+
+static void
+warm_done(uv_work_t *w, int status)
+{
+    struct kt_warm_job *wj = (struct kt_warm_job *)w;
+    struct kt_job *job = wj->job;
+    int i;
+
+    job->warming = NULL;
+    for (i = 0; i < wj->nrows_in; i++) {
+        free(wj->in[i].config);
+        free(wj->in[i].workload);
+    }
+    free(wj->in);
+    if (status == 0) {
+        for (i = 0; i < wj->nout; i++)
+            kt__job_add_record(job, wj->out[i].rows, wj->out[i].nrows, wj->out[i].task,
+                       wj->out[i].cost);
+        if (wj->nout > 0)
+            log_info("engine: job %s: warm start from %d stored trials (%.2f s)",
+                     job->name, wj->nout, wj->time_s);
+    } else {
+        for (i = 0; i < wj->nout; i++)
+            free(wj->out[i].rows);
+    }
+    free(wj->out);
+    free(wj);
+    if (job->state == KT_JOB_STARTING)
+        job->state = KT_JOB_RUNNING;
+    kt__job_start_training(job);
+    kt__job_maybe_end(job);
+    kt__job_kick(job);
+}
+
+struct warm_collect {
+    struct kt_job *job;
+    struct kt_warm_job *wj;
+    int cap;
+};
+
+static int
+collect_history(void *arg, const struct kt_history_row *row)
+{
+    struct warm_collect *wc = arg;
+    struct kt_job *job = wc->job;
+    int i, k;
+
+    if (row->config == NULL || row->workload == NULL)
+        return 0;
+    for (i = 0; i < job->tasks.n; i++)
+        if (strcmp(job->tasks.v[i].dag->hash, row->workload_hash) == 0)
+            break;
+    if (wc->wj->nrows_in == wc->cap) {
+        wc->cap = wc->cap ? wc->cap * 2 : 256;
+        wc->wj->in = kt_xrealloc(wc->wj->in, sizeof(*wc->wj->in) * (size_t)wc->cap);
+    }
+    k = wc->wj->nrows_in++;
+    wc->wj->in[k].workload = NULL;
+    if (i == job->tasks.n) {
+        /* Another job's workload: rebuilt from its key on the pool; its
+         * labels are normalised within its own group. */
+        wc->wj->in[k].workload = kt_xstrdup(row->workload);
+        i = job->tasks.n + (int)(kt_hash64(row->workload_hash, 16) % 1000000);
+    }
+    wc->wj->in[k].task = i;
+    wc->wj->in[k].config = kt_xstrdup(row->config);
+    wc->wj->in[k].cost = row->err_no == 0 ? row->cost : 0;
+    return 0;
+}
+
+static int
+resume(struct kt_job *job, char *err, size_t errlen)
+{
+    struct kt_resume *res = NULL;
+    int i, rc;
+
+    rc = kt_storage_resume(job->e->o.db, job->target, job->job_id, &res, err, errlen);
+    if (rc != KT_OK)
+        return rc;
+    for (i = 0; i < job->tasks.n; i++) {
+        const struct kt_resume_entry *en = kt_resume_find(res, job->tasks.v[i].dag->hash);
+        struct kt_task_state *ts = &job->ts[i];
+        ts->next_trial_no = 0;
+        if (en == NULL)
+            continue;
+        ts->next_trial_no = en->job_max_trial_no + 1;
+        ts->trials = en->job_trials;
+        job->trials += en->job_trials;
+        if (en->best_cost > 0 && en->best_config != NULL) {
+            ts->best_cost = en->best_cost;
+            ts->best_config = kt_xstrdup(en->best_config);
+        }
+        rc = kt_storage_measured(job->e->o.db, job->target, job->tasks.v[i].dag->hash,
+                                 &ts->measured, &ts->nmeasured, err, errlen);
+        if (rc != KT_OK)
+            break;
+        ts->capmeasured = ts->nmeasured;
+        if (en->job_trials > 0 || en->best_cost > 0) {
+            int64_t per = kt_task_sched_per_round(job->sched);
+            int64_t rounds = en->job_trials > 0 ? (en->job_trials + per - 1) / per : 0;
+            kt_task_sched_restore(job->sched, i, rounds, rounds,
+                                  NULL, en->best_cost > 0 ? en->best_cost : KT_SCHED_NO_COST,
+                                  en->job_trials);
+        }
+    }
+    kt_resume_free(res);
+    return rc;
+}
+
+int
+kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
+             kt_job_end_cb cb, void *arg, struct kt_job **out, char *err,
+             size_t errlen)
+{
+    struct kt_job *job = kt_xcalloc(1, sizeof(*job));
+    struct kt_task_sched_opts so;
+    double *w = NULL, *f = NULL;
+    const char **tags = NULL;
+    struct warm_collect wc;
+    struct kt_buf b;
+    int i, rc;
+
+    *out = NULL;
+    job->e = e;
+    job->conf = conf;
+    job->end_cb = cb;
+    job->end_arg = arg;
+    job->started = kt_now();
+    job->state = KT_JOB_STARTING;
+    snprintf(job->name, sizeof(job->name), "%s", conf->name);
+
+    /* The compiler line identifies the target together with the worker key. */
+    kt_buf_init(&b);
+    kt_buf_puts(&b, conf->target.cc);
+    for (i = 0; i < conf->target.cflags.n; i++)
+        kt_buf_printf(&b, " %s", conf->target.cflags.v[i]);
+    if (conf->target.sysroot != NULL)
+        kt_buf_printf(&b, " --sysroot=%s", conf->target.sysroot);
+    snprintf(job->cc, sizeof(job->cc), "%s", b.p);
+    snprintf(job->target, sizeof(job->target), "%s:%s:%s", conf->target.kind,
+             conf->target.key, b.p);
+    kt_buf_free(&b);
+
+    kt_codegen_default_opts(&job->cg);
+    if (conf->target.vector_bytes > 0)
+        job->cg.vector_bytes = (int)conf->target.vector_bytes;
+    kt_measure_default_opts(&job->mo);
+    job->mo.number = (int)conf->measure.number;
+    job->mo.repeat = (int)conf->measure.repeat;
+    job->mo.min_repeat_ms = (int)conf->measure.min_repeat_ms;
+    job->mo.cooldown_ms = (int)conf->measure.cooldown_ms;
+    job->mo.flush_cache = conf->measure.flush_cache;
+    job->mo.build_timeout_ms = (int)(conf->measure.build_timeout_s * 1000);
+    job->mo.run_timeout_ms = (int)(conf->measure.run_timeout_s * 1000);
+    job->mo.tolerance = conf->measure.tolerance;
+    job->mo.threads = (int)conf->target.threads;
+    job->mo.seed = (uint64_t)conf->tuning.seed;
+
+    rc = kt_tasks_extract(conf, &job->tasks, err, errlen);
+    if (rc != KT_OK)
+        goto fail;
+    job->ts = kt_xcalloc((size_t)job->tasks.n, sizeof(*job->ts));
+    w = kt_xcalloc((size_t)job->tasks.n, sizeof(double));
+    f = kt_xcalloc((size_t)job->tasks.n, sizeof(double));
+    tags = kt_xcalloc((size_t)job->tasks.n, sizeof(char *));
+    for (i = 0; i < job->tasks.n; i++) {
+        w[i] = job->tasks.v[i].weight;
+        f[i] = job->tasks.v[i].flops;
+        tags[i] = job->tasks.v[i].tag;
+    }
+    kt_task_sched_opts_from_conf(&so, &conf->tuning);
+    job->budget = trials > 0 ? trials : conf->tuning.trials;
+    so.trials = job->budget;
+    rc = kt_task_sched_new(&job->sched, job->tasks.n, w, f, tags, &so, err, errlen);
+    free(w);
+    free(f);
+    free(tags);
+    if (rc != KT_OK)
+        goto fail;
+
+    rc = kt_storage_job_open(e->o.db, job->name, conf->path ? conf->path : job->name,
+                             job->target, &job->job_id, err, errlen);
+    for (i = 0; i < job->tasks.n && rc == KT_OK; i++) {
+        struct kt_task_info ti;
+        struct kt_buf text;
+        const struct kt_task *t = &job->tasks.v[i];
+        kt_buf_init(&text);
+        kt_dag_print(t->dag, &text);
+        memset(&ti, 0, sizeof(ti));
+        ti.job_id = job->job_id;
+        ti.task_name = t->name;
+        ti.target = job->target;
+        ti.workload = t->dag->key;
+        ti.workload_hash = t->dag->hash;
+        ti.compute = text.p;
+        ti.shapes = NULL;
+        ti.weight = t->weight;
+        ti.flops = t->flops;
+        rc = kt_storage_task_put(e->o.db, &ti, err, errlen);
+        kt_buf_free(&text);
+    }
+    if (rc == KT_OK)
+        rc = resume(job, err, errlen);
+    if (rc == KT_OK)
+        rc = kt_storage_job_set_state(e->o.db, job->job_id, "running", err, errlen);
+    if (rc != KT_OK)
+        goto fail;
+
+    if (kt__job_uses_model(job)) {
+        struct kt_xgb_params p;
+        kt_xgb_params_default(&p);
+        job->model = kt_xgb_new(&p);
+    }
+    /* Warm start: the features of every stored trial of our workloads. */
+    job->warming = kt_xcalloc(1, sizeof(*job->warming));
+    job->warming->job = job;
+    memset(&wc, 0, sizeof(wc));
+    wc.job = job;
+    wc.wj = job->warming;
+    if (kt__job_uses_model(job))
+        rc = kt_storage_history(e->o.db, job->target, NULL, 0, collect_history, &wc,
+                                err, errlen);
+    if (rc != KT_OK) {
+        free(job->warming->in);
+        free(job->warming);
+        job->warming = NULL;
+        goto fail;
+    }
+    e->njobs++;
+    log_info("engine: job %s: %d tasks, %.3f GFLOP per inference, budget %lld "
+             "trials (%lld done), target %s", job->name, job->tasks.n,
+             kt_tasks_total_flops(&job->tasks) / 1e9, (long long)job->budget,
+             (long long)job->trials, job->target);
+    uv_queue_work(e->o.loop, &job->warming->work, kt__engine_warm_work, warm_done);
+    *out = job;
+    return KT_OK;
+fail:
+    job->conf = NULL;   /* the caller keeps the config on failure */
+    kt_job_free(job);
+    return rc;
+}
+
+void
+kt_job_pause(struct kt_job *job)
+{
+    if (job->state == KT_JOB_RUNNING || job->state == KT_JOB_STARTING)
+        job->state = KT_JOB_PAUSED;
+}
+
+void
+kt_job_resume(struct kt_job *job)
+{
+    if (job->state == KT_JOB_PAUSED) {
+        job->state = KT_JOB_RUNNING;
+        kt__job_kick(job);
+    }
+}
+
+void
+kt_job_stop(struct kt_job *job)
+{
+    if (job->ended)
+        return;
+    if (job->state != KT_JOB_DONE && job->state != KT_JOB_FAILED)
+        job->state = KT_JOB_STOPPING;
+    if (job->searching != NULL) {
+        job->searching->dropped = 1;
+        if (uv_cancel((uv_req_t *)&job->searching->work) == 0)
+            log_debug("engine: job %s: queued search cancelled", job->name);
+    }
+    if (job->training != NULL)
+        uv_cancel((uv_req_t *)&job->training->work);
+    kt__job_maybe_end(job);
+}
+
+void
+kt_job_free(struct kt_job *job)
+{
+    int i;
+
+    if (job == NULL)
+        return;
+    kt__job_round_free(job->ready);
+    for (i = 0; i < job->tasks.n; i++) {
+        free(job->ts ? job->ts[i].measured : NULL);
+        if (job->ts != NULL) {
+            free(job->ts[i].best_config);
+            kt__engine_search_free(job->ts[i].search);
+        }
+    }
+    free(job->ts);
+    for (i = 0; i < job->nrecs; i++) {
+        free(job->recs[i]->rows);
+        free(job->recs[i]);
+    }
+    free(job->recs);
+    kt_task_sched_free(job->sched);
+    kt_xgb_free(job->model);
+    kt_tasks_free(&job->tasks);
+    kt_model_conf_free(job->conf);
+    if (job->e != NULL && job->ended)
+        job->e->njobs--;
+    free(job);
+}
+
+const char *
+kt_job_name(const struct kt_job *job)
+{
+    return job->name;
+}
+
+enum kt_job_state
+kt_job_state(const struct kt_job *job)
+{
+    return job->state;
+}
+
+const char *
+kt_job_error(const struct kt_job *job)
+{
+    return job->error;
+}
+
+const struct kt_model_conf *
+kt_job_conf(const struct kt_job *job)
+{
+    return job->conf;
+}
+
+void
+kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
+{
+    int i;
+
+    memset(s, 0, sizeof(*s));
+    s->ntasks = job->tasks.n;
+    s->trials = job->trials;
+    s->budget = job->budget;
+    s->errors = job->errors;
+    s->rounds = job->rounds;
+    s->total_latency_ms = 0;
+    for (i = 0; i < job->tasks.n; i++) {
+        if (job->ts[i].best_cost <= 0) {
+            s->total_latency_ms = -1;
+            break;
+        }
+        s->total_latency_ms += job->tasks.v[i].weight * job->ts[i].best_cost * 1e3;
+    }
+    s->elapsed_s = kt_now() - job->started;
+    s->device_busy_s = job->device_busy_s;
+    s->speculation_hits = job->spec_hits;
+    s->speculation_misses = job->spec_misses;
+}
+
+void
+kt_job_task(const struct kt_job *job, int i, struct kt_job_task_info *out)
+{
+    const struct kt_task_state *ts = &job->ts[i];
+
+    out->name = job->tasks.v[i].name;
+    out->weight = job->tasks.v[i].weight;
+    out->flops = job->tasks.v[i].flops;
+    out->best_cost = ts->best_cost;
+    out->best_config = ts->best_config;
+    out->trials = ts->trials;
+    out->errors = ts->errors;
+}
+
+int
+kt_engine_new(struct kt_engine **out, const struct kt_engine_opts *o)
+{
+    struct kt_engine *e = kt_xcalloc(1, sizeof(*e));
+
+    e->o = *o;
+    e->log_dir = o->log_dir ? kt_xstrdup(o->log_dir) : NULL;
+    e->o.log_dir = e->log_dir;
+    *out = e;
+    return KT_OK;
+}
+
+void
+kt_engine_free(struct kt_engine *e)
+{
+    if (e == NULL)
+        return;
+    free(e->log_dir);
+    free(e);
+}
