@@ -411,6 +411,7 @@ submit(struct kt_job *job, struct kt_round *r)
 {
     struct kt_candidate *c;
     char err[512];
+    int64_t left;
     int i, rc;
 
     job->ready = NULL;
@@ -425,6 +426,20 @@ submit(struct kt_job *job, struct kt_round *r)
             return;
         }
         job->spec_hits++;
+    }
+    /* A round searched ahead may ask for more than the budget has left. */
+    left = job->budget - job->trials;
+    if (left <= 0) {
+        kt__job_round_free(r);
+        kt__job_kick(job);
+        return;
+    }
+    while (r->ncand > left) {
+        struct kt_cand *c0 = &r->c[--r->ncand];
+        free(c0->config);
+        free(c0->source);
+        free(c0->preset_text);
+        free(c0->rows);
     }
     if (r->ncand == 0) {
         /* Nothing new in this task's space: the scheduler retires it. */
