@@ -1,15 +1,68 @@
-/* front.h - private interface between the compute-language parser
- * (ir/parse.c) and the DAG builder (ir/dag.c).  Not part of the ir API:
- * only files of ir/ include it. */
+/* front.h - private interface between the compute-language lexer
+ * (ir/lex.c), its parser (ir/parse.c) and the DAG builder (ir/dag.c).  Not
+ * part of the ir API: only files of ir/ include it. */
 #ifndef KT_IR_FRONT_H
 #define KT_IR_FRONT_H
 
 #include "ir/ir.h"
 
+#include <stdarg.h>
+
 /* Bound on every integer in an index (coefficients, constants) and on
  * every extent and tensor size, so that index arithmetic stays far from
  * int64 overflow. */
 #define KT_IDX_LIMIT ((int64_t)1 << 40)
+
+/* ---- Lexer (ir/lex.c) ------------------------------------------------ */
+
+enum kt__tok {
+    KT_TOK_EOF, KT_TOK_END, KT_TOK_IDENT, KT_TOK_NUM, KT_TOK_LBRACK,
+    KT_TOK_RBRACK, KT_TOK_LPAREN, KT_TOK_RPAREN, KT_TOK_COMMA, KT_TOK_COLON,
+    KT_TOK_PLUS, KT_TOK_MINUS, KT_TOK_STAR, KT_TOK_SLASH, KT_TOK_EQ,
+    KT_TOK_PLUSEQ
+};
+
+/* Lexer state: the current token and where the text goes on.  Error
+ * messages go to the caller's err buffer. */
+struct kt__lex {
+    const char *s;            /* next character */
+    int line, col;            /* of s */
+    /* current token */
+    enum kt__tok t;
+    const char *tstart;
+    size_t tlen;
+    int tline, tcol;
+    int is_int;               /* KT_TOK_NUM without '.' or exponent */
+    char *err;
+    size_t errlen;
+};
+
+/* Starts lexing text (borrowed; must outlive lx) at line 1, column 1; no
+ * token is read yet (call kt__lex_next). */
+void kt__lex_init(struct kt__lex *lx, const char *text, char *err,
+                  size_t errlen);
+/* Reads the next token into lx.  Returns KT_OK, or KT_EPARSE with the
+ * message in lx->err for a name too long, a malformed number or an
+ * unexpected character. */
+int kt__lex_next(struct kt__lex *lx);
+/* Writes "line L, column C: <fmt...>" to lx->err; returns KT_EPARSE. */
+int kt__lex_err(struct kt__lex *lx, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int kt__lex_verr(struct kt__lex *lx, int line, int col, const char *fmt,
+                 va_list ap) __attribute__((format(printf, 4, 0)));
+/* "expected <what>, found <current token>" at the current token; returns
+ * KT_EPARSE. */
+int kt__lex_expected(struct kt__lex *lx, const char *what);
+/* Whether the current token is the identifier word. */
+int kt__lex_is(struct kt__lex *lx, const char *word);
+/* Copies the current token (at most KT_MAX_NAME - 1 characters, as the
+ * lexer guarantees for identifiers) into out, NUL-terminated. */
+void kt__lex_copy(struct kt__lex *lx, char out[KT_MAX_NAME]);
+/* Parses the current KT_TOK_NUM as a positive integer no larger than
+ * KT_IDX_LIMIT into *v; KT_EPARSE otherwise. */
+int kt__lex_int(struct kt__lex *lx, int64_t *v);
+
+/* ---- Parser (ir/parse.c) ---------------------------------------------- */
 
 /* One parsed statement.  Axis numbers: spatial axes (the left side, in
  * order) first, then reduction axes in order of first appearance. */

@@ -1,10 +1,9 @@
-/* parse.c - lexer and recursive-descent parser of the compute language
- * (docs/compute.md).  Produces a struct kt__prog; ir/dag.c turns it into a
- * DAG.  Every error names the line and column (1-based) of the token at
- * fault. */
+/* parse.c - recursive-descent parser of the compute language
+ * (docs/compute.md), on top of the lexer in ir/lex.c.  Produces a struct
+ * kt__prog; ir/dag.c turns it into a DAG.  Every error names the line and
+ * column (1-based) of the token at fault. */
 #include "ir/front.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,27 +11,13 @@
 
 #define MAX_DEPTH 64          /* nesting of parentheses and unary minus */
 
-enum tok {
-    T_EOF, T_END, T_IDENT, T_NUM, T_LBRACK, T_RBRACK, T_LPAREN, T_RPAREN,
-    T_COMMA, T_COLON, T_PLUS, T_MINUS, T_STAR, T_SLASH, T_EQ, T_PLUSEQ
-};
-
 struct parser {
-    const char *s;            /* next character */
-    int line, col;            /* of s */
-    /* current token */
-    enum tok t;
-    const char *tstart;
-    size_t tlen;
-    int tline, tcol;
-    int is_int;               /* T_NUM without '.' or exponent */
+    struct kt__lex lx;        /* tokens, positions and the error buffer */
     struct kt__prog *p;
     struct kt__pstmt *st;     /* statement being parsed */
     int axline[KT_MAX_AXES];  /* first appearance of each axis */
     int axcol[KT_MAX_AXES];
     int depth;
-    char *err;
-    size_t errlen;
 };
 
 static int
@@ -42,197 +27,43 @@ perr(struct parser *ps, int line, int col, const char *fmt, ...)
 static int
 perr(struct parser *ps, int line, int col, const char *fmt, ...)
 {
-    char msg[256];
     va_list ap;
+    int rc;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    rc = kt__lex_verr(&ps->lx, line, col, fmt, ap);
     va_end(ap);
-    return kt_seterr(ps->err, ps->errlen, KT_EPARSE, "line %d, column %d: %s",
-                     line, col, msg);
+    return rc;
 }
 
-/* Describes the current token for "found X" messages. */
-static const char *
-tokdesc(struct parser *ps, char *buf, size_t n)
-{
-    switch (ps->t) {
-    case T_EOF: return "end of input";
-    case T_END:
-        return ps->tstart[0] == ';' ? "';'" : "end of line";
-    case T_IDENT:
-        snprintf(buf, n, "identifier '%.*s'", (int)ps->tlen, ps->tstart);
-        return buf;
-    case T_NUM:
-        snprintf(buf, n, "number '%.*s'", (int)ps->tlen, ps->tstart);
-        return buf;
-    default:
-        snprintf(buf, n, "'%.*s'", (int)ps->tlen, ps->tstart);
-        return buf;
-    }
-}
-
-/* "expected X, found <current token>" at the current token. */
 static int
 expected(struct parser *ps, const char *what)
 {
-    char buf[64];
-
-    return perr(ps, ps->tline, ps->tcol, "expected %s, found %s", what,
-                tokdesc(ps, buf, sizeof(buf)));
+    return kt__lex_expected(&ps->lx, what);
 }
 
-static int
-is_alpha(int c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-static int
-is_digit(int c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static void
-advance_char(struct parser *ps)
-{
-    if (*ps->s == '\n') {
-        ps->line++;
-        ps->col = 1;
-    } else {
-        ps->col++;
-    }
-    ps->s++;
-}
-
-/* Reads the next token into ps. */
 static int
 next(struct parser *ps)
 {
-    const char *q;
-
-    for (;;) {
-        while (*ps->s == ' ' || *ps->s == '\t' || *ps->s == '\r')
-            advance_char(ps);
-        if (*ps->s != '#')
-            break;
-        while (*ps->s != '\0' && *ps->s != '\n')
-            advance_char(ps);
-    }
-    ps->tstart = ps->s;
-    ps->tline = ps->line;
-    ps->tcol = ps->col;
-    ps->tlen = 1;
-    ps->is_int = 0;
-    q = ps->s;
-    if (*q == '\0') {
-        ps->t = T_EOF;
-        ps->tlen = 0;
-        return KT_OK;
-    }
-    if (is_alpha(*q)) {
-        while (is_alpha(*q) || is_digit(*q))
-            q++;
-        ps->t = T_IDENT;
-        ps->tlen = (size_t)(q - ps->s);
-        if (ps->tlen >= KT_MAX_NAME)
-            return perr(ps, ps->tline, ps->tcol,
-                        "name '%.*s...' is too long (at most %d characters)",
-                        16, ps->s, KT_MAX_NAME - 1);
-    } else if (is_digit(*q) || (*q == '.' && is_digit(q[1]))) {
-        ps->is_int = 1;
-        while (is_digit(*q))
-            q++;
-        if (*q == '.') {
-            ps->is_int = 0;
-            q++;
-            while (is_digit(*q))
-                q++;
-        }
-        if ((*q == 'e' || *q == 'E') &&
-            (is_digit(q[1]) ||
-             ((q[1] == '+' || q[1] == '-') && is_digit(q[2])))) {
-            ps->is_int = 0;
-            q += 2;
-            while (is_digit(*q))
-                q++;
-        }
-        ps->t = T_NUM;
-        ps->tlen = (size_t)(q - ps->s);
-        if (is_alpha(*q))
-            return perr(ps, ps->tline, ps->tcol,
-                        "malformed number '%.*s%c'", (int)ps->tlen, ps->s, *q);
-    } else {
-        switch (*q) {
-        case '\n': case ';': ps->t = T_END; break;
-        case '[': ps->t = T_LBRACK; break;
-        case ']': ps->t = T_RBRACK; break;
-        case '(': ps->t = T_LPAREN; break;
-        case ')': ps->t = T_RPAREN; break;
-        case ',': ps->t = T_COMMA; break;
-        case ':': ps->t = T_COLON; break;
-        case '-': ps->t = T_MINUS; break;
-        case '*': ps->t = T_STAR; break;
-        case '/': ps->t = T_SLASH; break;
-        case '=': ps->t = T_EQ; break;
-        case '+':
-            ps->t = T_PLUS;
-            if (q[1] == '=') {
-                ps->t = T_PLUSEQ;
-                ps->tlen = 2;
-            }
-            break;
-        default:
-            if (*q > ' ' && *q < 127)
-                return perr(ps, ps->tline, ps->tcol,
-                            "unexpected character '%c'", *q);
-            return perr(ps, ps->tline, ps->tcol,
-                        "unexpected character 0x%02x", (unsigned char)*q);
-        }
-    }
-    while (ps->s < ps->tstart + ps->tlen)
-        advance_char(ps);
-    return KT_OK;
+    return kt__lex_next(&ps->lx);
 }
 
 static int
 tok_is(struct parser *ps, const char *word)
 {
-    return ps->t == T_IDENT && strlen(word) == ps->tlen &&
-           memcmp(ps->tstart, word, ps->tlen) == 0;
+    return kt__lex_is(&ps->lx, word);
 }
 
 static void
 tok_copy(struct parser *ps, char out[KT_MAX_NAME])
 {
-    memcpy(out, ps->tstart, ps->tlen);
-    out[ps->tlen] = '\0';
+    kt__lex_copy(&ps->lx, out);
 }
 
-/* Parses the current T_NUM as a positive integer no larger than the index
- * limit. */
 static int
 tok_int(struct parser *ps, int64_t *v)
 {
-    char buf[64];
-    long long x;
-
-    if (ps->t != T_NUM || !ps->is_int)
-        return expected(ps, "an integer");
-    if (ps->tlen >= sizeof(buf))
-        return perr(ps, ps->tline, ps->tcol, "integer '%.*s' is too large",
-                    (int)ps->tlen, ps->tstart);
-    memcpy(buf, ps->tstart, ps->tlen);
-    buf[ps->tlen] = '\0';
-    errno = 0;
-    x = strtoll(buf, NULL, 10);
-    if (errno != 0 || x > KT_IDX_LIMIT)
-        return perr(ps, ps->tline, ps->tcol,
-                    "integer %s is too large (at most %lld)", buf,
-                    (long long)KT_IDX_LIMIT);
-    *v = x;
-    return KT_OK;
+    return kt__lex_int(&ps->lx, v);
 }
 
 /* ---- Index expressions (affine) --------------------------------------- */
@@ -292,15 +123,15 @@ axis_ref(struct parser *ps, int *var)
         }
     }
     if (st->op == KT_ASSIGN)
-        return perr(ps, ps->tline, ps->tcol,
+        return perr(ps, ps->lx.tline, ps->lx.tcol,
                     "axis %s is not on the left; use += / max= / min=", name);
     if (st->naxes == KT_MAX_AXES)
-        return perr(ps, ps->tline, ps->tcol,
+        return perr(ps, ps->lx.tline, ps->lx.tcol,
                     "too many axes in one statement (at most %d)",
                     KT_MAX_AXES);
     snprintf(st->axname[st->naxes], KT_MAX_NAME, "%s", name);
-    ps->axline[st->naxes] = ps->tline;
-    ps->axcol[st->naxes] = ps->tcol;
+    ps->axline[st->naxes] = ps->lx.tline;
+    ps->axcol[st->naxes] = ps->lx.tcol;
     *var = st->naxes++;
     return KT_OK;
 }
@@ -310,39 +141,39 @@ static int aff_sum(struct parser *ps, struct kt_affine *a);
 static int
 aff_atom(struct parser *ps, struct kt_affine *a)
 {
-    int rc, var = 0, line = ps->tline, col = ps->tcol;
+    int rc, var = 0, line = ps->lx.tline, col = ps->lx.tcol;
     int64_t v;
 
     if (++ps->depth > MAX_DEPTH)
         return perr(ps, line, col, "index expression nested too deeply");
-    switch (ps->t) {
-    case T_MINUS:
+    switch (ps->lx.t) {
+    case KT_TOK_MINUS:
         if ((rc = next(ps)) != KT_OK || (rc = aff_atom(ps, a)) != KT_OK)
             return rc;
         rc = aff_scale(ps, a, -1, line, col);
         break;
-    case T_LPAREN:
+    case KT_TOK_LPAREN:
         if ((rc = next(ps)) != KT_OK || (rc = aff_sum(ps, a)) != KT_OK)
             return rc;
-        if (ps->t != T_RPAREN)
+        if (ps->lx.t != KT_TOK_RPAREN)
             return expected(ps, "')'");
         rc = next(ps);
         break;
-    case T_NUM:
-        if (!ps->is_int)
+    case KT_TOK_NUM:
+        if (!ps->lx.is_int)
             return perr(ps, line, col,
                         "index must be affine with integer coefficients, "
-                        "found number '%.*s'", (int)ps->tlen, ps->tstart);
+                        "found number '%.*s'", (int)ps->lx.tlen, ps->lx.tstart);
         if ((rc = tok_int(ps, &v)) != KT_OK)
             return rc;
         kt_aff_const(a, v);
         rc = next(ps);
         break;
-    case T_IDENT:
+    case KT_TOK_IDENT:
         if ((rc = axis_ref(ps, &var)) != KT_OK || (rc = next(ps)) != KT_OK)
             return rc;
-        if (ps->t == T_LBRACK || ps->t == T_LPAREN)
-            return perr(ps, ps->tline, ps->tcol,
+        if (ps->lx.t == KT_TOK_LBRACK || ps->lx.t == KT_TOK_LPAREN)
+            return perr(ps, ps->lx.tline, ps->lx.tcol,
                         "tensor reads and calls are not allowed in an index "
                         "(indexes must be affine in the axes)");
         kt_aff_var(a, var, 1);
@@ -363,13 +194,13 @@ aff_product(struct parser *ps, struct kt_affine *a)
     if ((rc = aff_atom(ps, a)) != KT_OK)
         return rc;
     for (;;) {
-        line = ps->tline;
-        col = ps->tcol;
-        if (ps->t == T_SLASH)
+        line = ps->lx.tline;
+        col = ps->lx.tcol;
+        if (ps->lx.t == KT_TOK_SLASH)
             return perr(ps, line, col,
                         "'/' is not allowed in an index (indexes must be "
                         "affine)");
-        if (ps->t != T_STAR)
+        if (ps->lx.t != KT_TOK_STAR)
             return KT_OK;
         if ((rc = next(ps)) != KT_OK || (rc = aff_atom(ps, &b)) != KT_OK)
             return rc;
@@ -397,10 +228,10 @@ aff_sum(struct parser *ps, struct kt_affine *a)
 
     if ((rc = aff_product(ps, a)) != KT_OK)
         return rc;
-    while (ps->t == T_PLUS || ps->t == T_MINUS) {
-        sign = ps->t == T_PLUS ? 1 : -1;
-        line = ps->tline;
-        col = ps->tcol;
+    while (ps->lx.t == KT_TOK_PLUS || ps->lx.t == KT_TOK_MINUS) {
+        sign = ps->lx.t == KT_TOK_PLUS ? 1 : -1;
+        line = ps->lx.tline;
+        col = ps->lx.tcol;
         if ((rc = next(ps)) != KT_OK || (rc = aff_product(ps, &b)) != KT_OK)
             return rc;
         /* Both sides are within the limit, so the sum cannot overflow. */
@@ -464,21 +295,21 @@ load(struct parser *ps, struct kt_expr **out)
     struct kt_affine idx[KT_MAX_DIMS];
     char name[KT_MAX_NAME];
     struct kt_expr *e;
-    int rc, n = 0, line = ps->tline, col = ps->tcol, t;
+    int rc, n = 0, line = ps->lx.tline, col = ps->lx.tcol, t;
 
     tok_copy(ps, name);
     if ((rc = next(ps)) != KT_OK || (rc = next(ps)) != KT_OK) /* name, [ */
         return rc;
     for (;;) {
         if (n == KT_MAX_DIMS)
-            return perr(ps, ps->tline, ps->tcol,
+            return perr(ps, ps->lx.tline, ps->lx.tcol,
                         "tensor %s has too many indexes (at most %d)", name,
                         KT_MAX_DIMS);
         if ((rc = aff_sum(ps, &idx[n++])) != KT_OK)
             return rc;
-        if (ps->t == T_RBRACK)
+        if (ps->lx.t == KT_TOK_RBRACK)
             break;
-        if (ps->t != T_COMMA)
+        if (ps->lx.t != KT_TOK_COMMA)
             return expected(ps, "',' or ']'");
         if ((rc = next(ps)) != KT_OK)
             return rc;
@@ -559,7 +390,7 @@ call(struct parser *ps, struct kt_expr **out)
 {
     struct kt_expr *a = NULL, *b = NULL;
     char name[KT_MAX_NAME], what[64];
-    int rc, line = ps->tline, col = ps->tcol;
+    int rc, line = ps->lx.tline, col = ps->lx.tcol;
     size_t i;
 
     tok_copy(ps, name);
@@ -575,7 +406,7 @@ call(struct parser *ps, struct kt_expr **out)
     if ((rc = sum(ps, &a)) != KT_OK)
         goto fail;
     if (kt_xop_arity(funcs[i].op) == 2) {
-        if (ps->t != T_COMMA) {
+        if (ps->lx.t != KT_TOK_COMMA) {
             snprintf(what, sizeof(what), "',' (%s takes 2 arguments)", name);
             rc = expected(ps, what);
             goto fail;
@@ -583,7 +414,7 @@ call(struct parser *ps, struct kt_expr **out)
         if ((rc = next(ps)) != KT_OK || (rc = sum(ps, &b)) != KT_OK)
             goto fail;
     }
-    if (ps->t != T_RPAREN) {
+    if (ps->lx.t != KT_TOK_RPAREN) {
         snprintf(what, sizeof(what), "')' (%s takes %d argument%s)", name,
                  kt_xop_arity(funcs[i].op),
                  kt_xop_arity(funcs[i].op) == 1 ? "" : "s");
@@ -606,13 +437,13 @@ number(struct parser *ps, struct kt_expr **out)
     double v;
     int rc;
 
-    if (ps->tlen >= sizeof(buf))
-        return perr(ps, ps->tline, ps->tcol, "number too long");
-    memcpy(buf, ps->tstart, ps->tlen);
-    buf[ps->tlen] = '\0';
+    if (ps->lx.tlen >= sizeof(buf))
+        return perr(ps, ps->lx.tline, ps->lx.tcol, "number too long");
+    memcpy(buf, ps->lx.tstart, ps->lx.tlen);
+    buf[ps->lx.tlen] = '\0';
     v = strtod(buf, NULL);
     if (!isfinite(v) || v > 3.4e38)
-        return perr(ps, ps->tline, ps->tcol,
+        return perr(ps, ps->lx.tline, ps->lx.tcol,
                     "number %s is out of the float range", buf);
     if ((rc = next(ps)) != KT_OK)
         return rc;
@@ -626,22 +457,22 @@ unary(struct parser *ps, struct kt_expr **out)
 {
     struct kt_expr *a = NULL;
     const char *after;
-    int rc, line = ps->tline, col = ps->tcol;
+    int rc, line = ps->lx.tline, col = ps->lx.tcol;
     char name[KT_MAX_NAME];
 
     if (++ps->depth > MAX_DEPTH)
         return perr(ps, line, col, "expression nested too deeply");
-    switch (ps->t) {
-    case T_MINUS:
+    switch (ps->lx.t) {
+    case KT_TOK_MINUS:
         if ((rc = next(ps)) != KT_OK || (rc = unary(ps, &a)) != KT_OK)
             break;
         rc = make(ps, KT_X_NEG, a, NULL, line, col, out);
         a = NULL;
         break;
-    case T_LPAREN:
+    case KT_TOK_LPAREN:
         if ((rc = next(ps)) != KT_OK || (rc = sum(ps, &a)) != KT_OK)
             break;
-        if (ps->t != T_RPAREN) {
+        if (ps->lx.t != KT_TOK_RPAREN) {
             rc = expected(ps, "')'");
             break;
         }
@@ -650,12 +481,12 @@ unary(struct parser *ps, struct kt_expr **out)
         *out = a;
         a = NULL;
         break;
-    case T_NUM:
+    case KT_TOK_NUM:
         rc = number(ps, out);
         break;
-    case T_IDENT:
+    case KT_TOK_IDENT:
         /* One character of lookahead decides read, call or bare name. */
-        after = ps->s;
+        after = ps->lx.s;
         while (*after == ' ' || *after == '\t' || *after == '\r')
             after++;
         if (*after == '[') {
@@ -689,10 +520,10 @@ product(struct parser *ps, struct kt_expr **out)
 
     if ((rc = unary(ps, &a)) != KT_OK)
         return rc;
-    while (ps->t == T_STAR || ps->t == T_SLASH) {
-        op = ps->t == T_STAR ? KT_X_MUL : KT_X_DIV;
-        line = ps->tline;
-        col = ps->tcol;
+    while (ps->lx.t == KT_TOK_STAR || ps->lx.t == KT_TOK_SLASH) {
+        op = ps->lx.t == KT_TOK_STAR ? KT_X_MUL : KT_X_DIV;
+        line = ps->lx.tline;
+        col = ps->lx.tcol;
         if ((rc = next(ps)) != KT_OK || (rc = unary(ps, &b)) != KT_OK) {
             kt_expr_free(a);
             return rc;
@@ -713,10 +544,10 @@ sum(struct parser *ps, struct kt_expr **out)
 
     if ((rc = product(ps, &a)) != KT_OK)
         return rc;
-    while (ps->t == T_PLUS || ps->t == T_MINUS) {
-        op = ps->t == T_PLUS ? KT_X_ADD : KT_X_SUB;
-        line = ps->tline;
-        col = ps->tcol;
+    while (ps->lx.t == KT_TOK_PLUS || ps->lx.t == KT_TOK_MINUS) {
+        op = ps->lx.t == KT_TOK_PLUS ? KT_X_ADD : KT_X_SUB;
+        line = ps->lx.tline;
+        col = ps->lx.tcol;
         if ((rc = next(ps)) != KT_OK || (rc = product(ps, &b)) != KT_OK) {
             kt_expr_free(a);
             return rc;
@@ -737,36 +568,36 @@ lhs(struct parser *ps)
     char name[KT_MAX_NAME];
     int rc, i, n = 0;
 
-    if (ps->t != T_IDENT)
+    if (ps->lx.t != KT_TOK_IDENT)
         return expected(ps, "a tensor name");
     tok_copy(ps, name);
-    st->line = ps->tline;
-    st->col = ps->tcol;
+    st->line = ps->lx.tline;
+    st->col = ps->lx.tcol;
     if ((rc = next(ps)) != KT_OK)
         return rc;
-    if (ps->t != T_LBRACK)
+    if (ps->lx.t != KT_TOK_LBRACK)
         return expected(ps, "'['");
     do {
         if ((rc = next(ps)) != KT_OK)
             return rc;
-        if (ps->t != T_IDENT)
+        if (ps->lx.t != KT_TOK_IDENT)
             return expected(ps, "an axis name (the left side takes bare "
                                 "axis names)");
         if (n == KT_MAX_DIMS)
-            return perr(ps, ps->tline, ps->tcol,
+            return perr(ps, ps->lx.tline, ps->lx.tcol,
                         "tensor %s has too many indexes (at most %d)", name,
                         KT_MAX_DIMS);
         tok_copy(ps, st->axname[n]);
         for (i = 0; i < n; i++)
             if (strcmp(st->axname[i], st->axname[n]) == 0)
-                return perr(ps, ps->tline, ps->tcol,
+                return perr(ps, ps->lx.tline, ps->lx.tcol,
                             "axis %s appears twice on the left",
                             st->axname[n]);
         n++;
         if ((rc = next(ps)) != KT_OK)
             return rc;
-    } while (ps->t == T_COMMA);
-    if (ps->t != T_RBRACK)
+    } while (ps->lx.t == KT_TOK_COMMA);
+    if (ps->lx.t != KT_TOK_RBRACK)
         return expected(ps, "',' or ']' (the left side takes bare axis "
                             "names)");
     st->naxes = st->nspatial = n;
@@ -782,15 +613,15 @@ reduce_op(struct parser *ps)
     struct kt__pstmt *st = ps->st;
     int rc;
 
-    if (ps->t == T_EQ) {
+    if (ps->lx.t == KT_TOK_EQ) {
         st->op = KT_ASSIGN;
-    } else if (ps->t == T_PLUSEQ) {
+    } else if (ps->lx.t == KT_TOK_PLUSEQ) {
         st->op = KT_SUM;
     } else if (tok_is(ps, "max") || tok_is(ps, "min")) {
         st->op = tok_is(ps, "max") ? KT_MAXR : KT_MINR;
         if ((rc = next(ps)) != KT_OK)
             return rc;
-        if (ps->t != T_EQ)
+        if (ps->lx.t != KT_TOK_EQ)
             return expected(ps, "'=' (as in max= or min=)");
     } else {
         return expected(ps, "'=', '+=', 'max=' or 'min='");
@@ -809,11 +640,11 @@ where(struct parser *ps)
     do {
         if ((rc = next(ps)) != KT_OK)
             return rc;
-        if (ps->t != T_IDENT)
+        if (ps->lx.t != KT_TOK_IDENT)
             return expected(ps, "an axis name");
         tok_copy(ps, name);
-        line = ps->tline;
-        col = ps->tcol;
+        line = ps->lx.tline;
+        col = ps->lx.tcol;
         for (a = 0; a < st->naxes; a++)
             if (strcmp(st->axname[a], name) == 0)
                 break;
@@ -824,17 +655,17 @@ where(struct parser *ps)
             return perr(ps, line, col, "where: axis %s is given twice", name);
         if ((rc = next(ps)) != KT_OK)
             return rc;
-        if (ps->t != T_COLON)
+        if (ps->lx.t != KT_TOK_COLON)
             return expected(ps, "':'");
         if ((rc = next(ps)) != KT_OK || (rc = tok_int(ps, &v)) != KT_OK)
             return rc;
         if (v <= 0)
-            return perr(ps, ps->tline, ps->tcol,
+            return perr(ps, ps->lx.tline, ps->lx.tcol,
                         "where: extent of %s must be positive", name);
         st->where[a] = v;
         if ((rc = next(ps)) != KT_OK)
             return rc;
-    } while (ps->t == T_COMMA);
+    } while (ps->lx.t == KT_TOK_COMMA);
     return KT_OK;
 }
 
@@ -922,7 +753,7 @@ statement(struct parser *ps)
         return rc;
     if (tok_is(ps, "where") && (rc = where(ps)) != KT_OK)
         return rc;
-    if (ps->t != T_END && ps->t != T_EOF)
+    if (ps->lx.t != KT_TOK_END && ps->lx.t != KT_TOK_EOF)
         return expected(ps, "an operator, 'where' or end of statement");
     return canon_axes(ps);
 }
@@ -934,28 +765,25 @@ kt__prog_parse(const char *text, struct kt__prog *p, char *err, size_t errlen)
     int rc;
 
     memset(&ps, 0, sizeof(ps));
-    ps.s = text;
-    ps.line = ps.col = 1;
+    kt__lex_init(&ps.lx, text, err, errlen);
     ps.p = p;
-    ps.err = err;
-    ps.errlen = errlen;
     if ((rc = next(&ps)) != KT_OK)
         return rc;
     for (;;) {
-        while (ps.t == T_END)
+        while (ps.lx.t == KT_TOK_END)
             if ((rc = next(&ps)) != KT_OK)
                 return rc;
-        if (ps.t == T_EOF)
+        if (ps.lx.t == KT_TOK_EOF)
             break;
         if (p->nstmts == KT_MAX_STAGES)
-            return perr(&ps, ps.tline, ps.tcol,
+            return perr(&ps, ps.lx.tline, ps.lx.tcol,
                         "too many statements (at most %d)", KT_MAX_STAGES);
         ps.st = &p->st[p->nstmts++];
         if ((rc = statement(&ps)) != KT_OK)
             return rc;
     }
     if (p->nstmts == 0)
-        return perr(&ps, ps.tline, ps.tcol,
+        return perr(&ps, ps.lx.tline, ps.lx.tcol,
                     "expected a statement, found end of input");
     return KT_OK;
 }
