@@ -84,7 +84,8 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
                        const char *key, const char *roles, char *err,
                        size_t errlen)
 {
-    char path[4096], tracker[96], keyarg[96], rolesarg[64], namearg[64];
+    char path[4096], tracker[96], keyarg[96], rolesarg[64], namearg[64], jobsarg[32];
+    long ncpu;
     char tokenv[300];
     char **env;
     size_t ne = 0, i;
@@ -108,11 +109,13 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
     snprintf(keyarg, sizeof(keyarg), "--key=%.80s", key ? key : "local");
     snprintf(rolesarg, sizeof(rolesarg), "--roles=%.50s",
              roles ? roles : "build,run");
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(jobsarg, sizeof(jobsarg), "--jobs=%ld", ncpu < 1 ? 1L : ncpu > 16 ? 16L : ncpu);
     for (k = 0; k < n; k++) {
         struct kt__local *l = &t->local[t->nlocal];
         uv_process_options_t po;
         uv_stdio_container_t stdio[3];
-        char *args[8];
+        char *args[9];
 
         snprintf(namearg, sizeof(namearg), "--name=local-%d", t->nlocal);
         args[0] = path;
@@ -122,7 +125,10 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
         args[4] = rolesarg;
         args[5] = namearg;
         args[6] = "--exit-with-parent";
-        args[7] = NULL;
+        /* One build slot per core: the tracker still never builds beside a
+         * timing run on this host, so builds overlap only each other. */
+        args[7] = jobsarg;
+        args[8] = NULL;
         memset(&po, 0, sizeof(po));
         stdio[0].flags = UV_IGNORE;
         stdio[1].flags = UV_INHERIT_FD;
