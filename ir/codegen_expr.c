@@ -1,0 +1,450 @@
+/* codegen_expr.c - expressions and stores of the C code generator
+ * (ir/codegen.c drives it): index arithmetic under the current variable
+ * bindings, loads and stores as scalars or GCC vectors, and the register
+ * bookkeeping of scalar replacement inside micro-kernels (pass 1 notes every
+ * access, pass 2 reads and writes the registers it kept). */
+#include "ir/codegen_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- affine helpers ---------------------------------------------------- */
+
+void
+kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
+             struct kt_affine *out)
+{
+    int i;
+
+    kt_aff_const(out, a->c);
+    for (i = 0; i < a->n; i++) {
+        int v = a->var[i];
+        if (v != keep_var && g->env[v].set) {
+            if (kt_aff_add(out, &g->env[v].val, a->k[i]) != KT_OK)
+                kt__cg_fail(g, "index expression too long");
+        } else if (kt_aff_add_term(out, v, a->k[i]) != KT_OK) {
+            kt__cg_fail(g, "index expression too long");
+        }
+    }
+}
+
+/* Flat row-major address of idx in buffer b, with bindings applied except
+ * to keep_var. */
+static void
+flat_addr(struct cg *g, int b, const struct kt_affine *idx, int keep_var,
+          struct kt_affine *out)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[b];
+    int64_t stride = 1;
+    int d;
+
+    kt_aff_const(out, 0);
+    for (d = buf->ndim - 1; d >= 0; d--) {
+        struct kt_affine s;
+        kt__cg_subst(g, &idx[d], keep_var, &s);
+        if (kt_aff_add(out, &s, stride) != KT_OK)
+            kt__cg_fail(g, "index expression too long");
+        stride *= buf->shape[d];
+    }
+}
+
+void
+kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a)
+{
+    int order[KT_AFF_TERMS], i, j, n = 0;
+
+    for (i = 0; i < a->n; i++) {
+        /* Sorted by variable so equal forms print equally. */
+        for (j = n; j > 0 && a->var[order[j - 1]] > a->var[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+        n++;
+    }
+    if (a->n == 0) {
+        kt_buf_printf(b, "%lld", (long long)a->c);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        int64_t k = a->k[order[i]];
+        const char *name = g->lt->var_names[a->var[order[i]]];
+        if (i > 0)
+            kt_buf_puts(b, k < 0 ? " - " : " + ");
+        else if (k < 0)
+            kt_buf_puts(b, "-");
+        if (k == 1 || k == -1)
+            kt_buf_puts(b, name);
+        else
+            kt_buf_printf(b, "%lld*%s", (long long)(k < 0 ? -k : k), name);
+    }
+    if (a->c)
+        kt_buf_printf(b, " %c %lld", a->c < 0 ? '-' : '+',
+                      (long long)(a->c < 0 ? -a->c : a->c));
+}
+
+static int
+aff_equal(const struct kt_affine *a, const struct kt_affine *b)
+{
+    int i;
+
+    if (a->c != b->c || a->n != b->n)
+        return 0;
+    for (i = 0; i < a->n; i++)
+        if (kt_aff_coef(b, a->var[i]) != a->k[i])
+            return 0;
+    return 1;
+}
+
+static int
+aff_uses_inner(const struct cg *g, const struct kt_affine *a)
+{
+    int i;
+
+    for (i = 0; i < a->n; i++)
+        if (g->inner[a->var[i]])
+            return 1;
+    return 0;
+}
+
+/* ---- registers (scalar replacement) ------------------------------------ */
+
+static int
+find_reg(const struct cg *g, int buf, const struct kt_affine *addr, int width)
+{
+    int i;
+
+    for (i = 0; i < g->nregs; i++)
+        if (g->regs[i].buf == buf && g->regs[i].width == width &&
+            aff_equal(&g->regs[i].addr, addr))
+            return i;
+    return -1;
+}
+
+/* Pass 1 sees an access: buffers touched at addresses that vary across the
+ * kernel loop, strided, guarded or overlapping are not promoted. */
+static void
+note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_coef,
+            int width, int guarded, int is_store)
+{
+    int i, w = lane_coef == 0 ? 1 : width;
+
+    if (is_store)
+        g->stored[buf] = 1;
+    if (!g->promote_ok[buf])
+        return;
+    if (guarded || (lane_coef != 0 && lane_coef != 1) || aff_uses_inner(g, addr)) {
+        g->promote_ok[buf] = 0;
+        return;
+    }
+    for (i = 0; i < g->nregs; i++) {
+        const struct reg *r = &g->regs[i];
+        struct kt_affine diff = *addr;
+        int64_t d;
+        if (r->buf != buf)
+            continue;
+        kt_aff_add(&diff, &r->addr, -1);
+        if (diff.n != 0) {
+            g->promote_ok[buf] = 0;   /* cannot prove they do not overlap */
+            return;
+        }
+        d = diff.c;
+        if (d == 0 && r->width == w)
+            return;                   /* already known */
+        if ((d >= 0 && d < r->width) || (d < 0 && -d < w)) {
+            g->promote_ok[buf] = 0;
+            return;
+        }
+    }
+    if (g->nregs == KT_CG_MAX_REGS) {
+        g->promote_ok[buf] = 0;
+        return;
+    }
+    g->regs[g->nregs].buf = buf;
+    g->regs[g->nregs].addr = *addr;
+    g->regs[g->nregs].width = w;
+    g->nregs++;
+}
+
+/* ---- expressions ------------------------------------------------------- */
+
+static void
+put_float(struct kt_buf *b, float v)
+{
+    char tmp[48];
+
+    if (isinf(v)) {
+        kt_buf_puts(b, v < 0 ? "(-INFINITY)" : "INFINITY");
+        return;
+    }
+    snprintf(tmp, sizeof(tmp), "%.9g", (double)v);
+    if (strpbrk(tmp, ".en") == NULL)
+        strcat(tmp, ".0");
+    kt_buf_printf(b, "%sf", tmp);
+}
+
+static void
+put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                const struct kt_affine *addr, int lane_var, int lane)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[e->src];
+    int d;
+
+    if (!e->guarded) {
+        kt_buf_printf(b, "t_%s[", buf->name);
+        kt__cg_put_aff(g, b, addr);
+        kt_buf_puts(b, "]");
+        return;
+    }
+    kt_buf_puts(b, "((");
+    for (d = 0; d < e->ndim; d++) {
+        struct kt_affine a;
+        kt__cg_subst(g, &e->idx[d], -1, &a);
+        if (lane_var >= 0 && lane)
+            a.c += kt_aff_coef(&e->idx[d], lane_var) * lane;
+        if (d)
+            kt_buf_puts(b, " && ");
+        kt_buf_puts(b, "(unsigned long)(");
+        kt__cg_put_aff(g, b, &a);
+        kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
+    }
+    kt_buf_printf(b, ") ? t_%s[", buf->name);
+    kt__cg_put_aff(g, b, addr);
+    kt_buf_puts(b, "] : ");
+    put_float(b, e->pad_value);
+    kt_buf_puts(b, ")");
+}
+
+/* Renders e into b; returns 1 if the value is a vector of w lanes (it
+ * varies with lane_var), 0 for a scalar. */
+static int
+put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var, int w)
+{
+    static const char *const scalar_fn[KT_X_NOPS] = {
+        [KT_X_EXP] = "expf", [KT_X_LOG] = "logf", [KT_X_SQRT] = "sqrtf",
+        [KT_X_TANH] = "tanhf", [KT_X_SIGMOID] = "kt_sigmoid",
+        [KT_X_RELU] = "kt_relu", [KT_X_ABS] = "fabsf",
+        [KT_X_MAX] = "kt_max", [KT_X_MIN] = "kt_min",
+    };
+    static const char *const vector_fn[KT_X_NOPS] = {
+        [KT_X_EXP] = "kt_vexp", [KT_X_LOG] = "kt_vlog", [KT_X_SQRT] = "kt_vsqrt",
+        [KT_X_TANH] = "kt_vtanh", [KT_X_SIGMOID] = "kt_vsigmoid",
+        [KT_X_RELU] = "kt_vrelu", [KT_X_ABS] = "kt_vabs",
+        [KT_X_MAX] = "kt_vmax", [KT_X_MIN] = "kt_vmin",
+    };
+    struct kt_buf sa, sb;
+    int va, vb, vec;
+
+    switch (e->op) {
+    case KT_X_CONST:
+        put_float(b, e->value);
+        return 0;
+    case KT_X_LOAD: {
+        struct kt_affine pre, addr;
+        int64_t c;
+        int r, l;
+        flat_addr(g, e->src, e->idx, lane_var, &pre);
+        c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
+        kt__cg_subst(g, &pre, -1, &addr);
+        if (g->analysing) {
+            note_access(g, e->src, &addr, c, w, e->guarded, 0);
+            kt_buf_puts(b, "0");
+            return c != 0;
+        }
+        r = find_reg(g, e->src, &addr, c == 0 ? 1 : w);
+        if (r >= 0 && g->promote_ok[e->src] && (c == 0 || c == 1)) {
+            kt_buf_printf(b, "r%d", r);
+            return c != 0;
+        }
+        if (c == 0) {
+            put_load_scalar(g, b, e, &addr, -1, 0);
+            return 0;
+        }
+        if (c == 1 && !e->guarded) {
+            kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
+            kt__cg_put_aff(g, b, &addr);
+            kt_buf_puts(b, "])");
+            return 1;
+        }
+        kt_buf_printf(b, "((kt_v%d){", w);
+        for (l = 0; l < w; l++) {
+            struct kt_affine al = addr;
+            al.c += c * l;
+            if (l)
+                kt_buf_puts(b, ", ");
+            put_load_scalar(g, b, e, &al, lane_var, l);
+        }
+        kt_buf_puts(b, "})");
+        return 1;
+    }
+    default:
+        break;
+    }
+    kt_buf_init(&sa);
+    kt_buf_init(&sb);
+    va = put_expr(g, &sa, e->a, lane_var, w);
+    vb = e->b ? put_expr(g, &sb, e->b, lane_var, w) : 0;
+    vec = va || vb;
+    if (vec && !va) {
+        struct kt_buf t;
+        kt_buf_init(&t);
+        kt_buf_printf(&t, "kt_bc%d(%s)", w, sa.p);
+        kt_buf_free(&sa);
+        sa = t;
+    }
+    if (vec && e->b && !vb) {
+        struct kt_buf t;
+        kt_buf_init(&t);
+        kt_buf_printf(&t, "kt_bc%d(%s)", w, sb.p);
+        kt_buf_free(&sb);
+        sb = t;
+    }
+    switch (e->op) {
+    case KT_X_ADD: kt_buf_printf(b, "(%s + %s)", sa.p, sb.p); break;
+    case KT_X_SUB: kt_buf_printf(b, "(%s - %s)", sa.p, sb.p); break;
+    case KT_X_MUL: kt_buf_printf(b, "(%s * %s)", sa.p, sb.p); break;
+    case KT_X_DIV: kt_buf_printf(b, "(%s / %s)", sa.p, sb.p); break;
+    case KT_X_NEG: kt_buf_printf(b, "(-%s)", sa.p); break;
+    case KT_X_MAX:
+    case KT_X_MIN:
+        if (vec)
+            kt_buf_printf(b, "%s%d(%s, %s)", vector_fn[e->op], w, sa.p, sb.p);
+        else
+            kt_buf_printf(b, "%s(%s, %s)", scalar_fn[e->op], sa.p, sb.p);
+        break;
+    default:
+        if (e->op >= KT_X_NOPS || scalar_fn[e->op] == NULL) {
+            kt__cg_fail(g, "unknown expression operator");
+            break;
+        }
+        if (vec)
+            kt_buf_printf(b, "%s%d(%s)", vector_fn[e->op], w, sa.p);
+        else
+            kt_buf_printf(b, "%s(%s)", scalar_fn[e->op], sa.p);
+        break;
+    }
+    kt_buf_free(&sa);
+    kt_buf_free(&sb);
+    return vec;
+}
+
+/* ---- statements -------------------------------------------------------- */
+
+static const char *
+combine_op(enum kt_reduce op)
+{
+    switch (op) {
+    case KT_SUM: return "+";
+    case KT_MAXR: return "max";
+    default: return "min";
+    }
+}
+
+void
+kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
+{
+    const char *bname = g->lt->bufs[n->buf].name;
+    struct kt_affine pre, addr;
+    struct kt_buf val, dst;
+    int64_t c;
+    int vec, r;
+
+    flat_addr(g, n->buf, n->idx, lane_var, &pre);
+    c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
+    kt__cg_subst(g, &pre, -1, &addr);
+    kt_buf_init(&val);
+    kt_buf_init(&dst);
+    vec = put_expr(g, &val, n->expr, lane_var, w);
+    if (g->analysing) {
+        note_access(g, n->buf, &addr, c, w, 0, 1);
+        goto done;
+    }
+    r = find_reg(g, n->buf, &addr, c == 0 ? 1 : w);
+    if (r >= 0 && g->promote_ok[n->buf] && (c == 0 || c == 1)) {
+        if (c == 1 && !vec) {
+            struct kt_buf t;
+            kt_buf_init(&t);
+            kt_buf_printf(&t, "kt_bc%d(%s)", w, val.p);
+            kt_buf_free(&val);
+            val = t;
+        }
+        if (c == 0 && vec) {
+            if (n->op == KT_ASSIGN)
+                kt__cg_line(g, "r%d = (%s)[%d];", r, val.p, w - 1);
+            else
+                kt__cg_line(g, "r%d = kt_%s(r%d, kt_h%s%d(%s));", r,
+                            n->op == KT_SUM ? "add" : combine_op(n->op), r,
+                            n->op == KT_SUM ? "sum" : combine_op(n->op), w, val.p);
+        } else if (n->op == KT_ASSIGN) {
+            kt__cg_line(g, "r%d = %s;", r, val.p);
+        } else if (n->op == KT_SUM) {
+            kt__cg_line(g, "r%d += %s;", r, val.p);
+        } else if (c == 1) {
+            kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);",
+                        r, combine_op(n->op), w, r, val.p);
+        } else {
+            kt__cg_line(g, "r%d = kt_%s(r%d, %s);",
+                        r, combine_op(n->op), r, val.p);
+        }
+        goto done;
+    }
+    kt_buf_printf(&dst, "t_%s[", bname);
+    kt__cg_put_aff(g, &dst, &addr);
+    kt_buf_puts(&dst, "]");
+    if (c == 0 && !vec) {
+        if (n->op == KT_ASSIGN)
+            kt__cg_line(g, "%s = %s;", dst.p, val.p);
+        else if (n->op == KT_SUM)
+            kt__cg_line(g, "%s += %s;", dst.p, val.p);
+        else
+            kt__cg_line(g, "%s = kt_%s(%s, %s);",
+                        dst.p, combine_op(n->op), dst.p, val.p);
+    } else if (c == 0) {
+        /* All lanes land on one element: reduce across lanes. */
+        if (n->op == KT_ASSIGN)
+            kt__cg_line(g, "%s = (%s)[%d];", dst.p, val.p, w - 1);
+        else
+            kt__cg_line(g, "%s = kt_%s(%s, kt_h%s%d(%s));", dst.p,
+                        n->op == KT_SUM ? "add" : combine_op(n->op), dst.p,
+                        n->op == KT_SUM ? "sum" : combine_op(n->op), w, val.p);
+    } else if (c == 1) {
+        struct kt_buf p;
+        kt_buf_init(&p);
+        kt_buf_printf(&p, "&t_%s[", bname);
+        kt__cg_put_aff(g, &p, &addr);
+        kt_buf_puts(&p, "]");
+        if (!vec)
+            kt__cg_line(g, "kt_st%d(%s, kt_bc%d(%s));", w, p.p, w, val.p);
+        else if (n->op == KT_ASSIGN)
+            kt__cg_line(g, "kt_st%d(%s, %s);", w, p.p, val.p);
+        else if (n->op == KT_SUM)
+            kt__cg_line(g, "kt_st%d(%s, kt_ld%d(%s) + %s);",
+                        w, p.p, w, p.p, val.p);
+        else
+            kt__cg_line(g, "kt_st%d(%s, kt_v%s%d(kt_ld%d(%s), %s));", w, p.p,
+                        combine_op(n->op), w, w, p.p, val.p);
+        kt_buf_free(&p);
+    } else {
+        /* Strided destination: scatter lane by lane. */
+        if (vec)
+            kt__cg_line(g, "{ kt_v%d v_ = %s;", w, val.p);
+        else
+            kt__cg_line(g, "{ kt_v%d v_ = kt_bc%d(%s);", w, w, val.p);
+        kt__cg_line(g, "  for (int l_ = 0; l_ < %d; l_++) {", w);
+        kt_buf_reset(&dst);
+        kt_buf_printf(&dst, "t_%s[", bname);
+        kt__cg_put_aff(g, &dst, &addr);
+        kt_buf_printf(&dst, " + %lld*l_]", (long long)c);
+        if (n->op == KT_ASSIGN)
+            kt__cg_line(g, "    %s = v_[l_];", dst.p);
+        else if (n->op == KT_SUM)
+            kt__cg_line(g, "    %s += v_[l_];", dst.p);
+        else
+            kt__cg_line(g, "    %s = kt_%s(%s, v_[l_]);",
+                        dst.p, combine_op(n->op), dst.p);
+        kt__cg_line(g, "  } }");
+    }
+done:
+    kt_buf_free(&val);
+    kt_buf_free(&dst);
+}

@@ -1,0 +1,67 @@
+/* codegen_int.h - private interface between the two halves of the C code
+ * generator: ir/codegen.c (loops, micro-kernels, functions) and
+ * ir/codegen_expr.c (expressions, stores, index arithmetic and scalar
+ * replacement bookkeeping).  Only those two files include it. */
+#ifndef KT_IR_CODEGEN_INT_H
+#define KT_IR_CODEGEN_INT_H
+
+#include "ir/ir.h"
+
+struct binding {
+    int set;
+    struct kt_affine val;
+};
+
+/* A buffer access held in a register inside a micro-kernel. */
+struct reg {
+    int buf;
+    struct kt_affine addr;
+    int width;
+};
+
+#define KT_CG_MAX_REGS 256
+
+struct cg {
+    const struct kt_looptree *lt;
+    const struct kt_codegen_opts *o;
+    struct kt_buf *out;
+    int reference;
+    int indent;
+    struct binding *env;       /* per variable: substitution while expanding */
+    unsigned char *unrolled;   /* per loop variable: unroll by pragma */
+    unsigned char *inner;      /* per variable: defined inside the kernel loop */
+    int nregs;
+    struct reg regs[KT_CG_MAX_REGS];
+    int promote_ok[KT_MAX_TENSORS * 2];
+    int stored[KT_MAX_TENSORS * 2];
+    int analysing;             /* pass 1 of a micro-kernel */
+    int kernel_var;
+    int nchunk;                /* counter for chunk-loop names */
+    int rc;
+    char *err;
+    size_t errlen;
+};
+
+/* ---- ir/codegen.c ------------------------------------------------------ */
+
+/* Appends one line of generated code at the current indent. */
+void kt__cg_line(struct cg *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Records the first error (KT_ESCHEDULE, "codegen: msg"); later ones are
+ * dropped and generation goes on to the end. */
+void kt__cg_fail(struct cg *g, const char *msg);
+
+/* ---- ir/codegen_expr.c ------------------------------------------------- */
+
+/* Writes a with every bound variable except keep_var (-1: none) replaced
+ * by its binding into *out. */
+void kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
+                  struct kt_affine *out);
+/* Appends a as C, terms sorted by variable number. */
+void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
+/* Emits store n; lane_var >= 0 is the variable vectorized with w lanes.
+ * While g->analysing, only notes the accesses for scalar replacement. */
+void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,
+                       int w);
+
+#endif /* KT_IR_CODEGEN_INT_H */
