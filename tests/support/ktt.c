@@ -163,3 +163,118 @@ ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
     kt_buf_free(&names);
     return kt_buf_take(&b);
 }
+
+/* Prints the steps of candidate i of cands for a failure message. */
+static void
+print_cand(const char *key, struct kt_state *const *cands, int i,
+           const char *what)
+{
+    struct kt_buf j;
+
+    kt_buf_init(&j);
+    kt_steps_to_json(cands[i]->steps, cands[i]->nsteps, &j);
+    fprintf(stderr, "%s: candidate %d %s: %s\n", key, i, what, j.p);
+    kt_buf_free(&j);
+}
+
+/* Whether every output of dag in got matches want. */
+static int
+outputs_match(const struct kt_dag *dag, const struct ktt_bufs *got,
+              const struct ktt_bufs *want, double *worst)
+{
+    int t, ok = 1;
+
+    *worst = 0;
+    for (t = 0; t < dag->ntensors; t++) {
+        double e;
+        if (dag->tensors[t].kind != KT_TENSOR_OUTPUT)
+            continue;
+        e = ktt_rel_l2(got->t[t], want->t[t], want->elems[t]);
+        if (!(e < 1e-4)) {
+            ok = 0;
+            if (!(e <= *worst))
+                *worst = e;
+        }
+    }
+    return ok;
+}
+
+int
+ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
+               int ncand, uint64_t seed, int *skipped)
+{
+    int *generated = calloc((size_t)ncand + 1, sizeof(int));
+    struct ktt_bufs want, got;
+    float *args[KT_MAX_TENSORS];
+    void (**fns)(float *const *);
+    void (*ref)(float *const *);
+    char err[4096];
+    char *src;
+    void *h;
+    double e;
+    int i, t, rc = 0;
+
+    *skipped = 0;
+    src = ktt_module_many(dag, cands, ncand, generated, skipped);
+    if (src == NULL) {
+        free(generated);
+        return -1;
+    }
+    h = ktt_build(src, err, sizeof(err));
+    free(src);
+    if (h == NULL) {
+        fprintf(stderr, "%s: compile failed:\n%.3000s\n", dag->key, err);
+        free(generated);
+        return -1;
+    }
+    fns = (void (**)(float *const *))dlsym(h, "ktt_cands");
+    ref = (void (*)(float *const *))dlsym(h, "kt_reference");
+    if (fns == NULL || ref == NULL) {
+        fprintf(stderr, "%s: ktt_cands or kt_reference missing\n", dag->key);
+        dlclose(h);
+        free(generated);
+        return -1;
+    }
+    ktt_bufs_init(&want, dag, seed);
+    kt_dag_interpret(dag, want.t);
+    ktt_bufs_init(&got, dag, seed);
+    ktt_args(dag, &got, args);
+    ref(args);
+    if (!outputs_match(dag, &got, &want, &e)) {
+        fprintf(stderr, "%s: reference wrong (rel L2 %g)\n", dag->key, e);
+        rc = -1;
+    }
+    for (i = 0; i < ncand - *skipped; i++) {
+        for (t = 0; t < dag->ntensors; t++)
+            if (dag->tensors[t].kind == KT_TENSOR_OUTPUT)
+                memset(got.t[t], 0xff, (size_t)got.elems[t] * sizeof(float));
+        if (getenv("KT_TEST_VERBOSE"))
+            print_cand(dag->key, cands, generated[i], "running");
+        fns[i](args);
+        if (!outputs_match(dag, &got, &want, &e)) {
+            char what[64];
+            snprintf(what, sizeof(what), "wrong (rel L2 %g)", e);
+            print_cand(dag->key, cands, generated[i], what);
+            rc = -1;
+        }
+    }
+    ktt_bufs_free(&want);
+    ktt_bufs_free(&got);
+    dlclose(h);
+    free(generated);
+    return rc;
+}
+
+int
+ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
+             int64_t stride, int64_t pad, int64_t dil, int64_t groups, int epi)
+{
+    struct kt_conv2d_params p = {
+        .N = 1, .C = C, .H = H, .W = H, .K = K, .R = R, .S = R,
+        .stride_h = stride, .stride_w = stride, .pad_h = pad, .pad_w = pad,
+        .dilation_h = dil, .dilation_w = dil, .groups = groups,
+        .epilogue = epi,
+    };
+
+    return kt_op_conv2d(d, &p);
+}

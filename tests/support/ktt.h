@@ -42,4 +42,21 @@ struct kt_state *ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *rn
 char *ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
                       int ncand, int *generated, int *skipped);
 
+/* Generates the candidates with ktt_module_many, compiles them into one
+ * shared object and runs the reference and every generated candidate on
+ * buffers filled from seed, comparing each output with kt_dag_interpret
+ * (relative L2 below 1e-4).  *skipped gets the number of candidates that
+ * did not lower or generate.  Returns 0 when everything that ran matched,
+ * -1 otherwise (each failure is described on stderr, with the candidate's
+ * steps).  cands stay the caller's. */
+int ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
+                   int ncand, uint64_t seed, int *skipped);
+
+/* A square conv2d with batch 1 (H = W, R = S, the same stride, padding and
+ * dilation in both directions) for the table-driven tests; returns what
+ * kt_op_conv2d returns. */
+int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
+                 int64_t R, int64_t stride, int64_t pad, int64_t dil,
+                 int64_t groups, int epi);
+
 #endif
