@@ -380,6 +380,14 @@ measure_done(void *arg, const struct kt_measure_result *res, int n)
 
     r->measured_s = kt_now() - r->submitted;
     job->device_busy_s += r->measured_s;
+    if (job->abandoned) {
+        log_warnx("engine: job %s: %d results of an abandoned batch not stored",
+                  job->name, n);
+        job->measuring = NULL;
+        kt__job_round_free(r);
+        kt__job_maybe_end(job);
+        return;
+    }
     r->res = kt_xcalloc((size_t)(n ? n : 1), sizeof(*r->res));
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++) {
@@ -523,7 +531,8 @@ start_search(struct kt_job *job, int task, int speculative)
     r->model = kt__job_uses_model(job) && job->model_ready ? job->model : NULL;
     r->nmeasured = ts->nmeasured;
     r->measured = kt_xmalloc(sizeof(uint64_t) * (ts->nmeasured ? ts->nmeasured : 1));
-    memcpy(r->measured, ts->measured, sizeof(uint64_t) * ts->nmeasured);
+    if (ts->nmeasured > 0)
+        memcpy(r->measured, ts->measured, sizeof(uint64_t) * ts->nmeasured);
     r->cg = job->cg;
     job->searching = r;
     uv_queue_work(job->e->o.loop, &r->work, kt__engine_search_work, search_done);

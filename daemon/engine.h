@@ -65,6 +65,12 @@ void kt_job_resume(struct kt_job *job);
  * results arrive, one being searched is dropped (nothing was measured).
  * The end callback runs once nothing is in flight. */
 void kt_job_stop(struct kt_job *job);
+/* Gives up on the batch in flight: when its results arrive (or the tracker
+ * fails them on close) they are dropped, not stored, so the candidates are
+ * measured again after a restart.  For a stop that cannot wait. */
+void kt_job_abandon(struct kt_job *job);
+/* 1 until the end callback has run. */
+int kt_job_active(const struct kt_job *job);
 /* Frees an ended job. */
 void kt_job_free(struct kt_job *job);
 

@@ -145,6 +145,7 @@ struct kt_job {
     kt_job_end_cb end_cb;
     void *end_arg;
     int ended;
+    int abandoned;             /* results still to come are not stored */
 };
 
 /* Shared between engine.c (rounds), engine_start.c (jobs) and

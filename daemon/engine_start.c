@@ -283,6 +283,19 @@ kt_job_stop(struct kt_job *job)
 }
 
 void
+kt_job_abandon(struct kt_job *job)
+{
+    job->abandoned = 1;
+    kt_job_stop(job);
+}
+
+int
+kt_job_active(const struct kt_job *job)
+{
+    return !job->ended;
+}
+
+void
 kt_job_free(struct kt_job *job)
 {
     int i;

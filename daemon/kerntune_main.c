@@ -81,7 +81,9 @@ on_signal(uv_signal_t *s, int signum)
     struct tune *t = s->data;
 
     if (t->stopping) {
-        log_warnx("kerntune: second signal: abandoning the batch in flight");
+        log_warnx("kerntune: second signal: abandoning the batch in flight "
+                  "(not stored; measured again next time)");
+        kt_job_abandon(t->job);
         tune_close_all(t);
         return;
     }

@@ -48,6 +48,7 @@ struct daemon {
     struct djob jobs[MAX_JOBS];
     int njobs;
     int stopping;
+    int closed;                /* every handle has been closed */
     double started;
 };
 
@@ -73,9 +74,14 @@ read_file_hash(const char *path, char out[17])
     return 0;
 }
 
+/* Runs once, from whichever event finishes the stop (the last job ending,
+ * the grace timer, or a stop with nothing running). */
 static void
 close_everything(struct daemon *d)
 {
+    if (d->closed)
+        return;
+    d->closed = 1;
     uv_close((uv_handle_t *)&d->sighup, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -95,6 +101,17 @@ running_jobs(const struct daemon *d)
 
     for (i = 0; i < d->njobs; i++)
         n += d->jobs[i].job != NULL;
+    return n;
+}
+
+/* Jobs whose end callback has not run yet. */
+static int
+live_jobs(const struct daemon *d)
+{
+    int i, n = 0;
+
+    for (i = 0; i < d->njobs; i++)
+        n += d->jobs[i].job != NULL && kt_job_active(d->jobs[i].job);
     return n;
 }
 
@@ -120,15 +137,8 @@ job_ended(void *arg, struct kt_job *job)
         }
         break;
     }
-    if (d->stopping && running_jobs(d) > 0) {
-        int live = 0;
-        for (i = 0; i < d->njobs; i++)
-            if (d->jobs[i].job != NULL && d->jobs[i].job != job &&
-                kt_job_state(d->jobs[i].job) == KT_JOB_STOPPING)
-                live++;
-        if (live == 0)
-            close_everything(d);
-    }
+    if (d->stopping && live_jobs(d) == 0)
+        close_everything(d);
 }
 
 static void
@@ -382,40 +392,36 @@ grace_expired(uv_timer_t *t)
 {
     struct daemon *d = t->data;
 
+    int i;
+
     log_warnx("kerntuned: jobs did not stop within %d s; abandoning the batches "
-              "in flight (they were never stored)", STOP_GRACE_MS / 1000);
+              "in flight (they are not stored and will be measured again)",
+              STOP_GRACE_MS / 1000);
+    for (i = 0; i < d->njobs; i++)
+        if (d->jobs[i].job != NULL && kt_job_active(d->jobs[i].job))
+            kt_job_abandon(d->jobs[i].job);
     close_everything(d);
 }
 
 static void
 begin_stop(struct daemon *d, const char *why)
 {
-    int i, live = 0;
+    int i;
 
     if (d->stopping)
         return;
     d->stopping = 1;
     kt_notify_stopping();
     log_info("kerntuned: %s: stopping", why);
+    uv_timer_start(&d->grace_timer, grace_expired, STOP_GRACE_MS, 0);
     for (i = 0; i < d->njobs; i++) {
         if (d->jobs[i].job == NULL)
             continue;
         d->jobs[i].restart = 0;
-        if (kt_job_state(d->jobs[i].job) != KT_JOB_DONE &&
-            kt_job_state(d->jobs[i].job) != KT_JOB_FAILED) {
-            live++;
-            kt_job_stop(d->jobs[i].job);
-        }
+        kt_job_stop(d->jobs[i].job);   /* may end it (and close) at once */
     }
-    live = 0;
-    for (i = 0; i < d->njobs; i++)
-        if (d->jobs[i].job != NULL && kt_job_state(d->jobs[i].job) == KT_JOB_STOPPING)
-            live++;
-    if (live == 0) {
+    if (live_jobs(d) == 0)
         close_everything(d);
-        return;
-    }
-    uv_timer_start(&d->grace_timer, grace_expired, STOP_GRACE_MS, 0);
 }
 
 static void
