@@ -35,3 +35,5 @@ for n in 32 64 128 200 256; do
         "$(awk -v n=$n '$1 == n {print $2}' "$T/xgb.curve")" \
         "$(awk -v n=$n '$1 == n {print $2}' "$T/random.curve")"
 done
+# How well the cost model ranks these real programs (held-out 20%).
+"$BIN/bench/bench_rank" "$T/sketch.xgb.db" "$T/random.db"
