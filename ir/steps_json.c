@@ -77,7 +77,8 @@ get_int(const cJSON *item, int64_t lo, int64_t hi, int64_t *out)
     if (!cJSON_IsNumber(item))
         return -1;
     d = item->valuedouble;
-    if (d != (double)(int64_t)d || d < (double)lo || d > (double)hi)
+    /* Range first: converting an out-of-range double is undefined. */
+    if (!(d >= (double)lo && d <= (double)hi) || d != (double)(int64_t)d)
         return -1;
     *out = (int64_t)d;
     return 0;

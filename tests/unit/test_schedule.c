@@ -326,6 +326,9 @@ test_schedule_json_errors(void **state)
         {"{\"v\":1,\"steps\":[[\"SP\",0,1]]}", "wrong number of fields"},
         {"{\"v\":1,\"steps\":[[\"AN\",0,1,\"sideways\"]]}", "malformed field"},
         {"{\"v\":1,\"steps\":[[\"SP\",-1,0,[2]]]}", "bad stage number"},
+        /* Found by fuzz_schedule: out-of-range doubles must not be cast. */
+        {"{\"v\":1,\"steps\":[[\"CHW\",8e100]]}", "bad stage number"},
+        {"{\"v\":1,\"steps\":[[\"SP\",0,0,[1e300]]]}", "malformed field"},
     };
     unsigned i;
     (void)state;
