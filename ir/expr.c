@@ -2,6 +2,7 @@
  * the schedule state and the loop tree. */
 #include "ir/ir.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,28 @@ kt_expr_free(struct kt_expr *e)
     kt_expr_free(e->b);
     free(e->idx);
     free(e);
+}
+
+double
+kt_xop_eval(enum kt_xop op, double a, double b)
+{
+    switch (op) {
+    case KT_X_ADD: return a + b;
+    case KT_X_SUB: return a - b;
+    case KT_X_MUL: return a * b;
+    case KT_X_DIV: return a / b;
+    case KT_X_MAX: return a > b ? a : b;
+    case KT_X_MIN: return a < b ? a : b;
+    case KT_X_NEG: return -a;
+    case KT_X_EXP: return exp(a);
+    case KT_X_LOG: return log(a);
+    case KT_X_SQRT: return sqrt(a);
+    case KT_X_TANH: return tanh(a);
+    case KT_X_SIGMOID: return 1.0 / (1.0 + exp(-a));
+    case KT_X_RELU: return a > 0 ? a : 0;
+    case KT_X_ABS: return fabs(a);
+    default: return NAN;
+    }
 }
 
 int

@@ -37,24 +37,9 @@ eval(const struct kt_dag *d, float *const *bufs, const struct kt_expr *e,
     }
     a = eval(d, bufs, e->a, iv);
     b = e->b != NULL ? eval(d, bufs, e->b, iv) : 0;
-    switch (e->op) {
-    case KT_X_ADD: return a + b;
-    case KT_X_SUB: return a - b;
-    case KT_X_MUL: return a * b;
-    case KT_X_DIV: return a / b;
-    case KT_X_MAX: return a > b ? a : b;
-    case KT_X_MIN: return a < b ? a : b;
-    case KT_X_NEG: return -a;
-    case KT_X_EXP: return exp(a);
-    case KT_X_LOG: return log(a);
-    case KT_X_SQRT: return sqrt(a);
-    case KT_X_TANH: return tanh(a);
-    case KT_X_SIGMOID: return 1.0 / (1.0 + exp(-a));
-    case KT_X_RELU: return a > 0 ? a : 0;
-    case KT_X_ABS: return fabs(a);
-    default:
+    if (kt_xop_arity(e->op) == 0)
         kt_fatalx("interpret: bad expression op %d", (int)e->op);
-    }
+    return kt_xop_eval(e->op, a, b);
 }
 
 /* Advances iv[from..to) like an odometer (last axis fastest); returns 0

@@ -86,6 +86,10 @@ int kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep, int nrep)
 /* Composes one affine form: out = a with each var v replaced by rep[v]. */
 int kt_aff_compose(struct kt_affine *out, const struct kt_affine *a,
                    const struct kt_affine *rep, int nrep);
+/* The value of op applied to a (and b for binary ops) in double precision:
+ * the one definition of the operators' arithmetic, shared by constant
+ * folding and the interpreter.  NAN for KT_X_CONST and KT_X_LOAD. */
+double kt_xop_eval(enum kt_xop op, double a, double b);
 /* 1 if e reads tensor (or buffer) t anywhere, else 0. */
 int kt_expr_reads(const struct kt_expr *e, int t);
 /* Arithmetic operations per evaluation (a load or constant costs 0). */

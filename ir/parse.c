@@ -327,28 +327,6 @@ load(struct parser *ps, struct kt_expr **out)
     return KT_OK;
 }
 
-static double
-eval_const(enum kt_xop op, double a, double b)
-{
-    switch (op) {
-    case KT_X_ADD: return a + b;
-    case KT_X_SUB: return a - b;
-    case KT_X_MUL: return a * b;
-    case KT_X_DIV: return a / b;
-    case KT_X_MAX: return a > b ? a : b;
-    case KT_X_MIN: return a < b ? a : b;
-    case KT_X_NEG: return -a;
-    case KT_X_EXP: return exp(a);
-    case KT_X_LOG: return log(a);
-    case KT_X_SQRT: return sqrt(a);
-    case KT_X_TANH: return tanh(a);
-    case KT_X_SIGMOID: return 1.0 / (1.0 + exp(-a));
-    case KT_X_RELU: return a > 0 ? a : 0;
-    case KT_X_ABS: return fabs(a);
-    default: return NAN;
-    }
-}
-
 /* Builds op(a, b); folds it when every operand is a constant. */
 static int
 make(struct parser *ps, enum kt_xop op, struct kt_expr *a, struct kt_expr *b,
@@ -358,7 +336,7 @@ make(struct parser *ps, enum kt_xop op, struct kt_expr *a, struct kt_expr *b,
     double v;
 
     if (a->op == KT_X_CONST && (b == NULL || b->op == KT_X_CONST)) {
-        v = eval_const(op, a->value, b ? b->value : 0);
+        v = kt_xop_eval(op, a->value, b ? b->value : 0);
         kt_expr_free(a);
         kt_expr_free(b);
         if (!isfinite(v) || fabs(v) > 3.4e38)
@@ -511,20 +489,33 @@ unary(struct parser *ps, struct kt_expr **out)
     return rc;
 }
 
+/* Left-associative binary operators, one precedence level each: level 0
+ * is '+' and '-' over level 1, level 1 is '*' and '/' over unary. */
 static int
-product(struct parser *ps, struct kt_expr **out)
+binary(struct parser *ps, int level, struct kt_expr **out)
 {
+    static const struct {
+        enum kt__tok tok[2];
+        enum kt_xop op[2];
+    } lv[2] = {
+        {{KT_TOK_PLUS, KT_TOK_MINUS}, {KT_X_ADD, KT_X_SUB}},
+        {{KT_TOK_STAR, KT_TOK_SLASH}, {KT_X_MUL, KT_X_DIV}},
+    };
     struct kt_expr *a = NULL, *b = NULL;
     enum kt_xop op;
     int rc, line, col;
 
-    if ((rc = unary(ps, &a)) != KT_OK)
+    rc = level == 1 ? unary(ps, &a) : binary(ps, level + 1, &a);
+    if (rc != KT_OK)
         return rc;
-    while (ps->lx.t == KT_TOK_STAR || ps->lx.t == KT_TOK_SLASH) {
-        op = ps->lx.t == KT_TOK_STAR ? KT_X_MUL : KT_X_DIV;
+    while (ps->lx.t == lv[level].tok[0] || ps->lx.t == lv[level].tok[1]) {
+        op = ps->lx.t == lv[level].tok[0] ? lv[level].op[0] : lv[level].op[1];
         line = ps->lx.tline;
         col = ps->lx.tcol;
-        if ((rc = next(ps)) != KT_OK || (rc = unary(ps, &b)) != KT_OK) {
+        rc = next(ps);
+        if (rc == KT_OK)
+            rc = level == 1 ? unary(ps, &b) : binary(ps, level + 1, &b);
+        if (rc != KT_OK) {
             kt_expr_free(a);
             return rc;
         }
@@ -538,25 +529,7 @@ product(struct parser *ps, struct kt_expr **out)
 static int
 sum(struct parser *ps, struct kt_expr **out)
 {
-    struct kt_expr *a = NULL, *b = NULL;
-    enum kt_xop op;
-    int rc, line, col;
-
-    if ((rc = product(ps, &a)) != KT_OK)
-        return rc;
-    while (ps->lx.t == KT_TOK_PLUS || ps->lx.t == KT_TOK_MINUS) {
-        op = ps->lx.t == KT_TOK_PLUS ? KT_X_ADD : KT_X_SUB;
-        line = ps->lx.tline;
-        col = ps->lx.tcol;
-        if ((rc = next(ps)) != KT_OK || (rc = product(ps, &b)) != KT_OK) {
-            kt_expr_free(a);
-            return rc;
-        }
-        if ((rc = make(ps, op, a, b, line, col, &a)) != KT_OK)
-            return rc;
-    }
-    *out = a;
-    return KT_OK;
+    return binary(ps, 0, out);
 }
 
 /* ---- Statements ------------------------------------------------------- */
