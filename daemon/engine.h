@@ -27,6 +27,11 @@
 struct kt_engine;
 struct kt_job;
 
+/* How long the loop thread waits for a database someone else is writing:
+ * short, because the engine keeps an uncommitted batch and retries it with
+ * backoff, and the loop must keep serving workers meanwhile. */
+#define KT_ENGINE_DB_BUSY_MS 250
+
 enum kt_job_state {
     KT_JOB_STARTING,   /* resuming from the database, warm start */
     KT_JOB_RUNNING,

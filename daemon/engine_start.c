@@ -286,6 +286,15 @@ void
 kt_job_abandon(struct kt_job *job)
 {
     job->abandoned = 1;
+    if (job->measuring != NULL && job->measuring->res != NULL) {
+        /* Results are in but the database keeps refusing them (its retry
+         * timer is running): give them up too. */
+        log_warnx("engine: job %s: %d measured results dropped: the database "
+                  "did not take them (%s)", job->name, job->measuring->nres,
+                  job->error);
+        kt__job_round_free(job->measuring);
+        job->measuring = NULL;
+    }
     kt_job_stop(job);
 }
 

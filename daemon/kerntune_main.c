@@ -144,6 +144,7 @@ cmd_tune(int argc, char **argv)
     int workers = 1, quiet = 0, c, rc, status = 1;
     struct kt_model_conf *conf = NULL;
     struct kt_storage *db = NULL;
+    struct kt_storage_opts so;
     struct kt_tracker_opts to;
     struct kt_engine_opts eo;
     struct tune t;
@@ -169,7 +170,9 @@ cmd_tune(int argc, char **argv)
         fprintf(stderr, "kerntune: %s\n", err);
         return 1;
     }
-    if (kt_storage_open(&db, db_path, NULL, err, sizeof(err)) != KT_OK) {
+    memset(&so, 0, sizeof(so));
+    so.busy_timeout_ms = KT_ENGINE_DB_BUSY_MS;
+    if (kt_storage_open(&db, db_path, &so, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
         kt_model_conf_free(conf);
         return 1;

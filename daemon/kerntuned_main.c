@@ -497,6 +497,7 @@ main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     const char *conf_path = "/etc/kerntune/kerntuned.json";
+    struct kt_storage_opts so;
     struct kt_tracker_opts to;
     struct kt_engine_opts eo;
     struct daemon d;
@@ -534,7 +535,9 @@ main(int argc, char **argv)
     setenv("UV_THREADPOOL_SIZE", nthreads, 1);
     d.started = kt_now();
     uv_loop_init(&d.loop);
-    if (kt_storage_open(&d.db, d.conf->database, NULL, err, sizeof(err)) != KT_OK) {
+    memset(&so, 0, sizeof(so));
+    so.busy_timeout_ms = KT_ENGINE_DB_BUSY_MS;
+    if (kt_storage_open(&d.db, d.conf->database, &so, err, sizeof(err)) != KT_OK) {
         log_err("kerntuned: %s", err);
         goto out;
     }
