@@ -80,4 +80,7 @@ void kt__count_ops(const struct kt_node *store, struct kt__ops *o);
 /* Flops per evaluation (a mad counts 2). */
 double kt__ops_flops(const struct kt__ops *o);
 
+/* Elements of buffer b (dimensions of extent 0 count as 1). */
+double kt__cm_buf_elems(const struct kt_lbuf *b);
+
 #endif /* KT_CM_INTERNAL_H */

@@ -168,17 +168,6 @@ access_lines(const struct kt__store_ctx *c, const struct kt__access *a,
     return lines < 1 ? 1 : lines;
 }
 
-static double
-buf_elems(const struct kt_lbuf *b)
-{
-    double e = 1;
-    int d;
-
-    for (d = 0; d < b->ndim; d++)
-        e *= (double)(b->shape[d] > 0 ? b->shape[d] : 1);
-    return e;
-}
-
 static void
 reuse(const struct kt__store_ctx *c, struct bufagg *g, const double *lvb)
 {
@@ -275,7 +264,7 @@ static void
 alloc_block(const struct kt__store_ctx *c, double outer, double *f)
 {
     const struct kt_lbuf *b = &c->lt->bufs[c->store->buf];
-    double size = buf_elems(b) * KT_F_ELEM_BYTES, ao;
+    double size = kt__cm_buf_elems(b) * KT_F_ELEM_BYTES, ao;
 
     if (b->scope == KT_BUF_ARG)
         return;
@@ -354,8 +343,8 @@ store_row(const struct kt__store_ctx *c, void *arg)
                 if (contig == 1)
                     contig = kt__footprint_last(c, &c->acc[i], 0);
             }
-        if (ub > buf_elems(&c->lt->bufs[ag[j].buf]))
-            ub = buf_elems(&c->lt->bufs[ag[j].buf]);
+        if (ub > kt__cm_buf_elems(&c->lt->bufs[ag[j].buf]))
+            ub = kt__cm_buf_elems(&c->lt->bufs[ag[j].buf]);
         ag[j].bytes = ag[j].nacc * outer * KT_F_ELEM_BYTES;
         ag[j].ubytes = ub * KT_F_ELEM_BYTES;
         contig *= KT_F_ELEM_BYTES;

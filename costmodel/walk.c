@@ -403,8 +403,8 @@ kt__stride(const struct kt__store_ctx *c, const struct kt__access *a, int l)
     return s;
 }
 
-static double
-buf_elems(const struct kt_lbuf *b)
+double
+kt__cm_buf_elems(const struct kt_lbuf *b)
 {
     double e = 1;
     int d;
@@ -430,7 +430,7 @@ kt__level_bytes(const struct kt__store_ctx *c, int l)
         for (j = i; j < c->nacc; j++)
             if (c->acc[j].buf == c->acc[i].buf)
                 b += kt__footprint(c, &c->acc[j], l);
-        cap = buf_elems(&c->lt->bufs[c->acc[i].buf]);
+        cap = kt__cm_buf_elems(&c->lt->bufs[c->acc[i].buf]);
         tot += b < cap ? b : cap;
     }
     return tot * KT_F_ELEM_BYTES;

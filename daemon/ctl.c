@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "daemon/ctl_int.h"
 #include "daemon/daemon.h"
 
 #define CTL_MAX_CLIENTS 64
@@ -353,6 +354,23 @@ on_connection(uv_stream_t *server, int status)
     }
 }
 
+int
+kt__ctl_socket(const char *path, struct sockaddr_un *sa, char *err, size_t errlen)
+{
+    int fd;
+
+    if (strlen(path) >= sizeof(sa->sun_path))
+        return kt_seterr(err, errlen, KT_EINVAL, "control socket %s: path "
+                         "too long", path);
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    memcpy(sa->sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return kt_seterr(err, errlen, -errno, "socket: %s", strerror(errno));
+    return fd;
+}
+
 /* Returns 0 when path is free (absent, or a stale socket now removed). */
 static int
 clear_stale(const char *path, char *err, size_t errlen)
@@ -370,12 +388,8 @@ clear_stale(const char *path, char *err, size_t errlen)
     if (!S_ISSOCK(st.st_mode))
         return kt_seterr(err, errlen, -EEXIST, "control socket %s: exists "
                          "and is not a socket; not removing it", path);
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return kt_seterr(err, errlen, -errno, "socket: %s", strerror(errno));
+    if ((fd = kt__ctl_socket(path, &sa, err, errlen)) < 0)
+        return fd;
     rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     e = errno;
     close(fd);

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "daemon/ctl_int.h"
 #include "daemon/daemon.h"
 
 /* Milliseconds left until deadline (kt_now seconds), at least 0. */
@@ -48,15 +49,8 @@ connect_path(const char *path, int timeout_ms, char *err, size_t errlen)
     struct timeval tv;
     int fd, rc;
 
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return kt_seterr(err, errlen, KT_EINVAL, "control socket %s: path "
-                         "too long", path);
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return kt_seterr(err, errlen, -errno, "socket: %s", strerror(errno));
+    if ((fd = kt__ctl_socket(path, &sa, err, errlen)) < 0)
+        return fd;
     /* A Unix connect waits for room in the listen backlog for at most the
      * send timeout. */
     tv.tv_sec = timeout_ms / 1000;
