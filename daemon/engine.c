@@ -89,17 +89,33 @@ kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task, double 
 }
 
 static void
+free_cand(struct kt_cand *c)
+{
+    free(c->steps);
+    free(c->config);
+    free(c->source);
+    free(c->preset_text);
+    free(c->rows);
+}
+
+static void
 free_cands(struct kt_cand *c, int n)
 {
     int i;
 
-    for (i = 0; i < n; i++) {
-        free(c[i].config);
-        free(c[i].source);
-        free(c[i].preset_text);
-        free(c[i].rows);
-    }
+    for (i = 0; i < n; i++)
+        free_cand(&c[i]);
     free(c);
+}
+
+void
+kt__feedback_free(struct kt_feedback *f, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        free(f[i].steps);
+    free(f);
 }
 
 static void
@@ -134,6 +150,7 @@ kt__job_round_free(struct kt_round *r)
     free_cands(r->c, r->ncand);
     free_results(r->res, r->nres);
     free(r->measured);
+    kt__feedback_free(r->feedback, r->nfeedback);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);
     free(r);
@@ -174,11 +191,8 @@ kt__job_maybe_end(struct kt_job *job)
         job->end_cb(job->end_arg, job);
 }
 
-static void
-fail_job(struct kt_job *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-fail_job(struct kt_job *job, const char *fmt, ...)
+void
+kt__job_fail(struct kt_job *job, const char *fmt, ...)
 {
     va_list ap;
 
@@ -188,6 +202,18 @@ fail_job(struct kt_job *job, const char *fmt, ...)
     log_err("engine: job %s failed: %s", job->name, job->error);
     job->state = KT_JOB_FAILED;
     kt__job_maybe_end(job);
+}
+
+int
+kt__job_queue_work(struct kt_job *job, uv_work_t *w, uv_work_cb work,
+                   uv_after_work_cb after, char *err, size_t errlen)
+{
+    int rc = uv_queue_work(job->e->o.loop, w, work, after);
+
+    if (rc != 0)
+        snprintf(err, errlen, "cannot queue work on the thread pool: %s",
+                 uv_strerror(rc));
+    return rc;
 }
 
 /* ---- training ----------------------------------------------------------- */
@@ -201,6 +227,7 @@ train_done(uv_work_t *w, int status)
     job->training = NULL;
     if (status == 0 && t->rc == KT_OK) {
         job->model_ready = 1;
+        job->trainings++;
         job->last_train.time_s = t->time_s;
         job->last_train.records = t->nrecs;
         log_debug("engine: job %s: trained on %d records in %.2f s", job->name,
@@ -210,10 +237,12 @@ train_done(uv_work_t *w, int status)
     }
     free(t->recs);
     free(t);
-    if (job->train_again && job->state != KT_JOB_STOPPING) {
-        job->train_again = 0;
-        kt__job_kick(job);
-    }
+    /* Rounds applied while this one trained: train on them too (unless
+     * no round will use the model any more). */
+    if (job->train_again && (job->state == KT_JOB_RUNNING ||
+                             job->state == KT_JOB_PAUSED))
+        kt__job_start_training(job);
+    job->train_again = 0;
     kt__job_maybe_end(job);
     kt__job_kick(job);
 }
@@ -222,6 +251,7 @@ void
 kt__job_start_training(struct kt_job *job)
 {
     struct kt_train_job *t;
+    char err[128];
 
     if (!kt__job_uses_model(job) || job->nrecs == 0)
         return;
@@ -234,9 +264,15 @@ kt__job_start_training(struct kt_job *job)
     t->nrecs = job->nrecs;
     t->recs = kt_xmalloc(sizeof(*t->recs) * (size_t)job->nrecs);
     memcpy(t->recs, job->recs, sizeof(*t->recs) * (size_t)job->nrecs);
+    if (kt__job_queue_work(job, &t->work, kt__engine_train_work, train_done,
+                           err, sizeof(err)) != 0) {
+        free(t->recs);
+        free(t);
+        kt__job_fail(job, "cost-model training: %s", err);
+        return;
+    }
     job->training = t;
     job->train_again = 0;
-    uv_queue_work(job->e->o.loop, &t->work, kt__engine_train_work, train_done);
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -290,6 +326,24 @@ commit_round(struct kt_job *job, struct kt_round *r, char *err, size_t errlen)
     return rc;
 }
 
+/* The search learns of the result at its next run (see kt_feedback). */
+static void
+queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
+{
+    struct kt_feedback *f;
+
+    if (ts->npending == ts->cappending) {
+        ts->cappending = ts->cappending ? ts->cappending * 2 : 64;
+        ts->pending = kt_xrealloc(ts->pending, sizeof(*ts->pending) * (size_t)ts->cappending);
+    }
+    f = &ts->pending[ts->npending++];
+    f->steps = c->steps;
+    f->nsteps = c->nsteps;
+    f->cost = cost;
+    c->steps = NULL;   /* the feedback owns them now */
+    c->nsteps = 0;
+}
+
 /* The batch is in the database: now its results may be used. */
 static void
 apply_round(struct kt_job *job, struct kt_round *r)
@@ -317,8 +371,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 ts->best_config = kt_xstrdup(c->config);
             }
         }
-        if (ts->search != NULL)
-            kt__engine_search_record(ts->search, c->config, cost);
+        queue_feedback(ts, c, cost);
         if (c->rows != NULL) {
             kt__job_add_record(job, c->rows, c->nrows, r->task, cost);
             c->rows = NULL;   /* the record owns them now */
@@ -442,13 +495,8 @@ submit(struct kt_job *job, struct kt_round *r)
         kt__job_kick(job);
         return;
     }
-    while (r->ncand > left) {
-        struct kt_cand *c0 = &r->c[--r->ncand];
-        free(c0->config);
-        free(c0->source);
-        free(c0->preset_text);
-        free(c0->rows);
-    }
+    while (r->ncand > left)
+        free_cand(&r->c[--r->ncand]);
     if (r->ncand == 0) {
         /* Nothing new in this task's space: the scheduler retires it. */
         kt_task_sched_update(job->sched, r->task, KT_SCHED_NO_COST, 0);
@@ -467,13 +515,17 @@ submit(struct kt_job *job, struct kt_round *r)
     }
     r->submitted = kt_now();
     job->measuring = r;
-    rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c, r->ncand,
-                           &job->mo, measure_done, r, err, sizeof(err));
+    if (job->e->o.submit != NULL)
+        rc = job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, c,
+                              r->ncand, &job->mo, measure_done, r, err, sizeof(err));
+    else
+        rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c, r->ncand,
+                               &job->mo, measure_done, r, err, sizeof(err));
     free(c);
     if (rc != KT_OK) {
         job->measuring = NULL;
         kt__job_round_free(r);
-        fail_job(job, "submitting a batch: %s", err);
+        kt__job_fail(job, "submitting a batch: %s", err);
         return;
     }
     kt__job_kick(job);
@@ -486,6 +538,13 @@ search_done(uv_work_t *w, int status)
     struct kt_job *job = r->job;
 
     job->searching = NULL;
+    if (status == 0 && r->feature_errors > 0) {
+        /* The programs still run; only the cost model misses their rows. */
+        job->feature_errors += r->feature_errors;
+        log_warnx("engine: job %s: task %d: features of %d candidates failed "
+                  "(first: %s); they are measured but not trained on",
+                  job->name, r->task, r->feature_errors, r->feature_err);
+    }
     if (status != 0 || r->dropped || job->state == KT_JOB_STOPPING ||
         job->state == KT_JOB_FAILED) {
         kt__job_round_free(r);
@@ -497,7 +556,7 @@ search_done(uv_work_t *w, int status)
         snprintf(msg, sizeof(msg), "search for task %d (%s): %.500s", r->task,
                  job->tasks.v[r->task].name, r->err);
         kt__job_round_free(r);
-        fail_job(job, "%s", msg);
+        kt__job_fail(job, "%s", msg);
         return;
     }
     job->ready = r;
@@ -514,7 +573,7 @@ start_search(struct kt_job *job, int task, int speculative)
     if (ts->search == NULL) {
         ts->search = kt__engine_search_new(job, task, err, sizeof(err));
         if (ts->search == NULL) {
-            fail_job(job, "task %d (%s): %s", task, job->tasks.v[task].name, err);
+            kt__job_fail(job, "task %d (%s): %s", task, job->tasks.v[task].name, err);
             return;
         }
     }
@@ -534,8 +593,17 @@ start_search(struct kt_job *job, int task, int speculative)
     if (ts->nmeasured > 0)
         memcpy(r->measured, ts->measured, sizeof(uint64_t) * ts->nmeasured);
     r->cg = job->cg;
+    r->feedback = ts->pending;
+    r->nfeedback = ts->npending;
+    ts->pending = NULL;
+    ts->npending = ts->cappending = 0;
+    if (kt__job_queue_work(job, &r->work, kt__engine_search_work, search_done,
+                           err, sizeof(err)) != 0) {
+        kt__job_round_free(r);
+        kt__job_fail(job, "search for task %d: %s", task, err);
+        return;
+    }
     job->searching = r;
-    uv_queue_work(job->e->o.loop, &r->work, kt__engine_search_work, search_done);
 }
 
 /* Decides what to do next; called after every event. */
