@@ -294,9 +294,10 @@ static const struct kt__key daemon_keys[] = {
     {"control_socket", KT_K_STR, D(control_socket), NOLIM,
      "\"/run/kerntune/control.sock\"", NULL, "Unix socket used by the "
      "kerntune CLI."},
-    {"worker_path", KT_K_STR, D(worker_path), NOLIM, "\"kerntune-rpc\"", NULL,
-     "The worker program started for local workers (looked up in PATH "
-     "when it has no '/')."},
+    {"worker_path", KT_K_STR, D(worker_path), NOLIM, "null", NULL,
+     "The worker program started for local workers; null: kerntune-rpc "
+     "next to kerntuned, else in PATH (as `kerntune tune`); a name without "
+     "'/' is looked up in PATH."},
     {"local_worker_key", KT_K_STR, D(local_worker_key), NOLIM, "\"local\"",
      NULL, "Key of the local workers."},
     {"local_workers", KT_K_INT, D(local_workers), 0, 256, "1", NULL,
