@@ -44,6 +44,7 @@ struct fake {
     void *cb_arg;
     void (*on_submit)(struct fake *f);
     void *test;
+    char cc[4096];               /* the compiler line of the last batch */
 };
 
 static void
@@ -95,6 +96,7 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
     f->n = n;
     f->cb = cb;
     f->cb_arg = cb_arg;
+    snprintf(f->cc, sizeof(f->cc), "%s", c[0].cc);
     for (i = 0; i < n; i++) {
         f->preset[i] = c[i].preset_err_no;
         if (c[i].preset_err_no == 0)
@@ -510,6 +512,39 @@ test_engine_warm_start_counts_skipped_trials(void **state)
     run_close(&r);
 }
 
+/* --- a long compiler line reaches the workers and the database whole --- */
+static void
+test_engine_long_compiler_line_not_truncated(void **state)
+{
+    struct run r;
+    struct kt_buf conf, flags;
+    char sql[256];
+    int i;
+
+    (void)state;
+    kt_buf_init(&flags);
+    for (i = 0; i < 80; i++)
+        kt_buf_printf(&flags, "%s\"-DKT_A_RATHER_LONG_DEFINE_%02d=1\"", i ? ", " : "", i);
+    kt_buf_init(&conf);
+    kt_buf_printf(&conf, "{\"name\": \"long-cc\", \"target\": {\"threads\": 1, "
+                  "\"cflags\": [%s]}, \"tuning\": {\"trials\": 8, "
+                  "\"measures_per_round\": 8}, \"tasks\": [{\"name\": \"mm\", "
+                  "\"compute\": [\"O[i,j] += A[i,k] * B[k,j]\"], \"shapes\": "
+                  "{\"A\": [8, 8], \"B\": [8, 8]}}]}", flags.p);
+    run_open(&r);
+    run_start(&r, conf.p, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    assert_true(strlen(r.fake.cc) > 2400);
+    assert_non_null(strstr(r.fake.cc, "-DKT_A_RATHER_LONG_DEFINE_79=1"));
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM jobs WHERE length(target) > %d "
+             "AND target LIKE '%%_DEFINE_79=1'", (int)strlen(r.fake.cc));
+    assert_int_equal(count_rows(&r, sql), 1);
+    kt_buf_free(&flags);
+    kt_buf_free(&conf);
+    run_close(&r);
+}
+
 int
 main(void)
 {
@@ -519,6 +554,7 @@ main(void)
         cmocka_unit_test(test_engine_loop_never_waits_on_search_lock),
         cmocka_unit_test(test_engine_train_again_trains_late_rounds),
         cmocka_unit_test(test_engine_warm_start_counts_skipped_trials),
+        cmocka_unit_test(test_engine_long_compiler_line_not_truncated),
     };
 
     /* One pool thread: pool work runs in the order it is queued. */
