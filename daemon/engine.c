@@ -42,36 +42,6 @@ kt__job_vector_bytes(const struct kt_job *job)
     return job->cg.vector_bytes;
 }
 
-static uint64_t
-hex_hash(const char *hex)
-{
-    return strtoull(hex, NULL, 16);
-}
-
-static void
-measured_insert(struct kt_task_state *ts, uint64_t h)
-{
-    size_t lo = 0, hi = ts->nmeasured;
-
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ts->measured[mid] < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < ts->nmeasured && ts->measured[lo] == h)
-        return;
-    if (ts->nmeasured == ts->capmeasured) {
-        ts->capmeasured = ts->capmeasured ? ts->capmeasured * 2 : 256;
-        ts->measured = kt_xrealloc(ts->measured, ts->capmeasured * sizeof(uint64_t));
-    }
-    memmove(&ts->measured[lo + 1], &ts->measured[lo],
-            (ts->nmeasured - lo) * sizeof(uint64_t));
-    ts->measured[lo] = h;
-    ts->nmeasured++;
-}
-
 void
 kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task, double cost)
 {
@@ -149,7 +119,6 @@ kt__job_round_free(struct kt_round *r)
         return;
     free_cands(r->c, r->ncand);
     free_results(r->res, r->nres);
-    free(r->measured);
     kt__feedback_free(r->feedback, r->nfeedback);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);
@@ -356,7 +325,6 @@ apply_round(struct kt_job *job, struct kt_round *r)
         const struct kt_result *res = &r->res[i];
         struct kt_cand *c = &r->c[i];
         double cost = res->err_no == 0 ? res->cost : 0;
-        measured_insert(ts, hex_hash(c->hash));
         ts->trials++;
         job->trials++;
         if (res->err_no) {
@@ -538,6 +506,14 @@ search_done(uv_work_t *w, int status)
     struct kt_job *job = r->job;
 
     job->searching = NULL;
+    if (status == 0 && r->measured != NULL) {
+        /* The search remembers the resumed measured set from now on. */
+        struct kt_task_state *ts = &job->ts[r->task];
+        free(ts->measured);
+        ts->measured = NULL;
+        ts->nmeasured = 0;
+        r->measured = NULL;
+    }
     if (status == 0 && r->feature_errors > 0) {
         /* The programs still run; only the cost model misses their rows. */
         job->feature_errors += r->feature_errors;
@@ -588,10 +564,9 @@ start_search(struct kt_job *job, int task, int speculative)
         r->want = 1;
     r->search = ts->search;
     r->model = kt__job_uses_model(job) && job->model_ready ? job->model : NULL;
+    /* Borrowed: the loop never changes it; freed once a search took it. */
+    r->measured = ts->measured;
     r->nmeasured = ts->nmeasured;
-    r->measured = kt_xmalloc(sizeof(uint64_t) * (ts->nmeasured ? ts->nmeasured : 1));
-    if (ts->nmeasured > 0)
-        memcpy(r->measured, ts->measured, sizeof(uint64_t) * ts->nmeasured);
     r->cg = job->cg;
     r->feedback = ts->pending;
     r->nfeedback = ts->npending;

@@ -43,7 +43,7 @@ struct kt_round {
     /* inputs owned by the work while it runs */
     void *search;              /* the task's struct kt_search (exclusive) */
     struct kt_xgb_model *model;/* NULL: untrained, use random scores */
-    uint64_t *measured;        /* sorted copy of the measured set */
+    const uint64_t *measured;  /* the task's resumed measured set, borrowed */
     size_t nmeasured;
     struct kt_codegen_opts cg;
     struct kt_feedback *feedback;  /* measured results the search learns
@@ -115,8 +115,9 @@ struct kt_feedback {
 };
 
 struct kt_task_state {
-    uint64_t *measured;        /* sorted set of schedule hashes */
-    size_t nmeasured, capmeasured;
+    uint64_t *measured;        /* hashes stored before this run, until the
+                                * task's first search has taken them */
+    size_t nmeasured;
     int64_t next_trial_no;
     double best_cost;          /* seconds; 0 = none */
     char *best_config;

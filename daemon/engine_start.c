@@ -109,7 +109,6 @@ resume(struct kt_job *job, char *err, size_t errlen)
                                  &ts->measured, &ts->nmeasured, err, errlen);
         if (rc != KT_OK)
             break;
-        ts->capmeasured = ts->nmeasured;
         if (en->job_trials > 0 || en->best_cost > 0) {
             int64_t per = kt_task_sched_per_round(job->sched);
             int64_t rounds = en->job_trials > 0 ? (en->job_trials + per - 1) / per : 0;

@@ -230,8 +230,9 @@ struct kt_search_stats {
 };
 
 /* Proposes up to n candidates that are distinct, lower without error and
- * are neither in measured[] (sorted kt_storage_measured hashes, may be
- * NULL) nor returned by an earlier call of this search; fewer only when
+ * are neither in measured[] (kt_storage_measured hashes, may be NULL; the
+ * search remembers them, so a later call may pass NULL) nor recorded nor
+ * returned by an earlier call of this search; fewer only when
  * the space looks exhausted (0 = exhausted).  model may be NULL or
  * untrained: random scores are used then (Ansor's first round).  out is
  * overwritten (free it with kt_search_batch_free); stats may be NULL. */

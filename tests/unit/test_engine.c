@@ -509,6 +509,8 @@ test_engine_warm_start_counts_skipped_trials(void **state)
     kt_job_get_stats(r.job, &s);
     assert_int_equal(s.warm_skipped, 1);
     assert_int_equal(s.trials, 16);   /* 8 resumed + 8 new */
+    /* the resumed measured set kept the search off stored schedules */
+    assert_int_equal(count_rows(&r, "SELECT count(DISTINCT sched_hash) FROM logs"), 16);
     run_close(&r);
 }
 
