@@ -1,5 +1,6 @@
 #!/bin/sh
-# kerntuned start-up checks: `kerntuned -t` fails (exit 1, naming the file)
+# kerntuned and kerntune start-up checks: bad option values are refused
+# (exit 2, naming the option) instead of falling back to a default; `kerntuned -t` fails (exit 1, naming the file)
 # when the token file or the model dir is missing or the token is empty,
 # and a daemon without worker_path finds kerntune-rpc next to itself (as
 # `kerntune tune` does), with a PATH that does not hold it.
@@ -42,6 +43,19 @@ out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) && fail "-t passed 
 echo "$out" | grep -q "no-such-dir" || fail "-t does not name the model dir: $out"
 
 out=$("$BIN/kerntuned" --config "$T/kerntuned.json" stray 2>&1) && fail "a stray argument was accepted"
+
+# Strict integers and HOST:PORT on the command line.
+printf '{"name": "m", "tasks": [{"name": "mm", "compute": ["O[i,j] += A[i,k] * B[k,j]"], "shapes": {"A": [8, 8], "B": [8, 8]}}]}\n' > "$T/m.json"
+for bad in "--trials abc" "--trials 12x" "--trials -3" "--workers 0" "--workers 65"; do
+    out=$(cd "$T" && "$BIN/kerntune" tune "$T/m.json" $bad 2>&1)
+    [ $? -eq 2 ] || fail "kerntune tune $bad: not refused ($out)"
+    echo "$out" | grep -q -- "${bad%% *}" || fail "kerntune tune $bad: message lacks the option: $out"
+done
+[ -e "$T/kerntune.db" ] && fail "a refused tune created a database"
+for bad in "nohost" "h:65536" "::1:80" "[::1]x"; do
+    out=$("$BIN/kerntune" rpc-status --tracker "$bad" 2>&1)
+    [ $? -eq 2 ] || fail "rpc-status --tracker $bad: not refused ($out)"
+done
 
 # No worker_path, PATH without kerntune-rpc: the worker next to kerntuned joins.
 conf "$T/token" "$T/models"
