@@ -319,13 +319,13 @@ apply_round(struct kt_job *job, struct kt_round *r)
 {
     struct kt_task_state *ts = &job->ts[r->task];
     double round_best = KT_SCHED_NO_COST;
+    double best = kt_task_sched_best_cost(job->sched, r->task);
     int i;
 
     for (i = 0; i < r->nres; i++) {
         const struct kt_result *res = &r->res[i];
         struct kt_cand *c = &r->c[i];
         double cost = res->err_no == 0 ? res->cost : 0;
-        ts->trials++;
         job->trials++;
         if (res->err_no) {
             ts->errors++;
@@ -333,8 +333,8 @@ apply_round(struct kt_job *job, struct kt_round *r)
         } else {
             if (cost < round_best)
                 round_best = cost;
-            if (ts->best_cost <= 0 || cost < ts->best_cost) {
-                ts->best_cost = cost;
+            if (cost < best) {
+                best = cost;
                 free(ts->best_config);
                 ts->best_config = kt_xstrdup(c->config);
             }
@@ -626,8 +626,7 @@ kt__job_kick(struct kt_job *job)
     {
         struct kt_task_sched *what_if = kt_task_sched_clone(job->sched);
         int cur = job->measuring->task;
-        double best = job->ts[cur].best_cost > 0 ? job->ts[cur].best_cost : KT_SCHED_NO_COST;
-        kt_task_sched_update(what_if, cur, best, job->measuring->ncand);
+        kt_task_sched_update(what_if, cur, KT_SCHED_NO_COST, job->measuring->ncand);
         t = kt_task_sched_next(what_if);
         kt_task_sched_free(what_if);
         if (t >= 0 && job->trials + job->measuring->ncand < job->budget)

@@ -120,6 +120,8 @@ struct kt_job_task_info {
     double weight;
     double flops;
     double best_cost;            /* seconds; 0 = none yet */
+    double latency_ms;           /* best, -1 = none yet */
+    double gflops;               /* at the best, -1 = none yet */
     const char *best_config;     /* NULL = none yet */
     int64_t trials;
     int64_t errors;

@@ -119,9 +119,8 @@ struct kt_task_state {
                                 * task's first search has taken them */
     size_t nmeasured;
     int64_t next_trial_no;
-    double best_cost;          /* seconds; 0 = none */
-    char *best_config;
-    int64_t trials, errors;
+    char *best_config;         /* of the task scheduler's best cost */
+    int64_t errors;            /* (best cost and trials: the scheduler's) */
     void *search;              /* struct kt_search *, created lazily */
     struct kt_feedback *pending;   /* for the task's next search work */
     int npending, cappending;

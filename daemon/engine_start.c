@@ -99,12 +99,9 @@ resume(struct kt_job *job, char *err, size_t errlen)
         if (en == NULL)
             continue;
         ts->next_trial_no = en->job_max_trial_no + 1;
-        ts->trials = en->job_trials;
         job->trials += en->job_trials;
-        if (en->best_cost > 0 && en->best_config != NULL) {
-            ts->best_cost = en->best_cost;
+        if (en->best_cost > 0 && en->best_config != NULL)
             ts->best_config = kt_xstrdup(en->best_config);
-        }
         rc = kt_storage_measured(job->e->o.db, job->target, job->tasks.v[i].dag->hash,
                                  &ts->measured, &ts->nmeasured, err, errlen);
         if (rc != KT_OK)
@@ -435,22 +432,13 @@ kt_job_conf(const struct kt_job *job)
 void
 kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
 {
-    int i;
-
     memset(s, 0, sizeof(*s));
     s->ntasks = job->tasks.n;
     s->trials = job->trials;
     s->budget = job->budget;
     s->errors = job->errors;
     s->rounds = job->rounds;
-    s->total_latency_ms = 0;
-    for (i = 0; i < job->tasks.n; i++) {
-        if (job->ts[i].best_cost <= 0) {
-            s->total_latency_ms = -1;
-            break;
-        }
-        s->total_latency_ms += job->tasks.v[i].weight * job->ts[i].best_cost * 1e3;
-    }
+    s->total_latency_ms = kt_task_sched_total_latency_ms(job->sched);
     s->elapsed_s = kt_now() - job->started;
     s->device_busy_s = job->device_busy_s;
     s->speculation_hits = job->spec_hits;
@@ -470,9 +458,11 @@ kt_job_task(const struct kt_job *job, int i, struct kt_job_task_info *out)
     out->name = job->tasks.v[i].name;
     out->weight = job->tasks.v[i].weight;
     out->flops = job->tasks.v[i].flops;
-    out->best_cost = ts->best_cost;
+    out->latency_ms = kt_task_sched_latency_ms(job->sched, i);
+    out->gflops = kt_task_sched_gflops(job->sched, i);
+    out->best_cost = out->latency_ms > 0 ? out->latency_ms / 1e3 : 0;
     out->best_config = ts->best_config;
-    out->trials = ts->trials;
+    out->trials = kt_task_sched_trials(job->sched, i);
     out->errors = ts->errors;
 }
 

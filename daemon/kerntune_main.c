@@ -114,10 +114,9 @@ print_summary(const struct kt_job *job, FILE *out)
     for (i = 0; i < s.ntasks; i++) {
         struct kt_job_task_info ti;
         kt_job_task(job, i, &ti);
-        if (ti.best_cost > 0)
+        if (ti.latency_ms > 0)
             fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld\n", ti.name, ti.weight,
-                    ti.best_cost * 1e3, ti.flops / ti.best_cost / 1e9,
-                    (long long)ti.trials);
+                    ti.latency_ms, ti.gflops, (long long)ti.trials);
         else
             fprintf(out, "%-40.40s %8.0f %12s %10s %8lld\n", ti.name, ti.weight, "-",
                     "-", (long long)ti.trials);

@@ -38,8 +38,8 @@ add_tasks(struct kt_job *job, cJSON *resp, int best)
         cJSON_AddNumberToObject(o, "id", i);
         cJSON_AddStringToObject(o, "name", ti.name);
         cJSON_AddNumberToObject(o, "weight", ti.weight);
-        cJSON_AddNumberToObject(o, "latency_ms", ti.best_cost > 0 ? ti.best_cost * 1e3 : -1);
-        cJSON_AddNumberToObject(o, "gflops", ti.best_cost > 0 ? ti.flops / ti.best_cost / 1e9 : -1);
+        cJSON_AddNumberToObject(o, "latency_ms", ti.latency_ms);
+        cJSON_AddNumberToObject(o, "gflops", ti.gflops);
         cJSON_AddNumberToObject(o, "trials", (double)ti.trials);
         cJSON_AddNumberToObject(o, "errors", (double)ti.errors);
         if (best && ti.best_config != NULL)
