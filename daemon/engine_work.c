@@ -9,16 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Lowers steps on dag: the features, and (when src != NULL) the C module.
- * A program whose features fail still runs: *rows stays NULL and the
- * message goes to feat_err (the caller counts it). */
+/* Lowers a state of dag: the features, and (when src != NULL) the C
+ * module.  A program whose features fail still runs: *rows stays NULL and
+ * the message goes to feat_err (the caller counts it). */
 static int
-build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nsteps,
+build_candidate(const struct kt_dag *dag, const struct kt_state *st,
                 const struct kt_codegen_opts *cg, char **src, float **rows,
                 int *nrows, char *feat_err, size_t feat_errlen, char *err,
                 size_t errlen)
 {
-    struct kt_state *st = NULL;
     struct kt_looptree *lt = NULL;
     int rc;
 
@@ -26,9 +25,7 @@ build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nstep
     *nrows = 0;
     if (src != NULL)
         *src = NULL;
-    rc = kt_state_replay(dag, steps, nsteps, &st, err, errlen);
-    if (rc == KT_OK)
-        rc = kt_lower(st, &lt, err, errlen);
+    rc = kt_lower(st, &lt, err, errlen);
     if (rc == KT_OK &&
         kt_features_extract(lt, rows, nrows, feat_err, feat_errlen) != KT_OK) {
         *rows = NULL;
@@ -44,7 +41,6 @@ build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nstep
             kt_buf_free(&b);
     }
     kt_looptree_free(lt);
-    kt_state_free(st);
     return rc;
 }
 
@@ -81,8 +77,8 @@ kt__engine_search_work(uv_work_t *w)
         c->steps = sc->steps;      /* the candidate owns them from here */
         c->nsteps = sc->nsteps;
         sc->steps = NULL;
-        if (build_candidate(dag, c->steps, c->nsteps, &r->cg, &c->source, &c->rows,
-                            &c->nrows, ferr, sizeof(ferr), err, sizeof(err)) != KT_OK) {
+        if (build_candidate(dag, sc->state, &r->cg, &c->source, &c->rows, &c->nrows,
+                            ferr, sizeof(ferr), err, sizeof(err)) != KT_OK) {
             /* The schedule cannot be instantiated: err_no 1, not built. */
             c->preset_err = KT_MERR_INSTANTIATION;
             c->preset_text = kt_xstrdup(err);
@@ -137,6 +133,7 @@ kt__engine_warm_work(uv_work_t *w)
     for (i = 0; i < wj->nrows_in; i++) {
         const struct kt_dag *dag = NULL;
         struct kt_step *steps = NULL;
+        struct kt_state *st = NULL;
         struct kt_record *rec = &wj->out[wj->nout];
         char err[256] = "";
         int n, rc;
@@ -153,8 +150,11 @@ kt__engine_warm_work(uv_work_t *w)
         rc = dag != NULL ? kt_steps_from_json(wj->in[i].config, &steps, &n, err,
                                               sizeof(err)) : KT_EPARSE;
         if (rc == KT_OK)
-            rc = build_candidate(dag, steps, n, NULL, NULL, &rec->rows, &rec->nrows,
+            rc = kt_state_replay(dag, steps, n, &st, err, sizeof(err));
+        if (rc == KT_OK)
+            rc = build_candidate(dag, st, NULL, NULL, &rec->rows, &rec->nrows,
                                  err, sizeof(err), err, sizeof(err));
+        kt_state_free(st);
         if (rc == KT_OK && rec->rows != NULL) {
             rec->task = wj->in[i].task;
             rec->cost = wj->in[i].cost;

@@ -122,8 +122,10 @@ kt_search_batch_free(struct kt_search_batch *b)
 
     if (b == NULL)
         return;
-    for (i = 0; i < b->n; i++)
+    for (i = 0; i < b->n; i++) {
         free(b->v[i].steps);
+        kt_state_free(b->v[i].state);
+    }
     free(b->v);
     b->v = NULL;
     b->n = 0;
@@ -343,7 +345,7 @@ take(struct round *R, const struct sk_member *m, int from_random,
     kt_steps_hash(st->steps, st->nsteps, c->hash);
     c->score = m->score;
     c->from_random = from_random;
-    kt_state_free(st);
+    c->state = st;
     kt_u64set_add(&R->taken, m->hash);
     if (from_random)
         R->st->picked_random++;

@@ -547,6 +547,53 @@ test_engine_long_compiler_line_not_truncated(void **state)
     run_close(&r);
 }
 
+/* --- the state a candidate carries is the replay of its steps --- */
+static void
+test_candidate_state_matches_replay(void **state)
+{
+    struct kt_model_conf *conf = NULL;
+    struct kt_tasks tasks;
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    struct kt_search_batch b;
+    struct kt_codegen_opts cg;
+    char err[512];
+    int i;
+
+    (void)state;
+    assert_int_equal(kt_model_conf_parse("t.json", one_task_conf, &conf, err, sizeof(err)),
+                     KT_OK);
+    assert_int_equal(kt_tasks_extract(conf, &tasks, err, sizeof(err)), KT_OK);
+    kt_search_opts_default(&o);
+    o.population = 64;
+    assert_int_equal(kt_search_new(&s, tasks.v[0].dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 16, &b, NULL, err,
+                                          sizeof(err)), KT_OK);
+    assert_true(b.n > 0);
+    kt_codegen_default_opts(&cg);
+    for (i = 0; i < b.n; i++) {
+        struct kt_state *st = NULL;
+        struct kt_buf x, y;
+        assert_non_null(b.v[i].state);
+        assert_int_equal(kt_state_replay(tasks.v[0].dag, b.v[i].steps, b.v[i].nsteps,
+                                         &st, err, sizeof(err)), KT_OK);
+        kt_buf_init(&x);
+        kt_buf_init(&y);
+        assert_int_equal(kt_codegen_module(b.v[i].state, tasks.v[0].dag, &cg, &x, err,
+                                           sizeof(err)), KT_OK);
+        assert_int_equal(kt_codegen_module(st, tasks.v[0].dag, &cg, &y, err,
+                                           sizeof(err)), KT_OK);
+        assert_string_equal(x.p, y.p);
+        kt_buf_free(&x);
+        kt_buf_free(&y);
+        kt_state_free(st);
+    }
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_tasks_free(&tasks);
+    kt_model_conf_free(conf);
+}
+
 int
 main(void)
 {
@@ -557,6 +604,7 @@ main(void)
         cmocka_unit_test(test_engine_train_again_trains_late_rounds),
         cmocka_unit_test(test_engine_warm_start_counts_skipped_trials),
         cmocka_unit_test(test_engine_long_compiler_line_not_truncated),
+        cmocka_unit_test(test_candidate_state_matches_replay),
     };
 
     /* One pool thread: pool work runs in the order it is queued. */
