@@ -88,22 +88,23 @@ kt__feedback_free(struct kt_feedback *f, int n)
     free(f);
 }
 
+/* The result strings of a round's trials, when the round owns them. */
 static void
-free_results(struct kt_result *r, int n)
+free_trial_strings(struct kt_round *r)
 {
     int i, k;
 
-    for (i = 0; i < n; i++) {
-        free(r[i].err_text);
-        free(r[i].worker);
-        for (k = 0; k < r[i].nkvs; k++) {
-            free(r[i].kv_keys[k]);
-            free(r[i].kv_vals[k]);
+    if (!r->owned)
+        return;
+    for (i = 0; i < r->nres; i++) {
+        struct kt_trial *t = &r->trials[i];
+        free((char *)t->err_text);
+        free((char *)t->worker);
+        for (k = 0; k < t->nkvs; k++) {
+            free((char *)t->kvs[k].k);
+            free((char *)t->kvs[k].v);
         }
-        free(r[i].kv_keys);
-        free(r[i].kv_vals);
     }
-    free(r);
 }
 
 static void
@@ -118,7 +119,10 @@ kt__job_round_free(struct kt_round *r)
     if (r == NULL)
         return;
     free_cands(r->c, r->ncand);
-    free_results(r->res, r->nres);
+    free_trial_strings(r);
+    free(r->trials);
+    free(r->kvs);
+    free(r->costs);
     kt__feedback_free(r->feedback, r->nfeedback);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);
@@ -246,23 +250,25 @@ kt__job_start_training(struct kt_job *job)
 
 /* ---- results ------------------------------------------------------------ */
 
-static int
-commit_round(struct kt_job *job, struct kt_round *r, char *err, size_t errlen)
+/* The batch's trials, pointing into res (borrowed for the tracker's
+ * callback) and the round's candidates. */
+static void
+build_trials(struct kt_job *job, struct kt_round *r,
+             const struct kt_measure_result *res, int n)
 {
-    struct kt_task *task = &job->tasks.v[r->task];
-    struct kt_task_state *ts = &job->ts[r->task];
-    struct kt_trial *t = kt_xcalloc((size_t)r->nres, sizeof(*t));
-    struct kt_kv *kvs = NULL;
-    int i, k, nkv = 0, rc;
+    const struct kt_task *task = &job->tasks.v[r->task];
+    const struct kt_task_state *ts = &job->ts[r->task];
     double now = kt_wall_now();
+    int i, k, nkv = 0;
 
+    r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += r->res[i].nkvs;
-    kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*kvs));
+        nkv += res[i].nkvs;
+    r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
+    r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
     nkv = 0;
     for (i = 0; i < r->nres; i++) {
-        const struct kt_result *res = &r->res[i];
-        struct kt_trial *tr = &t[i];
+        struct kt_trial *tr = &r->trials[i];
         tr->job_id = job->job_id;
         tr->task_name = task->name;
         tr->target = job->target;
@@ -270,29 +276,52 @@ commit_round(struct kt_job *job, struct kt_round *r, char *err, size_t errlen)
         tr->workload_hash = task->dag->hash;
         tr->config = r->c[i].config;
         tr->sched_hash = r->c[i].hash;
-        tr->err_no = res->err_no;
-        tr->err_text = res->err_no ? res->err_text : NULL;
+        tr->err_no = res[i].err_no;
+        tr->err_text = res[i].err_no ? (res[i].err_text ? res[i].err_text : "") : NULL;
         tr->trial_no = ts->next_trial_no + i;
-        tr->cost = res->err_no ? 0 : res->cost;
-        tr->costs = res->costs;
-        tr->ncosts = res->ncosts;
-        tr->worker = res->worker;
-        tr->build_s = res->build_s;
-        tr->run_s = res->run_s;
+        tr->cost = res[i].err_no ? 0 : res[i].cost;
+        tr->costs = res[i].costs;
+        tr->ncosts = res[i].ncosts;
+        tr->worker = res[i].worker ? res[i].worker : "";
+        tr->build_s = res[i].build_s;
+        tr->run_s = res[i].run_s;
         tr->started = r->submitted > 0 ? now - r->measured_s : now;
         tr->finished = now;
-        tr->kvs = &kvs[nkv];
-        for (k = 0; k < res->nkvs; k++) {
-            kvs[nkv].k = res->kv_keys[k];
-            kvs[nkv].v = res->kv_vals[k];
+        tr->kvs = &r->kvs[nkv];
+        for (k = 0; k < res[i].nkvs; k++) {
+            r->kvs[nkv].k = res[i].kv_keys[k];
+            r->kvs[nkv].v = res[i].kv_vals[k];
             nkv++;
         }
-        tr->nkvs = res->nkvs;
+        tr->nkvs = res[i].nkvs;
     }
-    rc = kt_storage_write_batch(job->e->o.db, t, (size_t)r->nres, NULL, err, errlen);
-    free(kvs);
-    free(t);
-    return rc;
+}
+
+/* The batch waits for a retry: copy what the tracker only lent. */
+static void
+own_trials(struct kt_round *r)
+{
+    int i, k;
+
+    if (r->owned)
+        return;
+    r->costs = kt_xcalloc((size_t)(r->nres ? r->nres : 1) * KT_MEASURE_MAX_REPEAT,
+                          sizeof(double));
+    for (i = 0; i < r->nres; i++) {
+        struct kt_trial *t = &r->trials[i];
+        double *costs = &r->costs[(size_t)i * KT_MEASURE_MAX_REPEAT];
+        struct kt_kv *kv = (struct kt_kv *)t->kvs;
+        if (t->ncosts > 0)
+            memcpy(costs, t->costs, sizeof(double) * (size_t)t->ncosts);
+        t->costs = costs;
+        t->err_text = t->err_text ? kt_xstrdup(t->err_text) : NULL;
+        t->worker = kt_xstrdup(t->worker);
+        for (k = 0; k < t->nkvs; k++) {
+            kv[k].k = kt_xstrdup(kv[k].k);
+            kv[k].v = kt_xstrdup(kv[k].v);
+        }
+    }
+    r->owned = 1;
 }
 
 /* The search learns of the result at its next run (see kt_feedback). */
@@ -323,9 +352,9 @@ apply_round(struct kt_job *job, struct kt_round *r)
     int i;
 
     for (i = 0; i < r->nres; i++) {
-        const struct kt_result *res = &r->res[i];
+        const struct kt_trial *res = &r->trials[i];
         struct kt_cand *c = &r->c[i];
-        double cost = res->err_no == 0 ? res->cost : 0;
+        double cost = res->cost;
         job->trials++;
         if (res->err_no) {
             ts->errors++;
@@ -366,10 +395,12 @@ static void
 try_commit(struct kt_job *job, struct kt_round *r)
 {
     char err[512];
-    int rc = commit_round(job, r, err, sizeof(err));
+    int rc = kt_storage_write_batch(job->e->o.db, r->trials, (size_t)r->nres, NULL,
+                                    err, sizeof(err));
 
     if (rc != KT_OK) {
         /* Nothing of the batch was stored; keep it and try again. */
+        own_trials(r);
         uint64_t delay = 200u << (r->retries < 6 ? r->retries : 6);
         r->retries++;
         log_warnx("engine: job %s: storing %d trials failed (%s); retry %d in "
@@ -397,7 +428,6 @@ measure_done(void *arg, const struct kt_measure_result *res, int n)
 {
     struct kt_round *r = arg;
     struct kt_job *job = r->job;
-    int i, k;
 
     r->measured_s = kt_now() - r->submitted;
     job->device_busy_s += r->measured_s;
@@ -409,27 +439,7 @@ measure_done(void *arg, const struct kt_measure_result *res, int n)
         kt__job_maybe_end(job);
         return;
     }
-    r->res = kt_xcalloc((size_t)(n ? n : 1), sizeof(*r->res));
-    r->nres = n < r->ncand ? n : r->ncand;
-    for (i = 0; i < r->nres; i++) {
-        struct kt_result *d = &r->res[i];
-        d->err_no = res[i].err_no;
-        d->err_text = kt_xstrdup(res[i].err_text ? res[i].err_text : "");
-        d->ncosts = res[i].ncosts;
-        memcpy(d->costs, res[i].costs, sizeof(double) * (size_t)res[i].ncosts);
-        d->cost = res[i].cost;
-        d->cv = res[i].cv;
-        d->build_s = res[i].build_s;
-        d->run_s = res[i].run_s;
-        d->worker = kt_xstrdup(res[i].worker ? res[i].worker : "");
-        d->nkvs = res[i].nkvs;
-        d->kv_keys = kt_xcalloc((size_t)(d->nkvs ? d->nkvs : 1), sizeof(char *));
-        d->kv_vals = kt_xcalloc((size_t)(d->nkvs ? d->nkvs : 1), sizeof(char *));
-        for (k = 0; k < d->nkvs; k++) {
-            d->kv_keys[k] = kt_xstrdup(res[i].kv_keys[k]);
-            d->kv_vals[k] = kt_xstrdup(res[i].kv_vals[k]);
-        }
-    }
+    build_trials(job, r, res, n);
     try_commit(job, r);
 }
 

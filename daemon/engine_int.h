@@ -21,18 +21,6 @@ struct kt_cand {
     int nrows;
 };
 
-/* A measured result copied out of the tracker's callback. */
-struct kt_result {
-    int err_no;
-    char *err_text;
-    int ncosts;
-    double costs[KT_MEASURE_MAX_REPEAT];
-    double cost, cv, build_s, run_s;
-    char *worker;
-    int nkvs;
-    char **kv_keys, **kv_vals;
-};
-
 struct kt_round {
     uv_work_t work;
     struct kt_job *job;
@@ -62,8 +50,14 @@ struct kt_round {
     /* measurement */
     double submitted;
     double measured_s;
-    struct kt_result *res;
+    /* The results as the database takes them: the tracker's strings are
+     * borrowed during its callback and copied only when the database
+     * refuses the batch and it must wait for a retry ('owned'). */
+    struct kt_trial *trials;
     int nres;
+    struct kt_kv *kvs;
+    double *costs;             /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
+    int owned;
     uv_timer_t *retry;         /* storage retry while the database is busy */
     int retries;
 };

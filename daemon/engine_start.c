@@ -353,7 +353,7 @@ void
 kt_job_abandon(struct kt_job *job)
 {
     job->abandoned = 1;
-    if (job->measuring != NULL && job->measuring->res != NULL) {
+    if (job->measuring != NULL && job->measuring->trials != NULL) {
         /* Results are in but the database keeps refusing them (its retry
          * timer is running): give them up too. */
         log_warnx("engine: job %s: %d measured results dropped: the database "

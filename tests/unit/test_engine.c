@@ -64,8 +64,12 @@ fake_deliver(uv_timer_t *t)
             r->err_no = f->preset[i];
             r->err_text = "preset";
         } else if (i % 4 == 3) {
+            static const char *const keys[] = {"signal"}, *const vals[] = {"11"};
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "killed by signal 11";
+            r->nkvs = 1;
+            r->kv_keys = keys;
+            r->kv_vals = vals;
         } else {
             r->ncosts = 3;
             for (k = 0; k < 3; k++)
@@ -153,6 +157,7 @@ run_open(struct run *r)
     snprintf(r->db_path, sizeof(r->db_path), "%s/tune.db", r->dir);
     assert_int_equal(uv_loop_init(&r->loop), 0);
     memset(&so, 0, sizeof(so));
+    so.busy_timeout_ms = 50;
     assert_int_equal(kt_storage_open(&r->db, r->db_path, &so, err, sizeof(err)), KT_OK);
     r->fake.loop = &r->loop;
     uv_timer_init(&r->loop, &r->fake.timer);
@@ -594,6 +599,77 @@ test_candidate_state_matches_replay(void **state)
     kt_model_conf_free(conf);
 }
 
+/* --- a batch the database refuses is kept (copied) and stored later --- */
+struct db_locker {
+    sqlite3 *other;
+    int locked, released;
+    struct run *run;
+};
+
+static struct db_locker locker;
+
+static void
+lock_db_on_first_submit(struct fake *f)
+{
+    struct run *r = f->test;
+
+    if (f->nsubmits != 1)
+        return;
+    assert_int_equal(sqlite3_open(r->db_path, &locker.other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(locker.other, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    locker.locked = 1;
+}
+
+static void
+release_after_refusal(uv_prepare_t *p)
+{
+    struct kt_job *job = locker.run->job;
+
+    if (!locker.locked || job == NULL || job->measuring == NULL ||
+        !job->measuring->owned)
+        return;
+    /* the engine copied the results and waits for its retry timer */
+    assert_non_null(strstr(kt_job_error(job), "storage"));
+    assert_int_equal(sqlite3_exec(locker.other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(locker.other);
+    locker.released = 1;
+    uv_prepare_stop(p);
+}
+
+static void
+test_engine_refused_batch_is_stored_on_retry(void **state)
+{
+    struct run r;
+    struct kt_job_stats s;
+    uv_prepare_t prep;
+
+    (void)state;
+    memset(&locker, 0, sizeof(locker));
+    run_open(&r);
+    locker.run = &r;
+    r.fake.on_submit = lock_db_on_first_submit;
+    uv_prepare_init(&r.loop, &prep);
+    uv_prepare_start(&prep, release_after_refusal);
+    uv_unref((uv_handle_t *)&prep);
+    run_start(&r, one_task_conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&prep, NULL);
+    assert_true(locker.released);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    assert_string_equal(kt_job_error(r.job), "");
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.trials, 16);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
+    /* what the tracker lent survived the wait: texts, costs, key/values */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = 4 AND "
+                                    "err_text = 'killed by signal 11'"), s.errors);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs"), s.errors);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = 0 AND "
+                                    "cost <= 0"), 0);
+    run_close(&r);
+}
+
 int
 main(void)
 {
@@ -605,6 +681,7 @@ main(void)
         cmocka_unit_test(test_engine_warm_start_counts_skipped_trials),
         cmocka_unit_test(test_engine_long_compiler_line_not_truncated),
         cmocka_unit_test(test_candidate_state_matches_replay),
+        cmocka_unit_test(test_engine_refused_batch_is_stored_on_retry),
     };
 
     /* One pool thread: pool work runs in the order it is queued. */
