@@ -1,4 +1,4 @@
-/* bench_baselines.c - the baselines of TARGETS.md measured on this machine
+/* bench_baselines.c - the baselines of docs/design.md section 6 measured on this machine
  * in one run, for comparison with what kerntune finds:
  *   conv2d 3x3, 64->64, 56x56, pad 1, +bias+relu: im2col + OpenBLAS sgemm
  *   dense 1x2048 -> 1000 +bias (a GEMV): OpenBLAS sgemv

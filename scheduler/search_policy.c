@@ -1,6 +1,6 @@
 /* search_policy.c - the search API: options, one round (initial
  * population, evolutionary search, eps-greedy picking with deduplication)
- * and feedback of measured results.  ANSOR.md sections 2.2-2.7. */
+ * and feedback of measured results.  See docs/search.md. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
