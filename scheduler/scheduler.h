@@ -47,8 +47,8 @@ void kt_tasks_free(struct kt_tasks *t);    /* NULL is a no-op */
 double kt_tasks_total_flops(const struct kt_tasks *t);
 
 /* ---- Task scheduler ----------------------------------------------------
- * Pure logic (no I/O, no clock): Ansor's task scheduler (docs/design.md section
- * 1) with costs in seconds.  The caller loops:
+ * Pure logic (no I/O, no clock): Ansor's task scheduler (docs/design.md
+ * section 2) with costs in seconds.  The caller loops:
  *
  *     while ((i = kt_task_sched_next(s)) >= 0) {
  *         ... search and measure up to kt_task_sched_per_round(s) trials
