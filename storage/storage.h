@@ -1,9 +1,9 @@
 /* storage.h - durable store for every measured trial (SQLite, WAL).
  *
- * The schema keeps its origin's names (tables logs and kvs, view
- * best_logs; docs/design.md section 4) so the SQL recipes in docs/sql.md
- * run verbatim against a live database, and adds jobs, tasks, per-trial
- * detail columns and a schema version with forward migrations.  One struct kt_storage owns one sqlite3 connection
+ * The schema keeps its first names (docs/design.md 4: logs, kvs, best_logs) so
+ * the SQL recipes in docs/sql.md run verbatim against a live database, and
+ * adds jobs, tasks, per-trial detail columns and a schema version with
+ * forward migrations.  One struct kt_storage owns one sqlite3 connection
  * opened with SQLITE_OPEN_NOMUTEX: use it from one thread only (the daemon's
  * loop thread).  Every write of a measured batch is one transaction that is
  * committed before the call returns, so a kill -9 after a successful return
