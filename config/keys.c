@@ -59,8 +59,9 @@ static const struct kt__key target_keys[] = {
 };
 
 static const char *const strategies[] = {"gradient", "round-robin", NULL};
-static const char *const policies[] = {"sketch.xgb", "sketch.random",
-                                       "random", NULL};
+/* enum kt_policy order; the one table of policy names */
+const char *const kt__policy_names[] = {"sketch.xgb", "sketch.random", "random",
+                                        NULL};
 
 static const struct kt__key tuning_keys[] = {
     {"trials", KT_K_INT, offsetof(struct kt_tuning_conf, trials), 1, 1e9,
@@ -73,7 +74,7 @@ static const struct kt__key tuning_keys[] = {
      "\"gradient\"", strategies, "Task scheduler: Ansor's gradient strategy "
      "or round-robin."},
     {"policy", KT_K_ENUM, offsetof(struct kt_tuning_conf, policy), NOLIM,
-     "\"sketch.xgb\"", policies, "Search policy: sketches + evolutionary "
+     "\"sketch.xgb\"", kt__policy_names, "Search policy: sketches + evolutionary "
      "search scored by XGBoost, the same with a random model, or plain "
      "random sampling."},
     {"early_stopping", KT_K_INT, offsetof(struct kt_tuning_conf,

@@ -177,11 +177,7 @@ kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
     kt_search_opts_default(&o);
-    switch (conf->tuning.policy) {
-    case KT_POLICY_SKETCH_RANDOM: o.policy = KT_SEARCH_SKETCH_RANDOM; break;
-    case KT_POLICY_RANDOM: o.policy = KT_SEARCH_RANDOM; break;
-    default: o.policy = KT_SEARCH_SKETCH_XGB; break;
-    }
+    o.policy = conf->tuning.policy;
     o.seed = (uint64_t)conf->tuning.seed * 1000003u + (uint64_t)task;
     o.vector_bytes = kt__job_vector_bytes(job);
     o.cores = conf->target.threads > 0 ? (int)conf->target.threads

@@ -157,14 +157,8 @@ double kt_task_sched_gradient(const struct kt_task_sched *s, int i);
  * several scoring threads).
  * ====================================================================== */
 
-enum kt_search_policy {
-    KT_SEARCH_SKETCH_XGB,      /* "sketch.xgb": GA scored by the model */
-    KT_SEARCH_SKETCH_RANDOM,   /* "sketch.random": GA, random scores */
-    KT_SEARCH_RANDOM           /* "random": random valid samples, no GA */
-};
-
 struct kt_search_opts {
-    int policy;                /* enum kt_search_policy */
+    int policy;                /* enum kt_policy (config/config.h) */
     int population;            /* 2048 */
     int num_iters;             /* 4 (<= 2 with random scores, as Ansor) */
     double mutation_prob;      /* 0.85 */
@@ -180,12 +174,6 @@ struct kt_search_opts {
 
 /* Ansor's DEFAULT_PARAMS with this machine's vector width and cores. */
 void kt_search_opts_default(struct kt_search_opts *o);
-/* "sketch.xgb" | "sketch.random" | "random" -> *policy; KT_ECONFIG with
- * the accepted names in err otherwise. */
-int kt_search_policy_parse(const char *name, int *policy, char *err,
-                           size_t errlen);
-const char *kt_search_policy_name(int policy);
-
 struct kt_search;              /* opaque */
 struct kt_xgb_model;           /* costmodel/costmodel.h */
 

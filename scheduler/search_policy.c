@@ -11,7 +11,7 @@ void
 kt_search_opts_default(struct kt_search_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->policy = KT_SEARCH_SKETCH_XGB;
+    o->policy = KT_POLICY_SKETCH_XGB;
     o->population = 2048;
     o->num_iters = 4;
     o->mutation_prob = 0.85;
@@ -25,31 +25,6 @@ kt_search_opts_default(struct kt_search_opts *o)
     o->seed = 1;
 }
 
-static const char *const policy_names[] = {"sketch.xgb", "sketch.random", "random"};
-
-int
-kt_search_policy_parse(const char *name, int *policy, char *err, size_t errlen)
-{
-    int i;
-
-    for (i = 0; i < (int)KT_ARRAY_LEN(policy_names); i++)
-        if (name != NULL && strcmp(name, policy_names[i]) == 0) {
-            *policy = i;
-            return KT_OK;
-        }
-    return kt_seterr(err, errlen, KT_ECONFIG, "unknown search policy \"%s\" "
-                     "(expected sketch.xgb, sketch.random or random)",
-                     name ? name : "(null)");
-}
-
-const char *
-kt_search_policy_name(int policy)
-{
-    if (policy < 0 || policy >= (int)KT_ARRAY_LEN(policy_names))
-        return "?";
-    return policy_names[policy];
-}
-
 int
 kt_search_new(struct kt_search **out, const struct kt_dag *dag,
               const struct kt_search_opts *o, char *err, size_t errlen)
@@ -58,7 +33,7 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
     int rc;
 
     *out = NULL;
-    if (o->policy < 0 || o->policy > KT_SEARCH_RANDOM || o->population < 1 ||
+    if (o->policy < 0 || o->policy > KT_POLICY_RANDOM || o->population < 1 ||
         o->num_iters < 0 || o->mutation_prob < 0 || o->mutation_prob > 1 ||
         o->eps_greedy < 0 || o->eps_greedy > 1 || o->use_measured_ratio < 0 ||
         o->max_innermost_factor < 1 || o->max_register_tile < 1 || o->cores < 1)
@@ -416,7 +391,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     memset(&R, 0, sizeof(R));
     R.s = s;
     R.sc.s = s;
-    R.sc.model = s->o.policy == KT_SEARCH_SKETCH_XGB && model != NULL &&
+    R.sc.model = s->o.policy == KT_POLICY_SKETCH_XGB && model != NULL &&
                  kt_xgb_trained(model) ? model : NULL;
     R.st = stats;
     R.err = err;
@@ -436,7 +411,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         goto done;
     t1 = kt_now();
     stats->sample_s = t1 - t0;
-    if (s->o.policy == KT_SEARCH_RANDOM) {
+    if (s->o.policy == KT_POLICY_RANDOM) {
         for (i = 0; i < ninit && out->n < n; i++)
             take(&R, &init[i], 1, out, n);
     } else {
