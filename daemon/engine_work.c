@@ -93,7 +93,15 @@ kt__engine_search_work(uv_work_t *w)
     r->stats.init_samples = st.sampled;
     r->stats.init_fail = st.sample_fail;
     r->stats.init_s = st.sample_s;
-    r->stats.niters = 0;
+    for (i = 0; i < st.ngenerations && i < KT_ENGINE_MAX_ITERS; i++) {
+        r->iters[i].iter = i;
+        r->iters[i].max_score = st.gen[i].max_score;
+        r->iters[i].min_score = st.gen[i].min_score;
+        r->iters[i].pop = st.gen[i].pop;
+        r->iters[i].mut_ok = st.gen[i].mutations_ok;
+        r->iters[i].mut_fail = st.gen[i].mutations_fail;
+    }
+    r->stats.niters = i;
     r->stats.iters = r->iters;
     r->stats.out_states = r->ncand;
     r->stats.time_s = r->search_s;

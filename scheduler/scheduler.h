@@ -204,6 +204,16 @@ struct kt_search_batch {
 };
 void kt_search_batch_free(struct kt_search_batch *b);  /* NULL is a no-op */
 
+/* One generation of the evolutionary search (the task table's "GA Iter"
+ * lines): the best and the worst score kept for output so far, the
+ * population scored, and the mutations that produced it. */
+#define KT_SEARCH_MAX_GENERATIONS 16
+struct kt_search_generation {
+    float max_score, min_score;
+    int pop;
+    int mutations_ok, mutations_fail;
+};
+
 /* What one call did, for the task table's "[ Search ]" section. */
 struct kt_search_stats {
     int sketches;
@@ -217,6 +227,9 @@ struct kt_search_stats {
     int picked_best, picked_random;
     float best_score;
     double sample_s, evo_s, score_s, total_s;
+    int ngenerations;          /* iters + 1 (the initial population), at
+                                  most KT_SEARCH_MAX_GENERATIONS kept */
+    struct kt_search_generation gen[KT_SEARCH_MAX_GENERATIONS];
 };
 
 /* Proposes up to n candidates that are distinct, lower without error and

@@ -181,6 +181,30 @@ fail:
     return rc;
 }
 
+/* The figures of one generation: the kept heap and the mutation pass
+ * that produced the population. */
+static void
+record_generation(struct kt_search_stats *st, const struct sk_member *heap, int nheap,
+                  int pop, int mut_ok, int mut_fail)
+{
+    struct kt_search_generation *g;
+    int j;
+
+    if (st->ngenerations >= KT_SEARCH_MAX_GENERATIONS)
+        return;
+    g = &st->gen[st->ngenerations++];
+    g->pop = pop;
+    g->mutations_ok = mut_ok;
+    g->mutations_fail = mut_fail;
+    g->max_score = g->min_score = 0;
+    for (j = 0; j < nheap; j++) {
+        if (j == 0 || heap[j].score > g->max_score)
+            g->max_score = heap[j].score;
+        if (j == 0 || heap[j].score < g->min_score)
+            g->min_score = heap[j].score;
+    }
+}
+
 /* The evolutionary search; *best gets up to out_size members never
  * measured, best first. */
 static int
@@ -194,7 +218,7 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
     struct sk_member *heap = kt_xcalloc((size_t)out_size + 1, sizeof(*heap));
     double *cum = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(double));
     struct kt_u64set in_heap;
-    int ncur = ninit;
+    int ncur = ninit, mut_ok = 0, mut_fail = 0;
 
     kt_u64set_init(&in_heap);
     memcpy(cur, init, sizeof(*cur) * (size_t)ninit);
@@ -234,8 +258,11 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
             if (m->score > R->st->best_score)
                 R->st->best_score = m->score;
         }
+        record_generation(R->st, heap, nheap, ncur, mut_ok, mut_fail);
         if (k == iters)
             break;
+        mut_ok = R->st->mutations_ok;
+        mut_fail = R->st->mutations_fail;
         R->st->iters++;
         for (i = 0; i < ncur; i++) {
             double w = cur[i].valid && cur[i].score > 0 ? cur[i].score : 0;
@@ -274,6 +301,8 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
             next = t;
             ncur = nnext;
         }
+        mut_ok = R->st->mutations_ok - mut_ok;
+        mut_fail = R->st->mutations_fail - mut_fail;
     }
     kt_u64set_free(&in_heap);
     free(cur);

@@ -167,6 +167,7 @@ run_open(struct run *r)
     eo.loop = &r->loop;
     eo.db = r->db;
     eo.submit = fake_submit;
+    eo.log_dir = r->dir;
     eo.submit_arg = &r->fake;
     assert_int_equal(kt_engine_new(&r->engine, &eo), KT_OK);
 }
@@ -256,6 +257,13 @@ test_engine_runs_budget_and_stores_every_trial(void **state)
     assert_true(ti.best_cost > 0 && ti.best_cost <= 5e-4);
     assert_non_null(ti.best_config);
     assert_true(s.total_latency_ms > 0);
+    {
+        /* the task-table log shows every GA generation of both rounds */
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "test $(cat %s/*.log 2>/dev/null | grep -c "
+                 "'^GA Iter: [0-9]') -ge 2", r.dir);
+        assert_int_equal(system(cmd), 0);
+    }
     /* tasks.shapes holds the task's input and output shapes */
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM tasks WHERE shapes = "
                                     "'{\"A\": [16, 16], \"B\": [16, 16], "
@@ -561,6 +569,7 @@ test_candidate_state_matches_replay(void **state)
     struct kt_search_opts o;
     struct kt_search *s = NULL;
     struct kt_search_batch b;
+    struct kt_search_stats sst;
     struct kt_codegen_opts cg;
     char err[512];
     int i;
@@ -572,9 +581,16 @@ test_candidate_state_matches_replay(void **state)
     kt_search_opts_default(&o);
     o.population = 64;
     assert_int_equal(kt_search_new(&s, tasks.v[0].dag, &o, err, sizeof(err)), KT_OK);
-    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 16, &b, NULL, err,
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 16, &b, &sst, err,
                                           sizeof(err)), KT_OK);
     assert_true(b.n > 0);
+    /* one record per GA generation: the initial population, then each pass */
+    assert_int_equal(sst.ngenerations, sst.iters + 1);
+    assert_int_equal(sst.iters, 2);   /* random model: Ansor's 2 iterations */
+    assert_int_equal(sst.gen[0].mutations_ok + sst.gen[0].mutations_fail, 0);
+    assert_int_equal(sst.gen[1].mutations_ok + sst.gen[2].mutations_ok, sst.mutations_ok);
+    assert_true(sst.gen[2].pop > 0);
+    assert_true(sst.gen[2].max_score >= sst.gen[2].min_score);
     kt_codegen_default_opts(&cg);
     for (i = 0; i < b.n; i++) {
         struct kt_state *st = NULL;
