@@ -164,8 +164,9 @@ struct kt_job {
     int abandoned;             /* results still to come are not stored */
 };
 
-/* Shared between engine.c (rounds), engine_start.c (jobs) and
- * engine_log.c (the task table); loop thread only. */
+/* Shared between engine.c (rounds), engine_results.c (measured batches),
+ * engine_start.c (jobs) and engine_log.c (the task table); loop thread
+ * only. */
 void kt__job_kick(struct kt_job *job);
 void kt__job_maybe_end(struct kt_job *job);
 void kt__job_start_training(struct kt_job *job);
@@ -174,6 +175,8 @@ void kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
 int kt__job_uses_model(const struct kt_job *job);
 void kt__job_round_free(struct kt_round *r);
 void kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id);
+/* The tracker's callback for a round's batch (engine_results.c). */
+void kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);
