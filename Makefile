@@ -146,8 +146,12 @@ install: all
 	install -m 644 $(wildcard docs/*.md) README.md $(DESTDIR)$(PREFIX)/share/doc/kerntune/
 	$(if $(wildcard dist/systemd/*),install -m 644 $(wildcard dist/systemd/*) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
 
+# Every C file of the tree against .clang-format (programs, tests and
+# benchmarks too).
+FORMAT_SRCS := $(wildcard $(addsuffix /*.c,$(MODULES)) $(addsuffix /*.h,$(MODULES)) \
+               tests/unit/*.[ch] tests/support/*.[ch] tests/fuzz/*.c bench/*.c)
 format-check:
-	clang-format --dry-run --Werror $(LIB_SRCS) $(wildcard */*.h measure/worker/*.h)
+	clang-format --dry-run --Werror $(FORMAT_SRCS)
 
 clean:
 	rm -rf build

@@ -36,7 +36,8 @@ build_trials(struct kt_job *job, struct kt_round *r,
         tr->config = r->c[i].config;
         tr->sched_hash = r->c[i].hash;
         tr->err_no = res[i].err_no;
-        tr->err_text = res[i].err_no ? (res[i].err_text ? res[i].err_text : "") : NULL;
+        tr->err_text = res[i].err_no ? (res[i].err_text ? res[i].err_text : "")
+                                     : NULL;
         tr->trial_no = ts->next_trial_no + i;
         tr->cost = res[i].err_no ? 0 : res[i].cost;
         tr->costs = res[i].costs;
@@ -64,7 +65,8 @@ own_trials(struct kt_round *r)
 
     if (r->owned)
         return;
-    r->costs = kt_xcalloc((size_t)(r->nres ? r->nres : 1) * KT_MEASURE_MAX_REPEAT,
+    r->costs = kt_xcalloc((size_t)(r->nres ? r->nres : 1) *
+                              KT_MEASURE_MAX_REPEAT,
                           sizeof(double));
     for (i = 0; i < r->nres; i++) {
         struct kt_trial *t = &r->trials[i];
@@ -91,13 +93,14 @@ queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
 
     if (ts->npending == ts->cappending) {
         ts->cappending = ts->cappending ? ts->cappending * 2 : 64;
-        ts->pending = kt_xrealloc(ts->pending, sizeof(*ts->pending) * (size_t)ts->cappending);
+        ts->pending = kt_xrealloc(ts->pending, sizeof(*ts->pending) *
+                                                   (size_t)ts->cappending);
     }
     f = &ts->pending[ts->npending++];
     f->steps = c->steps;
     f->nsteps = c->nsteps;
     f->cost = cost;
-    c->steps = NULL;   /* the feedback owns them now */
+    c->steps = NULL; /* the feedback owns them now */
     c->nsteps = 0;
 }
 
@@ -130,7 +133,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
         queue_feedback(ts, c, cost);
         if (c->rows != NULL) {
             kt__job_add_record(job, c->rows, c->nrows, r->task, cost);
-            c->rows = NULL;   /* the record owns them now */
+            c->rows = NULL; /* the record owns them now */
         }
     }
     ts->next_trial_no += r->nres;
@@ -154,8 +157,8 @@ static void
 try_commit(struct kt_job *job, struct kt_round *r)
 {
     char err[512];
-    int rc = kt_storage_write_batch(job->e->o.db, r->trials, (size_t)r->nres, NULL,
-                                    err, sizeof(err));
+    int rc = kt_storage_write_batch(job->e->o.db, r->trials, (size_t)r->nres,
+                                    NULL, err, sizeof(err));
 
     if (rc != KT_OK) {
         /* Nothing of the batch was stored; keep it and try again. */
@@ -163,7 +166,8 @@ try_commit(struct kt_job *job, struct kt_round *r)
         uint64_t delay = 200u << (r->retries < 6 ? r->retries : 6);
         r->retries++;
         log_warnx("engine: job %s: storing %d trials failed (%s); retry %d in "
-                  "%llu ms", job->name, r->nres, err, r->retries,
+                  "%llu ms",
+                  job->name, r->nres, err, r->retries,
                   (unsigned long long)delay);
         snprintf(job->error, sizeof(job->error), "storage: %.480s", err);
         if (r->retry == NULL) {
@@ -201,4 +205,3 @@ kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n)
     build_trials(job, r, res, n);
     try_commit(job, r);
 }
-

@@ -17,7 +17,8 @@ find_job(struct daemon *d, const cJSON *req, cJSON *resp)
         return NULL;
     }
     for (i = 0; i < d->njobs; i++)
-        if (d->jobs[i].job != NULL && strcmp(kt_job_name(d->jobs[i].job), j->valuestring) == 0)
+        if (d->jobs[i].job != NULL &&
+            strcmp(kt_job_name(d->jobs[i].job), j->valuestring) == 0)
             return &d->jobs[i];
     kt_ctl_fail(resp, "no job \"%s\"", j->valuestring);
     return NULL;
@@ -73,11 +74,15 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
         cJSON_AddNumberToObject(resp, "uptime_s", kt_now() - d->started);
         cJSON_AddNumberToObject(resp, "jobs", kt__daemon_running_jobs(d));
         cJSON_AddNumberToObject(resp, "trials", (double)trials);
-        cJSON_AddNumberToObject(resp, "workers", d->tracker ? kt_tracker_nworkers(d->tracker, NULL) : 0);
+        cJSON_AddNumberToObject(resp, "workers",
+                                d->tracker
+                                    ? kt_tracker_nworkers(d->tracker, NULL)
+                                    : 0);
         cJSON_AddStringToObject(resp, "database", d->conf->database);
         cJSON_AddStringToObject(resp, "model_dir", d->conf->model_dir);
         cJSON_AddStringToObject(resp, "listen", d->conf->listen);
-        cJSON_AddStringToObject(resp, "state", d->stopping ? "stopping" : "running");
+        cJSON_AddStringToObject(resp, "state",
+                                d->stopping ? "stopping" : "running");
     } else if (strcmp(cmd, "jobs") == 0) {
         cJSON *arr = cJSON_AddArrayToObject(resp, "jobs");
         for (i = 0; i < d->njobs; i++) {
@@ -88,17 +93,21 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
             kt_job_get_stats(d->jobs[i].job, &s);
             o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "name", kt_job_name(d->jobs[i].job));
-            cJSON_AddStringToObject(o, "state", kt_job_state_name(kt_job_state(d->jobs[i].job)));
+            cJSON_AddStringToObject(o, "state",
+                                    kt_job_state_name(
+                                        kt_job_state(d->jobs[i].job)));
             cJSON_AddNumberToObject(o, "tasks", s.ntasks);
             cJSON_AddNumberToObject(o, "trials", (double)s.trials);
             cJSON_AddNumberToObject(o, "trials_target", (double)s.budget);
             cJSON_AddNumberToObject(o, "errors", (double)s.errors);
             cJSON_AddNumberToObject(o, "total_latency_ms", s.total_latency_ms);
             cJSON_AddNumberToObject(o, "used_s", s.elapsed_s);
-            cJSON_AddStringToObject(o, "key", kt_job_conf(d->jobs[i].job)->target.key);
+            cJSON_AddStringToObject(o, "key",
+                                    kt_job_conf(d->jobs[i].job)->target.key);
             cJSON_AddStringToObject(o, "file", d->jobs[i].file);
             if (kt_job_error(d->jobs[i].job)[0])
-                cJSON_AddStringToObject(o, "error", kt_job_error(d->jobs[i].job));
+                cJSON_AddStringToObject(o, "error",
+                                        kt_job_error(d->jobs[i].job));
             cJSON_AddItemToArray(arr, o);
         }
     } else if (strcmp(cmd, "tasks") == 0 || strcmp(cmd, "best") == 0) {
@@ -114,7 +123,8 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
         else
             kt_job_resume(dj->job);
         cJSON_AddStringToObject(resp, "job", kt_job_name(dj->job));
-        cJSON_AddStringToObject(resp, "state", kt_job_state_name(kt_job_state(dj->job)));
+        cJSON_AddStringToObject(resp, "state",
+                                kt_job_state_name(kt_job_state(dj->job)));
     } else if (strcmp(cmd, "rpc-status") == 0) {
         cJSON *q = cJSON_AddArrayToObject(resp, "queues");
         cJSON_AddArrayToObject(resp, "workers");
@@ -133,7 +143,10 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
                 continue;
             o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "key", key);
-            cJSON_AddNumberToObject(o, "workers", d->tracker ? kt_tracker_nworkers(d->tracker, key) : 0);
+            cJSON_AddNumberToObject(o, "workers",
+                                    d->tracker
+                                        ? kt_tracker_nworkers(d->tracker, key)
+                                        : 0);
             cJSON_AddItemToArray(q, o);
         }
     } else {

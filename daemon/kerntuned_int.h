@@ -19,10 +19,10 @@
 
 struct djob {
     char *file;
-    char hash[17];             /* of the file's text: a change restarts */
+    char hash[17]; /* of the file's text: a change restarts */
     struct kt_job *job;
-    int present;               /* seen in the latest scan */
-    int restart;               /* start again from the file once ended */
+    int present; /* seen in the latest scan */
+    int restart; /* start again from the file once ended */
 };
 
 struct daemon {
@@ -37,7 +37,7 @@ struct daemon {
     struct djob jobs[KT_DAEMON_MAX_JOBS];
     int njobs;
     int stopping;
-    int closed;                /* every handle has been closed */
+    int closed; /* every handle has been closed */
     double started;
 };
 

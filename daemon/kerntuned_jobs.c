@@ -83,9 +83,9 @@ job_ended(void *arg, struct kt_job *job)
         struct djob *dj = &d->jobs[i];
         if (dj->job != job)
             continue;
-        log_info("kerntuned: job %s (%s) ended: %s%s%s", kt_job_name(job), dj->file,
-                 kt_job_state_name(kt_job_state(job)), kt_job_error(job)[0] ? ": " : "",
-                 kt_job_error(job));
+        log_info("kerntuned: job %s (%s) ended: %s%s%s", kt_job_name(job),
+                 dj->file, kt_job_state_name(kt_job_state(job)),
+                 kt_job_error(job)[0] ? ": " : "", kt_job_error(job));
         /* Finished jobs stay listed until the file changes or goes. */
         if (dj->restart && !d->stopping) {
             kt_job_free(job);
@@ -110,13 +110,15 @@ start_job(struct daemon *d, struct djob *dj)
         log_err("kerntuned: %s", err);
         return;
     }
-    if (kt_job_start(d->engine, conf, 0, job_ended, d, &dj->job, err, sizeof(err)) != KT_OK) {
+    if (kt_job_start(d->engine, conf, 0, job_ended, d, &dj->job, err,
+                     sizeof(err)) != KT_OK) {
         log_err("kerntuned: %s: %s", dj->file, err);
         kt_model_conf_free(conf);
         dj->job = NULL;
         return;
     }
-    log_info("kerntuned: job %s started from %s", kt_job_name(dj->job), dj->file);
+    log_info("kerntuned: job %s started from %s", kt_job_name(dj->job),
+             dj->file);
 }
 
 static int
@@ -142,7 +144,8 @@ kt__daemon_list_models(const char *dir_path, char ***names, int *n, char *err,
     while ((e = readdir(dir)) != NULL) {
         size_t len = strlen(e->d_name);
         struct kt_buf path;
-        if (e->d_name[0] == '.' || len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+        if (e->d_name[0] == '.' || len < 6 ||
+            strcmp(e->d_name + len - 5, ".json") != 0)
             continue;
         if (nv == cap) {
             cap = cap ? cap * 2 : 64;
@@ -211,7 +214,7 @@ reconcile_file(struct daemon *d, char *name)
             }
         }
     } else if (dj->job == NULL) {
-        start_job(d, dj);   /* a config that failed before may be fixed */
+        start_job(d, dj); /* a config that failed before may be fixed */
     }
 }
 
@@ -221,19 +224,21 @@ kt__daemon_scan_models(struct daemon *d)
     char **names, err[512];
     int n, i, k;
 
-    if (kt__daemon_list_models(d->conf->model_dir, &names, &n, err, sizeof(err)) != KT_OK) {
+    if (kt__daemon_list_models(d->conf->model_dir, &names, &n, err,
+                               sizeof(err)) != KT_OK) {
         log_err("kerntuned: %s", err);
         return;
     }
     for (i = 0; i < d->njobs; i++)
         d->jobs[i].present = 0;
     for (k = 0; k < n; k++)
-        reconcile_file(d, names[k]);   /* takes the name */
+        reconcile_file(d, names[k]); /* takes the name */
     free(names);
     for (i = 0; i < d->njobs; i++) {
         struct djob *dj = &d->jobs[i];
         if (!dj->present && dj->job != NULL) {
-            log_info("kerntuned: %s removed: stopping job %s", dj->file, kt_job_name(dj->job));
+            log_info("kerntuned: %s removed: stopping job %s", dj->file,
+                     kt_job_name(dj->job));
             dj->restart = 0;
             kt_job_stop(dj->job);
         }
@@ -249,7 +254,8 @@ grace_expired(uv_timer_t *t)
 
     int i;
 
-    log_warnx("kerntuned: jobs did not stop within %d s; abandoning the batches "
+    log_warnx("kerntuned: jobs did not stop within %d s; abandoning the "
+              "batches "
               "in flight (they are not stored and will be measured again)",
               KT_DAEMON_STOP_GRACE_MS / 1000);
     for (i = 0; i < d->njobs; i++)
@@ -273,7 +279,7 @@ begin_stop(struct daemon *d, const char *why)
         if (d->jobs[i].job == NULL)
             continue;
         d->jobs[i].restart = 0;
-        kt_job_stop(d->jobs[i].job);   /* may end it (and close) at once */
+        kt_job_stop(d->jobs[i].job); /* may end it (and close) at once */
     }
     if (live_jobs(d) == 0)
         close_everything(d);
@@ -310,8 +316,9 @@ kt__daemon_status_tick(uv_timer_t *t)
         kt_job_get_stats(d->jobs[i].job, &s);
         trials += s.trials;
     }
-    kt_notify_status("%d jobs, %lld trials this run, %d workers%s", kt__daemon_running_jobs(d),
-                     (long long)trials, d->tracker ? kt_tracker_nworkers(d->tracker, NULL) : 0,
+    kt_notify_status("%d jobs, %lld trials this run, %d workers%s",
+                     kt__daemon_running_jobs(d), (long long)trials,
+                     d->tracker ? kt_tracker_nworkers(d->tracker, NULL) : 0,
                      d->stopping ? ", stopping" : "");
 }
 

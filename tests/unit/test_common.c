@@ -71,9 +71,11 @@ test_parse_int64_strict(void **state)
     assert_true(v == 123);
     assert_int_equal(kt_parse_int64("-5", -10, 10, &v), KT_OK);
     assert_true(v == -5);
-    assert_int_equal(kt_parse_int64("9223372036854775807", 0, INT64_MAX, &v), KT_OK);
+    assert_int_equal(kt_parse_int64("9223372036854775807", 0, INT64_MAX, &v),
+                     KT_OK);
     assert_true(v == INT64_MAX);
-    assert_int_equal(kt_parse_int64("-9223372036854775808", INT64_MIN, 0, &v), KT_OK);
+    assert_int_equal(kt_parse_int64("-9223372036854775808", INT64_MIN, 0, &v),
+                     KT_OK);
     assert_true(v == INT64_MIN);
     v = 42;
     assert_int_equal(kt_parse_int64("abc", 0, 10, &v), KT_EINVAL);
@@ -83,7 +85,8 @@ test_parse_int64_strict(void **state)
     assert_int_equal(kt_parse_int64(" 5", 0, 10, &v), KT_EINVAL);
     assert_int_equal(kt_parse_int64("+5", 0, 10, &v), KT_EINVAL);
     assert_int_equal(kt_parse_int64("11", 0, 10, &v), KT_EINVAL);
-    assert_int_equal(kt_parse_int64("9223372036854775808", 0, INT64_MAX, &v), KT_EINVAL);
+    assert_int_equal(kt_parse_int64("9223372036854775808", 0, INT64_MAX, &v),
+                     KT_EINVAL);
     assert_true(v == 42);
 }
 
@@ -94,52 +97,69 @@ test_hostport(void **state)
     int port = -1;
 
     (void)state;
-    assert_int_equal(kt_hostport_parse("10.0.0.1:9190", host, sizeof(host), &port,
-                                       err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_hostport_parse("10.0.0.1:9190", host, sizeof(host),
+                                       &port, err, sizeof(err)),
+                     KT_OK);
     assert_string_equal(host, "10.0.0.1");
     assert_int_equal(port, 9190);
-    assert_int_equal(kt_hostport_parse("[::1]:0", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_OK);
+    assert_int_equal(kt_hostport_parse("[::1]:0", host, sizeof(host), &port,
+                                       err, sizeof(err)),
+                     KT_OK);
     assert_string_equal(host, "::1");
     assert_int_equal(port, 0);
-    assert_int_equal(kt_hostport_parse("[fe80::1%eth0]:65535", host, sizeof(host),
-                                       &port, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_hostport_parse("[fe80::1%eth0]:65535", host,
+                                       sizeof(host), &port, err, sizeof(err)),
+                     KT_OK);
     assert_string_equal(host, "fe80::1%eth0");
     assert_int_equal(port, 65535);
-    assert_int_equal(kt_hostport_parse("h.example:1", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_OK);
+    assert_int_equal(kt_hostport_parse("h.example:1", host, sizeof(host), &port,
+                                       err, sizeof(err)),
+                     KT_OK);
     assert_string_equal(host, "h.example");
     /* the errors quote the input */
     assert_int_equal(kt_hostport_parse("nohost", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_non_null(strstr(err, "\"nohost\""));
-    assert_int_equal(kt_hostport_parse("h:65536", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+    assert_int_equal(kt_hostport_parse("h:65536", host, sizeof(host), &port,
+                                       err, sizeof(err)),
+                     KT_EINVAL);
     assert_non_null(strstr(err, "0 to 65535"));
     assert_int_equal(kt_hostport_parse("h:-1", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_int_equal(kt_hostport_parse("h:", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_int_equal(kt_hostport_parse("h: 80", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
-    assert_int_equal(kt_hostport_parse("h:0000080", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
+    assert_int_equal(kt_hostport_parse("h:0000080", host, sizeof(host), &port,
+                                       err, sizeof(err)),
+                     KT_EINVAL);
     assert_int_equal(kt_hostport_parse(":80", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_non_null(strstr(err, "empty"));
     assert_int_equal(kt_hostport_parse("::1:80", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_non_null(strstr(err, "[ADDRESS]:PORT"));
-    assert_int_equal(kt_hostport_parse("[::1]80", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
-    assert_int_equal(kt_hostport_parse("[::1:80", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+    assert_int_equal(kt_hostport_parse("[::1]80", host, sizeof(host), &port,
+                                       err, sizeof(err)),
+                     KT_EINVAL);
+    assert_int_equal(kt_hostport_parse("[::1:80", host, sizeof(host), &port,
+                                       err, sizeof(err)),
+                     KT_EINVAL);
     assert_int_equal(kt_hostport_parse("[]:80", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_int_equal(kt_hostport_parse("", host, sizeof(host), &port, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_int_equal(kt_hostport_parse("abcdefgh:1", host, 8, &port, err,
-                                       sizeof(err)), KT_ETOOBIG);
+                                       sizeof(err)),
+                     KT_ETOOBIG);
 }
 
 static void
@@ -203,7 +223,8 @@ test_seterr_and_strerror(void **state)
 
     (void)state;
     assert_int_equal(kt_seterr(err, sizeof(err), KT_EPARSE, "line %d: %s", 12,
-                               "a long message that is cut"), KT_EPARSE);
+                               "a long message that is cut"),
+                     KT_EPARSE);
     assert_int_equal(strlen(err), sizeof(err) - 1);
     assert_int_equal(kt_seterr(NULL, 0, KT_EIO, "x"), KT_EIO);
     assert_non_null(kt_strerror(KT_EDB));

@@ -27,7 +27,8 @@
 static const char one_task_conf[] =
     "{\"name\": \"engine-test\", \"target\": {\"threads\": 1},"
     " \"tuning\": {\"trials\": 16, \"measures_per_round\": 8, \"seed\": 3},"
-    " \"tasks\": [{\"name\": \"gemm16\", \"compute\": [\"O[i,j] += A[i,k] * B[k,j]\"],"
+    " \"tasks\": [{\"name\": \"gemm16\", \"compute\": [\"O[i,j] += A[i,k] * "
+    "B[k,j]\"],"
     "  \"shapes\": {\"A\": [16, 16], \"B\": [16, 16]}, \"weight\": 1}]}";
 
 /* ---- the fake tracker ---------------------------------------------------- */
@@ -35,16 +36,16 @@ static const char one_task_conf[] =
 struct fake {
     uv_loop_t *loop;
     uv_timer_t timer;
-    int hold;                    /* keep a batch until fake_release */
-    int fail_submit;             /* refuse every batch */
+    int hold;        /* keep a batch until fake_release */
+    int fail_submit; /* refuse every batch */
     int nsubmits;
-    int n;                       /* the batch in flight, 0 = none */
+    int n; /* the batch in flight, 0 = none */
     int preset[64];
     kt_measure_done_cb cb;
     void *cb_arg;
     void (*on_submit)(struct fake *f);
     void *test;
-    char cc[4096];               /* the compiler line of the last batch */
+    char cc[4096]; /* the compiler line of the last batch */
 };
 
 static void
@@ -64,7 +65,8 @@ fake_deliver(uv_timer_t *t)
             r->err_no = f->preset[i];
             r->err_text = "preset";
         } else if (i % 4 == 3) {
-            static const char *const keys[] = {"signal"}, *const vals[] = {"11"};
+            static const char *const keys[] = {"signal"}, *const vals[] = {
+                                                              "11"};
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "killed by signal 11";
             r->nkvs = 1;
@@ -84,15 +86,15 @@ fake_deliver(uv_timer_t *t)
 
 static int
 fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
-            const struct kt_measure_opts *o, kt_measure_done_cb cb, void *cb_arg,
-            char *err, size_t errlen)
+            const struct kt_measure_opts *o, kt_measure_done_cb cb,
+            void *cb_arg, char *err, size_t errlen)
 {
     struct fake *f = arg;
     int i;
 
     (void)o;
     assert_non_null(key);
-    assert_int_equal(f->n, 0);   /* one batch at a time */
+    assert_int_equal(f->n, 0); /* one batch at a time */
     assert_true(n > 0 && n <= 64);
     if (f->fail_submit)
         return kt_seterr(err, errlen, KT_EIO, "fake tracker refuses batches");
@@ -158,7 +160,8 @@ run_open(struct run *r)
     assert_int_equal(uv_loop_init(&r->loop), 0);
     memset(&so, 0, sizeof(so));
     so.busy_timeout_ms = 50;
-    assert_int_equal(kt_storage_open(&r->db, r->db_path, &so, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_storage_open(&r->db, r->db_path, &so, err, sizeof(err)),
+                     KT_OK);
     r->fake.loop = &r->loop;
     uv_timer_init(&r->loop, &r->fake.timer);
     r->fake.timer.data = &r->fake;
@@ -178,7 +181,8 @@ run_start(struct run *r, const char *conf_text, int64_t trials)
     struct kt_model_conf *conf = NULL;
     char err[1024];
 
-    if (kt_model_conf_parse("engine-test.json", conf_text, &conf, err, sizeof(err)) != KT_OK)
+    if (kt_model_conf_parse("engine-test.json", conf_text, &conf, err,
+                            sizeof(err)) != KT_OK)
         fail_msg("config: %s", err);
     if (kt_job_start(r->engine, conf, trials, run_ended, r, &r->job, err,
                      sizeof(err)) != KT_OK)
@@ -220,7 +224,8 @@ count_rows(struct run *r, const char *sql)
     sqlite3_stmt *st;
     long long n = -1;
 
-    assert_int_equal(sqlite3_prepare_v2(kt_storage_db(r->db), sql, -1, &st, NULL),
+    assert_int_equal(sqlite3_prepare_v2(kt_storage_db(r->db), sql, -1, &st,
+                                        NULL),
                      SQLITE_OK);
     if (sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int64(st, 0);
@@ -249,8 +254,11 @@ test_engine_runs_budget_and_stores_every_trial(void **state)
     assert_int_equal(s.rounds, 2);
     assert_int_equal(r.fake.nsubmits, 2);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
-    assert_int_equal(count_rows(&r, "SELECT count(DISTINCT sched_hash) FROM logs"), 16);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = 4"),
+    assert_int_equal(count_rows(&r,
+                                "SELECT count(DISTINCT sched_hash) FROM logs"),
+                     16);
+    assert_int_equal(count_rows(&r,
+                                "SELECT count(*) FROM logs WHERE err_no = 4"),
                      s.errors);
     assert_true(s.errors >= 4);
     kt_job_task(r.job, 0, &ti);
@@ -260,14 +268,17 @@ test_engine_runs_budget_and_stores_every_trial(void **state)
     {
         /* the task-table log shows every GA generation of both rounds */
         char cmd[256];
-        snprintf(cmd, sizeof(cmd), "test $(cat %s/*.log 2>/dev/null | grep -c "
-                 "'^GA Iter: [0-9]') -ge 2", r.dir);
+        snprintf(cmd, sizeof(cmd),
+                 "test $(cat %s/*.log 2>/dev/null | grep -c "
+                 "'^GA Iter: [0-9]') -ge 2",
+                 r.dir);
         assert_int_equal(system(cmd), 0);
     }
     /* tasks.shapes holds the task's input and output shapes */
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM tasks WHERE shapes = "
                                     "'{\"A\": [16, 16], \"B\": [16, 16], "
-                                    "\"O\": [16, 16]}'"), 1);
+                                    "\"O\": [16, 16]}'"),
+                     1);
     run_close(&r);
 }
 
@@ -284,7 +295,8 @@ test_engine_submit_failure_fails_job(void **state)
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_true(r.ended);
     assert_int_equal(kt_job_state(r.job), KT_JOB_FAILED);
-    assert_non_null(strstr(kt_job_error(r.job), "fake tracker refuses batches"));
+    assert_non_null(
+        strstr(kt_job_error(r.job), "fake tracker refuses batches"));
     run_close(&r);
 }
 
@@ -400,7 +412,7 @@ struct blocker {
     pthread_mutex_t m;
     pthread_cond_t cv;
     int go, queued;
-    int retrain_queued;          /* a training was pending when the first ended */
+    int retrain_queued; /* a training was pending when the first ended */
     int64_t rounds_at_first;
     struct run *run;
 };
@@ -447,11 +459,12 @@ watch_training(uv_prepare_t *c)
          * let batch 1 arrive (its training queues behind the blocker). */
         b->work.data = b;
         assert_int_equal(uv_queue_work(&b->run->loop, &b->work, block_work,
-                                       block_done), 0);
+                                       block_done),
+                         0);
         b->queued = 1;
         fake_release(&b->run->fake);
     } else if (b->queued && !b->go && s.rounds >= 2) {
-        assert_non_null(job->training);    /* round 1's, still queued */
+        assert_non_null(job->training); /* round 1's, still queued */
         pthread_mutex_lock(&b->m);
         b->go = 1;
         pthread_cond_broadcast(&b->cv);
@@ -513,17 +526,21 @@ test_engine_warm_start_counts_skipped_trials(void **state)
     assert_int_equal(s.warm_skipped, 0);
     run_finish_job(&r);
     assert_int_equal(sqlite3_exec(kt_storage_db(r.db),
-                                  "UPDATE logs SET config = '[[\"XX\"]]' WHERE id = "
-                                  "(SELECT min(id) FROM logs)", NULL, NULL, &msg),
+                                  "UPDATE logs SET config = '[[\"XX\"]]' WHERE "
+                                  "id = "
+                                  "(SELECT min(id) FROM logs)",
+                                  NULL, NULL, &msg),
                      SQLITE_OK);
     run_start(&r, one_task_conf, 16);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
     kt_job_get_stats(r.job, &s);
     assert_int_equal(s.warm_skipped, 1);
-    assert_int_equal(s.trials, 16);   /* 8 resumed + 8 new */
+    assert_int_equal(s.trials, 16); /* 8 resumed + 8 new */
     /* the resumed measured set kept the search off stored schedules */
-    assert_int_equal(count_rows(&r, "SELECT count(DISTINCT sched_hash) FROM logs"), 16);
+    assert_int_equal(count_rows(&r,
+                                "SELECT count(DISTINCT sched_hash) FROM logs"),
+                     16);
     run_close(&r);
 }
 
@@ -539,21 +556,26 @@ test_engine_long_compiler_line_not_truncated(void **state)
     (void)state;
     kt_buf_init(&flags);
     for (i = 0; i < 80; i++)
-        kt_buf_printf(&flags, "%s\"-DKT_A_RATHER_LONG_DEFINE_%02d=1\"", i ? ", " : "", i);
+        kt_buf_printf(&flags, "%s\"-DKT_A_RATHER_LONG_DEFINE_%02d=1\"",
+                      i ? ", " : "", i);
     kt_buf_init(&conf);
-    kt_buf_printf(&conf, "{\"name\": \"long-cc\", \"target\": {\"threads\": 1, "
+    kt_buf_printf(&conf,
+                  "{\"name\": \"long-cc\", \"target\": {\"threads\": 1, "
                   "\"cflags\": [%s]}, \"tuning\": {\"trials\": 8, "
                   "\"measures_per_round\": 8}, \"tasks\": [{\"name\": \"mm\", "
                   "\"compute\": [\"O[i,j] += A[i,k] * B[k,j]\"], \"shapes\": "
-                  "{\"A\": [8, 8], \"B\": [8, 8]}}]}", flags.p);
+                  "{\"A\": [8, 8], \"B\": [8, 8]}}]}",
+                  flags.p);
     run_open(&r);
     run_start(&r, conf.p, 0);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
     assert_true(strlen(r.fake.cc) > 2400);
     assert_non_null(strstr(r.fake.cc, "-DKT_A_RATHER_LONG_DEFINE_79=1"));
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM jobs WHERE length(target) > %d "
-             "AND target LIKE '%%_DEFINE_79=1'", (int)strlen(r.fake.cc));
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM jobs WHERE length(target) > %d "
+             "AND target LIKE '%%_DEFINE_79=1'",
+             (int)strlen(r.fake.cc));
     assert_int_equal(count_rows(&r, sql), 1);
     kt_buf_free(&flags);
     kt_buf_free(&conf);
@@ -575,20 +597,24 @@ test_candidate_state_matches_replay(void **state)
     int i;
 
     (void)state;
-    assert_int_equal(kt_model_conf_parse("t.json", one_task_conf, &conf, err, sizeof(err)),
+    assert_int_equal(kt_model_conf_parse("t.json", one_task_conf, &conf, err,
+                                         sizeof(err)),
                      KT_OK);
     assert_int_equal(kt_tasks_extract(conf, &tasks, err, sizeof(err)), KT_OK);
     kt_search_opts_default(&o);
     o.population = 64;
-    assert_int_equal(kt_search_new(&s, tasks.v[0].dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_new(&s, tasks.v[0].dag, &o, err, sizeof(err)),
+                     KT_OK);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 16, &b, &sst, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_true(b.n > 0);
     /* one record per GA generation: the initial population, then each pass */
     assert_int_equal(sst.ngenerations, sst.iters + 1);
-    assert_int_equal(sst.iters, 2);   /* random model: Ansor's 2 iterations */
+    assert_int_equal(sst.iters, 2); /* random model: Ansor's 2 iterations */
     assert_int_equal(sst.gen[0].mutations_ok + sst.gen[0].mutations_fail, 0);
-    assert_int_equal(sst.gen[1].mutations_ok + sst.gen[2].mutations_ok, sst.mutations_ok);
+    assert_int_equal(sst.gen[1].mutations_ok + sst.gen[2].mutations_ok,
+                     sst.mutations_ok);
     assert_true(sst.gen[2].pop > 0);
     assert_true(sst.gen[2].max_score >= sst.gen[2].min_score);
     kt_codegen_default_opts(&cg);
@@ -596,14 +622,17 @@ test_candidate_state_matches_replay(void **state)
         struct kt_state *st = NULL;
         struct kt_buf x, y;
         assert_non_null(b.v[i].state);
-        assert_int_equal(kt_state_replay(tasks.v[0].dag, b.v[i].steps, b.v[i].nsteps,
-                                         &st, err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_state_replay(tasks.v[0].dag, b.v[i].steps,
+                                         b.v[i].nsteps, &st, err, sizeof(err)),
+                         KT_OK);
         kt_buf_init(&x);
         kt_buf_init(&y);
-        assert_int_equal(kt_codegen_module(b.v[i].state, tasks.v[0].dag, &cg, &x, err,
-                                           sizeof(err)), KT_OK);
+        assert_int_equal(kt_codegen_module(b.v[i].state, tasks.v[0].dag, &cg,
+                                           &x, err, sizeof(err)),
+                         KT_OK);
         assert_int_equal(kt_codegen_module(st, tasks.v[0].dag, &cg, &y, err,
-                                           sizeof(err)), KT_OK);
+                                           sizeof(err)),
+                         KT_OK);
         assert_string_equal(x.p, y.p);
         kt_buf_free(&x);
         kt_buf_free(&y);
@@ -632,7 +661,8 @@ lock_db_on_first_submit(struct fake *f)
     if (f->nsubmits != 1)
         return;
     assert_int_equal(sqlite3_open(r->db_path, &locker.other), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(locker.other, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+    assert_int_equal(sqlite3_exec(locker.other, "BEGIN IMMEDIATE", NULL, NULL,
+                                  NULL),
                      SQLITE_OK);
     locker.locked = 1;
 }
@@ -647,7 +677,8 @@ release_after_refusal(uv_prepare_t *p)
         return;
     /* the engine copied the results and waits for its retry timer */
     assert_non_null(strstr(kt_job_error(job), "storage"));
-    assert_int_equal(sqlite3_exec(locker.other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(locker.other, "COMMIT", NULL, NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(locker.other);
     locker.released = 1;
     uv_prepare_stop(p);
@@ -678,11 +709,15 @@ test_engine_refused_batch_is_stored_on_retry(void **state)
     assert_int_equal(s.trials, 16);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
     /* what the tracker lent survived the wait: texts, costs, key/values */
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = 4 AND "
-                                    "err_text = 'killed by signal 11'"), s.errors);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = "
+                                    "4 AND "
+                                    "err_text = 'killed by signal 11'"),
+                     s.errors);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs"), s.errors);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = 0 AND "
-                                    "cost <= 0"), 0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = "
+                                    "0 AND "
+                                    "cost <= 0"),
+                     0);
     run_close(&r);
 }
 

@@ -42,11 +42,12 @@ test_list_models_has_no_cap(void **state)
     touch(dir, ".hidden.json");
     touch(dir, "notes.txt");
     touch(dir, "x.json~");
-    assert_int_equal(kt__daemon_list_models(dir, &names, &n, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt__daemon_list_models(dir, &names, &n, err, sizeof(err)),
+                     KT_OK);
     assert_int_equal(n, nfiles);
     for (i = 0; i < n; i++) {
         snprintf(name, sizeof(name), "%s/m%04d.json", dir, i);
-        assert_string_equal(names[i], name);   /* sorted */
+        assert_string_equal(names[i], name); /* sorted */
         free(names[i]);
     }
     free(names);
@@ -61,8 +62,9 @@ test_list_models_missing_dir(void **state)
     int n = 7;
 
     (void)state;
-    assert_int_equal(kt__daemon_list_models("/nonexistent/kt-models", &names, &n,
-                                            err, sizeof(err)), KT_ENOENT);
+    assert_int_equal(kt__daemon_list_models("/nonexistent/kt-models", &names,
+                                            &n, err, sizeof(err)),
+                     KT_ENOENT);
     assert_null(names);
     assert_int_equal(n, 0);
     assert_non_null(strstr(err, "/nonexistent/kt-models"));
