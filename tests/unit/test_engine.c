@@ -721,6 +721,38 @@ test_engine_refused_batch_is_stored_on_retry(void **state)
     run_close(&r);
 }
 
+/* --- a program whose features fail is measured, logged and counted --- */
+static void
+test_engine_counts_feature_failures(void **state)
+{
+    struct run r;
+    struct kt_job_stats s;
+    struct kt_buf conf;
+    int i;
+
+    (void)state;
+    /* 70 loads in one store: more accesses than the features describe */
+    kt_buf_init(&conf);
+    kt_buf_puts(&conf, "{\"name\": \"many-loads\", \"tuning\": {\"trials\": 8, "
+                       "\"measures_per_round\": 8}, \"tasks\": [{\"name\": "
+                       "\"sum70\", \"compute\": [\"O[i,j] = A[i,j]");
+    for (i = 1; i < 70; i++)
+        kt_buf_puts(&conf, " + A[i,j]");
+    kt_buf_puts(&conf, "\"], \"shapes\": {\"A\": [8, 8]}}]}");
+    run_open(&r);
+    run_start(&r, conf.p, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.trials, 8);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 8);
+    /* measured and stored all the same; only the training rows are missing */
+    assert_true(s.feature_errors >= 1);
+    assert_int_equal(s.records, 8 - s.feature_errors);
+    kt_buf_free(&conf);
+    run_close(&r);
+}
+
 int
 main(void)
 {
@@ -733,6 +765,7 @@ main(void)
         cmocka_unit_test(test_engine_long_compiler_line_not_truncated),
         cmocka_unit_test(test_candidate_state_matches_replay),
         cmocka_unit_test(test_engine_refused_batch_is_stored_on_retry),
+        cmocka_unit_test(test_engine_counts_feature_failures),
     };
 
     /* One pool thread: pool work runs in the order it is queued. */
