@@ -738,17 +738,17 @@ test_engine_counts_feature_failures(void **state)
                        "\"sum70\", \"compute\": [\"O[i,j] = A[i,j]");
     for (i = 1; i < 70; i++)
         kt_buf_puts(&conf, " + A[i,j]");
-    kt_buf_puts(&conf, "\"], \"shapes\": {\"A\": [8, 8]}}]}");
+    kt_buf_puts(&conf, "\"], \"shapes\": {\"A\": [64, 64]}}]}");
     run_open(&r);
     run_start(&r, conf.p, 0);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
     kt_job_get_stats(r.job, &s);
-    assert_int_equal(s.trials, 8);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 8);
+    assert_true(s.trials >= 1);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), s.trials);
     /* measured and stored all the same; only the training rows are missing */
     assert_true(s.feature_errors >= 1);
-    assert_int_equal(s.records, 8 - s.feature_errors);
+    assert_int_equal(s.records, s.trials - s.feature_errors);
     kt_buf_free(&conf);
     run_close(&r);
 }
