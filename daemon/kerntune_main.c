@@ -135,6 +135,10 @@ print_summary(const struct kt_job *job, FILE *out)
             s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,
             (long long)s.speculation_hits,
             (long long)(s.speculation_hits + s.speculation_misses));
+    if (s.feature_errors > 0 || s.warm_skipped > 0)
+        fprintf(out, "not trained on: %lld measured programs without features, "
+                "%lld stored trials that could not be rebuilt (see the log)\n",
+                (long long)s.feature_errors, (long long)s.warm_skipped);
 }
 
 static int
