@@ -133,6 +133,10 @@ int kt_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out);
  * (as kt_hash_hex writes them) to its value.  KT_EINVAL otherwise. */
 int kt_hash_parse(const char *hex, uint64_t *out);
 
+/* Scrambles the bits of k (murmur3's finaliser): a slot index for open
+ * addressing from a value whose low bits may repeat. */
+uint64_t kt_hash_mix(uint64_t k);
+
 /* A set of 64-bit values (hashes): open addressing, grows as needed; the
  * value 0 is kept aside.  Zero-initialised (or kt_u64set_init) is empty. */
 struct kt_u64set {

@@ -18,13 +18,19 @@ kt_u64set_free(struct kt_u64set *s)
     memset(s, 0, sizeof(*s));
 }
 
-static size_t
-slot_of(uint64_t k, size_t cap)
+uint64_t
+kt_hash_mix(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
     k ^= k >> 33;
-    return (size_t)k & (cap - 1);
+    return k;
+}
+
+static size_t
+slot_of(uint64_t k, size_t cap)
+{
+    return (size_t)kt_hash_mix(k) & (cap - 1);
 }
 
 int

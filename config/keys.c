@@ -522,14 +522,31 @@ read_strlist(struct kt__jdoc *doc, const cJSON *v, const char *path,
     return 0;
 }
 
+/* The elements of array v, each an integer in k's range, into out. */
+static int
+read_ints(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+          const char *path, int64_t *out)
+{
+    char sub[700];
+    const cJSON *c;
+    int rc, i = 0;
+
+    cJSON_ArrayForEach(c, v) {
+        snprintf(sub, sizeof(sub), "%s[%d]", path, i);
+        rc = check_num(doc, k, c, sub, 1);
+        if (rc < 0)
+            return rc;
+        out[i++] = (int64_t)c->valuedouble;
+    }
+    return 0;
+}
+
 /* An integer for both directions, or [h, w]. */
 static int
 read_pair(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
           const char *path, int64_t *p)
 {
-    char sub[700];
-    const cJSON *c;
-    int rc, i = 0;
+    int rc;
 
     if (cJSON_IsNumber(v)) {
         rc = check_num(doc, k, v, path, 1);
@@ -540,14 +557,7 @@ read_pair(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
         return kt__jerr(doc, v, path, "must be an integer or [h, w] "
                         "(got %s)", type_name(v));
-    cJSON_ArrayForEach(c, v) {
-        snprintf(sub, sizeof(sub), "%s[%d]", path, i);
-        rc = check_num(doc, k, c, sub, 1);
-        if (rc < 0)
-            return rc;
-        p[i++] = (int64_t)c->valuedouble;
-    }
-    return 0;
+    return read_ints(doc, k, v, path, p);
 }
 
 /* ["bias"], ["relu"] or ["bias", "relu"] as bits 1 and 2. */
@@ -591,9 +601,7 @@ read_shape(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
            const char *path, void *base, int *n)
 {
     int64_t *d = (int64_t *)(void *)((char *)base + offsetof(struct kt_layer, shape));
-    int cnt = cJSON_GetArraySize(v), rc, i = 0;
-    char sub[700];
-    const cJSON *c;
+    int cnt = cJSON_GetArraySize(v), rc;
 
     if (!cJSON_IsArray(v) || cnt < 1 || cnt > 4) {
         if (cJSON_IsArray(v))
@@ -602,15 +610,10 @@ read_shape(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
         return kt__jerr(doc, v, path, "must be an array of 1 to 4 "
                         "dimensions (got %s)", type_name(v));
     }
-    cJSON_ArrayForEach(c, v) {
-        snprintf(sub, sizeof(sub), "%s[%d]", path, i);
-        rc = check_num(doc, k, c, sub, 1);
-        if (rc < 0)
-            return rc;
-        d[i++] = (int64_t)c->valuedouble;
-    }
-    *n = cnt;
-    return 0;
+    rc = read_ints(doc, k, v, path, d);
+    if (rc == 0)
+        *n = cnt;
+    return rc;
 }
 
 static int

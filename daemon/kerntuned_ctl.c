@@ -62,14 +62,7 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
     int i;
 
     if (strcmp(cmd, "status") == 0) {
-        int64_t trials = 0;
-        for (i = 0; i < d->njobs; i++) {
-            struct kt_job_stats s;
-            if (d->jobs[i].job == NULL)
-                continue;
-            kt_job_get_stats(d->jobs[i].job, &s);
-            trials += s.trials;
-        }
+        int64_t trials = kt__daemon_total_trials(d);
         cJSON_AddNumberToObject(resp, "pid", getpid());
         cJSON_AddNumberToObject(resp, "uptime_s", kt_now() - d->started);
         cJSON_AddNumberToObject(resp, "jobs", kt__daemon_running_jobs(d));

@@ -49,6 +49,8 @@ int kt__daemon_list_models(const char *dir, char ***names, int *n, char *err,
 /* Reads the model dir and reconciles the job list with it. */
 void kt__daemon_scan_models(struct daemon *d);
 int kt__daemon_running_jobs(const struct daemon *d);
+/* Trials measured this run over every job. */
+int64_t kt__daemon_total_trials(const struct daemon *d);
 void kt__daemon_on_signal(uv_signal_t *s, int signum);
 void kt__daemon_status_tick(uv_timer_t *t);
 void kt__daemon_watchdog_tick(uv_timer_t *t);

@@ -52,6 +52,22 @@ close_everything(struct daemon *d)
     d->tracker = NULL;
 }
 
+int64_t
+kt__daemon_total_trials(const struct daemon *d)
+{
+    int64_t trials = 0;
+    int i;
+
+    for (i = 0; i < d->njobs; i++) {
+        struct kt_job_stats s;
+        if (d->jobs[i].job == NULL)
+            continue;
+        kt_job_get_stats(d->jobs[i].job, &s);
+        trials += s.trials;
+    }
+    return trials;
+}
+
 int
 kt__daemon_running_jobs(const struct daemon *d)
 {
@@ -306,16 +322,8 @@ void
 kt__daemon_status_tick(uv_timer_t *t)
 {
     struct daemon *d = t->data;
-    int64_t trials = 0;
-    int i;
+    int64_t trials = kt__daemon_total_trials(d);
 
-    for (i = 0; i < d->njobs; i++) {
-        struct kt_job_stats s;
-        if (d->jobs[i].job == NULL)
-            continue;
-        kt_job_get_stats(d->jobs[i].job, &s);
-        trials += s.trials;
-    }
     kt_notify_status("%d jobs, %lld trials this run, %d workers%s",
                      kt__daemon_running_jobs(d), (long long)trials,
                      d->tracker ? kt_tracker_nworkers(d->tracker, NULL) : 0,

@@ -11,10 +11,7 @@
 static size_t
 slot_of(uint64_t k, size_t cap)
 {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k & (cap - 1);
+    return (size_t)kt_hash_mix(k) & (cap - 1);
 }
 
 struct work {
