@@ -8,6 +8,7 @@
  *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
  *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
  *   kerntune import --db FILE RECORDS.jsonl
+ *   kerntune show --db FILE (MODEL.json [TASK] | --trial ID)   (daemon/show.h)
  *
  * `tune` runs one job in the foreground with local workers and the same
  * engine as kerntuned: it is the one-command way to tune a model. */
@@ -22,6 +23,7 @@
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/engine.h"
+#include "daemon/show.h"
 #include "measure/measure.h"
 #include "scheduler/scheduler.h"
 #include "storage/storage.h"
@@ -39,7 +41,8 @@ usage(FILE *f)
           "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
           "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] [--socket PATH]\n"
           "  kerntune export --db FILE [--target T]\n"
-          "  kerntune import --db FILE RECORDS.jsonl\n", f);
+          "  kerntune import --db FILE RECORDS.jsonl\n"
+          "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) [--module] [--no-tree]\n", f);
 }
 
 /* ---- tune ------------------------------------------------------------- */
@@ -436,6 +439,8 @@ main(int argc, char **argv)
         return cmd_records(1, argc - 1, argv + 1);
     if (strcmp(cmd, "import") == 0)
         return cmd_records(0, argc - 1, argv + 1);
+    if (strcmp(cmd, "show") == 0)
+        return kt_show_main(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0 || strcmp(cmd, "jobs") == 0 ||
         strcmp(cmd, "tasks") == 0 || strcmp(cmd, "best") == 0 ||
         strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
