@@ -63,8 +63,7 @@ BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 BENCH_HELPERS := $(BUILD)/bench/baseline.o
 
-.PHONY: all test unit unit-asan integ integ-asan test-long bench bench-suite fuzz install deps \
-        clean \
+.PHONY: all test unit unit-asan integ integ-asan test-long bench fuzz install deps clean \
         valgrind format-check
 all: $(LIB) $(PROGS)
 
@@ -141,6 +140,7 @@ bench: all $(BENCH_BINS)
 # Every task of bench/suite/ tuned on a fresh database, then timed against
 # OpenBLAS, oneDNN and the FMA peak (docs/performance.md).  SUITE_FLAGS:
 # e.g. --long (1000 trials), --trials N, --only a,b, --no-tune.
+.PHONY: bench-suite
 bench-suite: OPT := -O3 -march=native
 bench-suite: all $(BUILD)/bench/suite_time
 	sh bench/suite.sh --out $(BUILD)/bench-suite $(SUITE_FLAGS)

@@ -157,7 +157,7 @@ main(void)
         }
     }
     tn = kt_bench_time(run_naive, NULL, 1);
-    printf("\n1024x1024x1024 fp32 GEMM (best of 10 runs each, measured in this run)\n");
+    printf("\n1024x1024x1024 fp32 GEMM (best of 10 timed batches each, measured in this run)\n");
     printf("%-28s %10s %10s\n", "", "GFLOPS", "vs OpenBLAS");
     for (threads = 1; threads <= 2; threads++) {
         printf("%dT OpenBLAS cblas_sgemm     %10.1f %10.2fx\n", threads,
