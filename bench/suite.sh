@@ -60,7 +60,9 @@ if [ "$TUNE" = 1 ]; then
             echo "suite: tuning $name failed; see $OUT/$name.tune.log" >&2
             tail -5 "$OUT/$name.tune.log" >&2
         fi
-        echo "tuned $name: $TRIALS trials in $(( $(date +%s) - start )) s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+        # The tuner stops early when a task's space is exhausted: say what ran.
+        ran=$(sed -n 's/^trials: \([0-9]*\).*/\1/p' "$OUT/$name.tune.log")
+        echo "tuned $name: ${ran:-?} of $TRIALS trials in $(( $(date +%s) - start )) s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     done
 fi
 
