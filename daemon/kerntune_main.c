@@ -8,6 +8,7 @@
  *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
  *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
  *   kerntune import --db FILE RECORDS.jsonl
+ *   kerntune show --db FILE (MODEL.json [TASK] | --trial ID)   (daemon/show.h)
  *
  * `tune` runs one job in the foreground with local workers and the same
  * engine as kerntuned: it is the one-command way to tune a model. */
@@ -22,6 +23,7 @@
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/engine.h"
+#include "daemon/show.h"
 #include "measure/measure.h"
 #include "scheduler/scheduler.h"
 #include "storage/storage.h"
@@ -39,7 +41,8 @@ usage(FILE *f)
           "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
           "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] [--socket PATH]\n"
           "  kerntune export --db FILE [--target T]\n"
-          "  kerntune import --db FILE RECORDS.jsonl\n", f);
+          "  kerntune import --db FILE RECORDS.jsonl\n"
+          "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) [--module] [--no-tree]\n", f);
 }
 
 /* A bad option value: says which and what was expected; exit status 2. */
@@ -448,6 +451,13 @@ cmd_records(const char *cmd, int argc, char **argv)
     return rc == KT_OK ? 0 : 1;
 }
 
+static int
+cmd_show(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_show_main(argc, argv);
+}
+
 /* The subcommands: one entry each; run gets argv from the command name. */
 static const struct command {
     const char *name;
@@ -458,6 +468,7 @@ static const struct command {
     {"rpc-status", cmd_rpc_status},
     {"export", cmd_records},
     {"import", cmd_records},
+    {"show", cmd_show},
     {"status", cmd_ctl},
     {"jobs", cmd_ctl},
     {"tasks", cmd_ctl},
