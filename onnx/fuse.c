@@ -612,7 +612,8 @@ grow(struct part *p, struct kt_onnx_kernel *k, struct group *gr, int first,
     for (j = first + 1; j <= horizon && j < p->g->nnodes && n < MAX_MEMBERS;
          j++) {
         const struct kt_onnx_node *nd = &p->g->nodes[j];
-        if (!free_node(p, j) || !kt__ox_is_elementwise(nd->op) ||
+        if (!free_node(p, j) || in_nodes(k->nodes, k->nnodes, j) ||
+            !kt__ox_is_elementwise(nd->op) ||
             nd->nout < 1 || nd->out[0] < 0 ||
             !same_shape(&p->g->values[nd->out[0]], out))
             continue;
