@@ -200,9 +200,6 @@ struct kt_conv2d_params {
     int64_t N, C, H, W, K, R, S;
     int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
     int epilogue;              /* KT_EPI_* bits */
-    int64_t out_h, out_w;      /* 0: from pad_h/pad_w on both sides; else the
-                                * output size (asymmetric padding: pad_h and
-                                * pad_w are then the top and left pads) */
 };
 
 int kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue);
@@ -210,6 +207,10 @@ int kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
 int kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
                        int64_t K, int transpose_b);
 int kt_op_conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p);
+/* As kt_op_conv2d with the output size given (asymmetric padding: pad_h
+ * and pad_w are the top and left pads; the bottom and right follow). */
+int kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
+                       int64_t out_h, int64_t out_w);
 int kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C,
                  int64_t H, int64_t W, int64_t kernel, int64_t stride,
                  int64_t pad);

@@ -168,6 +168,13 @@ out_size(int64_t in, int64_t pad, int64_t dil, int64_t win, int64_t stride)
 int
 kt_op_conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p)
 {
+    return kt_op_conv2d_sized(d, p, 0, 0);
+}
+
+int
+kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
+                   int64_t out_h, int64_t out_w)
+{
     char iy[96], ix[96];
     int64_t G = p->groups, OH, OW;
     const char *res;
@@ -189,9 +196,9 @@ kt_op_conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p)
         return bad(d, "conv2d: unknown epilogue bits 0x%x", p->epilogue);
     OH = out_size(p->H, p->pad_h, p->dilation_h, p->R, p->stride_h);
     OW = out_size(p->W, p->pad_w, p->dilation_w, p->S, p->stride_w);
-    if (p->out_h > 0 || p->out_w > 0) {
-        OH = p->out_h;
-        OW = p->out_w;
+    if (out_h > 0 || out_w > 0) {
+        OH = out_h;
+        OW = out_w;
         if ((OH - 1) * p->stride_h - p->pad_h > p->H - 1 ||
             (OW - 1) * p->stride_w - p->pad_w > p->W - 1)
             OH = 0;

@@ -48,10 +48,8 @@ def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
     p.dilation_w = win.d[1];
     p.groups = kt_onnx_attr_int(n, "group", 1);
     p.epilogue = bits;
-    if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1]) {
-        p.out_h = win.out[0];
-        p.out_w = win.out[1];
-    }
+    if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1])
+        return kt_op_conv2d_sized(&k->def, &p, win.out[0], win.out[1]);
     return kt_op_conv2d(&k->def, &p);
 }
 
