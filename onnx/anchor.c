@@ -91,7 +91,9 @@ kt__ox_window(struct kt__ox *x, const struct kt_onnx_node *n,
         return fail(x, n, 1, "pads for %d dims (2-D only)", np / 2);
     for (i = 0; i < 2; i++) {
         int64_t k = w->k[i], s = w->s[i], d = w->d[i], span = (k - 1) * d + 1;
-        if (k < 1 || s < 1 || d < 1 || k > 1024 || s > 1024 || d > 1024)
+        if (k < 1 || s < 1 || d < 1 || k > 1024 || s > 1024 || d > 1024 ||
+            pads[i] < 0 || pads[i + 2] < 0 || pads[i] > 65536 ||
+            pads[i + 2] > 65536)
             return fail(x, n, KT_ESHAPE, "bad kernel %lld, stride %lld or "
                         "dilation %lld", (long long)k, (long long)s,
                         (long long)d);
@@ -99,8 +101,11 @@ kt__ox_window(struct kt__ox *x, const struct kt_onnx_node *n,
             int64_t opad = 0, total;
             if (kt_onnx_attr_ints(n, "output_padding", v, 8) == 2)
                 opad = v[i];
+            if (opad < 0 || opad >= s)
+                return fail(x, n, KT_ESHAPE, "output_padding must be in "
+                            "0..stride-1");
             if (kt_onnx_attr_ints(n, "output_shape", v, 8) == 2) {
-                w->out[i] = v[i];
+                w->out[i] = v[i] < 1 || v[i] > 16777216 ? 0 : v[i];
                 total = s * (hw[i] - 1) + opad + span - w->out[i];
                 w->pb[i] = strcmp(ap, "SAME_UPPER") == 0 ? total / 2
                                                          : total - total / 2;
@@ -186,7 +191,7 @@ infer_conv(struct kt__ox *x, const struct kt_onnx_node *n, int transposed)
 
     if ((rc = need_rank(x, n, 0, 4)) != 0 || (rc = need_rank(x, n, 1, 4)))
         return rc;
-    if (g < 1 || a->dims[1] % g != 0)
+    if (g < 1 || g > 16777216 || a->dims[1] % g != 0)
         return fail(x, n, KT_ESHAPE, "group %lld does not divide the %lld "
                     "input channels", (long long)g, (long long)a->dims[1]);
     if (!transposed && w->dims[1] * g != a->dims[1])
@@ -415,16 +420,17 @@ infer_resize(struct kt__ox *x, const struct kt_onnx_node *n)
     if (sc != NULL && kt_onnx_value_elems(sc) == 0)
         sc = NULL;
     for (i = 0; i < a->ndim; i++) {
+        double d;
         if (sz != NULL && sz->data != NULL &&
             kt_onnx_value_elems(sz) == a->ndim)
-            dims[i] = (int64_t)kt_onnx_value_get(sz, i);
+            d = kt_onnx_value_get(sz, i);
         else if (sc != NULL && sc->data != NULL &&
                  kt_onnx_value_elems(sc) == a->ndim)
-            dims[i] = (int64_t)floor((double)a->dims[i] *
-                                     kt_onnx_value_get(sc, i));
+            d = floor((double)a->dims[i] * kt_onnx_value_get(sc, i));
         else
             return fail(x, n, 1, "scales/sizes that are not constants of "
                         "one value per dim");
+        dims[i] = d >= 1 && d < 16777216.0 ? (int64_t)d : 0;
         if (dims[i] < 1)
             return fail(x, n, KT_ESHAPE, "output dim %d would be %lld", i,
                         (long long)dims[i]);

@@ -325,7 +325,7 @@ declared_shape(struct kt_onnx_value *v, const Onnx__ValueInfoProto *vi)
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
         v->dims[i] = d->value_case ==
             ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-            d->dim_value > 0 ? d->dim_value : -1;
+            d->dim_value > 0 && d->dim_value <= 16777216 ? d->dim_value : -1;
     }
 }
 

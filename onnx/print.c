@@ -44,7 +44,7 @@ print_values(FILE *f, const struct kt_onnx_graph *g, const int *v, int n)
         val = &g->values[v[i]];
         fprintf(f, "%s%s:%s%s", first ? "" : ", ", val->name,
                 kt__ox_shape_str(val, sh, sizeof(sh)),
-                val->data != NULL && val->producer < 0 ? " (const)" : "");
+                val->data != NULL ? " (const)" : "");
         first = 0;
     }
 }

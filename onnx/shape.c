@@ -12,6 +12,16 @@
 #include <string.h>
 
 #define FOLD_MAX 4096          /* constants up to this size are folded */
+#define ELEMS_MAX ((int64_t)1 << 40)   /* any tensor, as the IR allows */
+
+/* A double as an int64 without undefined behaviour for huge values. */
+static int64_t
+clamp_i64(double d)
+{
+    if (!(d > -4e18))
+        return d != d ? 0 : -(int64_t)4e18;
+    return d < 4e18 ? (int64_t)d : (int64_t)4e18;
+}
 
 struct ctx {
     struct kt__ox *x;
@@ -131,7 +141,7 @@ const_ints(const struct kt_onnx_value *v, int64_t *dst, int max)
     if (!is_const(v) || n < 0 || n > max)
         return -1;
     for (i = 0; i < n; i++)
-        dst[i] = (int64_t)kt_onnx_value_get(v, i);
+        dst[i] = clamp_i64(kt_onnx_value_get(v, i));
     return (int)n;
 }
 
@@ -148,15 +158,18 @@ store_const(struct kt_onnx_value *v, int dtype, const double *vals, int64_t n)
     b = kt_xcalloc((size_t)n + 1, es);
     for (i = 0; i < n; i++) {
         double d = vals[i];
+        int64_t k64 = clamp_i64(d);
+        if (k64 > INT32_MAX || k64 < INT32_MIN)
+            k64 = k64 < 0 ? INT32_MIN : INT32_MAX;
         switch (dtype) {
         case KT_ONNX_FLOAT: { float f = (float)d; memcpy(b + 4 * i, &f, 4);
                               break; }
         case KT_ONNX_DOUBLE: memcpy(b + 8 * i, &d, 8); break;
-        case KT_ONNX_INT64: { int64_t k = (int64_t)d; memcpy(b + 8 * i, &k, 8);
+        case KT_ONNX_INT64: { int64_t k = clamp_i64(d); memcpy(b + 8 * i, &k, 8);
                               break; }
-        case KT_ONNX_INT32: { int32_t k = (int32_t)d; memcpy(b + 4 * i, &k, 4);
+        case KT_ONNX_INT32: { int32_t k = (int32_t)k64; memcpy(b + 4 * i, &k, 4);
                               break; }
-        default: b[i] = (unsigned char)(int)d; break;
+        default: b[i] = (unsigned char)k64; break;
         }
     }
     kt__ox_set_owned(v, dtype, b, (size_t)n * es);
@@ -451,7 +464,7 @@ infer_gather(struct ctx *c)
         int64_t in_i = k % inner, rest = k / inner;
         int64_t j = rest % kt_onnx_value_elems(idx), outer = rest /
                     kt_onnx_value_elems(idx);
-        int64_t g = (int64_t)kt_onnx_value_get(idx, j);
+        int64_t g = clamp_i64(kt_onnx_value_get(idx, j));
         if (g < 0)
             g += a->dims[axis];
         vals[k] = kt_onnx_value_get(a, (outer * a->dims[axis] + g) * inner +
@@ -527,7 +540,8 @@ infer_reshape(struct ctx *c)
             if (neg >= 0)
                 return mismatch(c, 1, "two -1 dims in the target shape");
             neg = i;
-        } else if (sh[i] < 1) {
+        } else if (sh[i] < 1 || sh[i] > ELEMS_MAX || known > ELEMS_MAX /
+                   sh[i]) {
             return mismatch(c, 1, "bad target dim %lld", (long long)sh[i]);
         } else {
             known *= sh[i];
@@ -628,11 +642,15 @@ infer_slice(struct ctx *c)
     for (i = 0; i < n; i++) {
         int d = norm_axis(na ? ax[i] : i, a->ndim);
         int64_t len, s, e;
-        if (d < 0 || sp[i] == 0)
+        if (d < 0 || sp[i] == 0 || sp[i] > ELEMS_MAX || sp[i] < -ELEMS_MAX)
             return mismatch(c, 0, "slice axis or step out of range");
         len = a->dims[d];
-        s = st[i] < 0 ? st[i] + len : st[i];
-        e = en[i] < 0 ? en[i] + len : en[i];
+        s = st[i] < -ELEMS_MAX ? -ELEMS_MAX : st[i] > ELEMS_MAX ? ELEMS_MAX
+                                                                : st[i];
+        e = en[i] < -ELEMS_MAX ? -ELEMS_MAX : en[i] > ELEMS_MAX ? ELEMS_MAX
+                                                                : en[i];
+        s = s < 0 ? s + len : s;
+        e = e < 0 ? e + len : e;
         if (sp[i] > 0) {
             s = s < 0 ? 0 : s > len ? len : s;
             e = e < 0 ? 0 : e > len ? len : e;
@@ -760,6 +778,21 @@ infer_node(struct ctx *c)
     return unsupported(c, "operator not supported");
 }
 
+static int
+sane_shape(const struct kt_onnx_value *v)
+{
+    int64_t n = 1;
+    int i;
+
+    for (i = 0; i < v->ndim; i++) {
+        if (v->dims[i] < 0 || v->dims[i] > ELEMS_MAX ||
+            (v->dims[i] > 0 && n > ELEMS_MAX / v->dims[i]))
+            return 0;
+        n *= v->dims[i];
+    }
+    return 1;
+}
+
 int
 kt__ox_infer(struct kt__ox *x)
 {
@@ -782,6 +815,9 @@ kt__ox_infer(struct kt__ox *x)
         }
         for (j = 0; j < c.n->nout; j++) {
             struct kt_onnx_value *o = out(&c, j);
+            if (o != NULL && !sane_shape(o))
+                return mismatch(&c, 0, "output '%.100s' would have more than "
+                                "2^40 elements or a dim < 0", o->name);
             if (o != NULL && o->ndim < 0 && j == 0) {
                 unsupported(&c, "output shape unknown");
                 g->nunsupported++;
