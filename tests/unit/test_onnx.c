@@ -275,6 +275,70 @@ test_conv_transpose(void **state)
     kt_onnx_free(g);
 }
 
+/* The phase form of ConvTranspose with the documented weight layout equals
+ * the scatter definition of ONNX. */
+static void
+test_conv_transpose_values(void **state)
+{
+    const struct kt_conv_t_params p = {1, 2, 4, 5, 3, 3, 3, 2, 2, 1, 1, 8, 10};
+    float in[40], w[54], want[240], *bufs[KT_MAX_TENSORS];
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    int64_t ch, cw;
+    int t, c, f, y, x, r, s2, i;
+    (void)state;
+    assert_int_equal(kt_op_conv2d_transpose(&d, &p, &ch, &cw), 0);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), 0);
+    for (i = 0; i < 40; i++)
+        in[i] = (float)((i * 7) % 11) - 5;
+    for (i = 0; i < 54; i++)
+        w[i] = (float)((i * 5) % 13) - 6;
+    memset(want, 0, sizeof(want));
+    for (c = 0; c < 2; c++)
+        for (y = 0; y < 4; y++)
+            for (x = 0; x < 5; x++)
+                for (f = 0; f < 3; f++)
+                    for (r = 0; r < 3; r++)
+                        for (s2 = 0; s2 < 3; s2++) {
+                            int oy = y * 2 + r - 1, ox = x * 2 + s2 - 1;
+                            if (oy < 0 || oy >= 8 || ox < 0 || ox >= 10)
+                                continue;
+                            want[(f * 8 + oy) * 10 + ox] +=
+                                in[(c * 4 + y) * 5 + x] *
+                                w[((c * 3 + f) * 3 + r) * 3 + s2];
+                        }
+    for (t = 0; t < dag->ntensors; t++) {
+        const struct kt_tensor *tt = &dag->tensors[t];
+        bufs[t] = calloc((size_t)kt_tensor_elems(tt) + 1, sizeof(float));
+        if (strcmp(tt->name, "I") == 0)
+            memcpy(bufs[t], in, sizeof(in));
+        if (strcmp(tt->name, "W") == 0) {
+            /* W[c,f,q,a,p,b] = Wonnx[c,f,a+1+2(q-ch),b+1+2(p-cw)] */
+            const int64_t *sh = tt->shape;
+            int64_t k = 0, q, a, pp, b;
+            for (c = 0; c < 2; c++)
+                for (f = 0; f < 3; f++)
+                    for (q = 0; q < sh[2]; q++)
+                        for (a = 0; a < 2; a++)
+                            for (pp = 0; pp < sh[4]; pp++)
+                                for (b = 0; b < 2; b++, k++) {
+                                    int64_t rr = a + 1 + 2 * (q - ch);
+                                    int64_t ss = b + 1 + 2 * (pp - cw);
+                                    if (rr >= 0 && rr < 3 && ss >= 0 && ss < 3)
+                                        bufs[t][k] =
+                                            w[((c * 3 + f) * 3 + rr) * 3 + ss];
+                                }
+        }
+    }
+    kt_dag_interpret(dag, bufs);
+    t = kt_dag_find_tensor(dag, "O");
+    for (i = 0; i < 240; i++)
+        assert_true(fabsf(bufs[t][i] - want[i]) < 1e-4f);
+    for (t = 0; t < dag->ntensors; t++)
+        free(bufs[t]);
+    kt_dag_free(dag);
+}
+
 /* ---- Matrix products ------------------------------------------------------ */
 
 static void
@@ -822,6 +886,7 @@ main(void)
         cmocka_unit_test(test_fusion_stops_at_shared_value),
         cmocka_unit_test(test_conv_geometry),
         cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_conv_transpose_values),
         cmocka_unit_test(test_gemm_matmul),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gelu_layer_norm),
