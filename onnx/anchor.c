@@ -362,6 +362,8 @@ kt__ox_reduce_axes(struct kt__ox *x, const struct kt_onnx_node *n)
     } else {
         k = kt_onnx_attr_ints(n, "axes", axes, KT_ONNX_MAX_DIMS);
     }
+    if (k < 0)
+        return -1;
     if (k == 0)
         return (1 << a->ndim) - 1;
     for (i = 0; i < k; i++) {

@@ -11,6 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* protobuf-c leaves absent strings NULL. */
+static const char *
+str(const char *s)
+{
+    return s != NULL ? s : "";
+}
+
 static uint64_t
 name_hash(const char *s)
 {
@@ -285,9 +292,11 @@ kt_onnx_attr_ints(const struct kt_onnx_node *n, const char *name, int64_t *v,
 
     if (a == NULL)
         return 0;
-    for (i = 0; i < a->n_ints && (int)i < max; i++)
+    if (a->n_ints > (size_t)max)
+        return -1;
+    for (i = 0; i < a->n_ints; i++)
         v[i] = a->ints[i];
-    return a->n_ints > 64 ? 64 : (int)a->n_ints;
+    return (int)a->n_ints;
 }
 
 const char *
@@ -371,10 +380,11 @@ input_shapes(struct kt__ox *x, const Onnx__GraphProto *gp,
         if (v->ndim >= 0 && j == v->ndim)
             continue;
         for (k = 0; k < (int)gp->n_input; k++)
-            if (strcmp(gp->input[k]->name, v->name) == 0 && v->ndim >= 0 &&
+            if (strcmp(str(gp->input[k]->name), v->name) == 0 && v->ndim >= 0 &&
                 gp->input[k]->type != NULL &&
                 gp->input[k]->type->tensor_type != NULL &&
                 gp->input[k]->type->tensor_type->shape != NULL &&
+                (size_t)j < gp->input[k]->type->tensor_type->shape->n_dim &&
                 gp->input[k]->type->tensor_type->shape->dim[j]->dim_param)
                 param = gp->input[k]->type->tensor_type->shape->dim[j]->
                         dim_param;
@@ -411,7 +421,7 @@ read_node(struct kt__ox *x, const Onnx__NodeProto *p, int index)
     n->in = kt_xcalloc(p->n_input + 1, sizeof(int));
     n->out = kt_xcalloc(p->n_output + 1, sizeof(int));
     for (i = 0; i < p->n_input; i++) {
-        if (p->input[i][0] == '\0') {
+        if (str(p->input[i])[0] == '\0') {
             n->in[i] = -1;
             continue;
         }
@@ -425,7 +435,7 @@ read_node(struct kt__ox *x, const Onnx__NodeProto *p, int index)
         g->values[n->in[i]].nconsumers++;
     }
     for (i = 0; i < p->n_output; i++) {
-        if (p->output[i][0] == '\0') {
+        if (str(p->output[i])[0] == '\0') {
             n->out[i] = -1;
             continue;
         }
@@ -465,7 +475,7 @@ build_graph(struct kt__ox *x, const Onnx__ModelProto *m,
     g->opset = model_opset(m);
     for (i = 0; i < gp->n_initializer; i++) {
         const char *name = gp->initializer[i]->name;
-        if ((v = kt__ox_add_value(x, name != NULL ? name : "")) < 0)
+        if ((v = kt__ox_add_value(x, str(name))) < 0)
             return KT_EPARSE;
         rc = kt__ox_tensor(x, &g->values[v], gp->initializer[i],
                            "initializer");
@@ -474,9 +484,9 @@ build_graph(struct kt__ox *x, const Onnx__ModelProto *m,
     }
     g->inputs = kt_xcalloc(gp->n_input + 1, sizeof(int));
     for (i = 0; i < gp->n_input; i++) {
-        if (kt__ox_find(x, gp->input[i]->name) >= 0)
+        if (kt__ox_find(x, str(gp->input[i]->name)) >= 0)
             continue; /* an initializer listed as an input (old models) */
-        if ((v = kt__ox_add_value(x, gp->input[i]->name)) < 0)
+        if ((v = kt__ox_add_value(x, str(gp->input[i]->name))) < 0)
             return KT_EPARSE;
         g->values[v].is_input = 1;
         declared_shape(&g->values[v], gp->input[i]);
@@ -495,11 +505,11 @@ build_graph(struct kt__ox *x, const Onnx__ModelProto *m,
     }
     g->outputs = kt_xcalloc(gp->n_output + 1, sizeof(int));
     for (i = 0; i < gp->n_output; i++) {
-        v = kt__ox_find(x, gp->output[i]->name);
+        v = kt__ox_find(x, str(gp->output[i]->name));
         if (v < 0)
             return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: graph output "
                              "'%.200s' is produced by no node", g->path,
-                             gp->output[i]->name);
+                             str(gp->output[i]->name));
         g->values[v].is_output = 1;
         g->values[v].nconsumers++;
         g->outputs[g->noutputs++] = v;

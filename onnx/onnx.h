@@ -154,8 +154,8 @@ int64_t kt_onnx_attr_int(const struct kt_onnx_node *n, const char *name,
                          int64_t def);
 double kt_onnx_attr_float(const struct kt_onnx_node *n, const char *name,
                           double def);
-/* The ints of a list attribute: returns the count (0 when absent) and
- * copies at most max of them to v. */
+/* The ints of a list attribute: copies them to v and returns the count
+ * (0 when absent, -1 when there are more than max). */
 int kt_onnx_attr_ints(const struct kt_onnx_node *n, const char *name,
                       int64_t *v, int max);
 /* A string attribute copied into buf (at most len - 1 bytes), or def. */

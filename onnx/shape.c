@@ -362,6 +362,8 @@ infer_constant(struct ctx *c)
         const Onnx__AttributeProto *a = p->attribute[i];
         double vals[1024];
         size_t k;
+        if (a->name == NULL)
+            continue;
         if (strcmp(a->name, "value") == 0 && a->t != NULL)
             return kt__ox_tensor(c->x, o, a->t, "Constant");
         if (strcmp(a->name, "value_float") == 0 || strcmp(a->name,

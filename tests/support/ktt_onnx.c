@@ -148,7 +148,8 @@ tensor(struct ktt_onnx *b, const char *name, int ndim, const int64_t *dims)
     t->name = dup(b, name);
     t->n_dims = (size_t)ndim;
     t->dims = alloc(b, (size_t)(ndim + 1) * sizeof(int64_t));
-    memcpy(t->dims, dims, (size_t)ndim * sizeof(int64_t));
+    if (ndim > 0)
+        memcpy(t->dims, dims, (size_t)ndim * sizeof(int64_t));
     push(b, (void ***)&b->graph.initializer, &b->graph.n_initializer, t);
     return t;
 }

@@ -709,11 +709,13 @@ static void
 test_malformed(void **state)
 {
     struct kt_onnx_graph *g = NULL;
+    struct ktt_onnx *b = small_model();
     size_t len, cut;
-    uint8_t *buf = ktt_onnx_pack(small_model(), &len);
+    uint8_t *buf = ktt_onnx_pack(b, &len);
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x99};
     int rc;
     (void)state;
+    ktt_onnx_free(b);
     /* every truncation either fails with a message or decodes a smaller
      * model; none crashes */
     for (cut = 0; cut < len; cut++) {
