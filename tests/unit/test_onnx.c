@@ -591,6 +591,76 @@ test_pools(void **state)
     kt_onnx_free(g);
 }
 
+/* HardSigmoid fused after Gemm (values checked), a standalone ReduceMean
+ * over H and W, Softmax at opset 11 (2-D coercion), Resize nearest by
+ * sizes. */
+static void
+test_more_ops(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(11);
+    struct ktt_onnx_node *c;
+    struct kt_onnx_graph *g;
+    struct kt_dag *dag = NULL;
+    float *bufs[KT_MAX_TENSORS];
+    int t, i;
+    (void)state;
+    ktt_onnx_input(b, "x", 2, D(2, 3));
+    ktt_onnx_input(b, "img", 4, D(1, 4, 5, 6));
+    ktt_onnx_init(b, "w", 2, D(3, 4), (const float[]){1, 0, 0, -1,
+                                                    0, 1, 0, 2,
+                                                    0, 0, 1, 3});
+    ktt_onnx_init_i64(b, "sz", 4, D(1, 4, 10, 3));
+    ktt_onnx_node(b, "Gemm", "fc", "x,w", "y");
+    c = ktt_onnx_node(b, "HardSigmoid", "hsig", "y", "h");
+    ktt_attr_float(c, "alpha", 0.25f);
+    c = ktt_onnx_node(b, "ReduceMean", "rm", "img", "m");
+    ktt_attr_ints(c, "axes", 2, D(2, 3));
+    ktt_attr_int(c, "keepdims", 0);
+    ktt_onnx_node(b, "Softmax", "sm", "img", "s");
+    c = ktt_onnx_node(b, "Resize", "near", "img,,,sz", "r");
+    ktt_attr_str(c, "mode", "nearest");
+    ktt_onnx_output(b, "h");
+    ktt_onnx_output(b, "m");
+    ktt_onnx_output(b, "s");
+    ktt_onnx_output(b, "r");
+    g = import(b, NULL, 0, 0, 0);
+    assert_shape(g, "h", 2, D(2, 4));
+    assert_shape(g, "m", 2, D(1, 4));
+    assert_shape(g, "r", 4, D(1, 4, 10, 3));
+    assert_int_equal(g->nkernels, 3);
+    assert_role(g, "hsig", KT_ONNX_ROLE_FUSED, 0);
+    assert_role(g, "near", KT_ONNX_ROLE_UNTUNED, -1);
+    assert_non_null(strstr(g->kernels[1].def.name, "reduce_mean_4x30x1"));
+    assert_flops(g->kernels[1].flops, 2.0 * 120);
+    assert_non_null(strstr(g->kernels[2].def.name, "softmax_1x120"));
+    /* hardsigmoid(x W) for x = [[1,2,3],[-4,0,4]] */
+    assert_int_equal(kt_op_build(&g->kernels[0].def, &dag, err, sizeof(err)),
+                     0);
+    for (t = 0; t < dag->ntensors; t++) {
+        bufs[t] = calloc((size_t)kt_tensor_elems(&dag->tensors[t]) + 1,
+                         sizeof(float));
+        if (strcmp(dag->tensors[t].name, "A") == 0)
+            memcpy(bufs[t], (const float[]){1, 2, 3, -4, 0, 4},
+                   6 * sizeof(float));
+        if (strcmp(dag->tensors[t].name, "B") == 0)
+            memcpy(bufs[t], (const float[]){1, 0, 0, -1, 0, 1, 0, 2, 0, 0,
+                                            1, 3}, 12 * sizeof(float));
+    }
+    kt_dag_interpret(dag, bufs);
+    t = kt_dag_find_tensor(dag, "O");
+    {
+        const float y[8] = {1, 2, 3, 12, -4, 0, 4, 16};
+        for (i = 0; i < 8; i++) {
+            float want = fminf(fmaxf(y[i] * 0.25f + 0.5f, 0), 1);
+            assert_true(fabsf(bufs[t][i] - want) < 1e-6f);
+        }
+    }
+    for (t = 0; t < dag->ntensors; t++)
+        free(bufs[t]);
+    kt_dag_free(dag);
+    kt_onnx_free(g);
+}
+
 /* Cheap and layout ops run untuned; their shapes still chain. */
 static void
 test_layout_ops(void **state)
@@ -895,6 +965,7 @@ main(void)
         cmocka_unit_test(test_layer_norm_op),
         cmocka_unit_test(test_gelu_erf_values),
         cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_more_ops),
         cmocka_unit_test(test_layout_ops),
         cmocka_unit_test(test_shape_arithmetic),
         cmocka_unit_test(test_dedup),
