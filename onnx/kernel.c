@@ -21,65 +21,35 @@ prod(const int64_t *d, int from, int to)
     return p;
 }
 
+/* Conv and ConvTranspose (with the phase offsets of the latter). */
 static int
 def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
 {
     const struct kt_onnx_node *n = &x->g->nodes[k->anchor];
     const struct kt_onnx_value *a = input(x, n, 0), *w = input(x, n, 1);
-    struct kt_conv2d_params p;
+    int transposed = strcmp(n->op, "ConvTranspose") == 0, rc;
     struct kt__ox_window win;
-    int rc;
 
-    if ((rc = kt__ox_window(x, n, a->dims + 2, w->dims + 2, 0, &win)) != 0)
+    rc = kt__ox_window(x, n, a->dims + 2, w->dims + 2, transposed ? 2 : 0,
+                       &win);
+    if (rc != 0)
         return rc;
-    memset(&p, 0, sizeof(p));
-    p.N = a->dims[0];
-    p.C = a->dims[1];
-    p.H = a->dims[2];
-    p.W = a->dims[3];
-    p.K = w->dims[0];
-    p.R = w->dims[2];
-    p.S = w->dims[3];
-    p.stride_h = win.s[0];
-    p.stride_w = win.s[1];
-    p.pad_h = win.pb[0];
-    p.pad_w = win.pb[1];
-    p.dilation_h = win.d[0];
-    p.dilation_w = win.d[1];
-    p.groups = kt_onnx_attr_int(n, "group", 1);
-    p.epilogue = bits;
-    if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1])
-        return kt_op_conv2d_sized(&k->def, &p, win.out[0], win.out[1]);
-    return kt_op_conv2d(&k->def, &p);
-}
-
-static int
-def_conv_t(struct kt__ox *x, struct kt_onnx_kernel *k)
-{
-    const struct kt_onnx_node *n = &x->g->nodes[k->anchor];
-    const struct kt_onnx_value *a = input(x, n, 0), *w = input(x, n, 1);
-    struct kt_conv_t_params p;
-    struct kt__ox_window win;
-    int rc;
-
-    if ((rc = kt__ox_window(x, n, a->dims + 2, w->dims + 2, 2, &win)) != 0)
-        return rc;
-    memset(&p, 0, sizeof(p));
-    p.N = a->dims[0];
-    p.C = a->dims[1];
-    p.H = a->dims[2];
-    p.W = a->dims[3];
-    p.K = w->dims[1];
-    p.R = w->dims[2];
-    p.S = w->dims[3];
-    p.stride_h = win.s[0];
-    p.stride_w = win.s[1];
-    p.pad_h = win.pb[0];
-    p.pad_w = win.pb[1];
-    p.out_h = win.out[0];
-    p.out_w = win.out[1];
-    return kt_op_conv2d_transpose(&k->def, &p, &k->conv_t_offset[0],
-                                  &k->conv_t_offset[1]);
+    if (transposed) {
+        const struct kt_conv_t_params t = {
+            a->dims[0], a->dims[1], a->dims[2], a->dims[3], w->dims[1],
+            w->dims[2], w->dims[3], win.s[0], win.s[1], win.pb[0], win.pb[1],
+            win.out[0], win.out[1]};
+        return kt_op_conv2d_transpose(&k->def, &t, &k->conv_t_offset[0],
+                                      &k->conv_t_offset[1]);
+    } else {
+        const struct kt_conv2d_params p = {
+            a->dims[0], a->dims[1], a->dims[2], a->dims[3], w->dims[0],
+            w->dims[2], w->dims[3], win.s[0], win.s[1], win.pb[0], win.pb[1],
+            win.d[0], win.d[1], kt_onnx_attr_int(n, "group", 1), bits};
+        if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1])
+            return kt_op_conv2d_sized(&k->def, &p, win.out[0], win.out[1]);
+        return kt_op_conv2d(&k->def, &p);
+    }
 }
 
 static int
@@ -233,10 +203,8 @@ kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
         snprintf(k->def.name, sizeof(k->def.name), "elementwise");
         return KT_OK;
     }
-    if (strcmp(op, "Conv") == 0)
+    if (strncmp(op, "Conv", 4) == 0)
         return def_conv(x, k, bits);
-    if (strcmp(op, "ConvTranspose") == 0)
-        return def_conv_t(x, k);
     if (strstr(op, "Pool") != NULL)
         return def_pool(x, k);
     if (strcmp(op, "Gemm") == 0 || strcmp(op, "MatMul") == 0)
