@@ -52,6 +52,11 @@ done
 grep -q ' Softmax .* task 52$' "$tmp/check" || fail "softmax is not the last task"
 
 # Tune 64 trials (short repeats, one thread per kernel: the machine is shared).
+# Under the sanitizers (make integ-asan) the import above is the check; the
+# tuning run is left to the plain build to keep make test short.
+case $bin in
+*asan*) echo "ok: import checked; tuning runs in the plain build"; exit 0 ;;
+esac
 cat >"$tmp/cls.json" <<EOF
 { "onnx": "$model", "inputs": {"x": [1, 3, 48, 192]},
   "target": {"threads": 1},
