@@ -5,8 +5,8 @@
 #define KT_SCHEDULER_H
 
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/common.h"
 #include "config/config.h"
