@@ -145,6 +145,26 @@ grow(struct part *p, struct kt_onnx_kernel *k, struct kt__ox_group *gr, int firs
     return n;
 }
 
+/* The only consumer of value v when it is a free node of type op with
+ * nin inputs (all present) and an output; else -1. */
+static int
+only_consumer(struct part *p, int v, const char *op, int nin)
+{
+    const struct kt_onnx_node *n;
+    int c, i;
+
+    if (v < 0 || p->ncons[v] != 1)
+        return -1;
+    c = p->cons[v][0];
+    n = &p->g->nodes[c];
+    if (!free_node(p, c) || !is_op(n, op) || n->nin < nin)
+        return -1;
+    for (i = 0; i < nin; i++)
+        if (n->in[i] < 0)
+            return -1;
+    return c;
+}
+
 /* The LayerNorm pattern at ReduceMean node i: mean, x - mean, squared,
  * mean again, + eps, sqrt, divide.  Fills nodes[7] and returns 1. */
 static int
@@ -152,14 +172,13 @@ match_layer_norm(struct part *p, int i, int *nodes)
 {
     const struct kt_onnx_graph *g = p->g;
     const struct kt_onnx_node *r1 = &g->nodes[i], *nd;
-    int x = r1->in[0], d, k, sq = -1, dv = -1, c;
+    int x = r1->in[0], d, k, sq = -1, dv = -1, c, axes;
 
-    if (p->ncons[r1->out[0]] != 1)
-        return 0;
     nodes[0] = i;
-    nodes[1] = p->cons[r1->out[0]][0];
+    if ((nodes[1] = only_consumer(p, r1->out[0], "Sub", 2)) < 0)
+        return 0;
     nd = &g->nodes[nodes[1]];
-    if (!is_op(nd, "Sub") || nd->in[0] != x || nd->in[1] != r1->out[0])
+    if (nd->in[0] != x || nd->in[1] != r1->out[0])
         return 0;
     d = nd->out[0];
     if (p->ncons[d] != 2)
@@ -167,39 +186,37 @@ match_layer_norm(struct part *p, int i, int *nodes)
     for (k = 0; k < 2; k++) {
         c = p->cons[d][k];
         nd = &g->nodes[c];
-        if ((is_op(nd, "Pow") && nd->in[0] == d && vin(p, nd, 1)->data &&
+        if (!free_node(p, c) || nd->nin < 2 || nd->in[0] != d || nd->in[1] < 0)
+            continue;
+        if ((is_op(nd, "Pow") && vin(p, nd, 1)->data != NULL &&
              kt_onnx_value_get(vin(p, nd, 1), 0) == 2) ||
-            (is_op(nd, "Mul") && nd->in[0] == d && nd->in[1] == d))
+            (is_op(nd, "Mul") && nd->in[1] == d))
             sq = c;
-        else if (is_op(nd, "Div") && nd->in[0] == d)
+        else if (is_op(nd, "Div"))
             dv = c;
     }
-    if (sq < 0 || dv < 0 || p->ncons[g->nodes[sq].out[0]] != 1)
+    if (sq < 0 || dv < 0)
         return 0;
     nodes[2] = sq;
-    nodes[3] = p->cons[g->nodes[sq].out[0]][0];
-    nd = &g->nodes[nodes[3]];
-    if (!is_op(nd, "ReduceMean") ||
-        kt__ox_reduce_axes(p->x, nd) != kt__ox_reduce_axes(p->x, r1) ||
-        p->ncons[nd->out[0]] != 1)
+    axes = kt__ox_reduce_axes(p->x, r1);
+    if ((nodes[3] = only_consumer(p, g->nodes[sq].out[0], "ReduceMean", 1)) < 0 ||
+        kt__ox_reduce_axes(p->x, &g->nodes[nodes[3]]) != axes)
         return 0;
-    nodes[4] = p->cons[nd->out[0]][0];
+    if ((nodes[4] = only_consumer(p, g->nodes[nodes[3]].out[0], "Add", 2)) < 0)
+        return 0;
     nd = &g->nodes[nodes[4]];
-    if (!is_op(nd, "Add") || p->ncons[nd->out[0]] != 1 ||
-        (vin(p, nd, 1)->data == NULL && vin(p, nd, 0)->data == NULL))
+    if (vin(p, nd, 1)->data == NULL && vin(p, nd, 0)->data == NULL)
         return 0;
-    nodes[5] = p->cons[nd->out[0]][0];
-    nd = &g->nodes[nodes[5]];
-    if (!is_op(nd, "Sqrt") || p->ncons[nd->out[0]] != 1 ||
-        p->cons[nd->out[0]][0] != dv || g->nodes[dv].in[1] != nd->out[0])
+    if ((nodes[5] = only_consumer(p, nd->out[0], "Sqrt", 1)) < 0 ||
+        only_consumer(p, g->nodes[nodes[5]].out[0], "Div", 2) != dv ||
+        g->nodes[dv].in[1] != g->nodes[nodes[5]].out[0])
         return 0;
     nodes[6] = dv;
-    for (k = 0; k < 7; k++)
-        if (!free_node(p, nodes[k]) || (k > 0 && nodes[k] < nodes[k - 1]))
+    for (k = 1; k < 7; k++)
+        if (nodes[k] < nodes[k - 1])
             return 0;
     /* The reduced axes must be the trailing ones (rows x cols). */
-    c = kt__ox_reduce_axes(p->x, r1);
-    return c > 0 && ((c + (c & -c)) == 1 << g->values[x].ndim);
+    return axes > 0 && ((axes + (axes & -axes)) == 1 << g->values[x].ndim);
 }
 
 static struct kt_onnx_kernel *

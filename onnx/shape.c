@@ -356,6 +356,8 @@ infer_node(struct kt__ox_ctx *c)
             return kt__ox_unsupported(c, "input '%.100s' has an unknown shape "
                                "(after an unsupported node)", v->name);
     }
+    if (c->n->nout < 1 || c->n->out[0] < 0)
+        return kt__ox_unsupported(c, "no output");
     if (c->n->domain[0] != '\0' && strcmp(c->n->domain, "ai.onnx") != 0)
         return kt__ox_unsupported(c, "domain %.60s", c->n->domain);
     for (k = 0; k < KT_ARRAY_LEN(ops); k++)
