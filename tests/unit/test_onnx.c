@@ -138,6 +138,49 @@ test_conv_bn_relu(void **state)
     kt_onnx_free(g);
 }
 
+/* Interprets the conv + hardswish + residual + relu kernel below on small
+ * integers and compares with the ONNX semantics computed here. */
+static void
+check_hardswish_values(const struct kt_onnx_kernel *k)
+{
+    float in[144], w[16], bias[4], *bufs[KT_MAX_TENSORS];
+    struct kt_dag *dag = NULL;
+    int t, f, c, i;
+
+    assert_int_equal(kt_op_build(&k->def, &dag, err, sizeof(err)), 0);
+    for (i = 0; i < 144; i++)
+        in[i] = (float)(i % 9) - 4;
+    for (i = 0; i < 16; i++)
+        w[i] = (float)(i % 5) - 2;
+    for (i = 0; i < 4; i++)
+        bias[i] = (float)i - 1.5f;
+    for (t = 0; t < dag->ntensors; t++) {
+        const char *n = dag->tensors[t].name;
+        bufs[t] = calloc((size_t)kt_tensor_elems(&dag->tensors[t]) + 1,
+                         sizeof(float));
+        if (strcmp(n, "I") == 0 || strcmp(n, "P0") == 0)
+            memcpy(bufs[t], in, sizeof(in));
+        if (strcmp(n, "W") == 0)
+            memcpy(bufs[t], w, sizeof(w));
+        if (strcmp(n, "B") == 0)
+            memcpy(bufs[t], bias, sizeof(bias));
+    }
+    kt_dag_interpret(dag, bufs);
+    t = kt_dag_find_tensor(dag, "O");
+    for (f = 0; f < 4; f++)
+        for (i = 0; i < 36; i++) {
+            float y = bias[f], hs, want;
+            for (c = 0; c < 4; c++)
+                y += in[c * 36 + i] * w[f * 4 + c];
+            hs = y * fminf(fmaxf(y + 3, 0), 6) / 6;
+            want = fmaxf(hs + in[f * 36 + i], 0);
+            assert_true(fabsf(bufs[t][f * 36 + i] - want) < 1e-5f);
+        }
+    for (t = 0; t < dag->ntensors; t++)
+        free(bufs[t]);
+    kt_dag_free(dag);
+}
+
 /* Conv + BN + hardswish as exporters write it (x * clip(x + 3, 0, 6) / 6),
  * then a residual add and a relu: one task with a 5-stage epilogue. */
 static void
@@ -173,6 +216,7 @@ test_conv_hardswish_residual(void **state)
     if (strstr(g->kernels[0].def.text, "P0[a1,a2,a3]") == NULL)
         print_error("%s\n", g->kernels[0].def.text);
     assert_non_null(strstr(g->kernels[0].def.text, "P0[a1,a2,a3]"));
+    check_hardswish_values(&g->kernels[0]);
     kt_onnx_free(g);
 }
 
