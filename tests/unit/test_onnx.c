@@ -101,6 +101,39 @@ assert_role(const struct kt_onnx_graph *g, const char *name, int role,
     assert_int_equal(n->kernel, kernel);
 }
 
+/* One input of run_def: a tensor's data by name. */
+struct feed {
+    const char *name;
+    const float *data;
+    size_t n;
+};
+
+/* Builds d, interprets it with the inputs fed (others zero) and copies the
+ * first n elements of its output O to out. */
+static void
+run_def(const struct kt_op_def *d, const struct feed *in, int nin, float *out,
+        size_t n)
+{
+    struct kt_dag *dag = NULL;
+    float *bufs[KT_MAX_TENSORS];
+    int t, i;
+
+    assert_int_equal(kt_op_build(d, &dag, err, sizeof(err)), 0);
+    for (t = 0; t < dag->ntensors; t++) {
+        bufs[t] = calloc((size_t)kt_tensor_elems(&dag->tensors[t]) + 1,
+                         sizeof(float));
+        for (i = 0; i < nin; i++)
+            if (strcmp(dag->tensors[t].name, in[i].name) == 0)
+                memcpy(bufs[t], in[i].data, in[i].n * sizeof(float));
+    }
+    kt_dag_interpret(dag, bufs);
+    t = kt_dag_find_tensor(dag, "O");
+    memcpy(out, bufs[t], n * sizeof(float));
+    for (t = 0; t < dag->ntensors; t++)
+        free(bufs[t]);
+    kt_dag_free(dag);
+}
+
 /* ---- Convolutions and fusion ------------------------------------------- */
 
 /* conv 3x3 pad 1 + batch norm (folded) + relu: one task, conv2d with the
@@ -143,30 +176,17 @@ test_conv_bn_relu(void **state)
 static void
 check_hardswish_values(const struct kt_onnx_kernel *k)
 {
-    float in[144], w[16], bias[4], *bufs[KT_MAX_TENSORS];
-    struct kt_dag *dag = NULL;
-    int t, f, c, i;
+    float in[144], w[16], bias[4], out[144];
+    int f, c, i;
 
-    assert_int_equal(kt_op_build(&k->def, &dag, err, sizeof(err)), 0);
     for (i = 0; i < 144; i++)
         in[i] = (float)(i % 9) - 4;
     for (i = 0; i < 16; i++)
         w[i] = (float)(i % 5) - 2;
     for (i = 0; i < 4; i++)
         bias[i] = (float)i - 1.5f;
-    for (t = 0; t < dag->ntensors; t++) {
-        const char *n = dag->tensors[t].name;
-        bufs[t] = calloc((size_t)kt_tensor_elems(&dag->tensors[t]) + 1,
-                         sizeof(float));
-        if (strcmp(n, "I") == 0 || strcmp(n, "P0") == 0)
-            memcpy(bufs[t], in, sizeof(in));
-        if (strcmp(n, "W") == 0)
-            memcpy(bufs[t], w, sizeof(w));
-        if (strcmp(n, "B") == 0)
-            memcpy(bufs[t], bias, sizeof(bias));
-    }
-    kt_dag_interpret(dag, bufs);
-    t = kt_dag_find_tensor(dag, "O");
+    run_def(&k->def, (const struct feed[]){{"I", in, 144}, {"P0", in, 144},
+            {"W", w, 16}, {"B", bias, 4}}, 4, out, 144);
     for (f = 0; f < 4; f++)
         for (i = 0; i < 36; i++) {
             float y = bias[f], hs, want;
@@ -174,11 +194,8 @@ check_hardswish_values(const struct kt_onnx_kernel *k)
                 y += in[c * 36 + i] * w[f * 4 + c];
             hs = y * fminf(fmaxf(y + 3, 0), 6) / 6;
             want = fmaxf(hs + in[f * 36 + i], 0);
-            assert_true(fabsf(bufs[t][f * 36 + i] - want) < 1e-5f);
+            assert_true(fabsf(out[f * 36 + i] - want) < 1e-5f);
         }
-    for (t = 0; t < dag->ntensors; t++)
-        free(bufs[t]);
-    kt_dag_free(dag);
 }
 
 /* Conv + BN + hardswish as exporters write it (x * clip(x + 3, 0, 6) / 6),
@@ -325,14 +342,12 @@ static void
 test_conv_transpose_values(void **state)
 {
     const struct kt_conv_t_params p = {1, 2, 4, 5, 3, 3, 3, 2, 2, 1, 1, 8, 10};
-    float in[40], w[54], want[240], *bufs[KT_MAX_TENSORS];
+    float in[40], w[54], want[240], out[240], *wt;
     struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    int64_t ch, cw;
-    int t, c, f, y, x, r, s2, i;
+    int64_t ch, cw, k = 0, q, a, pp, b, nq, np;
+    int c, f, y, x, r, s2, i;
     (void)state;
     assert_int_equal(kt_op_conv2d_transpose(&d, &p, &ch, &cw), 0);
-    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), 0);
     for (i = 0; i < 40; i++)
         in[i] = (float)((i * 7) % 11) - 5;
     for (i = 0; i < 54; i++)
@@ -351,36 +366,27 @@ test_conv_transpose_values(void **state)
                                 in[(c * 4 + y) * 5 + x] *
                                 w[((c * 3 + f) * 3 + r) * 3 + s2];
                         }
-    for (t = 0; t < dag->ntensors; t++) {
-        const struct kt_tensor *tt = &dag->tensors[t];
-        bufs[t] = calloc((size_t)kt_tensor_elems(tt) + 1, sizeof(float));
-        if (strcmp(tt->name, "I") == 0)
-            memcpy(bufs[t], in, sizeof(in));
-        if (strcmp(tt->name, "W") == 0) {
-            /* W[c,f,q,a,p,b] = Wonnx[c,f,a+1+2(q-ch),b+1+2(p-cw)] */
-            const int64_t *sh = tt->shape;
-            int64_t k = 0, q, a, pp, b;
-            for (c = 0; c < 2; c++)
-                for (f = 0; f < 3; f++)
-                    for (q = 0; q < sh[2]; q++)
-                        for (a = 0; a < 2; a++)
-                            for (pp = 0; pp < sh[4]; pp++)
-                                for (b = 0; b < 2; b++, k++) {
-                                    int64_t rr = a + 1 + 2 * (q - ch);
-                                    int64_t ss = b + 1 + 2 * (pp - cw);
-                                    if (rr >= 0 && rr < 3 && ss >= 0 && ss < 3)
-                                        bufs[t][k] =
-                                            w[((c * 3 + f) * 3 + rr) * 3 + ss];
-                                }
-        }
-    }
-    kt_dag_interpret(dag, bufs);
-    t = kt_dag_find_tensor(dag, "O");
+    /* W[c,f,q,a,p,b] = Wonnx[c,f,a+1+2(q-ch),b+1+2(p-cw)] (docs/onnx.md) */
+    assert_string_equal(d.shapes[1].name, "W");
+    nq = d.shapes[1].dims[2];
+    np = d.shapes[1].dims[4];
+    wt = calloc((size_t)(6 * nq * np * 4), sizeof(float));
+    for (c = 0; c < 2; c++)
+        for (f = 0; f < 3; f++)
+            for (q = 0; q < nq; q++)
+                for (a = 0; a < 2; a++)
+                    for (pp = 0; pp < np; pp++)
+                        for (b = 0; b < 2; b++, k++) {
+                            int64_t rr = a + 1 + 2 * (q - ch);
+                            int64_t ss = b + 1 + 2 * (pp - cw);
+                            if (rr >= 0 && rr < 3 && ss >= 0 && ss < 3)
+                                wt[k] = w[((c * 3 + f) * 3 + rr) * 3 + ss];
+                        }
+    run_def(&d, (const struct feed[]){{"I", in, 40}, {"W", wt, (size_t)k}}, 2,
+            out, 240);
     for (i = 0; i < 240; i++)
-        assert_true(fabsf(bufs[t][i] - want[i]) < 1e-4f);
-    for (t = 0; t < dag->ntensors; t++)
-        free(bufs[t]);
-    kt_dag_free(dag);
+        assert_true(fabsf(out[i] - want[i]) < 1e-4f);
+    free(wt);
 }
 
 /* ---- Matrix products ------------------------------------------------------ */
@@ -545,31 +551,6 @@ test_layer_norm_op(void **state)
     kt_onnx_free(g2);
 }
 
-/* Evaluates a one-input elementwise kernel with the IR interpreter. */
-static void
-eval_kernel(const struct kt_onnx_kernel *k, const float *in, float *out,
-            int n)
-{
-    struct kt_dag *dag = NULL;
-    float *bufs[KT_MAX_TENSORS];
-    char msg[512];
-    int t;
-
-    assert_int_equal(kt_op_build(&k->def, &dag, msg, sizeof(msg)), 0);
-    for (t = 0; t < dag->ntensors; t++) {
-        bufs[t] = calloc((size_t)kt_tensor_elems(&dag->tensors[t]) + 1,
-                         sizeof(float));
-        if (dag->tensors[t].kind == KT_TENSOR_INPUT)
-            memcpy(bufs[t], in, (size_t)n * sizeof(float));
-    }
-    kt_dag_interpret(dag, bufs);
-    t = kt_dag_find_tensor(dag, "O");
-    memcpy(out, bufs[t], (size_t)n * sizeof(float));
-    for (t = 0; t < dag->ntensors; t++)
-        free(bufs[t]);
-    kt_dag_free(dag);
-}
-
 /* A GELU op and a standalone Erf become elementwise tasks whose values
  * match erf from libm (the compute language has no erf). */
 static void
@@ -591,11 +572,13 @@ test_gelu_erf_values(void **state)
     assert_int_equal(g->kernels[0].kind, KT_ONNX_K_ELEMENTWISE);
     for (i = 0; i < 64; i++)
         in[i] = -4.0f + 8.0f * (float)i / 63;
-    eval_kernel(&g->kernels[0], in, out, 64);
+    run_def(&g->kernels[0].def, (const struct feed[]){{"P0", in, 64}}, 1,
+            out, 64);
     for (i = 0; i < 64; i++)
         assert_true(fabs(out[i] - 0.5 * in[i] * (1 + erf(in[i] / sqrt(2.0))))
                     < 2e-6);
-    eval_kernel(&g->kernels[1], in, out, 64);
+    run_def(&g->kernels[1].def, (const struct feed[]){{"P0", in, 64}}, 1,
+            out, 64);
     for (i = 0; i < 64; i++)
         assert_true(fabs(out[i] - erf(in[i])) < 2e-6);
     kt_onnx_free(g);
@@ -644,9 +627,8 @@ test_more_ops(void **state)
     struct ktt_onnx *b = ktt_onnx_new(11);
     struct ktt_onnx_node *c;
     struct kt_onnx_graph *g;
-    struct kt_dag *dag = NULL;
-    float *bufs[KT_MAX_TENSORS];
-    int t, i;
+    float out[8];
+    int i;
     (void)state;
     ktt_onnx_input(b, "x", 2, D(2, 3));
     ktt_onnx_input(b, "img", 4, D(1, 4, 5, 6));
@@ -678,30 +660,15 @@ test_more_ops(void **state)
     assert_flops(g->kernels[1].flops, 2.0 * 120);
     assert_non_null(strstr(g->kernels[2].def.name, "softmax_1x120"));
     /* hardsigmoid(x W) for x = [[1,2,3],[-4,0,4]] */
-    assert_int_equal(kt_op_build(&g->kernels[0].def, &dag, err, sizeof(err)),
-                     0);
-    for (t = 0; t < dag->ntensors; t++) {
-        bufs[t] = calloc((size_t)kt_tensor_elems(&dag->tensors[t]) + 1,
-                         sizeof(float));
-        if (strcmp(dag->tensors[t].name, "A") == 0)
-            memcpy(bufs[t], (const float[]){1, 2, 3, -4, 0, 4},
-                   6 * sizeof(float));
-        if (strcmp(dag->tensors[t].name, "B") == 0)
-            memcpy(bufs[t], (const float[]){1, 0, 0, -1, 0, 1, 0, 2, 0, 0,
-                                            1, 3}, 12 * sizeof(float));
-    }
-    kt_dag_interpret(dag, bufs);
-    t = kt_dag_find_tensor(dag, "O");
-    {
+    run_def(&g->kernels[0].def, (const struct feed[]){
+            {"A", (const float[]){1, 2, 3, -4, 0, 4}, 6},
+            {"B", (const float[]){1, 0, 0, -1, 0, 1, 0, 2, 0, 0, 1, 3}, 12}},
+            2, out, 8);
+    for (i = 0; i < 8; i++) {
         const float y[8] = {1, 2, 3, 12, -4, 0, 4, 16};
-        for (i = 0; i < 8; i++) {
-            float want = fminf(fmaxf(y[i] * 0.25f + 0.5f, 0), 1);
-            assert_true(fabsf(bufs[t][i] - want) < 1e-6f);
-        }
+        assert_true(fabsf(out[i] - fminf(fmaxf(y[i] * 0.25f + 0.5f, 0), 1)) <
+                    1e-6f);
     }
-    for (t = 0; t < dag->ntensors; t++)
-        free(bufs[t]);
-    kt_dag_free(dag);
     kt_onnx_free(g);
 }
 
