@@ -84,14 +84,16 @@ enum kt_onnx_kernel_kind {
  * (residuals, per-channel operands) read by the fused epilogue. */
 struct kt_onnx_kernel {
     int kind;                    /* enum kt_onnx_kernel_kind */
-    char name[96];               /* readable, e.g. "conv2d_3x3_s2_g1.Conv_0" */
+    char name[96];               /* the definition's name, e.g.
+                                  * "conv2d_n1_c8_h24_w96_..._bias_relu" */
     char tag[64];                /* similarity group tag */
     int anchor;                  /* node index */
     int nnodes;
     int *nodes;                  /* anchor, then fused nodes, in order */
     int output;                  /* value the kernel writes */
-    int task;                    /* index of the first kernel with an equal
-                                  * workload: equal kernels share a task */
+    int task;                    /* task number: kernels with equal workloads
+                                  * share one (the index kt_tasks_extract
+                                  * gives it) */
     int bn_folded;               /* a BatchNormalization is folded into the
                                   * anchor's weights and bias */
     int64_t conv_t_offset[2];    /* ConvTranspose: ch, cw of the phase
