@@ -334,6 +334,7 @@ anchor_stages(struct epi *e, int bits)
     }
     if (is_op(a, "Gemm")) {
         double alpha = kt_onnx_attr_float(a, "alpha", 1);
+        double beta = kt_onnx_attr_float(a, "beta", 1);
         if (alpha != 1)
             s = stage(e, "%s * %.9g", y, (float)alpha);
         if (has_bias(p, e->k) && !(bits & KT_EPI_BIAS)) {
@@ -345,7 +346,10 @@ anchor_stages(struct epi *e, int bits)
                 operand(e, bias_value(p, e->k), ch, r, o, sizeof(o));
             if (s > 0)
                 snprintf(y, sizeof(y), "E%d[%s]", s, e->idx);
-            s = stage(e, "%s + %s", y, o);
+            if (beta != 1 && !e->k->bn_folded)
+                s = stage(e, "%s + %s * %.9g", y, o, (float)beta);
+            else
+                s = stage(e, "%s + %s", y, o);
         }
     }
     if (is_op(a, "LayerNormalization")) {

@@ -406,15 +406,17 @@ test_gemm_matmul(void **state)
     c = ktt_onnx_node(b, "Gemm", "fc", "x,w,bias", "y");
     ktt_attr_int(c, "transB", 1);
     ktt_onnx_node(b, "Relu", "relu", "y", "r");
-    ktt_onnx_node(b, "Gemm", "fc2", "r,w2,c2", "y2");
+    c = ktt_onnx_node(b, "Gemm", "fc2", "r,w2,c2", "y2");
+    ktt_attr_float(c, "beta", 0.5f);
     ktt_onnx_output(b, "y2");
     g = import(b, NULL, 0, 0, 0);
     assert_shape(g, "y2", 2, D(4, 8));
     assert_int_equal(g->nkernels, 2);
     assert_non_null(strstr(g->kernels[0].def.name, "dense_4x16x32_bias_relu"));
     assert_flops(g->kernels[0].flops, 2.0 * 4 * 16 * 32 + 2.0 * 64);
-    /* matmul + a full [4, 8] C as an epilogue operand */
-    assert_flops(g->kernels[1].flops, 2.0 * 4 * 8 * 16 + 32);
+    /* matmul + a full [4, 8] C (times beta) as an epilogue operand */
+    assert_flops(g->kernels[1].flops, 2.0 * 4 * 8 * 16 + 2.0 * 32);
+    assert_non_null(strstr(g->kernels[1].def.text, "P0[a0,a1] * 0.5"));
     assert_int_equal(g->kernels[1].nextra, 1);
     kt_onnx_free(g);
 }
