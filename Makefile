@@ -19,12 +19,12 @@ DESTDIR  ?=
 SAN      ?=
 OPT      ?= -O2
 
-MODULES  := common ir scheduler costmodel measure measure/worker storage config daemon
+MODULES  := common ir onnx scheduler costmodel measure measure/worker storage config daemon
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wvla -Wformat=2
 CSTD     := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
-PKGS     := libuv sqlite3 libcjson
+PKGS     := libuv sqlite3 libcjson libprotobuf-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 XGB_LIBS := -lxgboost
@@ -40,13 +40,18 @@ OPT      := -O1
 endif
 
 CFLAGS   ?=
-CFLAGS   += $(CSTD) $(OPT) -g $(WARN) $(SANFLAGS) $(SD_DEFS) -I. $(PKG_CFLAGS) \
+GEN_DIR  := $(BUILD)/gen
+# ONNX models are decoded with protobuf-c from the onnx.proto Debian ships
+# (libonnx-dev); the C code is generated at build time, never committed.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+
+CFLAGS   += $(CSTD) $(OPT) -g $(WARN) $(SANFLAGS) $(SD_DEFS) -I. -I$(GEN_DIR) $(PKG_CFLAGS) \
             -DKT_PREFIX='"$(PREFIX)"' -MMD -MP
 LDFLAGS  += $(SANFLAGS)
 LDLIBS   := $(PKG_LIBS) $(XGB_LIBS) $(SD_LIBS) -ldl -lm -lpthread
 
 LIB_SRCS := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(GEN_DIR)/onnx.pb-c.o
 LIB      := $(BUILD)/libkerntune.a
 
 # kerntune-rpc is plain POSIX C: only common/ and measure/worker/.
@@ -73,6 +78,18 @@ deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(GEN_DIR)/onnx.pb-c.c: $(ONNX_PROTO)
+	@mkdir -p $(@D)
+	protoc-c --c_out=$(GEN_DIR) -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+$(GEN_DIR)/onnx.pb-c.h: $(GEN_DIR)/onnx.pb-c.c
+
+# Generated code: our warning set is not its contract.
+$(GEN_DIR)/onnx.pb-c.o: $(GEN_DIR)/onnx.pb-c.c
+	$(CC) $(CSTD) $(OPT) -g $(SANFLAGS) -I$(GEN_DIR) $(PKG_CFLAGS) -c $< -o $@
+
+$(filter-out $(GEN_DIR)/%,$(LIB_OBJS)) $(SUPPORT_OBJS) \
+    $(UNIT_SRCS:%.c=$(BUILD)/%.o): | $(GEN_DIR)/onnx.pb-c.h
 
 $(BUILD)/rpc/%.o: %.c
 	@mkdir -p $(@D)

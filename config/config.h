@@ -143,6 +143,11 @@ struct kt_model_conf {
     struct kt_layer *layers;
     int ntasks;
     struct kt_task_conf *tasks;
+    char *onnx;                /* ONNX model path (resolved against the
+                                * config's directory), NULL when absent */
+    int ninputs;               /* "inputs": shapes of ONNX graph inputs */
+    struct kt_task_shape *inputs;
+    int onnx_partial;          /* "partial": unsupported nodes run untuned */
 };
 
 /* Name of a layer op ("conv2d", ...) or "?". */
@@ -162,6 +167,13 @@ int kt_model_conf_load(const char *path, struct kt_model_conf **out,
 int kt_model_conf_parse(const char *path, const char *text,
                         struct kt_model_conf **out, char *err, size_t errlen);
 void kt_model_conf_free(struct kt_model_conf *m);   /* NULL is a no-op */
+/* The model of a command line: a JSON config, or an .onnx file taken with
+ * default settings (as `tvmc tune model.onnx`).  input_specs are
+ * "NAME=D1,D2,..." (--input), which set or replace ONNX input shapes;
+ * partial sets "partial".  Same contract as kt_model_conf_load. */
+int kt_model_conf_load_cli(const char *path, const char *const *input_specs,
+                           int ninputs, int partial, struct kt_model_conf **out,
+                           char *err, size_t errlen);
 
 /* ---- Daemon config ----------------------------------------------------- */
 

@@ -31,8 +31,16 @@ static const struct kt__key model_keys[] = {
     {"layers", KT_K_ARRAY, 0, NOLIM, "[]", NULL, "The model as a list of "
      "layers; they go through task extraction (fusion, dedup, weights)."},
     {"tasks", KT_K_ARRAY, 0, NOLIM, "[]", NULL, "Explicit compute "
-     "definitions, taken as written. At least one layer or task is "
-     "required."},
+     "definitions, taken as written. At least one layer or task (or an "
+     "onnx model) is required."},
+    {"onnx", KT_K_STR, offsetof(struct kt_model_conf, onnx), NOLIM, "null",
+     NULL, "An ONNX model file (relative to this config) whose operators "
+     "become the tasks; see docs/onnx.md."},
+    {"inputs", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "ONNX: shapes of graph "
+     "inputs, {\"x\": [1, 3, 224, 224]}; required for dynamic dims."},
+    {"partial", KT_K_BOOL, offsetof(struct kt_model_conf, onnx_partial),
+     NOLIM, "false", NULL, "ONNX: import a model with unsupported operators; "
+     "those nodes run untuned."},
 };
 
 static const char *const target_kinds[] = {"cpu", NULL};

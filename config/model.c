@@ -51,6 +51,8 @@ name_from_path(const char *path)
     size_t n = strlen(s);
     if (n > 5 && strcmp(s + n - 5, ".json") == 0)
         s[n - 5] = '\0';
+    else if (n > 5 && strcmp(s + n - 5, ".onnx") == 0)
+        s[n - 5] = '\0';
     return s;
 }
 
@@ -261,6 +263,37 @@ read_tasks(struct kt__jdoc *doc, const cJSON *arr, struct kt_model_conf *m)
     return 0;
 }
 
+/* "onnx" is resolved against the config's directory; "inputs" are read
+ * like task shapes. */
+static int
+read_onnx(struct kt__jdoc *doc, struct kt_model_conf *m)
+{
+    const cJSON *c = item(doc->root, "inputs");
+    struct kt_task_conf t;
+    const char *slash;
+    int rc;
+
+    if (m->onnx != NULL && m->onnx[0] != '/' &&
+        (slash = strrchr(m->path, '/')) != NULL) {
+        size_t n = (size_t)(slash - m->path) + 1;
+        char *p = kt_xmalloc(n + strlen(m->onnx) + 1);
+        memcpy(p, m->path, n);
+        strcpy(p + n, m->onnx);
+        free(m->onnx);
+        m->onnx = p;
+    }
+    if (c == NULL)
+        return 0;
+    if (m->onnx == NULL)
+        return kt__jerr(doc, c, "inputs", "input shapes need an \"onnx\" "
+                        "model");
+    memset(&t, 0, sizeof(t));
+    rc = read_shapes(doc, c, "inputs", &t);
+    m->inputs = t.shapes;
+    m->ninputs = t.nshapes;
+    return rc;
+}
+
 static const struct {
     const char *key;
     const struct kt__keytab *tab;
@@ -326,9 +359,12 @@ kt_model_conf_parse(const char *path, const char *text,
     c = item(doc.root, "tasks");
     if (c != NULL && (rc = read_tasks(&doc, c, m)) < 0)
         goto fail;
-    if (m->nlayers + m->ntasks == 0) {
+    if ((rc = read_onnx(&doc, m)) < 0)
+        goto fail;
+    if (m->nlayers + m->ntasks == 0 && m->onnx == NULL) {
         rc = kt__jerr(&doc, doc.root, "(top level)", "the model has no "
-                      "layers and no tasks (give \"layers\" or \"tasks\")");
+                      "layers and no tasks (give \"layers\", \"tasks\" or "
+                      "\"onnx\")");
         goto fail;
     }
     kt__jdoc_free(&doc);
@@ -379,6 +415,96 @@ kt_model_conf_free(struct kt_model_conf *m)
         free(t->shapes);
     }
     free(m->tasks);
+    for (i = 0; i < m->ninputs; i++)
+        free(m->inputs[i].name);
+    free(m->inputs);
     free(m->path);
     free(m);
+}
+
+/* Sets or replaces one input shape from "NAME=D1,D2,...". */
+static int
+apply_input(struct kt_model_conf *m, const char *spec, char *err,
+            size_t errlen)
+{
+    const char *eq = strchr(spec, '=');
+    struct kt_task_shape sh;
+    const char *p;
+    char *end;
+    int i;
+
+    memset(&sh, 0, sizeof(sh));
+    if (eq == NULL || eq == spec || eq - spec > 200)
+        goto bad;
+    for (p = eq + 1; sh.ndim < 8; p = end + 1) {
+        long long d = strtoll(p, &end, 10);
+        if (end == p || d < 1 || d > 16777216)
+            goto bad;
+        sh.dims[sh.ndim++] = d;
+        if (*end != ',')
+            break;
+    }
+    if (*end != '\0')
+        goto bad;
+    sh.name = kt_xstrdup(spec);
+    sh.name[eq - spec] = '\0';
+    for (i = 0; i < m->ninputs; i++)
+        if (strcmp(m->inputs[i].name, sh.name) == 0)
+            break;
+    if (i == m->ninputs) {
+        m->inputs = kt_xrealloc(m->inputs, (size_t)(m->ninputs + 1) *
+                                sizeof(*m->inputs));
+        m->ninputs++;
+    } else {
+        free(m->inputs[i].name);
+    }
+    m->inputs[i] = sh;
+    return 0;
+bad:
+    return kt_seterr(err, errlen, KT_ECONFIG, "--input '%.200s': expected "
+                     "NAME=D1,D2,... (1 to 8 dims, each 1..16777216)", spec);
+}
+
+int
+kt_model_conf_load_cli(const char *path, const char *const *input_specs,
+                       int ninputs, int partial, struct kt_model_conf **out,
+                       char *err, size_t errlen)
+{
+    size_t n = strlen(path);
+    int rc, i;
+
+    *out = NULL;
+    if (n > 5 && strcmp(path + n - 5, ".onnx") == 0) {
+        /* The file itself, with every setting at its default. */
+        const char *base = strrchr(path, '/');
+        cJSON *o = cJSON_CreateObject();
+        char *text;
+        cJSON_AddStringToObject(o, "onnx", base != NULL ? base + 1 : path);
+        text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        rc = kt_model_conf_parse(path, text, out, err, errlen);
+        cJSON_free(text);
+    } else {
+        rc = kt_model_conf_load(path, out, err, errlen);
+    }
+    if (rc < 0)
+        return rc;
+    if (ninputs > 0 || partial) {
+        if ((*out)->onnx == NULL) {
+            kt_model_conf_free(*out);
+            *out = NULL;
+            return kt_seterr(err, errlen, KT_ECONFIG, "%s: --input and "
+                             "--partial apply to ONNX models only", path);
+        }
+    }
+    for (i = 0; i < ninputs; i++) {
+        if ((rc = apply_input(*out, input_specs[i], err, errlen)) < 0) {
+            kt_model_conf_free(*out);
+            *out = NULL;
+            return rc;
+        }
+    }
+    if (partial)
+        (*out)->onnx_partial = 1;
+    return 0;
 }

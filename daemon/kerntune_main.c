@@ -1,8 +1,10 @@
 /* kerntune_main.c - the kerntune command line.
  *
- *   kerntune tune MODEL.json [--trials N] [--db FILE] [--log-dir DIR]
- *                            [--workers N] [--quiet]
- *   kerntune check MODEL.json
+ *   kerntune tune MODEL.json|MODEL.onnx [--trials N] [--db FILE]
+ *                 [--log-dir DIR] [--workers N] [--quiet]
+ *                 [--input NAME=D1,D2,...] [--partial]
+ *   kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,...] [--partial]
+ *                  [--graph]
  *   kerntune status|jobs [--socket PATH]
  *   kerntune tasks|best|pause|resume JOB [--socket PATH]
  *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
@@ -34,9 +36,10 @@ static void
 usage(FILE *f)
 {
     fputs("usage:\n"
-          "  kerntune tune MODEL.json [--trials N] [--db FILE] [--log-dir DIR]\n"
-          "                           [--workers N] [--quiet]\n"
-          "  kerntune check MODEL.json\n"
+          "  kerntune tune MODEL.json|MODEL.onnx [--trials N] [--db FILE] [--log-dir DIR]\n"
+          "                [--workers N] [--quiet] [--input NAME=D1,D2,...] [--partial]\n"
+          "  kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,D2,...] [--partial]\n"
+          "                 [--graph]\n"
           "  kerntune status|jobs [--socket PATH]\n"
           "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
           "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] [--socket PATH]\n"
@@ -151,8 +154,11 @@ cmd_tune(const char *cmd, int argc, char **argv)
         {"trials", required_argument, NULL, 't'}, {"db", required_argument, NULL, 'd'},
         {"log-dir", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
         {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
+        {"input", required_argument, NULL, 'I'}, {"partial", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
+    const char *inputs[16];
+    int ninputs = 0, partial = 0;
     const char *db_path = "kerntune.db", *log_dir = NULL;
     int64_t trials = 0, workers = 1;
     int quiet = 0, c, rc, status = 1;
@@ -179,6 +185,9 @@ cmd_tune(const char *cmd, int argc, char **argv)
                 return bad_value("--workers", optarg, "a number from 1 to 64");
             break;
         case 'q': quiet = 1; break;
+        case 'I': if (ninputs == 16) return usage(stderr), 2;
+                  inputs[ninputs++] = optarg; break;
+        case 'P': partial = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -187,7 +196,9 @@ cmd_tune(const char *cmd, int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (kt_model_conf_load(argv[optind], &conf, err, sizeof(err)) != KT_OK) {
+    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf, err,
+                                sizeof(err));
+    if (rc != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
         return 1;
     }
@@ -254,17 +265,31 @@ out:
 static int
 cmd_check(const char *cmd, int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"input", required_argument, NULL, 'I'}, {"partial", no_argument, NULL, 'P'},
+        {"graph", no_argument, NULL, 'g'}, {NULL, 0, NULL, 0},
+    };
     struct kt_model_conf *conf = NULL;
+    const char *inputs[16];
     struct kt_tasks tasks;
     char err[1024];
-    int i;
+    int i, c, rc, ninputs = 0, partial = 0, graph = 0;
 
     (void)cmd;
-    if (argc != 2) {
-        usage(stderr);
-        return 2;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "I:Pg", opts, NULL)) != -1) {
+        if (c == 'I' && ninputs < 16)
+            inputs[ninputs++] = optarg;
+        else if (c == 'P' || c == 'g')
+            *(c == 'P' ? &partial : &graph) = 1;
+        else
+            return usage(stderr), 2;
     }
-    if (kt_model_conf_load(argv[1], &conf, err, sizeof(err)) != KT_OK) {
+    if (optind != argc - 1)
+        return usage(stderr), 2;
+    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf, err,
+                                sizeof(err));
+    if (rc != KT_OK) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -274,12 +299,14 @@ cmd_check(const char *cmd, int argc, char **argv)
         return 1;
     }
     printf("%s: configuration OK: model %s, %d tasks, %.3f GFLOP per inference, "
-           "%lld trials, target %s %s\n", argv[1], conf->name, tasks.n,
+           "%lld trials, target %s %s\n", argv[optind], conf->name, tasks.n,
            kt_tasks_total_flops(&tasks) / 1e9, (long long)conf->tuning.trials,
            conf->target.kind, conf->target.key);
     for (i = 0; i < tasks.n; i++)
         printf("  %3d  %-44s weight %3.0f  %10.2f MFLOP  %s\n", i, tasks.v[i].name,
                tasks.v[i].weight, tasks.v[i].flops / 1e6, tasks.v[i].dag->hash);
+    if (graph && kt_tasks_print_graph(conf, stdout, err, sizeof(err)) != KT_OK)
+        fprintf(stderr, "%s\n", err);
     kt_tasks_free(&tasks);
     kt_model_conf_free(conf);
     return 0;

@@ -191,7 +191,7 @@ enum kt_epilogue_bits {
 
 struct kt_op_def {
     char name[64];
-    char text[1024];
+    char text[4096];
     int nshapes;
     struct kt_shape shapes[KT_MAX_TENSORS];
 };
@@ -207,6 +207,10 @@ int kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
 int kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
                        int64_t K, int transpose_b);
 int kt_op_conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p);
+/* As kt_op_conv2d with the output size given (asymmetric padding: pad_h
+ * and pad_w are the top and left pads; the bottom and right follow). */
+int kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
+                       int64_t out_h, int64_t out_w);
 int kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C,
                  int64_t H, int64_t W, int64_t kernel, int64_t stride,
                  int64_t pad);
@@ -216,6 +220,52 @@ int kt_op_global_avg_pool(struct kt_op_def *d, int64_t N, int64_t C,
 int kt_op_elementwise(struct kt_op_def *d, const char *kind, int64_t N,
                       int64_t C, int64_t H, int64_t W);
 int kt_op_softmax(struct kt_op_def *d, int64_t rows, int64_t cols);
+
+/* Softmax over the middle axis of X[outer, n, inner] (inner = 1 is
+ * kt_op_softmax(outer, n)). */
+int kt_op_softmax_axis(struct kt_op_def *d, int64_t outer, int64_t n,
+                       int64_t inner);
+/* Mean over the middle axis of X[outer, n, inner]: O[outer, inner]
+ * (O[outer] when inner = 1). */
+int kt_op_reduce_mean(struct kt_op_def *d, int64_t outer, int64_t n,
+                      int64_t inner);
+/* Layer normalization of each row of X[rows, cols] (no scale or shift;
+ * those fuse as an epilogue): O = (X - mean) / sqrt(var + eps). */
+int kt_op_layer_norm(struct kt_op_def *d, int64_t rows, int64_t cols,
+                     double eps);
+
+/* Pooling with separate window sizes, strides and begin pads per
+ * dimension and the output size given (asymmetric padding, ceil mode).
+ * An average that excludes padding (count_include_pad = 0) divides by a
+ * second input Nrm[OH, OW] holding 1/(real elements of each window). */
+struct kt_pool_params {
+    int is_max;
+    int64_t N, C, H, W;
+    int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, out_h, out_w;
+    int count_include_pad;
+};
+int kt_op_pool(struct kt_op_def *d, const struct kt_pool_params *p);
+
+/* Transposed convolution (groups 1, dilation 1) written as a gather over
+ * the output's stride phases: O[n,f,y,a,x,b] (shape N x K x ceil(OH/Sh) x
+ * Sh x ceil(OW/Sw) x Sw, the NCHW layout of the output when Sh divides OH
+ * and Sw divides OW) += I[n,c,y+ch-q,x+cw-p] * W[c,f,q,a,p,b].  W is the
+ * ONNX weight [C, K, R, S] laid out by phase:
+ * W[c,f,q,a,p,b] = Wonnx[c,f,a+pad_h+Sh*(q-ch),b+pad_w+Sw*(p-cw)] (0 outside
+ * the kernel); ch/cw are returned in *ch, *cw. */
+struct kt_conv_t_params {
+    int64_t N, C, H, W, K, R, S;
+    int64_t stride_h, stride_w, pad_h, pad_w, out_h, out_w;
+};
+int kt_op_conv2d_transpose(struct kt_op_def *d,
+                           const struct kt_conv_t_params *p, int64_t *ch,
+                           int64_t *cw);
+
+/* Appends a fused epilogue to d: d's output O is renamed Y, then 'stages'
+ * (statements that read Y and write O last) and the shapes of their extra
+ * inputs are added.  KT_ETOOBIG when the text or shapes do not fit. */
+int kt_op_epilogue(struct kt_op_def *d, const char *stages,
+                   const struct kt_shape *extra, int nextra);
 /* Parses d into a DAG (see kt_dag_parse). */
 int kt_op_build(const struct kt_op_def *d, struct kt_dag **out, char *err,
                 size_t errlen);

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/common.h"
 #include "config/config.h"
@@ -43,6 +44,11 @@ struct kt_tasks {
 int kt_tasks_extract(const struct kt_model_conf *m, struct kt_tasks *out,
                      char *err, size_t errlen);
 void kt_tasks_free(struct kt_tasks *t);    /* NULL is a no-op */
+/* For a model with an "onnx" file: writes its graph in execution order
+ * (kt_onnx_print_graph); the task numbers there are the indices of
+ * kt_tasks_extract.  Nothing for other models. */
+int kt_tasks_print_graph(const struct kt_model_conf *m, FILE *f, char *err,
+                         size_t errlen);
 /* Sum of weight x flops over the tasks. */
 double kt_tasks_total_flops(const struct kt_tasks *t);
 

@@ -13,6 +13,8 @@
  * comparable. */
 #include "scheduler/scheduler.h"
 
+#include "onnx/onnx.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +225,7 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
         if (rc == 0)
             rc = kt_op_build(d, &dag, msg, sizeof(msg));
         else
-            snprintf(msg, sizeof(msg), "%s", d->text);
+            snprintf(msg, sizeof(msg), "%.1000s", d->text);
         if (rc < 0) {
             kt_seterr(err, errlen, rc, "%s:%d: layers[%d] (%s): %s", m->path,
                       v[i].l->line, v[i].l->index,
@@ -239,6 +241,67 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
         free(d);
     }
     free(v);
+    return rc;
+}
+
+static int
+import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g,
+            char *err, size_t errlen)
+{
+    struct kt_onnx_input *in = kt_xcalloc((size_t)m->ninputs + 1,
+                                          sizeof(*in));
+    int i, rc;
+
+    for (i = 0; i < m->ninputs; i++) {
+        in[i].name = m->inputs[i].name;
+        in[i].ndim = m->inputs[i].ndim;
+        in[i].dims = m->inputs[i].dims;
+    }
+    rc = kt_onnx_import(m->onnx, in, m->ninputs,
+                        m->onnx_partial ? KT_ONNX_PARTIAL : 0, g, err,
+                        errlen);
+    free(in);
+    return rc;
+}
+
+int
+kt_tasks_print_graph(const struct kt_model_conf *m, FILE *f, char *err,
+                     size_t errlen)
+{
+    struct kt_onnx_graph *g = NULL;
+    int rc;
+
+    if (m->onnx == NULL)
+        return KT_OK;
+    rc = import_onnx(m, &g, err, errlen);
+    if (rc == KT_OK)
+        kt_onnx_print_graph(g, f);
+    kt_onnx_free(g);
+    return rc;
+}
+
+/* The kernels of an ONNX model, in graph order (docs/onnx.md); equal
+ * kernels merge like equal layers, so kernel k's task is g->kernels[k].task
+ * as long as the ONNX kernels come first. */
+static int
+extract_onnx(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
+             char *err, size_t errlen)
+{
+    struct kt_onnx_graph *g = NULL;
+    int i, rc = import_onnx(m, &g, err, errlen);
+    for (i = 0; rc == 0 && i < g->nkernels; i++) {
+        struct kt_dag *dag = NULL;
+        char msg[512];
+        rc = kt_op_build(&g->kernels[i].def, &dag, msg, sizeof(msg));
+        if (rc < 0) {
+            kt_seterr(err, errlen, rc, "%s: kernel %s: %s", m->onnx,
+                      g->kernels[i].name, msg);
+            break;
+        }
+        add_task(out, cap, dag, 1.0, g->kernels[i].name, g->kernels[i].tag,
+                 -1);
+    }
+    kt_onnx_free(g);
     return rc;
 }
 
@@ -280,7 +343,9 @@ kt_tasks_extract(const struct kt_model_conf *m, struct kt_tasks *out,
 {
     int cap = 0, rc;
     memset(out, 0, sizeof(*out));
-    rc = extract_layers(m, out, &cap, err, errlen);
+    rc = m->onnx != NULL ? extract_onnx(m, out, &cap, err, errlen) : 0;
+    if (rc == 0)
+        rc = extract_layers(m, out, &cap, err, errlen);
     if (rc == 0)
         rc = extract_tasks(m, out, &cap, err, errlen);
     if (rc < 0)

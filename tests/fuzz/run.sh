@@ -10,9 +10,15 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 CLANG=${CLANG:-clang}
 [ $# -eq 0 ] && set -- tests/fuzz/fuzz_*.c
 mkdir -p "$BUILD"
-libs="$(ls common/*.c ir/*.c) $(ls measure/worker/*.c 2>/dev/null | grep -v _main.c)"
+# onnx/ decodes with C generated from Debian's onnx.proto (as the Makefile).
+gen=$BUILD/gen
+mkdir -p "$gen"
+[ "$gen/onnx.pb-c.c" -nt /usr/include/onnx/onnx.proto ] ||
+    protoc-c --c_out="$gen" -I/usr/include/onnx /usr/include/onnx/onnx.proto ||
+    { echo "fuzz: protoc-c failed"; exit 1; }
+libs="$(ls common/*.c ir/*.c onnx/*.c) $gen/onnx.pb-c.c $(ls measure/worker/*.c 2>/dev/null | grep -v _main.c)"
 # ir/ may use cJSON (schedule JSON); link it when present.
-extra="$(pkg-config --cflags --libs libcjson 2>/dev/null)"
+extra="-I$gen $(pkg-config --cflags --libs libcjson libprotobuf-c 2>/dev/null)"
 failed=""
 for src in "$@"; do
     name=$(basename "$src" .c)
