@@ -470,22 +470,10 @@ watchdog_tick(uv_timer_t *t)
 static char *
 read_token(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
     char buf[1024];
-    size_t n;
 
-    if (f == NULL) {
-        snprintf(err, errlen, "token file %s: %s", path, strerror(errno));
+    if (kt_token_read(path, buf, sizeof(buf), err, errlen) < 0)
         return NULL;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    buf[strcspn(buf, "\r\n")] = '\0';
-    if (buf[0] == '\0') {
-        snprintf(err, errlen, "token file %s is empty", path);
-        return NULL;
-    }
     return kt_xstrdup(buf);
 }
 

@@ -101,8 +101,11 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
     while (environ[ne] != NULL)
         ne++;
     env = kt_xcalloc(ne + 2, sizeof(char *));
-    for (i = 0; i < ne; i++)
-        env[i] = environ[i];
+    /* Our token replaces any KERNTUNE_TOKEN we were started with: a
+     * worker reads the first one. */
+    for (i = 0, ne = 0; environ[i] != NULL; i++)
+        if (strncmp(environ[i], "KERNTUNE_TOKEN=", 15) != 0)
+            env[ne++] = environ[i];
     snprintf(tokenv, sizeof(tokenv), "KERNTUNE_TOKEN=%s", t->token);
     env[ne] = tokenv;
     snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d", t->port);

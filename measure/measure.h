@@ -77,6 +77,12 @@ struct kt_tracker_opts {
     int max_retries;        /* re-queues of a lost worker's job (2) */
     int serialize_hosts;    /* 1: one timing run at a time per host and no
                                builds beside it (default 1) */
+    int hello_timeout_ms;   /* an unauthenticated peer has this long to
+                               prove the token (10000) */
+    int max_pending;        /* unauthenticated connections at once; more
+                               are closed at accept (64) */
+    size_t write_queue_max; /* bytes queued to a peer that is not reading
+                               before it is dropped (8 MiB) */
 };
 void kt_tracker_default_opts(struct kt_tracker_opts *o);
 

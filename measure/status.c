@@ -99,43 +99,32 @@ int
 kt_rpc_status(const char *host, int port, const char *token, FILE *out,
               char *err, size_t errlen)
 {
-    struct kt_msg m;
-    char mac[65];
-    const char *nonce;
+    struct kt_msg m, hello;
+    struct kt_peer_hello ph;
+    struct kt_session sess;
     int fd, rc;
 
     fd = kt_wire_connect(host, port, err, errlen);
     if (fd < 0)
         return fd;
-    rc = kt_wire_recv(fd, &m, 10000, err, errlen);
+    kt_msg_init(&hello, "hello");
+    ph.token = token;
+    ph.kind = "client";
+    ph.hello = &hello;
+    rc = kt_session_connect(fd, &ph, &m, &sess, err, errlen);
+    kt_msg_free(&hello);
     if (rc < 0)
         goto out;
-    nonce = kt_msg_get(&m, "nonce");
-    if (strcmp(kt_msg_type(&m), "challenge") != 0 || nonce == NULL) {
-        kt_msg_free(&m);
-        rc = kt_seterr(err, errlen, KT_EPROTO,
-                       "%s:%d did not send a challenge", host, port);
-        goto out;
-    }
-    kt_auth_mac(token ? token : "", nonce, mac);
     kt_msg_free(&m);
-    kt_msg_init(&m, "hello");
-    kt_msg_setf(&m, "proto", "%d", KT_WIRE_PROTO);
-    kt_msg_set(&m, "kind", "client");
-    kt_msg_set(&m, "mac", mac);
-    rc = kt_wire_send(fd, &m);
+    kt_msg_init(&m, "status_req");
+    rc = kt_wire_send_sealed(fd, &m, &sess.tx);
     kt_msg_free(&m);
-    if (rc == 0) {
-        kt_msg_init(&m, "status_req");
-        rc = kt_wire_send(fd, &m);
-        kt_msg_free(&m);
-    }
     if (rc < 0) {
         kt_seterr(err, errlen, rc, "send to %s:%d: %s", host, port,
                   kt_strerror(rc));
         goto out;
     }
-    rc = kt_wire_recv(fd, &m, 10000, err, errlen);
+    rc = kt_wire_recv_sealed(fd, &m, &sess.rx, 10000, err, errlen);
     if (rc < 0)
         goto out;
     if (strcmp(kt_msg_type(&m), "status") != 0) {

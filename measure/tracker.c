@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AUTH_TIMEOUT_S 10.0
 #define TICK_MS 50
+#define CLIENT_IDLE_S 30.0
 
 struct wreq {
     uv_write_t req;
@@ -24,6 +24,9 @@ kt_tracker_default_opts(struct kt_tracker_opts *o)
     o->heartbeat_lost_ms = 10000;
     o->max_retries = 2;
     o->serialize_hosts = 1;
+    o->hello_timeout_ms = 10000;
+    o->max_pending = 64;
+    o->write_queue_max = 8u << 20;
 }
 
 void
@@ -100,17 +103,27 @@ kt__conn_send(struct kt__conn *c, const struct kt_msg *m)
     struct kt_buf b;
     struct wreq *w;
     uv_buf_t ub;
+    size_t queued;
     int rc;
 
     if (c->state == KT__CONN_CLOSING)
         return;
+    queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
     kt_buf_init(&b);
-    kt_msg_encode(m, &b);
+    kt_msg_encode_sealed(m, &c->sess.tx, &b);
+    if (queued > 0 && queued + b.len > c->t->o.write_queue_max) {
+        char why[120];
+        kt_buf_free(&b);
+        snprintf(why, sizeof(why), "more than %zu bytes queued to it "
+                 "(not reading)", c->t->o.write_queue_max);
+        kt__conn_drop(c, why);
+        return;
+    }
     ub.base = b.p;
     ub.len = b.len;
     /* Small frames usually go out at once, so even a connection closed
      * right after (a refusal) delivers them. */
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0) {
+    if (queued == 0) {
         rc = uv_try_write((uv_stream_t *)&c->tcp, &ub, 1);
         if (rc > 0 && (size_t)rc == b.len) {
             kt_buf_free(&b);
@@ -227,37 +240,12 @@ copy_field(const struct kt_msg *m, const char *k, char *out, size_t len,
 }
 
 static int
-on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
+on_worker_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
+                size_t errlen)
 {
-    struct kt_tracker *t = c->t;
-    const char *mac = kt_msg_get(m, "mac"), *kind = kt_msg_get(m, "kind");
-    char want[65], name[96];
+    char name[96];
     long long v;
 
-    if (strcmp(kt_msg_type(m), "hello") != 0)
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "expected 'hello', got '%s'", kt_msg_type(m));
-    if (kt_msg_get_ll(m, "proto", 1, 0, 1, 1000, &v, err, errlen) < 0)
-        return KT_EPROTO;
-    if (v != KT_WIRE_PROTO) {
-        send_refused(c, "unsupported protocol version");
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "protocol version %lld, this tracker speaks %d", v,
-                         KT_WIRE_PROTO);
-    }
-    kt_auth_mac(t->token, c->nonce, want);
-    if (mac == NULL || !kt_auth_equal(mac, want)) {
-        t->refused++;
-        log_warnx("tracker: peer %s: wrong token (bad challenge response), "
-                  "refused", c->peer);
-        send_refused(c, "authentication failed");
-        c->state = KT__CONN_CLIENT; /* no jobs; closed below */
-        return kt_seterr(err, errlen, KT_EPROTO, "authentication failed");
-    }
-    if (kind != NULL && strcmp(kind, "client") == 0) {
-        c->state = KT__CONN_CLIENT;
-        return 0;
-    }
     if (copy_field(m, "name", name, sizeof(name) - 8, 1, err, errlen) < 0 ||
         copy_field(m, "key", c->key, sizeof(c->key), 1, err, errlen) < 0 ||
         copy_field(m, "host", c->host, sizeof(c->host), 0, err, errlen) < 0 ||
@@ -273,19 +261,70 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     if (kt_msg_get_ll(m, "pid", 0, 0, 0, 1LL << 40, &v, err, errlen) < 0)
         return KT_EPROTO;
     c->pid = (long)v;
-    unique_name(t, c, name);
+    unique_name(c->t, c, name);
+    return 0;
+}
+
+static int
+on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
+{
+    struct kt_tracker *t = c->t;
+    const char *mac = kt_msg_get(m, "mac"), *kind = kt_msg_get(m, "kind");
+    const char *pnonce = kt_msg_get(m, "nonce");
+    char want[65];
+    struct kt_msg w;
+    long long v;
+
+    if (strcmp(kt_msg_type(m), "hello") != 0)
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "expected 'hello', got '%s'", kt_msg_type(m));
+    if (kt_msg_get_ll(m, "proto", 1, 0, 1, 1000, &v, err, errlen) < 0)
+        return KT_EPROTO;
+    if (v != KT_WIRE_PROTO) {
+        send_refused(c, "unsupported protocol version");
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "protocol version %lld, this tracker speaks %d", v,
+                         KT_WIRE_PROTO);
+    }
+    if (kind == NULL)
+        kind = "worker";
+    if (strcmp(kind, "worker") != 0 && strcmp(kind, "client") != 0)
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "hello: kind must be worker or client");
+    /* A peer nonce equal to ours would let a relay reflect proofs. */
+    if (pnonce == NULL || !kt_auth_nonce_ok(pnonce) ||
+        strcmp(pnonce, c->nonce) == 0)
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "hello: 'nonce' must be 64 hex digits of its own");
+    kt_auth_proof(t->token, "peer", kind, c->nonce, pnonce, want);
+    if (mac == NULL || !kt_auth_equal(mac, want)) {
+        t->refused++;
+        log_warnx("tracker: peer %s: wrong token (bad challenge response), "
+                  "refused", c->peer);
+        send_refused(c, "authentication failed");
+        c->state = KT__CONN_CLIENT; /* no jobs; closed below */
+        return kt_seterr(err, errlen, KT_EPROTO, "authentication failed");
+    }
+    if (strcmp(kind, "worker") == 0 &&
+        on_worker_hello(c, m, err, errlen) < 0)
+        return KT_EPROTO;
+    kt_msg_init(&w, "welcome");
+    kt_auth_proof(t->token, "tracker", kind, c->nonce, pnonce, want);
+    kt_msg_set(&w, "mac", want);
+    if (strcmp(kind, "worker") == 0)
+        kt_msg_set(&w, "name", c->name);
+    kt__conn_send(c, &w);
+    kt_msg_free(&w);
+    kt_session_start(&c->sess, t->token, 1, c->nonce, pnonce);
+    c->since = c->last_rx = kt_now();
+    if (strcmp(kind, "client") == 0) {
+        c->state = KT__CONN_CLIENT;
+        return 0;
+    }
     c->state = KT__CONN_WORKER;
-    c->since = kt_now();
     log_info("tracker: worker %s joined key=%s roles=%d arch=%s cores=%d "
              "host=%s peer=%s",
              c->name, c->key, c->roles, c->arch, c->cores, c->host, c->peer);
-    {
-        struct kt_msg w;
-        kt_msg_init(&w, "welcome");
-        kt_msg_set(&w, "name", c->name);
-        kt__conn_send(c, &w);
-        kt_msg_free(&w);
-    }
     kt__dispatch(t);
     return 0;
 }
@@ -316,22 +355,63 @@ on_msg(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     return kt_seterr(err, errlen, KT_EPROTO, "unexpected message '%s'", ty);
 }
 
+/* The most a connection may hold unread: one handshake frame before
+ * authentication, one largest frame after. */
+static size_t
+in_limit(const struct kt__conn *c)
+{
+    return c->state == KT__CONN_AUTH
+               ? KT_WIRE_PREFIX + KT_WIRE_HELLO_HDR_MAX
+               : KT_WIRE_PREFIX + KT_WIRE_HDR_MAX + KT_WIRE_PAYLOAD_MAX;
+}
+
 static void
 alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct kt__conn *c = h->data;
-    size_t want = 65536;
+    size_t limit = in_limit(c), want = 65536, cap;
+    unsigned char *p;
 
     (void)suggested;
+    buf->base = NULL;
+    buf->len = 0; /* read_cb then sees UV_ENOBUFS and drops the peer */
+    if (c->inlen >= limit)
+        return;
+    if (want > limit - c->inlen)
+        want = limit - c->inlen;
     if (c->incap - c->inlen < want) {
-        size_t cap = c->incap ? c->incap : want * 2;
+        cap = c->incap ? c->incap : want;
         while (cap - c->inlen < want)
             cap *= 2;
-        c->in = kt_xrealloc(c->in, cap);
+        if (cap > limit)
+            cap = limit;
+        /* No abort on out-of-memory: only this peer is dropped. */
+        p = realloc(c->in, cap);
+        if (p == NULL)
+            return;
+        c->in = p;
         c->incap = cap;
     }
     buf->base = (char *)c->in + c->inlen;
     buf->len = c->incap - c->inlen;
+}
+
+/* Before authentication a frame is a handshake: small, no payload.  Checked
+ * on the prefix, before anything else of it is buffered. */
+static int
+check_preauth(const struct kt__conn *c, char *err, size_t errlen)
+{
+    uint32_t hlen, plen;
+
+    if (c->state != KT__CONN_AUTH || c->inlen < KT_WIRE_PREFIX ||
+        kt_wire_prefix(c->in, &hlen, &plen, NULL, 0) < 0)
+        return 0;
+    if (hlen > KT_WIRE_HELLO_HDR_MAX || plen > 0)
+        return kt_seterr(err, errlen, KT_ETOOBIG,
+                         "frame of %u header + %u payload bytes before "
+                         "authentication (limit %u + 0)",
+                         hlen, plen, KT_WIRE_HELLO_HDR_MAX);
+    return 0;
 }
 
 static void
@@ -345,6 +425,12 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (c->state == KT__CONN_CLOSING)
         return;
+    if (nread == UV_ENOBUFS) {
+        log_warnx("tracker: peer %s: no memory for its input; closing",
+                  c->peer);
+        kt__conn_drop(c, "out of memory");
+        return;
+    }
     if (nread < 0) {
         if (c->inlen > 0) {
             c->t->bad_frames++;
@@ -359,7 +445,10 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     c->last_rx = kt_now();
     for (;;) {
         struct kt_msg m;
-        rc = kt_wire_take(c->in, c->inlen, &used, &m, err, sizeof(err));
+        rc = check_preauth(c, err, sizeof(err));
+        if (rc == 0)
+            rc = kt_wire_take_sealed(c->in, c->inlen, &used, &m,
+                                     &c->sess.rx, err, sizeof(err));
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -391,6 +480,32 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
+static int
+count_pending(const struct kt_tracker *t)
+{
+    const struct kt__conn *c;
+    int n = 0;
+
+    for (c = t->conns; c != NULL; c = c->next)
+        n += c->state == KT__CONN_AUTH;
+    return n;
+}
+
+/* A flood is logged once a second, not once per connection. */
+static void
+refuse_pending(struct kt_tracker *t)
+{
+    double now = kt_now();
+
+    t->pending_refused++;
+    if (now - t->pending_logged >= 1.0) {
+        log_warnx("tracker: %u connection(s) closed at accept so far: %d "
+                  "unauthenticated connections already open",
+                  t->pending_refused, t->o.max_pending);
+        t->pending_logged = now;
+    }
+}
+
 static void
 on_connection(uv_stream_t *server, int status)
 {
@@ -410,6 +525,11 @@ on_connection(uv_stream_t *server, int status)
     c->tcp.data = c;
     t->open_handles++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
+        return;
+    }
+    if (count_pending(t) >= t->o.max_pending) {
+        refuse_pending(t);
         uv_close((uv_handle_t *)&c->tcp, conn_closed);
         return;
     }
@@ -433,7 +553,10 @@ on_connection(uv_stream_t *server, int status)
     c->since = c->last_rx = kt_now();
     c->next = t->conns;
     t->conns = c;
-    kt_auth_nonce(c->nonce);
+    if (kt_auth_nonce(c->nonce) < 0) {
+        kt__conn_drop(c, "no random bytes for a nonce (getrandom failed)");
+        return;
+    }
     kt_msg_init(&m, "challenge");
     kt_msg_setf(&m, "proto", "%d", KT_WIRE_PROTO);
     kt_msg_set(&m, "nonce", c->nonce);
@@ -451,9 +574,15 @@ on_tick(uv_timer_t *h)
 
     for (c = t->conns; c != NULL; c = next) {
         next = c->next;
-        if (c->state == KT__CONN_AUTH && now - c->since > AUTH_TIMEOUT_S)
-            kt__conn_drop(c, "no hello within 10 s");
-        else if (c->state == KT__CONN_WORKER &&
+        if (c->state == KT__CONN_AUTH &&
+            (now - c->since) * 1000 > t->o.hello_timeout_ms) {
+            log_warnx("tracker: peer %s: no hello within %d ms; closing",
+                      c->peer, t->o.hello_timeout_ms);
+            kt__conn_drop(c, "no hello in time");
+        } else if (c->state == KT__CONN_CLIENT &&
+                   now - c->last_rx > CLIENT_IDLE_S) {
+            kt__conn_drop(c, "client idle");
+        } else if (c->state == KT__CONN_WORKER &&
                  (now - c->last_rx) * 1000 > t->o.heartbeat_lost_ms) {
             kt__conn_drop(c, "heartbeat lost");
         }
@@ -480,13 +609,23 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
     t->o.host = t->host;
     if (o->token != NULL)
         snprintf(t->token, sizeof(t->token), "%s", o->token);
-    else
-        kt_auth_nonce(t->token);
+    else if (kt_auth_nonce(t->token) < 0) {
+        free(t);
+        return kt_seterr(err, errlen, KT_EIO,
+                         "tracker: no random bytes for a token (getrandom "
+                         "failed)");
+    }
     t->o.token = t->token;
     if (t->o.heartbeat_lost_ms <= 0)
         t->o.heartbeat_lost_ms = 10000;
     if (t->o.max_retries < 0)
         t->o.max_retries = 0;
+    if (t->o.hello_timeout_ms <= 0)
+        t->o.hello_timeout_ms = 10000;
+    if (t->o.max_pending <= 0)
+        t->o.max_pending = 64;
+    if (t->o.write_queue_max == 0)
+        t->o.write_queue_max = 8u << 20;
     rc = uv_ip4_addr(t->host, o->port, (struct sockaddr_in *)&ss);
     if (rc < 0)
         rc = uv_ip6_addr(t->host, o->port, (struct sockaddr_in6 *)&ss);

@@ -19,6 +19,7 @@ struct kt__conn {
     int state;
     char peer[80];
     char nonce[65];
+    struct kt_session sess;     /* sealed frames after welcome */
     unsigned char *in;
     size_t inlen, incap;
     double last_rx;
@@ -96,6 +97,8 @@ struct kt_tracker {
     struct kt__batch *batches;
     unsigned long next_id;
     unsigned refused, bad_frames, lost, results;
+    unsigned pending_refused;   /* connections over max_pending */
+    double pending_logged;      /* last log line about them */
     struct kt__local local[KT__MAX_LOCAL];
     int nlocal;
 };

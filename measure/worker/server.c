@@ -53,6 +53,7 @@ struct srv {
     double last_rx;
     double last_ping;
     unsigned long jobs_seen;
+    struct kt_session sess; /* sealed frames once the tracker proved */
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -133,7 +134,7 @@ slot_kill(struct slot *s)
 static int
 send_msg(struct srv *v, const struct kt_msg *m)
 {
-    int rc = kt_wire_send(v->fd, m);
+    int rc = kt_wire_send_sealed(v->fd, m, &v->sess.tx);
     if (rc < 0)
         log_warnx("rpc: send to tracker failed: %s", kt_strerror(rc));
     return rc;
@@ -496,31 +497,16 @@ handle(struct srv *v, struct kt_msg *m)
 static int
 handshake(struct srv *v, char *err, size_t errlen)
 {
-    struct kt_msg m, h;
+    struct kt_msg h, w;
+    struct kt_peer_hello ph;
     struct utsname u;
-    char mac[65], host[64] = "unknown";
-    const char *nonce, *t;
+    char host[64] = "unknown";
     int rc;
 
-    rc = kt_wire_recv(v->fd, &m, 10000, err, errlen);
-    if (rc < 0)
-        return rc;
-    nonce = kt_msg_get(&m, "nonce");
-    if (strcmp(kt_msg_type(&m), "challenge") != 0 || nonce == NULL ||
-        strlen(nonce) != 64) {
-        kt_msg_free(&m);
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "tracker did not send a challenge");
-    }
-    kt_auth_mac(v->o->token ? v->o->token : "", nonce, mac);
-    kt_msg_free(&m);
     (void)gethostname(host, sizeof(host) - 1);
     if (uname(&u) < 0)
         snprintf(u.machine, sizeof(u.machine), "unknown");
     kt_msg_init(&h, "hello");
-    kt_msg_setf(&h, "proto", "%d", KT_WIRE_PROTO);
-    kt_msg_set(&h, "kind", "worker");
-    kt_msg_set(&h, "mac", mac);
     kt_msg_set(&h, "name", v->name);
     kt_msg_set(&h, "key", v->o->key);
     kt_msg_set(&h, "roles", (v->o->roles & KT_ROLE_BUILD)
@@ -531,24 +517,17 @@ handshake(struct srv *v, char *err, size_t errlen)
     kt_msg_setf(&h, "cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
     kt_msg_set(&h, "host", host);
     kt_msg_setf(&h, "pid", "%ld", (long)getpid());
-    rc = kt_wire_send(v->fd, &h);
+    ph.token = v->o->token;
+    ph.kind = "worker";
+    ph.hello = &h;
+    rc = kt_session_connect(v->fd, &ph, &w, &v->sess, err, errlen);
     kt_msg_free(&h);
     if (rc < 0)
-        return kt_seterr(err, errlen, rc, "send hello: %s", kt_strerror(rc));
-    rc = kt_wire_recv(v->fd, &m, 10000, err, errlen);
-    if (rc < 0)
         return rc;
-    t = kt_msg_type(&m);
-    if (strcmp(t, "welcome") != 0) {
-        kt_seterr(err, errlen, KT_EPROTO, "tracker refused us: %s",
-                  kt_msg_get(&m, "reason") ? kt_msg_get(&m, "reason") : t);
-        kt_msg_free(&m);
-        return KT_EPROTO;
-    }
     log_info("rpc: registered as %s key=%s with %s:%d",
-             kt_msg_get(&m, "name") ? kt_msg_get(&m, "name") : v->name,
+             kt_msg_get(&w, "name") ? kt_msg_get(&w, "name") : v->name,
              v->o->key, v->o->host, v->o->port);
-    kt_msg_free(&m);
+    kt_msg_free(&w);
     return 0;
 }
 
@@ -603,8 +582,9 @@ serve(struct srv *v)
                 size_t used;
                 v->inlen += (size_t)r;
                 v->last_rx = kt_now();
-                while ((rc = kt_wire_take(v->in, v->inlen, &used, &m, err,
-                                          sizeof(err))) == 1) {
+                while ((rc = kt_wire_take_sealed(v->in, v->inlen, &used, &m,
+                                                 &v->sess.rx, err,
+                                                 sizeof(err))) == 1) {
                     memmove(v->in, v->in + used, v->inlen - used);
                     v->inlen -= used;
                     rc = handle(v, &m);
@@ -690,9 +670,10 @@ kt_server_run(const struct kt_server_opts *o)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     while (!stop_flag) {
-        v.fd = kt_wire_connect(o->host, o->port, err, sizeof(err));
         int served = 0;
-        if (v.fd >= 0 && (rc = handshake(&v, err, sizeof(err))) == 0) {
+        v.fd = kt_wire_connect(o->host, o->port, err, sizeof(err));
+        rc = v.fd < 0 ? v.fd : handshake(&v, err, sizeof(err));
+        if (rc == 0) {
             backoff = 100;
             serve(&v);
             served = 1;
@@ -704,6 +685,9 @@ kt_server_run(const struct kt_server_opts *o)
             break;
         } else if (o->once) {
             log_err("rpc: %s", err);
+        } else if (rc == KT_EAUTH) {
+            log_err("rpc: %s:%d: %s; retrying in %d ms", o->host, o->port,
+                    err, backoff);
         } else {
             log_warnx("rpc: %s; retrying in %d ms", err, backoff);
         }
@@ -714,6 +698,7 @@ kt_server_run(const struct kt_server_opts *o)
             close(v.fd);
         v.fd = -1;
         v.inlen = 0;
+        memset(&v.sess, 0, sizeof(v.sess));
         if (stop_flag || o->once)
             break;
         {

@@ -475,6 +475,7 @@ test_measure_bad_peers_refused(void **state)
     assert_non_null(f);
     fputs("not-the-token\n", f);
     fclose(f);
+    assert_int_equal(chmod(tokfile, 0600), 0);
     snprintf(port, sizeof(port), "--tracker=127.0.0.1:%d",
              kt_tracker_port(e->t));
     p = fork();
@@ -491,13 +492,13 @@ test_measure_bad_peers_refused(void **state)
     assert_int_equal(kt_wire_write_all(fd1, junk, sizeof(junk)), 0);
     fd2 = raw_connect(e);
     {
-        unsigned char big[12] = {'K', 'T', 'R', '1', 0x10, 0, 0, 0, 0, 0, 0,
+        unsigned char big[12] = {'K', 'T', 'R', '2', 0x10, 0, 0, 0, 0, 0, 0,
                                  0};
         assert_int_equal(kt_wire_write_all(fd2, big, sizeof(big)), 0);
     }
     fd3 = raw_connect(e);
     {
-        unsigned char part[20] = {'K', 'T', 'R', '1', 0, 0, 0, 100, 0, 0, 0,
+        unsigned char part[20] = {'K', 'T', 'R', '2', 0, 0, 0, 100, 0, 0, 0,
                                   0, 't', 'y', 'p', 'e', '=', 'h'};
         assert_int_equal(kt_wire_write_all(fd3, part, 18), 0);
         close(fd3);
