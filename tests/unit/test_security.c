@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -461,6 +462,47 @@ test_security_hello_timeout(void **state)
     env_free(e);
 }
 
+/* ---- log injection ----------------------------------------------------- */
+
+/* A peer's strings reach the log with control bytes escaped: a decoded
+ * %0A cannot start a forged line (journald reads a leading "<N>" as the
+ * line's priority). */
+static void
+test_security_log_injection(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct kt_msg m;
+    char path[300], buf[65536];
+    int fd, saved, logfd;
+    ssize_t n;
+    FILE *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/log", e->tmp);
+    logfd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(logfd >= 0);
+    saved = dup(2);
+    assert_int_equal(dup2(logfd, 2), 2);
+    fd = raw_connect(e);
+    kt_msg_init(&m, "evil\n<2>ERR forged line");
+    assert_int_equal(kt_wire_send(fd, &m), 0);
+    kt_msg_free(&m);
+    assert_true(tracker_closes(e, fd, 5.0));
+    close(fd);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    close(logfd);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = (ssize_t)fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n > 0 ? n : 0] = '\0';
+    if (strstr(buf, "\n<2>ERR forged") != NULL)
+        fail_msg("forged log line: %s", buf);
+    assert_non_null(strstr(buf, "evil\\x0a<2>ERR forged line"));
+    env_free(e);
+}
+
 /* ---- results that cannot be faked -------------------------------------- */
 
 struct fake_worker {
@@ -653,6 +695,7 @@ main(void)
         cmocka_unit_test(test_security_large_frame_before_auth),
         cmocka_unit_test(test_security_connection_flood),
         cmocka_unit_test(test_security_hello_timeout),
+        cmocka_unit_test(test_security_log_injection),
         cmocka_unit_test(test_security_fake_costs),
     };
     signal(SIGPIPE, SIG_IGN);
