@@ -588,6 +588,7 @@ on_tick(uv_timer_t *h)
         }
     }
     kt__check_deadlines(t, now);
+    kt__local_tick(t, now);
 }
 
 int

@@ -7,6 +7,9 @@
 #include "measure/measure.h"
 
 #define KT__MAX_LOCAL 16
+#define KT__LOCAL_BACKOFF_MIN_MS 500
+#define KT__LOCAL_BACKOFF_MAX_MS 60000
+#define KT__LOCAL_STABLE_S 60.0 /* a worker up this long resets backoff */
 
 enum { KT__CONN_AUTH, KT__CONN_WORKER, KT__CONN_CLIENT, KT__CONN_CLOSING };
 enum { KT__JOB_QUEUED, KT__JOB_ACTIVE, KT__JOB_DONE };
@@ -79,6 +82,10 @@ struct kt__local {
     uv_process_t proc;
     int running;
     int closing;
+    int closed;               /* proc's handle closed: may be reused */
+    int backoff_ms;
+    double started;
+    double restart_at;        /* > 0: restart due then (kt__local_tick) */
     struct kt_tracker *t;
 };
 
@@ -101,6 +108,9 @@ struct kt_tracker {
     double pending_logged;      /* last log line about them */
     struct kt__local local[KT__MAX_LOCAL];
     int nlocal;
+    char local_path[4096];      /* how local workers are (re)started */
+    char local_key[96];
+    char local_roles[64];
 };
 
 /* tracker.c */
@@ -116,5 +126,6 @@ void kt__fail_all(struct kt_tracker *t, const char *why);
 void kt__status_queues(struct kt_tracker *t, struct kt_msg *m);
 /* local.c */
 void kt__local_stop(struct kt_tracker *t);
+void kt__local_tick(struct kt_tracker *t, double now);
 
 #endif /* KT_TRACKER_INT_H */

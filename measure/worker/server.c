@@ -5,13 +5,13 @@
  * A lost tracker kills the children and reconnects with backoff. */
 #include "measure/worker/worker.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -91,26 +91,12 @@ kt_roles_parse(const char *s, int *roles, char *err, size_t errlen)
 }
 
 static void
-rm_dir(const char *dir)
-{
-    char p[700];
-    static const char *files[] = {"kernel.c", "kernel.so"};
-    size_t i;
-
-    for (i = 0; i < KT_ARRAY_LEN(files); i++)
-        if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, files[i]) <
-            sizeof(p))
-            (void)unlink(p);
-    (void)rmdir(dir);
-}
-
-static void
 slot_release(struct slot *s)
 {
     if (s->fd >= 0)
         close(s->fd);
     if (s->dir[0])
-        rm_dir(s->dir);
+        kt_rm_tree(s->dir);
     kt_buf_free(&s->out);
     memset(s, 0, sizeof(*s));
     s->fd = -1;
@@ -234,6 +220,20 @@ write_so(const char *path, const struct kt_msg *m)
     return rc;
 }
 
+/* In the kernel's process: no core dumps (a crash is a normal outcome),
+ * and no fork bomb beyond nproc tasks of our user. */
+static void
+limit_kernel(long nproc)
+{
+    struct rlimit rl = {0, 0};
+
+    (void)setrlimit(RLIMIT_CORE, &rl);
+    if (nproc > 0) {
+        rl.rlim_cur = rl.rlim_max = (rlim_t)nproc;
+        (void)setrlimit(RLIMIT_NPROC, &rl);
+    }
+}
+
 static void
 start_run(struct srv *v, const struct kt_msg *m, const char *id)
 {
@@ -242,6 +242,7 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
     long long tmo, number, repeat, minms, cool, flush, thr, mem;
     double tol, seed;
     int pfd[2];
+    long nproc;
     struct slot *s;
     pid_t p;
 
@@ -298,6 +299,7 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
     r.seed = (uint64_t)seed;
     r.tol = tol;
     r.mem_mb = mem;
+    nproc = kt_kernel_nproc_limit((int)thr);
     p = fork();
     if (p < 0) {
         close(pfd[0]);
@@ -317,6 +319,7 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
 #ifdef __linux__
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
+        limit_kernel(nproc);
         for (i = 0; i < KT_ARRAY_LEN(sigs); i++)
             signal(sigs[i], SIG_DFL);
         close(v->fd);
@@ -428,47 +431,76 @@ finish_run(struct srv *v, struct slot *s, int status)
     }
     (void)send_msg(v, &m);
     kt_msg_free(&m);
+    (void)kt_ref_cache_trim(v->tmp, KT_REF_CACHE_MAX);
 }
 
-/* Drains a child's pipe; returns 1 when the slot finished. */
+/* Orphans a finished job left (they escaped its process group) are ours
+ * as the subreaper: everything that is not a running job goes. */
+static void
+kill_strays(struct srv *v)
+{
+    pid_t keep[MAX_SLOTS];
+    int i, n = 0;
+
+    for (i = 0; i < v->nslots; i++)
+        if (v->slots[i].kind != SLOT_FREE && v->slots[i].pid > 0)
+            keep[n++] = v->slots[i].pid;
+    if (kt_kill_strays(keep, n) > 0)
+        log_info("rpc: killed what a finished job left running");
+}
+
+static void
+slot_drain(struct slot *s)
+{
+    char chunk[8192];
+    ssize_t n;
+
+    while (!s->eof && (n = read(s->fd, chunk, sizeof(chunk))) != 0) {
+        size_t lim = s->kind == SLOT_BUILD ? KT_BUILD_STDERR_MAX : RESULT_MAX;
+        size_t room = s->out.len < lim ? lim - s->out.len : 0;
+        size_t take;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* EAGAIN: nothing more for now */
+        }
+        take = (size_t)n < room ? (size_t)n : room;
+        kt_buf_put(&s->out, chunk, take);
+        s->dropped += (size_t)n - take;
+    }
+    s->eof = 1;
+}
+
+/* Drains a child's pipe and reaps it; returns 1 when the slot finished.
+ * The child's exit, not the pipe's EOF, ends the job: something the
+ * kernel or compiler forked may hold the pipe open. */
 static int
 slot_poll(struct srv *v, struct slot *s, int readable)
 {
     int status = 0;
     pid_t w;
 
-    if (readable && !s->eof) {
-        char chunk[8192];
-        ssize_t n;
-        while ((n = read(s->fd, chunk, sizeof(chunk))) > 0) {
-            size_t lim = s->kind == SLOT_BUILD ? KT_BUILD_STDERR_MAX
-                                               : RESULT_MAX;
-            size_t room = s->out.len < lim ? lim - s->out.len : 0;
-            size_t take = (size_t)n < room ? (size_t)n : room;
-            kt_buf_put(&s->out, chunk, take);
-            s->dropped += (size_t)n - take;
-        }
-        if (n == 0)
-            s->eof = 1;
-    }
+    if (readable)
+        slot_drain(s);
     if (!s->timed_out && kt_now() >= s->deadline) {
         s->timed_out = 1;
         (void)kill(-s->pid, SIGKILL);
         (void)kill(s->pid, SIGKILL);
     }
-    if (!s->eof && !s->timed_out)
-        return 0;
     w = waitpid(s->pid, &status, s->timed_out ? 0 : WNOHANG);
     if (w == 0)
         return 0;
+    slot_drain(s); /* all it wrote before exiting */
     if (s->kind == SLOT_BUILD)
         finish_build(v, s, status);
     else
         finish_run(v, s, status);
-    if (s->kind == SLOT_BUILD && s->timed_out)
-        (void)kill(-s->pid, SIGKILL); /* compiler grandchildren */
+    /* Whatever the compiler or kernel left running in its process group
+     * (the group outlives its reaped leader while members remain). */
+    (void)kill(-s->pid, SIGKILL);
     s->pid = 0;
     slot_release(s);
+    kill_strays(v);
     return 1;
 }
 
@@ -552,8 +584,10 @@ serve(struct srv *v)
                 continue;
             if (s->deadline < next)
                 next = s->deadline;
-            if (s->eof)
-                next = now + 0.001; /* reaping soon */
+            /* Children are reaped by polling waitpid: wake at least
+             * every 20 ms while one runs (1 ms once its pipe closed). */
+            if (next > now + (s->eof ? 0.001 : 0.02))
+                next = now + (s->eof ? 0.001 : 0.02);
             pf[n].fd = s->eof ? -1 : s->fd;
             pf[n].events = POLLIN;
             map[n++] = i;
@@ -616,29 +650,6 @@ serve(struct srv *v)
     }
 }
 
-/* Removes the worker's temp dir: cached reference outputs and job dirs. */
-static void
-rm_tree_refs(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-
-    if (d != NULL) {
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >=
-                sizeof(p))
-                continue;
-            if (unlink(p) < 0)
-                rm_dir(p);
-        }
-        closedir(d);
-    }
-    (void)rmdir(dir);
-}
-
 int
 kt_server_run(const struct kt_server_opts *o)
 {
@@ -663,6 +674,12 @@ kt_server_run(const struct kt_server_opts *o)
     if (mkdtemp(v.tmp) == NULL) {
         log_err("rpc: mkdtemp %s: %s", v.tmp, strerror(errno));
         return KT_EIO;
+    }
+    {
+        /* Compilers and kernels crash as a matter of course: no cores. */
+        struct rlimit rl = {0, 0};
+        (void)setrlimit(RLIMIT_CORE, &rl);
+        (void)kt_adopt_orphans();
     }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
@@ -713,7 +730,7 @@ kt_server_run(const struct kt_server_opts *o)
         rc = 0; /* asked to stop: a clean exit */
     for (i = 0; i < v.nslots; i++)
         slot_kill(&v.slots[i]);
-    rm_tree_refs(v.tmp);
+    kt_rm_tree(v.tmp);
     free(v.in);
     return rc;
 }

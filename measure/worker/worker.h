@@ -197,6 +197,24 @@ void kt_run_summarize(const double *costs, int n, double *cost, double *cv);
 /* "SIGSEGV" and so on. */
 const char *kt_signame(int sig);
 
+/* ---- job directories and limits (jobdir.c) ----------------------------- */
+/* Removes dir and everything under it (symlinks are not followed). */
+void kt_rm_tree(const char *dir);
+/* Keeps the reference-output cache files ("ref-*") in dir at or below
+ * max_bytes by removing the least recently used; returns how many. */
+int kt_ref_cache_trim(const char *dir, unsigned long long max_bytes);
+#define KT_REF_CACHE_MAX (256ULL << 20)
+/* RLIMIT_NPROC for a kernel process: the tasks our user runs now plus room
+ * for 'threads' (or the CPU count) OpenMP threads; -1 when unknown.  Not
+ * enforced for root. */
+long kt_kernel_nproc_limit(int threads);
+/* Makes this process the subreaper of its descendants (Linux), so what a
+ * kernel forks and orphans becomes our child; KT_EINVAL elsewhere. */
+int kt_adopt_orphans(void);
+/* Kills and reaps every child of ours not in keep (from /proc/self/task/
+ * PID/children; nothing where that file is missing); returns how many. */
+int kt_kill_strays(const pid_t *keep, int nkeep);
+
 /* ---- the worker program ------------------------------------------------ */
 struct kt_server_opts {
     const char *host;

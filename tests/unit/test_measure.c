@@ -331,7 +331,7 @@ test_measure_worker_killed_mid_batch(void **state)
     struct kt_candidate c[16];
     struct kt_measure_opts o;
     char *src[16];
-    int pids[4], i, n, four = 4, requeued = 0;
+    int pids[4], i, n, two = 2, four = 4, requeued = 0;
     unsigned lost;
 
     (void)state;
@@ -361,7 +361,11 @@ test_measure_worker_killed_mid_batch(void **state)
     }
     kt_tracker_counters(e->t, NULL, NULL, &lost, NULL);
     assert_int_equal(lost, 1);
-    assert_int_equal(kt_tracker_nworkers(e->t, NULL), 1);
+    /* The killed local worker is started again. */
+    assert_int_equal(run_until(e, p_workers, &two, WAIT_S), 0);
+    n = kt_tracker_local_pids(e->t, pids + 2, 2);
+    assert_int_equal(n, 2);
+    assert_true(pids[2] != pids[0] && pids[3] != pids[0]);
     print_message("worker killed: %d of 16 candidates re-queued\n", requeued);
     env_free(e);
 }
