@@ -467,6 +467,32 @@ watchdog_tick(uv_timer_t *t)
     kt_notify_watchdog();
 }
 
+/* "KEY=TOKEN_FILE" entries into tokens (their strings are malloc'd and
+ * stay for the daemon's lifetime). */
+static int
+read_key_tokens(const struct kt_strlist *l, struct kt_key_token *tokens,
+                char *err, size_t errlen)
+{
+    char buf[1024];
+    int i;
+
+    if (l->n > 32)
+        return kt_seterr(err, errlen, KT_ECONFIG, "at most 32 entries");
+    for (i = 0; i < l->n; i++) {
+        const char *eq = strchr(l->v[i], '=');
+        if (eq == NULL || eq == l->v[i] || eq[1] == '\0')
+            return kt_seterr(err, errlen, KT_ECONFIG,
+                             "entry %d '%s' is not KEY=TOKEN_FILE", i,
+                             l->v[i]);
+        if (kt_token_read(eq + 1, buf, sizeof(buf), err, errlen) < 0)
+            return KT_ECONFIG;
+        tokens[i].key = kt_xstrdup(l->v[i]);
+        ((char *)tokens[i].key)[eq - l->v[i]] = '\0';
+        tokens[i].token = kt_xstrdup(buf);
+    }
+    return 0;
+}
+
 static char *
 read_token(const char *path, char *err, size_t errlen)
 {
@@ -490,6 +516,7 @@ main(int argc, char **argv)
     struct kt_engine_opts eo;
     struct daemon d;
     char err[1024], *token = NULL, nthreads[32];
+    struct kt_key_token keytoks[32] = {{NULL, NULL}};
     int c, test = 0, i, status = 1;
     uint64_t wd;
 
@@ -533,10 +560,16 @@ main(int argc, char **argv)
         log_err("kerntuned: %s", err);
         goto out;
     }
+    if (read_key_tokens(&d.conf->key_tokens, keytoks, err, sizeof(err)) < 0) {
+        log_err("kerntuned: %s: key_tokens: %s", conf_path, err);
+        goto out;
+    }
     kt_tracker_default_opts(&to);
     to.host = d.conf->listen_host;
     to.port = d.conf->listen_port;
     to.token = token;
+    to.key_tokens = keytoks;
+    to.nkey_tokens = d.conf->key_tokens.n;
     to.max_retries = (int)d.conf->max_job_retries;
     to.heartbeat_lost_ms = (int)(d.conf->worker_timeout_s * 1000);
     if (kt_tracker_new(&d.tracker, &d.loop, &to, err, sizeof(err)) != KT_OK) {
@@ -597,6 +630,10 @@ out:
     }
     kt_storage_close(d.db);
     free(token);
+    for (i = 0; i < (int)KT_ARRAY_LEN(keytoks); i++) {
+        free((char *)keytoks[i].key);
+        free((char *)keytoks[i].token);
+    }
     kt_daemon_conf_free(d.conf);
     log_info("kerntuned: exit %d", status);
     return status;

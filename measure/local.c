@@ -93,6 +93,18 @@ on_exit_cb(uv_process_t *p, int64_t status, int sig)
         finish_stop(t);
 }
 
+/* The token bound to the local workers' key, NULL before one is. */
+static const char *
+local_token(const struct kt_tracker *t)
+{
+    int i;
+
+    for (i = 0; i < t->nkeytok; i++)
+        if (strcmp(t->keytok[i].key, t->local_key) == 0)
+            return t->keytok[i].token;
+    return NULL;
+}
+
 /* Starts local worker l (index i) with the tracker's spawn settings. */
 static int
 spawn_one(struct kt_tracker *t, struct kt__local *l, int i, char *err,
@@ -116,7 +128,7 @@ spawn_one(struct kt_tracker *t, struct kt__local *l, int i, char *err,
     for (k = 0, ne = 0; environ[k] != NULL; k++)
         if (strncmp(environ[k], "KERNTUNE_TOKEN=", 15) != 0)
             env[ne++] = environ[k];
-    snprintf(tokenv, sizeof(tokenv), "KERNTUNE_TOKEN=%s", t->token);
+    snprintf(tokenv, sizeof(tokenv), "KERNTUNE_TOKEN=%s", local_token(t));
     env[ne] = tokenv;
     snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d", t->port);
     snprintf(keyarg, sizeof(keyarg), "--key=%.80s", t->local_key);
@@ -184,6 +196,14 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
     snprintf(t->local_key, sizeof(t->local_key), "%s", key ? key : "local");
     snprintf(t->local_roles, sizeof(t->local_roles), "%s",
              roles ? roles : "build,run");
+    if (local_token(t) == NULL) {
+        if (kt_auth_nonce(t->local_token) < 0)
+            return kt_seterr(err, errlen, KT_EIO, "no random bytes for the "
+                             "local workers' token (getrandom failed)");
+        if (kt__bind_key_token(t, t->local_key, t->local_token) < 0)
+            return kt_seterr(err, errlen, KT_EINVAL, "cannot bind a token to "
+                             "local key '%s'", t->local_key);
+    }
     for (k = 0; k < n && rc == 0; k++) {
         struct kt__local *l = &t->local[t->nlocal];
         memset(l, 0, sizeof(*l));

@@ -266,12 +266,61 @@ on_worker_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
 }
 
 static int
+proof_matches(const char *token, const char *role, const char *tnonce,
+              const char *pnonce, const char *mac)
+{
+    char want[65];
+
+    kt_auth_proof(token, "peer", role, tnonce, pnonce, want);
+    return mac != NULL && kt_auth_equal(mac, want);
+}
+
+/* The token the peer proved, or NULL.  A worker's key decides which tokens
+ * count: the ones bound to that key (the local workers' own, configured
+ * key tokens) if there are any, else the shared token.  So the shared
+ * token can't claim a bound key, and a key token claims only its key.  A
+ * client (rpc-status) may prove any of them. */
+static const char *
+proven_token(const struct kt_tracker *t, const char *kind, const char *key,
+             const char *role, const char *tnonce, const char *pnonce,
+             const char *mac)
+{
+    int i, bound = 0, client = strcmp(kind, "client") == 0;
+
+    for (i = 0; i < t->nkeytok; i++) {
+        if (!client && (key == NULL || strcmp(t->keytok[i].key, key) != 0))
+            continue;
+        bound = 1;
+        if (proof_matches(t->keytok[i].token, role, tnonce, pnonce, mac))
+            return t->keytok[i].token;
+    }
+    if ((client || !bound) && t->token[0] != '\0' &&
+        proof_matches(t->token, role, tnonce, pnonce, mac))
+        return t->token;
+    return NULL;
+}
+
+int
+kt__bind_key_token(struct kt_tracker *t, const char *key, const char *token)
+{
+    struct kt__key_token *k;
+
+    if (t->nkeytok == KT__MAX_KEY_TOKENS || strlen(key) >= sizeof(k->key) ||
+        key[0] == '\0' || token[0] == '\0' || strlen(token) >= sizeof(k->token))
+        return KT_EINVAL;
+    k = &t->keytok[t->nkeytok++];
+    snprintf(k->key, sizeof(k->key), "%s", key);
+    snprintf(k->token, sizeof(k->token), "%s", token);
+    return 0;
+}
+
+static int
 on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
 {
     struct kt_tracker *t = c->t;
     const char *mac = kt_msg_get(m, "mac"), *kind = kt_msg_get(m, "kind");
-    const char *pnonce = kt_msg_get(m, "nonce");
-    char want[65];
+    const char *pnonce = kt_msg_get(m, "nonce"), *token;
+    char want[65], role[96];
     struct kt_msg w;
     long long v;
 
@@ -296,11 +345,14 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
         strcmp(pnonce, c->nonce) == 0)
         return kt_seterr(err, errlen, KT_EPROTO,
                          "hello: 'nonce' must be 64 hex digits of its own");
-    kt_auth_proof(t->token, "peer", kind, c->nonce, pnonce, want);
-    if (mac == NULL || !kt_auth_equal(mac, want)) {
+    kt_auth_role(kind, kt_msg_get(m, "key"), role, sizeof(role));
+    token = proven_token(t, kind, kt_msg_get(m, "key"), role, c->nonce,
+                         pnonce, mac);
+    if (token == NULL) {
         t->refused++;
-        log_warnx("tracker: peer %s: wrong token (bad challenge response), "
-                  "refused", c->peer);
+        log_warnx("tracker: peer %s: wrong token (bad challenge response%s),"
+                  " refused", c->peer,
+                  strcmp(kind, "worker") == 0 ? " for its key" : "");
         send_refused(c, "authentication failed");
         c->state = KT__CONN_CLIENT; /* no jobs; closed below */
         return kt_seterr(err, errlen, KT_EPROTO, "authentication failed");
@@ -309,13 +361,13 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
         on_worker_hello(c, m, err, errlen) < 0)
         return KT_EPROTO;
     kt_msg_init(&w, "welcome");
-    kt_auth_proof(t->token, "tracker", kind, c->nonce, pnonce, want);
+    kt_auth_proof(token, "tracker", role, c->nonce, pnonce, want);
     kt_msg_set(&w, "mac", want);
     if (strcmp(kind, "worker") == 0)
         kt_msg_set(&w, "name", c->name);
     kt__conn_send(c, &w);
     kt_msg_free(&w);
-    kt_session_start(&c->sess, t->token, 1, c->nonce, pnonce);
+    kt_session_start(&c->sess, token, 1, c->nonce, pnonce);
     c->since = c->last_rx = kt_now();
     if (strcmp(kind, "client") == 0) {
         c->state = KT__CONN_CLIENT;
@@ -597,7 +649,7 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
 {
     struct kt_tracker *t;
     struct sockaddr_storage ss;
-    int rc, len = sizeof(ss);
+    int rc, i, len = sizeof(ss);
 
     *out = NULL;
     if (o->token != NULL && (o->token[0] == '\0' || strlen(o->token) >= 256))
@@ -617,6 +669,17 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
                          "failed)");
     }
     t->o.token = t->token;
+    for (i = 0; i < o->nkey_tokens; i++) {
+        if (kt__bind_key_token(t, o->key_tokens[i].key,
+                               o->key_tokens[i].token) < 0) {
+            free(t);
+            return kt_seterr(err, errlen, KT_EINVAL,
+                             "tracker: key token %d (key '%s') is invalid "
+                             "(1..63-byte key, 1..255-byte token, at most "
+                             "%d)", i, o->key_tokens[i].key,
+                             KT__MAX_KEY_TOKENS);
+        }
+    }
     if (t->o.heartbeat_lost_ms <= 0)
         t->o.heartbeat_lost_ms = 10000;
     if (t->o.max_retries < 0)

@@ -7,6 +7,7 @@
 #include "measure/measure.h"
 
 #define KT__MAX_LOCAL 16
+#define KT__MAX_KEY_TOKENS 32
 #define KT__LOCAL_BACKOFF_MIN_MS 500
 #define KT__LOCAL_BACKOFF_MAX_MS 60000
 #define KT__LOCAL_STABLE_S 60.0 /* a worker up this long resets backoff */
@@ -89,6 +90,11 @@ struct kt__local {
     struct kt_tracker *t;
 };
 
+struct kt__key_token {
+    char key[64];
+    char token[256];
+};
+
 struct kt_tracker {
     uv_loop_t *loop;
     struct kt_tracker_opts o;
@@ -111,9 +117,14 @@ struct kt_tracker {
     char local_path[4096];      /* how local workers are (re)started */
     char local_key[96];
     char local_roles[64];
+    char local_token[65];       /* local workers' own, bound to their key */
+    struct kt__key_token keytok[KT__MAX_KEY_TOKENS];
+    int nkeytok;
 };
 
 /* tracker.c */
+int kt__bind_key_token(struct kt_tracker *t, const char *key,
+                       const char *token);
 void kt__conn_send(struct kt__conn *c, const struct kt_msg *m);
 void kt__conn_drop(struct kt__conn *c, const char *why);
 void kt__handle_closed(uv_handle_t *h);

@@ -198,6 +198,15 @@ kt_auth_session_key(const char *token, const char *from,
     kt_buf_free(&m);
 }
 
+void
+kt_auth_role(const char *kind, const char *key, char *out, size_t len)
+{
+    if (strcmp(kind, "worker") == 0)
+        snprintf(out, len, "worker:%s", key ? key : "");
+    else
+        snprintf(out, len, "%s", kind);
+}
+
 int
 kt_auth_nonce(char out[65])
 {

@@ -188,7 +188,7 @@ kt_session_connect(int fd, const struct kt_peer_hello *ph, struct kt_msg *welcom
                    struct kt_session *s, char *err, size_t errlen)
 {
     struct kt_msg m;
-    char tnonce[65], pnonce[65], mac[65];
+    char tnonce[65], pnonce[65], mac[65], role[96];
     const char *v, *token = ph->token ? ph->token : "";
     int rc;
 
@@ -207,7 +207,8 @@ kt_session_connect(int fd, const struct kt_peer_hello *ph, struct kt_msg *welcom
     if (kt_auth_nonce(pnonce) < 0)
         return kt_seterr(err, errlen, KT_EIO,
                          "no random bytes for a nonce (getrandom failed)");
-    kt_auth_proof(token, "peer", ph->kind, tnonce, pnonce, mac);
+    kt_auth_role(ph->kind, kt_msg_get(ph->hello, "key"), role, sizeof(role));
+    kt_auth_proof(token, "peer", role, tnonce, pnonce, mac);
     kt_msg_setf(ph->hello, "proto", "%d", KT_WIRE_PROTO);
     kt_msg_set(ph->hello, "kind", ph->kind);
     kt_msg_set(ph->hello, "nonce", pnonce);
@@ -228,7 +229,7 @@ kt_session_connect(int fd, const struct kt_peer_hello *ph, struct kt_msg *welcom
     }
     /* Until the tracker proves the token too, it may be a stranger who
      * bound the port or relays someone else's challenge. */
-    kt_auth_proof(token, "tracker", ph->kind, tnonce, pnonce, mac);
+    kt_auth_proof(token, "tracker", role, tnonce, pnonce, mac);
     v = kt_msg_get(welcome, "mac");
     if (v == NULL || !kt_auth_equal(v, mac)) {
         kt_msg_free(welcome);

@@ -109,12 +109,15 @@ void kt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
 void kt_hmac_sha256_parts(const void *key, size_t klen,
                           const void *const *parts, const size_t *lens, int n,
                           unsigned char out[32]);
-/* hex(HMAC-SHA256(token, "kerntune-rpc-v2 proof from FROM, KIND:TN:PN")):
- * from is "peer" (in hello) or "tracker" (in welcome), kind "worker" or
- * "client"; distinct labels so no proof can be reflected as another. */
-void kt_auth_proof(const char *token, const char *from, const char *kind,
+/* hex(HMAC-SHA256(token, "kerntune-rpc-v2 proof from FROM, ROLE:TN:PN")):
+ * from is "peer" (in hello) or "tracker" (in welcome), role what
+ * kt_auth_role makes; distinct labels so no proof can be reflected as
+ * another, and a worker's key is bound to its proof. */
+void kt_auth_proof(const char *token, const char *from, const char *role,
                    const char *tracker_nonce, const char *peer_nonce,
                    char out[65]);
+/* "client", or "worker:KEY" for a worker of key KEY. */
+void kt_auth_role(const char *kind, const char *key, char *out, size_t len);
 /* The session key of frames sent by 'from' ("peer" or "tracker"). */
 void kt_auth_session_key(const char *token, const char *from,
                          const char *tracker_nonce, const char *peer_nonce,

@@ -963,6 +963,78 @@ test_security_kernel_kills_worker(void **state)
     env_free(e);
 }
 
+/* ---- tokens bound to keys ---------------------------------------------- */
+
+/* 1 when a kerntune-rpc --once with token and key joins the tracker, 0
+ * when the tracker refuses it. */
+static int
+try_join(struct env *e, const char *key, const char *token)
+{
+    char tracker[64], keyarg[96];
+    int before = kt_tracker_nworkers(e->t, key), status, joined = -1;
+    double end = kt_now() + WAIT_S;
+    pid_t p;
+
+    snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d",
+             kt_tracker_port(e->t));
+    snprintf(keyarg, sizeof(keyarg), "--key=%s", key);
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        setenv("KERNTUNE_TOKEN", token, 1);
+        execl(e->rpc, e->rpc, "server", tracker, keyarg, "--once",
+              (char *)NULL);
+        _exit(99);
+    }
+    while (joined < 0 && kt_now() < end) {
+        spin(e, 0.01, NULL);
+        if (kt_tracker_nworkers(e->t, key) > before)
+            joined = 1;
+        else if (waitpid(p, &status, WNOHANG) == p)
+            joined = 0;
+    }
+    if (joined == 1) {
+        kill(p, SIGTERM);
+        assert_int_equal(waitpid(p, &status, 0), p);
+        spin(e, 0.2, NULL);
+    } else {
+        assert_int_equal(joined, 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    }
+    return joined;
+}
+
+/* The shared token may claim any key without a token of its own, but not
+ * the local workers' key (their random token is bound to it) nor a key
+ * with a configured token; a key token claims only its key. */
+static void
+test_security_tokens_bound_to_keys(void **state)
+{
+    static const struct kt_key_token kt[] = {{"rk3399", "rk-token"}};
+    struct kt_tracker_opts o;
+    struct env *e;
+    char err[256];
+    int i, one = 1;
+
+    (void)state;
+    kt_tracker_default_opts(&o);
+    o.key_tokens = kt;
+    o.nkey_tokens = 1;
+    e = env_new(&o);
+    if (kt_tracker_spawn_local(e->t, 1, e->rpc, "local", "build,run", err,
+                               sizeof(err)) < 0)
+        fail_msg("%s", err);
+    for (i = 0; i < 3000 && kt_tracker_nworkers(e->t, "local") < one; i++)
+        spin(e, 0.01, NULL);
+    assert_int_equal(kt_tracker_nworkers(e->t, "local"), 1);
+    assert_int_equal(try_join(e, "board", TOKEN), 1);
+    assert_int_equal(try_join(e, "local", TOKEN), 0);
+    assert_int_equal(try_join(e, "rk3399", TOKEN), 0);
+    assert_int_equal(try_join(e, "rk3399", "rk-token"), 1);
+    assert_int_equal(try_join(e, "board", "rk-token"), 0);
+    env_free(e);
+}
+
 int
 main(void)
 {
@@ -974,6 +1046,7 @@ main(void)
         cmocka_unit_test(test_security_hello_timeout),
         cmocka_unit_test(test_security_log_injection),
         cmocka_unit_test(test_security_fake_costs),
+        cmocka_unit_test(test_security_tokens_bound_to_keys),
         cmocka_unit_test(test_security_crashing_jobs_leave_nothing),
         cmocka_unit_test(test_security_kernel_kills_worker),
     };
