@@ -10,6 +10,7 @@
 
 #define TICK_MS 50
 #define CLIENT_IDLE_S 30.0
+#define STATUS_PAGE 64
 
 struct wreq {
     uv_write_t req;
@@ -157,19 +158,26 @@ send_refused(struct kt__conn *c, const char *reason)
     kt_msg_free(&m);
 }
 
+/* One page of the status: workers [from, from + STATUS_PAGE) with 11 keys
+ * each, the queues, and the total, so a reply stays far below the
+ * decoder's 1024 lines however many workers there are. */
 static void
-send_status(struct kt__conn *c)
+send_status(struct kt__conn *c, const struct kt_msg *req)
 {
     struct kt_tracker *t = c->t;
     struct kt__conn *w;
     struct kt_msg m;
     char k[32];
-    int i = 0;
+    long long from = 0;
+    int i = 0, seen = 0;
     double now = kt_now();
 
+    (void)kt_msg_get_ll(req, "from", 0, 0, 0, 1 << 30, &from, NULL, 0);
     kt_msg_init(&m, "status");
     for (w = t->conns; w != NULL; w = w->next) {
         if (w->state != KT__CONN_WORKER)
+            continue;
+        if (seen++ < from || i >= STATUS_PAGE)
             continue;
 #define SETK(field, ...)                                                      \
     do {                                                                      \
@@ -197,6 +205,8 @@ send_status(struct kt__conn *c)
         i++;
     }
     kt_msg_setf(&m, "workers", "%d", i);
+    kt_msg_setf(&m, "from", "%lld", from);
+    kt_msg_setf(&m, "total", "%d", seen);
     kt__status_queues(t, &m);
     kt__conn_send(c, &m);
     kt_msg_free(&m);
@@ -397,7 +407,7 @@ on_msg(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
         return 0;
     }
     if (strcmp(ty, "status_req") == 0) {
-        send_status(c);
+        send_status(c, m);
         return 0;
     }
     if (c->state == KT__CONN_WORKER && strcmp(ty, "result") == 0) {

@@ -542,33 +542,48 @@ fake_reply(int fd, struct kt_session *s, const char *id, const char *stage,
 
 /* A worker with the token that lies: a result for a job it was never
  * given, then the given costs for each run job. */
+/* A worker of key with the token, as far as the handshake: returns the
+ * connected fd with the session in *s, or <0. */
+static int
+fake_join(int port, const char *name, const char *key, struct kt_session *s,
+          char *err, size_t errlen)
+{
+    struct kt_msg hello, welcome;
+    struct kt_peer_hello ph;
+    int fd, rc;
+
+    fd = kt_wire_connect("127.0.0.1", port, err, errlen);
+    if (fd < 0)
+        return fd;
+    kt_msg_init(&hello, "hello");
+    kt_msg_set(&hello, "name", name);
+    kt_msg_set(&hello, "key", key);
+    kt_msg_set(&hello, "roles", "build,run");
+    kt_msg_set(&hello, "host", "fake-host");
+    ph.token = TOKEN;
+    ph.kind = "worker";
+    ph.hello = &hello;
+    rc = kt_session_connect(fd, &ph, &welcome, s, err, errlen);
+    kt_msg_free(&hello);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    kt_msg_free(&welcome);
+    return fd;
+}
+
 static void *
 fake_worker_thread(void *arg)
 {
     struct fake_worker *f = arg;
-    struct kt_msg hello, m;
-    struct kt_peer_hello ph;
+    struct kt_msg m;
     struct kt_session s;
     int fd, runs = 0;
 
-    fd = kt_wire_connect("127.0.0.1", f->port, f->err, sizeof(f->err));
+    fd = fake_join(f->port, "liar", "fake", &s, f->err, sizeof(f->err));
     if (fd < 0)
         goto out;
-    kt_msg_init(&hello, "hello");
-    kt_msg_set(&hello, "name", "liar");
-    kt_msg_set(&hello, "key", "fake");
-    kt_msg_set(&hello, "roles", "build,run");
-    kt_msg_set(&hello, "host", "liar-host");
-    ph.token = TOKEN;
-    ph.kind = "worker";
-    ph.hello = &hello;
-    if (kt_session_connect(fd, &ph, &m, &s, f->err, sizeof(f->err)) < 0) {
-        kt_msg_free(&hello);
-        close(fd);
-        goto out;
-    }
-    kt_msg_free(&hello);
-    kt_msg_free(&m);
     (void)fake_reply(fd, &s, "j999", "build", NULL);
     while (runs < f->nruns &&
            kt_wire_recv_sealed(fd, &m, &s.rx, 20000, f->err,
@@ -963,6 +978,77 @@ test_security_kernel_kills_worker(void **state)
     env_free(e);
 }
 
+/* ---- rpc-status with many workers --------------------------------------- */
+
+struct crowd {
+    int port;
+    int n;
+    int fds[200];
+    volatile int joined;
+    char out[65536];
+    int rc;
+    char err[256];
+    volatile int finished;
+};
+
+static void *
+crowd_thread(void *arg)
+{
+    struct crowd *c = arg;
+    struct kt_session s;
+    char name[32];
+    FILE *f;
+    int i;
+
+    for (i = 0; i < c->n; i++) {
+        snprintf(name, sizeof(name), "crowd-%03d", i);
+        c->fds[i] = fake_join(c->port, name, "crowd", &s, c->err,
+                              sizeof(c->err));
+        if (c->fds[i] < 0)
+            break;
+        c->joined = i + 1;
+    }
+    f = fmemopen(c->out, sizeof(c->out) - 1, "w");
+    c->rc = c->joined == c->n
+                ? kt_rpc_status("127.0.0.1", c->port, TOKEN, f, c->err,
+                                sizeof(c->err))
+                : -1;
+    fclose(f);
+    c->finished = 1;
+    return NULL;
+}
+
+/* 150 workers: 11 status lines each would pass the decoder's 1024-line
+ * limit in one reply; the status comes in pages and lists them all. */
+static void
+test_security_status_many_workers(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct crowd *c = kt_xcalloc(1, sizeof(*c));
+    pthread_t th;
+    char name[32];
+    int i;
+
+    (void)state;
+    c->port = kt_tracker_port(e->t);
+    c->n = 150;
+    assert_int_equal(pthread_create(&th, NULL, crowd_thread, c), 0);
+    spin(e, WAIT_S, &c->finished);
+    pthread_join(th, NULL);
+    if (c->rc != 0)
+        fail_msg("rpc-status with %d workers: %s", c->joined, c->err);
+    for (i = 0; i < c->n; i++) {
+        snprintf(name, sizeof(name), "crowd-%03d ", i);
+        if (strstr(c->out, name) == NULL)
+            fail_msg("%s missing from the status", name);
+    }
+    assert_non_null(strstr(c->out, "crowd           150"));
+    for (i = 0; i < c->n; i++)
+        close(c->fds[i]);
+    free(c);
+    env_free(e);
+}
+
 /* ---- tokens bound to keys ---------------------------------------------- */
 
 /* 1 when a kerntune-rpc --once with token and key joins the tracker, 0
@@ -1047,6 +1133,7 @@ main(void)
         cmocka_unit_test(test_security_log_injection),
         cmocka_unit_test(test_security_fake_costs),
         cmocka_unit_test(test_security_tokens_bound_to_keys),
+        cmocka_unit_test(test_security_status_many_workers),
         cmocka_unit_test(test_security_crashing_jobs_leave_nothing),
         cmocka_unit_test(test_security_kernel_kills_worker),
     };
