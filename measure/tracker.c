@@ -117,6 +117,7 @@ kt__conn_send(struct kt__conn *c, const struct kt_msg *m)
         kt_buf_free(&b);
         snprintf(why, sizeof(why), "more than %zu bytes queued to it "
                  "(not reading)", c->t->o.write_queue_max);
+        log_warnx("tracker: peer %s: %s; closing", c->peer, why);
         kt__conn_drop(c, why);
         return;
     }

@@ -1049,6 +1049,99 @@ test_security_status_many_workers(void **state)
     env_free(e);
 }
 
+/* ---- write backpressure ------------------------------------------------- */
+
+struct hog {
+    int port;
+    int sent;
+    int dropped;
+    char err[256];
+    volatile int finished;
+};
+
+/* An authenticated client that asks for the status over and over and
+ * never reads a reply. */
+static void *
+hog_thread(void *arg)
+{
+    struct hog *h = arg;
+    struct kt_msg hello, welcome, req;
+    struct kt_peer_hello ph;
+    struct kt_session s;
+    char buf[65536];
+    int fd, i;
+
+    fd = kt_wire_connect("127.0.0.1", h->port, h->err, sizeof(h->err));
+    if (fd < 0)
+        goto out;
+    kt_msg_init(&hello, "hello");
+    ph.token = TOKEN;
+    ph.kind = "client";
+    ph.hello = &hello;
+    if (kt_session_connect(fd, &ph, &welcome, &s, h->err, sizeof(h->err)) ==
+        0) {
+        kt_msg_free(&welcome);
+        for (i = 0; i < 200000; i++) {
+            kt_msg_init(&req, "status_req");
+            if (kt_wire_send_sealed(fd, &req, &s.tx) < 0) {
+                kt_msg_free(&req);
+                h->dropped = 1;
+                break;
+            }
+            kt_msg_free(&req);
+            h->sent++;
+        }
+        /* Whatever was sent before the drop, then EOF or a reset. */
+        if (!h->dropped) {
+            struct pollfd pf = {.fd = fd, .events = POLLIN};
+            while (poll(&pf, 1, 20000) > 0) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n <= 0) {
+                    h->dropped = 1;
+                    break;
+                }
+            }
+        }
+    }
+    kt_msg_free(&hello);
+    close(fd);
+out:
+    h->finished = 1;
+    return NULL;
+}
+
+/* A peer that does not read is dropped once write_queue_max bytes wait for
+ * it; the tracker keeps serving others. */
+static void
+test_security_write_backpressure(void **state)
+{
+    struct kt_tracker_opts o;
+    struct env *e;
+    struct hog h;
+    pthread_t th;
+    pid_t w;
+    int i, one = 1;
+
+    (void)state;
+    kt_tracker_default_opts(&o);
+    o.write_queue_max = 64 * 1024;
+    e = env_new(&o);
+    memset(&h, 0, sizeof(h));
+    h.port = kt_tracker_port(e->t);
+    assert_int_equal(pthread_create(&th, NULL, hog_thread, &h), 0);
+    spin(e, 120.0, &h.finished);
+    pthread_join(th, NULL);
+    print_message("backpressure: dropped after %d unread status requests\n",
+                  h.sent);
+    assert_true(h.dropped);
+    w = start_worker(e, kt_tracker_port(e->t));
+    for (i = 0; i < 3000 && kt_tracker_nworkers(e->t, NULL) < one; i++)
+        spin(e, 0.01, NULL);
+    assert_int_equal(kt_tracker_nworkers(e->t, NULL), 1);
+    stop_worker(w);
+    env_free(e);
+}
+
 /* ---- tokens bound to keys ---------------------------------------------- */
 
 /* 1 when a kerntune-rpc --once with token and key joins the tracker, 0
@@ -1134,6 +1227,7 @@ main(void)
         cmocka_unit_test(test_security_fake_costs),
         cmocka_unit_test(test_security_tokens_bound_to_keys),
         cmocka_unit_test(test_security_status_many_workers),
+        cmocka_unit_test(test_security_write_backpressure),
         cmocka_unit_test(test_security_crashing_jobs_leave_nothing),
         cmocka_unit_test(test_security_kernel_kills_worker),
     };
