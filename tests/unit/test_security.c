@@ -608,7 +608,7 @@ struct batch {
     int done;
     int n;
     int err_no[8];
-    char err_text[8][256];
+    char err_text[8][2048];
     double cost[8];
     char lost[8][64];
     char build_worker[8][64];
@@ -1142,6 +1142,50 @@ test_security_write_backpressure(void **state)
     env_free(e);
 }
 
+/* ---- what a compiler inherits ----------------------------------------- */
+
+/* A compiler sees neither the tracker socket nor the token. */
+static void
+test_security_compiler_inherits_nothing(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct kt_candidate c;
+    struct kt_measure_opts o;
+    struct batch b;
+    char err[256], spy[300];
+    pid_t w;
+    FILE *f;
+    int i, one = 1;
+
+    (void)state;
+    snprintf(spy, sizeof(spy), "%s/spycc.sh", e->tmp);
+    f = fopen(spy, "w");
+    assert_non_null(f);
+    fputs("#!/bin/sh\nls -l /proc/$$/fd >&2\n"
+          "echo \"token=${KERNTUNE_TOKEN:-none}\" >&2\nexit 1\n", f);
+    fclose(f);
+    assert_int_equal(chmod(spy, 0755), 0);
+    w = start_worker(e, kt_tracker_port(e->t));
+    for (i = 0; i < 3000 && kt_tracker_nworkers(e->t, NULL) < one; i++)
+        spin(e, 0.01, NULL);
+    memset(&c, 0, sizeof(c));
+    c.source = "int x;";
+    c.cc = spy;
+    kt_measure_default_opts(&o);
+    memset(&b, 0, sizeof(b));
+    if (kt_tracker_submit(e->t, "local", &c, 1, &o, on_batch, &b, err,
+                          sizeof(err)) < 0)
+        fail_msg("submit: %s", err);
+    spin(e, WAIT_S, &b.done);
+    assert_true(b.done);
+    assert_int_equal(b.err_no[0], KT_MERR_COMPILE_HOST);
+    assert_non_null(strstr(b.err_text[0], "token=none"));
+    if (strstr(b.err_text[0], "socket:") != NULL)
+        fail_msg("the compiler inherited a socket: %s", b.err_text[0]);
+    stop_worker(w);
+    env_free(e);
+}
+
 /* ---- tokens bound to keys ---------------------------------------------- */
 
 /* 1 when a kerntune-rpc --once with token and key joins the tracker, 0
@@ -1228,6 +1272,7 @@ main(void)
         cmocka_unit_test(test_security_tokens_bound_to_keys),
         cmocka_unit_test(test_security_status_many_workers),
         cmocka_unit_test(test_security_write_backpressure),
+        cmocka_unit_test(test_security_compiler_inherits_nothing),
         cmocka_unit_test(test_security_crashing_jobs_leave_nothing),
         cmocka_unit_test(test_security_kernel_kills_worker),
     };
