@@ -45,7 +45,7 @@ conn_closed(uv_handle_t *h)
     struct kt__conn *c = h->data;
     struct kt_tracker *t = c->t;
 
-    free(c->in);
+    kt_reader_free(&c->rd);
     free(c);
     if (--t->open_handles == 0 && t->closing)
         free(t);
@@ -379,6 +379,8 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     kt__conn_send(c, &w);
     kt_msg_free(&w);
     kt_session_start(&c->sess, token, 1, c->nonce, pnonce);
+    c->rd.hdr_max = KT_WIRE_HDR_MAX;
+    c->rd.payload_max = KT_WIRE_PAYLOAD_MAX;
     c->since = c->last_rx = kt_now();
     if (strcmp(kind, "client") == 0) {
         c->state = KT__CONN_CLIENT;
@@ -418,63 +420,18 @@ on_msg(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     return kt_seterr(err, errlen, KT_EPROTO, "unexpected message '%s'", ty);
 }
 
-/* The most a connection may hold unread: one handshake frame before
- * authentication, one largest frame after. */
-static size_t
-in_limit(const struct kt__conn *c)
-{
-    return c->state == KT__CONN_AUTH
-               ? KT_WIRE_PREFIX + KT_WIRE_HELLO_HDR_MAX
-               : KT_WIRE_PREFIX + KT_WIRE_HDR_MAX + KT_WIRE_PAYLOAD_MAX;
-}
-
 static void
 alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct kt__conn *c = h->data;
-    size_t limit = in_limit(c), want = 65536, cap;
     unsigned char *p;
+    size_t n;
 
     (void)suggested;
-    buf->base = NULL;
-    buf->len = 0; /* read_cb then sees UV_ENOBUFS and drops the peer */
-    if (c->inlen >= limit)
-        return;
-    if (want > limit - c->inlen)
-        want = limit - c->inlen;
-    if (c->incap - c->inlen < want) {
-        cap = c->incap ? c->incap : want;
-        while (cap - c->inlen < want)
-            cap *= 2;
-        if (cap > limit)
-            cap = limit;
-        /* No abort on out-of-memory: only this peer is dropped. */
-        p = realloc(c->in, cap);
-        if (p == NULL)
-            return;
-        c->in = p;
-        c->incap = cap;
-    }
-    buf->base = (char *)c->in + c->inlen;
-    buf->len = c->incap - c->inlen;
-}
-
-/* Before authentication a frame is a handshake: small, no payload.  Checked
- * on the prefix, before anything else of it is buffered. */
-static int
-check_preauth(const struct kt__conn *c, char *err, size_t errlen)
-{
-    uint32_t hlen, plen;
-
-    if (c->state != KT__CONN_AUTH || c->inlen < KT_WIRE_PREFIX ||
-        kt_wire_prefix(c->in, &hlen, &plen, NULL, 0) < 0)
-        return 0;
-    if (hlen > KT_WIRE_HELLO_HDR_MAX || plen > 0)
-        return kt_seterr(err, errlen, KT_ETOOBIG,
-                         "frame of %u header + %u payload bytes before "
-                         "authentication (limit %u + 0)",
-                         hlen, plen, KT_WIRE_HELLO_HDR_MAX);
-    return 0;
+    /* On failure len 0: read_cb then sees UV_ENOBUFS and drops the peer. */
+    (void)kt_reader_room(&c->rd, &p, &n);
+    buf->base = (char *)p;
+    buf->len = n;
 }
 
 static void
@@ -482,7 +439,6 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct kt__conn *c = s->data;
     char err[300];
-    size_t used;
     int rc;
 
     (void)buf;
@@ -495,34 +451,31 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
-        if (c->inlen > 0) {
+        if (c->rd.len > 0) {
             c->t->bad_frames++;
             log_warnx("tracker: peer %s: connection ended inside a frame "
-                      "(%zu bytes pending)", c->peer, c->inlen);
+                      "(%zu bytes pending)", c->peer, c->rd.len);
         }
         kt__conn_drop(c, nread == UV_EOF ? "connection closed"
                                          : uv_strerror((int)nread));
         return;
     }
-    c->inlen += (size_t)nread;
+    kt_reader_commit(&c->rd, (size_t)nread);
     c->last_rx = kt_now();
     for (;;) {
         struct kt_msg m;
-        rc = check_preauth(c, err, sizeof(err));
-        if (rc == 0)
-            rc = kt_wire_take_sealed(c->in, c->inlen, &used, &m,
-                                     &c->sess.rx, err, sizeof(err));
+        rc = kt_reader_next(&c->rd, &m, err, sizeof(err));
         if (rc == 0)
             break;
         if (rc < 0) {
             c->t->bad_frames++;
-            log_warnx("tracker: peer %s: malformed frame: %s; closing",
-                      c->peer, err);
+            log_warnx("tracker: peer %s: malformed frame: %s%s; closing",
+                      c->peer, err, c->state == KT__CONN_AUTH
+                                        ? " (before authentication)"
+                                        : "");
             kt__conn_drop(c, "malformed frame");
             return;
         }
-        memmove(c->in, c->in + used, c->inlen - used);
-        c->inlen -= used;
         rc = on_msg(c, &m, err, sizeof(err));
         kt_msg_free(&m);
         if (rc < 0) {
@@ -534,12 +487,6 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         if (c->state == KT__CONN_CLOSING)
             return;
-    }
-    /* Keep big buffers from lingering after a large payload. */
-    if (c->inlen == 0 && c->incap > (1u << 20)) {
-        free(c->in);
-        c->in = NULL;
-        c->incap = 0;
     }
 }
 
@@ -613,6 +560,7 @@ on_connection(uv_stream_t *server, int status)
         snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
     }
     c->state = KT__CONN_AUTH;
+    kt_reader_init(&c->rd, KT_WIRE_HELLO_HDR_MAX, 0, &c->sess.rx);
     c->since = c->last_rx = kt_now();
     c->next = t->conns;
     t->conns = c;

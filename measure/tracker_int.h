@@ -24,8 +24,7 @@ struct kt__conn {
     char peer[80];
     char nonce[65];
     struct kt_session sess;     /* sealed frames after welcome */
-    unsigned char *in;
-    size_t inlen, incap;
+    struct kt_reader rd;        /* frames in; small until hello */
     double last_rx;
     double since;
     /* Worker identity (after hello). */

@@ -46,8 +46,7 @@ struct srv {
     int fd;
     char name[128];
     char tmp[256];
-    unsigned char *in;
-    size_t inlen, incap;
+    struct kt_reader rd;
     struct slot slots[MAX_SLOTS];
     int nslots;
     double last_rx;
@@ -571,6 +570,7 @@ serve(struct srv *v)
     int map[MAX_SLOTS + 1];
     char err[256];
 
+    kt_reader_init(&v->rd, KT_WIRE_HDR_MAX, KT_WIRE_PAYLOAD_MAX, &v->sess.rx);
     v->last_rx = v->last_ping = kt_now();
     while (!stop_flag) {
         int n = 1, i, ms, rc;
@@ -601,26 +601,24 @@ serve(struct srv *v)
             (void)slot_poll(v, &v->slots[map[i]],
                             rc > 0 && (pf[i].revents & (POLLIN | POLLHUP)));
         if (rc > 0 && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            unsigned char *room;
+            size_t cap;
             ssize_t r;
-            if (v->incap - v->inlen < 65536) {
-                v->incap = v->incap ? v->incap * 2 : 131072;
-                v->in = kt_xrealloc(v->in, v->incap);
+            if (kt_reader_room(&v->rd, &room, &cap) < 0) {
+                log_warnx("rpc: no memory for the tracker's input");
+                break;
             }
-            r = read(v->fd, v->in + v->inlen, v->incap - v->inlen);
+            r = read(v->fd, room, cap);
             if (r <= 0 && !(r < 0 && errno == EINTR)) {
                 log_warnx("rpc: tracker closed the connection");
                 break;
             }
             if (r > 0) {
                 struct kt_msg m;
-                size_t used;
-                v->inlen += (size_t)r;
+                kt_reader_commit(&v->rd, (size_t)r);
                 v->last_rx = kt_now();
-                while ((rc = kt_wire_take_sealed(v->in, v->inlen, &used, &m,
-                                                 &v->sess.rx, err,
-                                                 sizeof(err))) == 1) {
-                    memmove(v->in, v->in + used, v->inlen - used);
-                    v->inlen -= used;
+                while ((rc = kt_reader_next(&v->rd, &m, err, sizeof(err))) ==
+                       1) {
                     rc = handle(v, &m);
                     kt_msg_free(&m);
                     if (rc < 0)
@@ -714,7 +712,7 @@ kt_server_run(const struct kt_server_opts *o)
         if (v.fd >= 0)
             close(v.fd);
         v.fd = -1;
-        v.inlen = 0;
+        kt_reader_free(&v.rd);
         memset(&v.sess, 0, sizeof(v.sess));
         if (stop_flag || o->once)
             break;
@@ -731,6 +729,6 @@ kt_server_run(const struct kt_server_opts *o)
     for (i = 0; i < v.nslots; i++)
         slot_kill(&v.slots[i]);
     kt_rm_tree(v.tmp);
-    free(v.in);
+    kt_reader_free(&v.rd);
     return rc;
 }

@@ -240,3 +240,92 @@ kt_session_connect(int fd, const struct kt_peer_hello *ph, struct kt_msg *welcom
     kt_session_start(s, token, 0, tnonce, pnonce);
     return 0;
 }
+
+void
+kt_reader_init(struct kt_reader *r, uint32_t hdr_max, uint32_t payload_max,
+               struct kt_seal *rx)
+{
+    memset(r, 0, sizeof(*r));
+    r->hdr_max = hdr_max;
+    r->payload_max = payload_max;
+    r->rx = rx;
+}
+
+void
+kt_reader_free(struct kt_reader *r)
+{
+    free(r->buf);
+    r->buf = NULL;
+    r->len = r->cap = 0;
+}
+
+/* The most the reader may hold: one largest frame of its stage. */
+static size_t
+reader_limit(const struct kt_reader *r)
+{
+    return KT_WIRE_PREFIX + (size_t)r->hdr_max + r->payload_max +
+           (r->rx && r->rx->on ? MAC_LINE : 0);
+}
+
+int
+kt_reader_room(struct kt_reader *r, unsigned char **p, size_t *n)
+{
+    size_t limit = reader_limit(r), want = 65536, cap;
+    unsigned char *nb;
+
+    *p = NULL;
+    *n = 0;
+    if (r->len >= limit)
+        return KT_ETOOBIG;
+    if (want > limit - r->len)
+        want = limit - r->len;
+    if (r->cap - r->len < want) {
+        cap = r->cap ? r->cap : want;
+        while (cap - r->len < want)
+            cap *= 2;
+        if (cap > limit)
+            cap = limit;
+        /* No abort on out-of-memory: the caller drops this peer. */
+        nb = realloc(r->buf, cap);
+        if (nb == NULL)
+            return KT_ENOMEM;
+        r->buf = nb;
+        r->cap = cap;
+    }
+    *p = r->buf + r->len;
+    *n = r->cap - r->len;
+    return 0;
+}
+
+void
+kt_reader_commit(struct kt_reader *r, size_t n)
+{
+    r->len += n;
+}
+
+int
+kt_reader_next(struct kt_reader *r, struct kt_msg *m, char *err,
+               size_t errlen)
+{
+    uint32_t hlen, plen;
+    size_t used;
+    int rc;
+
+    if (r->len >= KT_WIRE_PREFIX &&
+        kt_wire_prefix(r->buf, &hlen, &plen, NULL, 0) == 0 &&
+        (hlen > r->hdr_max + (r->rx && r->rx->on ? MAC_LINE : 0) ||
+         plen > r->payload_max))
+        return kt_seterr(err, errlen, KT_ETOOBIG,
+                         "frame of %u header + %u payload bytes above this "
+                         "stage's limit (%u + %u)",
+                         hlen, plen, r->hdr_max, r->payload_max);
+    rc = kt_wire_take_sealed(r->buf, r->len, &used, m, r->rx, err, errlen);
+    if (rc <= 0)
+        return rc;
+    memmove(r->buf, r->buf + used, r->len - used);
+    r->len -= used;
+    /* Keep big buffers from lingering after a large payload. */
+    if (r->len == 0 && r->cap > (1u << 20))
+        kt_reader_free(r);
+    return 1;
+}

@@ -153,6 +153,29 @@ int kt_wire_take_sealed(const unsigned char *buf, size_t len, size_t *used,
 int kt_wire_send_sealed(int fd, const struct kt_msg *m, struct kt_seal *tx);
 int kt_wire_recv_sealed(int fd, struct kt_msg *m, struct kt_seal *rx,
                         int timeout_ms, char *err, size_t errlen);
+/* The incremental frame reader of both sides (and of the fuzz target):
+ * bytes are appended as they arrive and frames are taken once complete.
+ * A frame over the stage's limits (hdr_max, payload_max; before
+ * authentication 4 KiB and 0) is refused on its prefix, before any more of
+ * it is buffered, and the buffer never holds more than one such frame. */
+struct kt_reader {
+    unsigned char *buf;
+    size_t len, cap;
+    uint32_t hdr_max, payload_max;
+    struct kt_seal *rx; /* frames are opened with it once it is on */
+};
+void kt_reader_init(struct kt_reader *r, uint32_t hdr_max,
+                    uint32_t payload_max, struct kt_seal *rx);
+void kt_reader_free(struct kt_reader *r);
+/* Space for the next read at *p (*n bytes); KT_ENOMEM when it cannot grow
+ * (no abort), KT_ETOOBIG when already full. */
+int kt_reader_room(struct kt_reader *r, unsigned char **p, size_t *n);
+void kt_reader_commit(struct kt_reader *r, size_t n);
+/* 1 with the next message in m, 0 when more bytes are needed, <0 on a
+ * malformed, oversized or unauthentic frame (err says which). */
+int kt_reader_next(struct kt_reader *r, struct kt_msg *m, char *err,
+                   size_t errlen);
+
 /* The peer side of the handshake on a connected fd: answers the challenge
  * with 'hello' (the caller's fields plus proto, kind, nonce and mac), and
  * accepts only a 'welcome' that proves the token.  Returns 0 with the
