@@ -13,15 +13,6 @@
 #define MAC_LINE 69 /* "mac=" + 64 hex + "\n" */
 
 static void
-put_be32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static void
 frame_tag(const struct kt_seal *s, const unsigned char *hdr, uint32_t hlen,
           const unsigned char *payload, uint32_t plen, char out[65])
 {
@@ -33,8 +24,8 @@ frame_tag(const struct kt_seal *s, const unsigned char *hdr, uint32_t hlen,
 
     for (i = 0; i < 8; i++)
         pre[i] = (unsigned char)(s->seq >> (56 - 8 * i));
-    put_be32(pre + 8, hlen);
-    put_be32(pre + 12, plen);
+    kt_put_be32(pre + 8, hlen);
+    kt_put_be32(pre + 12, plen);
     parts[0] = pre;
     lens[0] = sizeof(pre);
     parts[1] = hdr;
@@ -83,7 +74,7 @@ kt_msg_encode_sealed(const struct kt_msg *m, struct kt_seal *tx,
               p + KT_WIRE_PREFIX + hlen, (uint32_t)m->payload_len, tag);
     tx->seq++;
     memcpy(pre, p, 4);
-    put_be32(pre + 4, hlen + MAC_LINE);
+    kt_put_be32(pre + 4, hlen + MAC_LINE);
     memcpy(pre + 8, p + 8, 4);
     kt_buf_put(out, pre, sizeof(pre));
     kt_buf_put(out, p + KT_WIRE_PREFIX, hlen);

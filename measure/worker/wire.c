@@ -203,8 +203,8 @@ kt_msg_get_double(const struct kt_msg *m, const char *k, int required,
     return 0;
 }
 
-static void
-put_be32(unsigned char *p, uint32_t v)
+void
+kt_put_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -244,8 +244,8 @@ kt_msg_encode(const struct kt_msg *m, struct kt_buf *out)
         kt_buf_putc(&h, '\n');
     }
     memcpy(pre, KT_WIRE_MAGIC, 4);
-    put_be32(pre + 4, (uint32_t)h.len);
-    put_be32(pre + 8, (uint32_t)m->payload_len);
+    kt_put_be32(pre + 4, (uint32_t)h.len);
+    kt_put_be32(pre + 8, (uint32_t)m->payload_len);
     kt_buf_put(out, pre, sizeof(pre));
     kt_buf_put(out, h.p, h.len);
     if (m->payload_len)

@@ -63,6 +63,8 @@ int kt_msg_get_double(const struct kt_msg *m, const char *k, int required,
                       double def, double lo, double hi, double *out,
                       char *err, size_t errlen);
 
+/* Writes v big-endian into p[0..3]. */
+void kt_put_be32(unsigned char *p, uint32_t v);
 /* Appends the whole frame (prefix, header, payload) to out. */
 void kt_msg_encode(const struct kt_msg *m, struct kt_buf *out);
 /* Validates a 12-byte prefix: magic and both limits.  KT_EPROTO/KT_ETOOBIG
