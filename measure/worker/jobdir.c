@@ -43,7 +43,7 @@ kt_rm_tree(const char *dir)
 }
 
 struct ref_file {
-    char name[128];
+    char name[256]; /* a d_name */
     off_t size;
     double used; /* mtime: the runner touches a file when it reads it */
 };
