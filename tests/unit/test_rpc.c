@@ -9,12 +9,14 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "measure/worker/worker.h"
@@ -520,6 +522,45 @@ test_rpc_token_file(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The reference cache is trimmed to its cap by removing the least
+ * recently used files (mtime, which the runner touches on a read); other
+ * files are not its business. */
+static void
+test_rpc_ref_cache_lru(void **state)
+{
+    static const char *const names[] = {"ref-old", "ref-mid", "ref-new",
+                                        "job7"};
+    char dir[] = "/tmp/kt-test-refs.XXXXXX", path[80], blob[1000];
+    struct timespec ts[2];
+    size_t i;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    memset(blob, 'r', sizeof(blob));
+    for (i = 0; i < KT_ARRAY_LEN(names); i++) {
+        FILE *f;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fwrite(blob, 1, sizeof(blob), f);
+        fclose(f);
+        ts[0].tv_sec = ts[1].tv_sec = 1000000 + (time_t)i * 100;
+        ts[0].tv_nsec = ts[1].tv_nsec = 0;
+        assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    }
+    assert_int_equal(kt_ref_cache_trim(dir, 3000), 0);
+    assert_int_equal(kt_ref_cache_trim(dir, 2500), 1);
+    snprintf(path, sizeof(path), "%s/ref-old", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof(path), "%s/ref-mid", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(kt_ref_cache_trim(dir, 0), 2);
+    snprintf(path, sizeof(path), "%s/job7", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    kt_rm_tree(dir);
+    assert_int_not_equal(access(dir, F_OK), 0);
+}
+
 int
 main(void)
 {
@@ -528,6 +569,7 @@ main(void)
         cmocka_unit_test(test_rpc_auth_proofs),
         cmocka_unit_test(test_rpc_session_seal),
         cmocka_unit_test(test_rpc_token_file),
+        cmocka_unit_test(test_rpc_ref_cache_lru),
         cmocka_unit_test(test_rpc_msg_roundtrip),
         cmocka_unit_test(test_rpc_decode_rejects),
         cmocka_unit_test(test_rpc_msg_numbers),

@@ -764,9 +764,13 @@ test_security_tokens_bound_to_keys(void **state)
     o.key_tokens = kt;
     o.nkey_tokens = 1;
     e = env_new(&o);
+    /* A KERNTUNE_TOKEN the daemon was started with is replaced for its
+     * local workers, not shadowed by a second entry. */
+    setenv("KERNTUNE_TOKEN", "stale-token", 1);
     if (kt_tracker_spawn_local(e->t, 1, e->rpc, "local", "build,run", err,
                                sizeof(err)) < 0)
         fail_msg("%s", err);
+    unsetenv("KERNTUNE_TOKEN");
     wait_workers(e, "local", 1);
     assert_int_equal(try_join(e, "board", TOKEN), 1);
     assert_int_equal(try_join(e, "local", TOKEN), 0);
