@@ -61,6 +61,7 @@ SUPPORT_SRCS := $(wildcard tests/support/*.c)
 SUPPORT_OBJS := $(SUPPORT_SRCS:%.c=$(BUILD)/%.o)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+BENCH_HELPERS := $(BUILD)/bench/baseline.o
 
 .PHONY: all test unit unit-asan integ integ-asan test-long bench fuzz install deps clean \
         valgrind format-check
@@ -95,9 +96,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -lcmocka $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(SUPPORT_OBJS) $(LIB)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_HELPERS) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -lopenblas $(LDLIBS) -o $@
+
+$(BUILD)/bench/suite_time: $(BUILD)/bench/suite_time.o $(BUILD)/bench/suite_dnnl.o \
+                           $(BENCH_HELPERS) $(SUPPORT_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) $^ -lopenblas -ldnnl -lgomp $(LDLIBS) -o $@
 
 # Unit tests: each binary is a cmocka group; KT_TEST_LEVEL picks the sweep size.
 unit: all $(UNIT_BINS)
@@ -132,6 +137,14 @@ bench: OPT := -O3 -march=native
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 
+# Every task of bench/suite/ tuned on a fresh database, then timed against
+# OpenBLAS, oneDNN and the FMA peak (docs/performance.md).  SUITE_FLAGS:
+# e.g. --long (1000 trials), --trials N, --only a,b, --no-tune.
+.PHONY: bench-suite
+bench-suite: OPT := -O3 -march=native
+bench-suite: all $(BUILD)/bench/suite_time
+	sh bench/suite.sh --out $(BUILD)/bench-suite $(SUITE_FLAGS)
+
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 60
 fuzz:
@@ -146,8 +159,12 @@ install: all
 	install -m 644 $(wildcard docs/*.md) README.md $(DESTDIR)$(PREFIX)/share/doc/kerntune/
 	$(if $(wildcard dist/systemd/*),install -m 644 $(wildcard dist/systemd/*) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
 
+# Every C file of the tree against .clang-format (programs, tests and
+# benchmarks too).
+FORMAT_SRCS := $(wildcard $(addsuffix /*.c,$(MODULES)) $(addsuffix /*.h,$(MODULES)) \
+               tests/unit/*.[ch] tests/support/*.[ch] tests/fuzz/*.c bench/*.c)
 format-check:
-	clang-format --dry-run --Werror $(LIB_SRCS) $(wildcard */*.h measure/worker/*.h)
+	clang-format --dry-run --Werror $(FORMAT_SRCS)
 
 clean:
 	rm -rf build

@@ -1,4 +1,4 @@
-/* bench_baselines.c - the baselines of TARGETS.md measured on this machine
+/* bench_baselines.c - the baselines of docs/design.md section 6 measured on this machine
  * in one run, for comparison with what kerntune finds:
  *   conv2d 3x3, 64->64, 56x56, pad 1, +bias+relu: im2col + OpenBLAS sgemm
  *   dense 1x2048 -> 1000 +bias (a GEMV): OpenBLAS sgemv
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/baseline.h"
 #include "ir/ir.h"
 #include "storage/storage.h"
 
@@ -22,59 +23,24 @@ enum { C = 64, K = 64, H = 56, W = 56, R = 3, P = 1 };
 enum { DN = 1000, DK = 2048 };
 
 static float *in, *wt, *bias, *col, *out, *x, *dw, *y;
+static struct kt_conv2d_params cp = {.N = 1, .C = C, .H = H, .W = W, .K = K, .R = R, .S = R,
+                                     .stride_h = 1, .stride_w = 1, .pad_h = P, .pad_w = P,
+                                     .dilation_h = 1, .dilation_w = 1, .groups = 1,
+                                     .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
 
 static void
-conv_im2col(void)
+conv_im2col(void *arg)
 {
-    int c, r, s, yy, xx, k;
-
-    /* col[(c*R + r)*R + s][y*W + x] = padded input */
-    for (c = 0; c < C; c++)
-        for (r = 0; r < R; r++)
-            for (s = 0; s < R; s++) {
-                float *dst = col + (size_t)((c * R + r) * R + s) * H * W;
-                for (yy = 0; yy < H; yy++) {
-                    int iy = yy + r - P;
-                    for (xx = 0; xx < W; xx++) {
-                        int ix = xx + s - P;
-                        dst[yy * W + xx] = iy < 0 || iy >= H || ix < 0 || ix >= W
-                                           ? 0.0f : in[(size_t)(c * H + iy) * W + ix];
-                    }
-                }
-            }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, H * W, C * R * R, 1.0f,
-                wt, C * R * R, col, H * W, 0.0f, out, H * W);
-    for (k = 0; k < K; k++)
-        for (c = 0; c < H * W; c++) {
-            float v = out[(size_t)k * H * W + c] + bias[k];
-            out[(size_t)k * H * W + c] = v > 0 ? v : 0;
-        }
+    (void)arg;
+    kt_bench_conv_im2col(&cp, in, wt, bias, col, out);
 }
 
 static void
-dense_gemv(void)
+dense_gemv(void *arg)
 {
-    int i;
-
+    (void)arg;
     cblas_sgemv(CblasRowMajor, CblasNoTrans, DN, DK, 1.0f, dw, DK, x, 1, 0.0f, y, 1);
-    for (i = 0; i < DN; i++)
-        y[i] += bias[i];
-}
-
-static double
-best_of(void (*f)(void), int reps)
-{
-    double best = 1e30;
-    int i;
-
-    f();
-    for (i = 0; i < reps; i++) {
-        double t0 = kt_now();
-        f();
-        if (kt_now() - t0 < best)
-            best = kt_now() - t0;
-    }
-    return best;
+    kt_bench_epilogue(y, 1, DN, bias, 0, 0);
 }
 
 /* Best stored cost (seconds) of the workload of d, or 0. */
@@ -106,10 +72,6 @@ int
 main(int argc, char **argv)
 {
     const double conv_flops = 2.0 * K * H * W * C * R * R, gemv_flops = 2.0 * DN * DK;
-    struct kt_conv2d_params cp = {.N = 1, .C = C, .H = H, .W = W, .K = K, .R = R, .S = R,
-                                  .stride_h = 1, .stride_w = 1, .pad_h = P, .pad_w = P,
-                                  .dilation_h = 1, .dilation_w = 1, .groups = 1,
-                                  .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
     struct kt_op_def conv_def, dense_def;
     const char *db = argc > 1 ? argv[1] : NULL;
     double tc[3], tg[3], kc, kg;
@@ -135,10 +97,10 @@ main(int argc, char **argv)
         dw[i] = (float)(i % 11) / 11.0f - 0.5f;
     for (t = 1; t <= 2; t++) {
         openblas_set_num_threads(t);
-        tc[t] = best_of(conv_im2col, 20);
-        tg[t] = best_of(dense_gemv, 200);
+        tc[t] = kt_bench_time(conv_im2col, NULL, 20);
+        tg[t] = kt_bench_time(dense_gemv, NULL, 20);
     }
-    printf("baselines (best of repeated runs, this machine, this run)\n");
+    printf("baselines (best of 20 timed batches, this machine, this run)\n");
     for (t = 1; t <= 2; t++) {
         printf("%dT conv2d 3x3 64->64 56x56 +bias+relu, im2col + OpenBLAS sgemm: %7.1f GFLOPS (%.3f ms)\n",
                t, conv_flops / tc[t] / 1e9, tc[t] * 1e3);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/baseline.h"
 #include "tests/support/ktt.h"
 
 #define N 1024
@@ -15,23 +16,6 @@
 void openblas_set_num_threads(int);
 
 typedef void (*kfn)(float *const *);
-
-static double
-best_time(void (*run)(void *), void *arg, int reps)
-{
-    double best = 1e30;
-    int i;
-
-    run(arg);  /* warm-up */
-    for (i = 0; i < reps; i++) {
-        double t0 = kt_now();
-        run(arg);
-        double t = kt_now() - t0;
-        if (t < best)
-            best = t;
-    }
-    return best;
-}
 
 static float *A, *B, *C;
 
@@ -141,7 +125,7 @@ main(void)
 
     for (threads = 1; threads <= 2; threads++) {
         openblas_set_num_threads(threads);
-        tb[threads] = best_time(run_blas, NULL, 10);
+        tb[threads] = kt_bench_time(run_blas, NULL, 10);
         for (t = 0; t < (int)KT_ARRAY_LEN(tiles); t++) {
             struct kt_state *st = kt_state_new(dag);
             struct kt_buf b;
@@ -162,7 +146,7 @@ main(void)
             }
             ((void (*)(int))dlsym(h, "kt_set_threads"))(threads);
             cur_kernel = (kfn)dlsym(h, "kt_kernel");
-            tt = best_time(run_kernel, NULL, 10);
+            tt = kt_bench_time(run_kernel, NULL, 10);
             printf("  %dT kerntune tile i%d j%d k%d: %6.1f GFLOPS\n", threads,
                    tiles[t][0], tiles[t][1], tiles[t][2], flops / tt / 1e9);
             if (tt < tk[threads]) {
@@ -172,8 +156,8 @@ main(void)
             }
         }
     }
-    tn = best_time(run_naive, NULL, 1);
-    printf("\n1024x1024x1024 fp32 GEMM (best of 10 runs each, measured in this run)\n");
+    tn = kt_bench_time(run_naive, NULL, 1);
+    printf("\n1024x1024x1024 fp32 GEMM (best of 10 timed batches each, measured in this run)\n");
     printf("%-28s %10s %10s\n", "", "GFLOPS", "vs OpenBLAS");
     for (threads = 1; threads <= 2; threads++) {
         printf("%dT OpenBLAS cblas_sgemm     %10.1f %10.2fx\n", threads,

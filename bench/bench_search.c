@@ -1,4 +1,4 @@
-/* bench_search.c - one search round on the conv2d task of TARGETS.md
+/* bench_search.c - one search round on the conv2d task of docs/design.md section 6
  * (3x3, 64->64, 56x56, pad 1, +bias+relu): population 2048, 4 GA
  * iterations, scored by an XGBoost model (trained first on 512 of the
  * task's own candidates labelled with the roofline pre-score, since no

@@ -288,3 +288,65 @@ kt_seterr(char *err, size_t len, int code, const char *fmt, ...)
     }
     return code;
 }
+
+int
+kt_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    const char *p = s;
+    int neg = 0;
+    uint64_t v = 0, limit;
+
+    if (s == NULL)
+        return KT_EINVAL;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (*p == '\0')
+        return KT_EINVAL;
+    limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; *p != '\0'; p++) {
+        unsigned d;
+        if (*p < '0' || *p > '9')
+            return KT_EINVAL;
+        d = (unsigned)(*p - '0');
+        if (v > (limit - d) / 10)
+            return KT_EINVAL;
+        v = v * 10 + d;
+    }
+    {
+        int64_t x = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v)
+                        : (int64_t)v;
+        if (x < min || x > max)
+            return KT_EINVAL;
+        *out = x;
+    }
+    return KT_OK;
+}
+
+int
+kt_hash_parse(const char *hex, uint64_t *out)
+{
+    uint64_t v = 0;
+    int i;
+
+    if (hex == NULL)
+        return KT_EINVAL;
+    for (i = 0; i < 16; i++) {
+        char c = hex[i];
+        unsigned d;
+        if (c >= '0' && c <= '9')
+            d = (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            d = (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            d = (unsigned)(c - 'A' + 10);
+        else
+            return KT_EINVAL;
+        v = v << 4 | d;
+    }
+    if (hex[16] != '\0')
+        return KT_EINVAL;
+    *out = v;
+    return KT_OK;
+}

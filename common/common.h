@@ -132,6 +132,39 @@ _Noreturn void kt_fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 
 int kt_seterr(char *err, size_t len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* HOST:PORT (common/hostport.c): "host:port" or "[v6addr]:port"; the host
+ * non-empty and shorter than hostlen, the port decimal digits in
+ * [0, 65535].  KT_EINVAL / KT_ETOOBIG with a message quoting s. */
+int kt_hostport_parse(const char *s, char *host, size_t hostlen, int *port,
+                      char *err, size_t errlen);
+
+/* Strict decimal integer: the whole of s (an optional '-' then digits, no
+ * spaces) in [min, max].  KT_EINVAL otherwise, *out untouched. */
+int kt_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* The one conversion of a schedule or workload hash: exactly 16 hex digits
+ * (as kt_hash_hex writes them) to its value.  KT_EINVAL otherwise. */
+int kt_hash_parse(const char *hex, uint64_t *out);
+
+/* Scrambles the bits of k (murmur3's finaliser): a slot index for open
+ * addressing from a value whose low bits may repeat. */
+uint64_t kt_hash_mix(uint64_t k);
+
+/* A set of 64-bit values (hashes): open addressing, grows as needed; the
+ * value 0 is kept aside.  Zero-initialised (or kt_u64set_init) is empty. */
+struct kt_u64set {
+    uint64_t *v;
+    size_t cap, n;
+    int has_zero;
+};
+void kt_u64set_init(struct kt_u64set *s);
+void kt_u64set_free(struct kt_u64set *s);
+int kt_u64set_has(const struct kt_u64set *s, uint64_t k);
+/* 1 if k was added, 0 if it was there. */
+int kt_u64set_add(struct kt_u64set *s, uint64_t k);
+/* Number of values held. */
+size_t kt_u64set_count(const struct kt_u64set *s);
+
 #define KT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif /* KT_COMMON_H */

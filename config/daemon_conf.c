@@ -7,54 +7,6 @@
 #include <string.h>
 
 /* Splits "HOST:PORT" or "[v6]:PORT"; returns 0 or a message in why. */
-static int
-split_listen(const char *s, char **host, int *port, const char **why)
-{
-    const char *colon;
-    char *end;
-    long p;
-    size_t hl;
-
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (rb == NULL || rb[1] != ':') {
-            *why = "expected [ADDRESS]:PORT";
-            return -1;
-        }
-        colon = rb + 1;
-        hl = (size_t)(rb - s - 1);
-        s++;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL) {
-            *why = "expected HOST:PORT";
-            return -1;
-        }
-        if (strchr(s, ':') != colon) {
-            *why = "an IPv6 address must be written [ADDRESS]:PORT";
-            return -1;
-        }
-        hl = (size_t)(colon - s);
-    }
-    if (hl == 0) {
-        *why = "the host is empty (use 0.0.0.0 for every interface)";
-        return -1;
-    }
-    errno = 0;
-    p = strtol(colon + 1, &end, 10);
-    /* Port 0 picks a free port: only local workers can find it then. */
-    if (colon[1] == '\0' || *end != '\0' || errno != 0 || p < 0 ||
-        p > 65535) {
-        *why = "the port must be a number from 0 to 65535";
-        return -1;
-    }
-    *host = kt_xmalloc(hl + 1);
-    memcpy(*host, s, hl);
-    (*host)[hl] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 int
 kt_daemon_conf_parse(const char *path, const char *text,
                      struct kt_daemon_conf **out, char *err, size_t errlen)
@@ -64,7 +16,7 @@ kt_daemon_conf_parse(const char *path, const char *text,
                                         "model_dir", "control_socket"};
     struct kt_daemon_conf *d;
     struct kt__jdoc doc;
-    const char *why = NULL;
+    char why[256];
     size_t i;
     int rc;
 
@@ -78,10 +30,13 @@ kt_daemon_conf_parse(const char *path, const char *text,
     rc = kt__keys_read(&doc, doc.root, "", tabs, 1, d);
     if (rc < 0)
         goto fail;
-    if (split_listen(d->listen, &d->listen_host, &d->listen_port, &why) < 0) {
+    /* Port 0 picks a free port: only local workers can find it then. */
+    d->listen_host = kt_xmalloc(strlen(d->listen) + 1);
+    if (kt_hostport_parse(d->listen, d->listen_host, strlen(d->listen) + 1,
+                          &d->listen_port, why, sizeof(why)) != KT_OK) {
         rc = kt__jerr(&doc, cJSON_GetObjectItemCaseSensitive(doc.root,
                                                              "listen"),
-                      "listen", "\"%s\": %s", d->listen, why);
+                      "listen", "%s", why);
         goto fail;
     }
     for (i = 0; i < KT_ARRAY_LEN(paths); i++) {

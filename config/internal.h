@@ -103,4 +103,7 @@ extern const struct kt__keytab kt__tab_layer_common;
 extern const struct kt__keytab kt__tab_layer[KT_LAYER_NOPS];
 extern const char *const kt__layer_ops[KT_LAYER_NOPS + 1];
 
+/* Names of enum kt_policy, NULL-terminated (keys.c). */
+extern const char *const kt__policy_names[];
+
 #endif /* KT_CONFIG_INTERNAL_H */

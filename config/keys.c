@@ -59,8 +59,9 @@ static const struct kt__key target_keys[] = {
 };
 
 static const char *const strategies[] = {"gradient", "round-robin", NULL};
-static const char *const policies[] = {"sketch.xgb", "sketch.random",
-                                       "random", NULL};
+/* enum kt_policy order; the one table of policy names */
+const char *const kt__policy_names[] = {"sketch.xgb", "sketch.random", "random",
+                                        NULL};
 
 static const struct kt__key tuning_keys[] = {
     {"trials", KT_K_INT, offsetof(struct kt_tuning_conf, trials), 1, 1e9,
@@ -73,7 +74,7 @@ static const struct kt__key tuning_keys[] = {
      "\"gradient\"", strategies, "Task scheduler: Ansor's gradient strategy "
      "or round-robin."},
     {"policy", KT_K_ENUM, offsetof(struct kt_tuning_conf, policy), NOLIM,
-     "\"sketch.xgb\"", policies, "Search policy: sketches + evolutionary "
+     "\"sketch.xgb\"", kt__policy_names, "Search policy: sketches + evolutionary "
      "search scored by XGBoost, the same with a random model, or plain "
      "random sampling."},
     {"early_stopping", KT_K_INT, offsetof(struct kt_tuning_conf,
@@ -299,9 +300,10 @@ static const struct kt__key daemon_keys[] = {
     {"control_socket", KT_K_STR, D(control_socket), NOLIM,
      "\"/run/kerntune/control.sock\"", NULL, "Unix socket used by the "
      "kerntune CLI."},
-    {"worker_path", KT_K_STR, D(worker_path), NOLIM, "\"kerntune-rpc\"", NULL,
-     "The worker program started for local workers (looked up in PATH "
-     "when it has no '/')."},
+    {"worker_path", KT_K_STR, D(worker_path), NOLIM, "null", NULL,
+     "The worker program started for local workers; null: kerntune-rpc "
+     "next to kerntuned, else in PATH (as `kerntune tune`); a name without "
+     "'/' is looked up in PATH."},
     {"local_worker_key", KT_K_STR, D(local_worker_key), NOLIM, "\"local\"",
      NULL, "Key of the local workers."},
     {"local_workers", KT_K_INT, D(local_workers), 0, 16, "1", NULL,
@@ -469,13 +471,163 @@ read_enum(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
 }
 
 static int
+read_str(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+         const char *path, char **f)
+{
+    if (cJSON_IsNull(v) && k->def != NULL && strcmp(k->def, "null") == 0)
+        return 0;
+    if (!cJSON_IsString(v))
+        return kt__jerr(doc, v, path, "must be a string (got %s)", type_name(v));
+    if (v->valuestring[0] == '\0')
+        return kt__jerr(doc, v, path, "must not be empty");
+    if (k->enums != NULL) {
+        int dummy, rc = read_enum(doc, k, v, path, &dummy);
+        if (rc < 0)
+            return rc;
+    }
+    free(*f);
+    *f = kt_xstrdup(v->valuestring);
+    return 0;
+}
+
+/* A string or an array of strings. */
+static int
+read_strlist(struct kt__jdoc *doc, const cJSON *v, const char *path,
+             struct kt_strlist *l)
+{
+    char sub[700];
+    const cJSON *c;
+    int i = 0;
+
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v))
+        return kt__jerr(doc, v, path, "must be an array of strings (got "
+                        "%s)", type_name(v));
+    if (cJSON_IsArray(v)) {
+        cJSON_ArrayForEach(c, v) {
+            if (!cJSON_IsString(c)) {
+                snprintf(sub, sizeof(sub), "%s[%d]", path, i);
+                return kt__jerr(doc, c, sub, "must be a string (got %s)",
+                                type_name(c));
+            }
+            i++;
+        }
+    }
+    for (i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    if (cJSON_IsString(v)) {
+        l->n = 1;
+        l->v = kt_xcalloc(2, sizeof(char *));
+        l->v[0] = kt_xstrdup(v->valuestring);
+        return 0;
+    }
+    l->n = cJSON_GetArraySize(v);
+    l->v = kt_xcalloc((size_t)l->n + 1, sizeof(char *));
+    i = 0;
+    cJSON_ArrayForEach(c, v) l->v[i++] = kt_xstrdup(c->valuestring);
+    return 0;
+}
+
+/* The elements of array v, each an integer in k's range, into out. */
+static int
+read_ints(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+          const char *path, int64_t *out)
+{
+    char sub[700];
+    const cJSON *c;
+    int rc, i = 0;
+
+    cJSON_ArrayForEach(c, v) {
+        snprintf(sub, sizeof(sub), "%s[%d]", path, i);
+        rc = check_num(doc, k, c, sub, 1);
+        if (rc < 0)
+            return rc;
+        out[i++] = (int64_t)c->valuedouble;
+    }
+    return 0;
+}
+
+/* An integer for both directions, or [h, w]. */
+static int
+read_pair(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+          const char *path, int64_t *p)
+{
+    int rc;
+
+    if (cJSON_IsNumber(v)) {
+        rc = check_num(doc, k, v, path, 1);
+        if (rc == 0)
+            p[0] = p[1] = (int64_t)v->valuedouble;
+        return rc;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+        return kt__jerr(doc, v, path, "must be an integer or [h, w] "
+                        "(got %s)", type_name(v));
+    return read_ints(doc, k, v, path, p);
+}
+
+/* ["bias"], ["relu"] or ["bias", "relu"] as bits 1 and 2. */
+static int
+read_epilogue(struct kt__jdoc *doc, const cJSON *v, const char *path, int *out)
+{
+    char sub[700];
+    const cJSON *c;
+    int bits = 0, i = 0;
+
+    if (!cJSON_IsArray(v))
+        return kt__jerr(doc, v, path, "must be an array such as "
+                        "[\"bias\", \"relu\"] (got %s)", type_name(v));
+    cJSON_ArrayForEach(c, v) {
+        snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
+        if (!cJSON_IsString(c))
+            return kt__jerr(doc, c, sub, "must be \"bias\" or \"relu\" "
+                            "(got %s)", type_name(c));
+        if (strcmp(c->valuestring, "bias") == 0) {
+            if (bits != 0)
+                return kt__jerr(doc, c, sub, "\"bias\" must come first "
+                                "and only once");
+            bits |= 1;
+        } else if (strcmp(c->valuestring, "relu") == 0) {
+            if (bits & 2)
+                return kt__jerr(doc, c, sub, "\"relu\" given twice");
+            bits |= 2;
+        } else {
+            return kt__jerr(doc, c, sub, "unknown epilogue \"%s\" "
+                            "(supported: \"bias\", \"relu\")",
+                            c->valuestring);
+        }
+    }
+    *out = bits;
+    return 0;
+}
+
+/* A layer's shape: 1 to 4 dimensions into kt_layer.shape, the count in n. */
+static int
+read_shape(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
+           const char *path, void *base, int *n)
+{
+    int64_t *d = (int64_t *)(void *)((char *)base + offsetof(struct kt_layer, shape));
+    int cnt = cJSON_GetArraySize(v), rc;
+
+    if (!cJSON_IsArray(v) || cnt < 1 || cnt > 4) {
+        if (cJSON_IsArray(v))
+            return kt__jerr(doc, v, path, "must have 1 to 4 dimensions "
+                            "(got %d)", cnt);
+        return kt__jerr(doc, v, path, "must be an array of 1 to 4 "
+                        "dimensions (got %s)", type_name(v));
+    }
+    rc = read_ints(doc, k, v, path, d);
+    if (rc == 0)
+        *n = cnt;
+    return rc;
+}
+
+static int
 read_value(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
            const char *path, void *base)
 {
     char *f = (char *)base + k->off;
-    char sub[700];
-    const cJSON *c;
-    int rc, i;
+    int rc;
 
     switch (k->type) {
     case KT_K_INT:
@@ -495,130 +647,17 @@ read_value(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
         *(int *)(void *)f = cJSON_IsTrue(v);
         return 0;
     case KT_K_STR:
-        if (cJSON_IsNull(v) && k->def != NULL && strcmp(k->def, "null") == 0)
-            return 0;
-        if (!cJSON_IsString(v))
-            return kt__jerr(doc, v, path, "must be a string (got %s)",
-                            type_name(v));
-        if (v->valuestring[0] == '\0')
-            return kt__jerr(doc, v, path, "must not be empty");
-        if (k->enums != NULL) {
-            int dummy;
-            rc = read_enum(doc, k, v, path, &dummy);
-            if (rc < 0)
-                return rc;
-        }
-        free(*(char **)(void *)f);
-        *(char **)(void *)f = kt_xstrdup(v->valuestring);
-        return 0;
+        return read_str(doc, k, v, path, (char **)(void *)f);
     case KT_K_ENUM:
         return read_enum(doc, k, v, path, (int *)(void *)f);
-    case KT_K_STRLIST: {
-        struct kt_strlist *l = (struct kt_strlist *)(void *)f;
-        if (!cJSON_IsString(v) && !cJSON_IsArray(v))
-            return kt__jerr(doc, v, path, "must be an array of strings (got "
-                            "%s)", type_name(v));
-        i = 0;
-        if (cJSON_IsArray(v)) {
-            cJSON_ArrayForEach(c, v) {
-                if (!cJSON_IsString(c)) {
-                    snprintf(sub, sizeof(sub), "%s[%d]", path, i);
-                    return kt__jerr(doc, c, sub, "must be a string (got %s)",
-                                    type_name(c));
-                }
-                i++;
-            }
-        }
-        for (i = 0; i < l->n; i++)
-            free(l->v[i]);
-        free(l->v);
-        if (cJSON_IsString(v)) {
-            l->n = 1;
-            l->v = kt_xcalloc(2, sizeof(char *));
-            l->v[0] = kt_xstrdup(v->valuestring);
-            return 0;
-        }
-        l->n = cJSON_GetArraySize(v);
-        l->v = kt_xcalloc((size_t)l->n + 1, sizeof(char *));
-        i = 0;
-        cJSON_ArrayForEach(c, v) l->v[i++] = kt_xstrdup(c->valuestring);
-        return 0;
-    }
-    case KT_K_PAIR: {
-        int64_t *p = (int64_t *)(void *)f;
-        if (cJSON_IsNumber(v)) {
-            rc = check_num(doc, k, v, path, 1);
-            if (rc == 0)
-                p[0] = p[1] = (int64_t)v->valuedouble;
-            return rc;
-        }
-        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
-            return kt__jerr(doc, v, path, "must be an integer or [h, w] "
-                            "(got %s)", type_name(v));
-        i = 0;
-        cJSON_ArrayForEach(c, v) {
-            snprintf(sub, sizeof(sub), "%s[%d]", path, i);
-            rc = check_num(doc, k, c, sub, 1);
-            if (rc < 0)
-                return rc;
-            p[i++] = (int64_t)c->valuedouble;
-        }
-        return 0;
-    }
-    case KT_K_EPILOGUE: {
-        int bits = 0;
-        if (!cJSON_IsArray(v))
-            return kt__jerr(doc, v, path, "must be an array such as "
-                            "[\"bias\", \"relu\"] (got %s)", type_name(v));
-        i = 0;
-        cJSON_ArrayForEach(c, v) {
-            snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
-            if (!cJSON_IsString(c))
-                return kt__jerr(doc, c, sub, "must be \"bias\" or \"relu\" "
-                                "(got %s)", type_name(c));
-            if (strcmp(c->valuestring, "bias") == 0) {
-                if (bits != 0)
-                    return kt__jerr(doc, c, sub, "\"bias\" must come first "
-                                    "and only once");
-                bits |= 1;
-            } else if (strcmp(c->valuestring, "relu") == 0) {
-                if (bits & 2)
-                    return kt__jerr(doc, c, sub, "\"relu\" given twice");
-                bits |= 2;
-            } else {
-                return kt__jerr(doc, c, sub, "unknown epilogue \"%s\" "
-                                "(supported: \"bias\", \"relu\")",
-                                c->valuestring);
-            }
-        }
-        *(int *)(void *)f = bits;
-        return 0;
-    }
-    case KT_K_SHAPE: {
-        int *n = (int *)(void *)f;
-        int64_t *d = (int64_t *)(void *)((char *)base + offsetof(struct
-                                                                 kt_layer,
-                                                                 shape));
-        int cnt = cJSON_GetArraySize(v);
-        if (!cJSON_IsArray(v) || cnt < 1 || cnt > 4)
-        {
-            if (cJSON_IsArray(v))
-                return kt__jerr(doc, v, path, "must have 1 to 4 dimensions "
-                                "(got %d)", cnt);
-            return kt__jerr(doc, v, path, "must be an array of 1 to 4 "
-                            "dimensions (got %s)", type_name(v));
-        }
-        i = 0;
-        cJSON_ArrayForEach(c, v) {
-            snprintf(sub, sizeof(sub), "%s[%d]", path, i);
-            rc = check_num(doc, k, c, sub, 1);
-            if (rc < 0)
-                return rc;
-            d[i++] = (int64_t)c->valuedouble;
-        }
-        *n = cnt;
-        return 0;
-    }
+    case KT_K_STRLIST:
+        return read_strlist(doc, v, path, (struct kt_strlist *)(void *)f);
+    case KT_K_PAIR:
+        return read_pair(doc, k, v, path, (int64_t *)(void *)f);
+    case KT_K_EPILOGUE:
+        return read_epilogue(doc, v, path, (int *)(void *)f);
+    case KT_K_SHAPE:
+        return read_shape(doc, k, v, path, base, (int *)(void *)f);
     case KT_K_OBJECT:
         if (!cJSON_IsObject(v))
             return kt__jerr(doc, v, path, "must be an object (got %s)",

@@ -24,11 +24,8 @@ kt_strategy_name(int strategy)
 const char *
 kt_policy_name(int policy)
 {
-    switch (policy) {
-    case KT_POLICY_SKETCH_RANDOM: return "sketch.random";
-    case KT_POLICY_RANDOM: return "random";
-    default: return "sketch.xgb";
-    }
+    return policy >= KT_POLICY_SKETCH_XGB && policy <= KT_POLICY_RANDOM
+               ? kt__policy_names[policy] : "?";
 }
 
 static int

@@ -171,7 +171,7 @@ struct kt_xgb_params {
     const char *tree_method;   /* "hist" (see docs/features.md) */
 };
 
-/* Ansor's hyper-parameters (ANSOR.md 3.1) with nthread 1. */
+/* Ansor's hyper-parameters (docs/features.md, Model) with nthread 1. */
 void kt_xgb_params_default(struct kt_xgb_params *p);
 
 struct kt_xgb_model;           /* opaque */

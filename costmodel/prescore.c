@@ -10,7 +10,7 @@
 void
 kt_machine_default(struct kt_machine *m)
 {
-    /* One Sapphire Rapids VM of TARGETS.md: 2 vCPUs, AVX-512 with two FMA
+    /* The reference VM (docs/design.md section 6): 2 vCPUs, AVX-512 with two FMA
      * ports, ~2 GHz sustained; bandwidths are rough per-core figures. */
     m->cores = 2;
     m->vector_lanes = 16;

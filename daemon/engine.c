@@ -1,5 +1,6 @@
-/* engine.c - rounds of a job on the loop thread: search, submit, commit,
- * apply (see engine.h; jobs start in engine_start.c). */
+/* engine.c - rounds of a job on the loop thread: training, ending, search
+ * and submit (see engine.h; measured batches are committed and applied in
+ * engine_results.c, jobs start in engine_start.c). */
 #include "daemon/engine_int.h"
 
 #include <math.h>
@@ -42,36 +43,6 @@ kt__job_vector_bytes(const struct kt_job *job)
     return job->cg.vector_bytes;
 }
 
-static uint64_t
-hex_hash(const char *hex)
-{
-    return strtoull(hex, NULL, 16);
-}
-
-static void
-measured_insert(struct kt_task_state *ts, uint64_t h)
-{
-    size_t lo = 0, hi = ts->nmeasured;
-
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ts->measured[mid] < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < ts->nmeasured && ts->measured[lo] == h)
-        return;
-    if (ts->nmeasured == ts->capmeasured) {
-        ts->capmeasured = ts->capmeasured ? ts->capmeasured * 2 : 256;
-        ts->measured = kt_xrealloc(ts->measured, ts->capmeasured * sizeof(uint64_t));
-    }
-    memmove(&ts->measured[lo + 1], &ts->measured[lo],
-            (ts->nmeasured - lo) * sizeof(uint64_t));
-    ts->measured[lo] = h;
-    ts->nmeasured++;
-}
-
 void
 kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task, double cost)
 {
@@ -89,35 +60,52 @@ kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task, double 
 }
 
 static void
+free_cand(struct kt_cand *c)
+{
+    free(c->steps);
+    free(c->config);
+    free(c->source);
+    free(c->preset_text);
+    free(c->rows);
+}
+
+static void
 free_cands(struct kt_cand *c, int n)
 {
     int i;
 
-    for (i = 0; i < n; i++) {
-        free(c[i].config);
-        free(c[i].source);
-        free(c[i].preset_text);
-        free(c[i].rows);
-    }
+    for (i = 0; i < n; i++)
+        free_cand(&c[i]);
     free(c);
 }
 
+void
+kt__feedback_free(struct kt_feedback *f, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        free(f[i].steps);
+    free(f);
+}
+
+/* The result strings of a round's trials, when the round owns them. */
 static void
-free_results(struct kt_result *r, int n)
+free_trial_strings(struct kt_round *r)
 {
     int i, k;
 
-    for (i = 0; i < n; i++) {
-        free(r[i].err_text);
-        free(r[i].worker);
-        for (k = 0; k < r[i].nkvs; k++) {
-            free(r[i].kv_keys[k]);
-            free(r[i].kv_vals[k]);
+    if (!r->owned)
+        return;
+    for (i = 0; i < r->nres; i++) {
+        struct kt_trial *t = &r->trials[i];
+        free((char *)t->err_text);
+        free((char *)t->worker);
+        for (k = 0; k < t->nkvs; k++) {
+            free((char *)t->kvs[k].k);
+            free((char *)t->kvs[k].v);
         }
-        free(r[i].kv_keys);
-        free(r[i].kv_vals);
     }
-    free(r);
 }
 
 static void
@@ -132,8 +120,11 @@ kt__job_round_free(struct kt_round *r)
     if (r == NULL)
         return;
     free_cands(r->c, r->ncand);
-    free_results(r->res, r->nres);
-    free(r->measured);
+    free_trial_strings(r);
+    free(r->trials);
+    free(r->kvs);
+    free(r->costs);
+    kt__feedback_free(r->feedback, r->nfeedback);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);
     free(r);
@@ -174,11 +165,8 @@ kt__job_maybe_end(struct kt_job *job)
         job->end_cb(job->end_arg, job);
 }
 
-static void
-fail_job(struct kt_job *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-fail_job(struct kt_job *job, const char *fmt, ...)
+void
+kt__job_fail(struct kt_job *job, const char *fmt, ...)
 {
     va_list ap;
 
@@ -188,6 +176,18 @@ fail_job(struct kt_job *job, const char *fmt, ...)
     log_err("engine: job %s failed: %s", job->name, job->error);
     job->state = KT_JOB_FAILED;
     kt__job_maybe_end(job);
+}
+
+int
+kt__job_queue_work(struct kt_job *job, uv_work_t *w, uv_work_cb work,
+                   uv_after_work_cb after, char *err, size_t errlen)
+{
+    int rc = uv_queue_work(job->e->o.loop, w, work, after);
+
+    if (rc != 0)
+        snprintf(err, errlen, "cannot queue work on the thread pool: %s",
+                 uv_strerror(rc));
+    return rc;
 }
 
 /* ---- training ----------------------------------------------------------- */
@@ -201,6 +201,7 @@ train_done(uv_work_t *w, int status)
     job->training = NULL;
     if (status == 0 && t->rc == KT_OK) {
         job->model_ready = 1;
+        job->trainings++;
         job->last_train.time_s = t->time_s;
         job->last_train.records = t->nrecs;
         log_debug("engine: job %s: trained on %d records in %.2f s", job->name,
@@ -210,10 +211,12 @@ train_done(uv_work_t *w, int status)
     }
     free(t->recs);
     free(t);
-    if (job->train_again && job->state != KT_JOB_STOPPING) {
-        job->train_again = 0;
-        kt__job_kick(job);
-    }
+    /* Rounds applied while this one trained: train on them too (unless
+     * no round will use the model any more). */
+    if (job->train_again && (job->state == KT_JOB_RUNNING ||
+                             job->state == KT_JOB_PAUSED))
+        kt__job_start_training(job);
+    job->train_again = 0;
     kt__job_maybe_end(job);
     kt__job_kick(job);
 }
@@ -222,6 +225,7 @@ void
 kt__job_start_training(struct kt_job *job)
 {
     struct kt_train_job *t;
+    char err[128];
 
     if (!kt__job_uses_model(job) || job->nrecs == 0)
         return;
@@ -234,182 +238,15 @@ kt__job_start_training(struct kt_job *job)
     t->nrecs = job->nrecs;
     t->recs = kt_xmalloc(sizeof(*t->recs) * (size_t)job->nrecs);
     memcpy(t->recs, job->recs, sizeof(*t->recs) * (size_t)job->nrecs);
+    if (kt__job_queue_work(job, &t->work, kt__engine_train_work, train_done,
+                           err, sizeof(err)) != 0) {
+        free(t->recs);
+        free(t);
+        kt__job_fail(job, "cost-model training: %s", err);
+        return;
+    }
     job->training = t;
     job->train_again = 0;
-    uv_queue_work(job->e->o.loop, &t->work, kt__engine_train_work, train_done);
-}
-
-/* ---- results ------------------------------------------------------------ */
-
-static int
-commit_round(struct kt_job *job, struct kt_round *r, char *err, size_t errlen)
-{
-    struct kt_task *task = &job->tasks.v[r->task];
-    struct kt_task_state *ts = &job->ts[r->task];
-    struct kt_trial *t = kt_xcalloc((size_t)r->nres, sizeof(*t));
-    struct kt_kv *kvs = NULL;
-    int i, k, nkv = 0, rc;
-    double now = kt_wall_now();
-
-    for (i = 0; i < r->nres; i++)
-        nkv += r->res[i].nkvs;
-    kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*kvs));
-    nkv = 0;
-    for (i = 0; i < r->nres; i++) {
-        const struct kt_result *res = &r->res[i];
-        struct kt_trial *tr = &t[i];
-        tr->job_id = job->job_id;
-        tr->task_name = task->name;
-        tr->target = job->target;
-        tr->workload = task->dag->key;
-        tr->workload_hash = task->dag->hash;
-        tr->config = r->c[i].config;
-        tr->sched_hash = r->c[i].hash;
-        tr->err_no = res->err_no;
-        tr->err_text = res->err_no ? res->err_text : NULL;
-        tr->trial_no = ts->next_trial_no + i;
-        tr->cost = res->err_no ? 0 : res->cost;
-        tr->costs = res->costs;
-        tr->ncosts = res->ncosts;
-        tr->worker = res->worker;
-        tr->build_s = res->build_s;
-        tr->run_s = res->run_s;
-        tr->started = r->submitted > 0 ? now - r->measured_s : now;
-        tr->finished = now;
-        tr->kvs = &kvs[nkv];
-        for (k = 0; k < res->nkvs; k++) {
-            kvs[nkv].k = res->kv_keys[k];
-            kvs[nkv].v = res->kv_vals[k];
-            nkv++;
-        }
-        tr->nkvs = res->nkvs;
-    }
-    rc = kt_storage_write_batch(job->e->o.db, t, (size_t)r->nres, NULL, err, errlen);
-    free(kvs);
-    free(t);
-    return rc;
-}
-
-/* The batch is in the database: now its results may be used. */
-static void
-apply_round(struct kt_job *job, struct kt_round *r)
-{
-    struct kt_task_state *ts = &job->ts[r->task];
-    double round_best = KT_SCHED_NO_COST;
-    int i;
-
-    for (i = 0; i < r->nres; i++) {
-        const struct kt_result *res = &r->res[i];
-        struct kt_cand *c = &r->c[i];
-        double cost = res->err_no == 0 ? res->cost : 0;
-        measured_insert(ts, hex_hash(c->hash));
-        ts->trials++;
-        job->trials++;
-        if (res->err_no) {
-            ts->errors++;
-            job->errors++;
-        } else {
-            if (cost < round_best)
-                round_best = cost;
-            if (ts->best_cost <= 0 || cost < ts->best_cost) {
-                ts->best_cost = cost;
-                free(ts->best_config);
-                ts->best_config = kt_xstrdup(c->config);
-            }
-        }
-        if (ts->search != NULL)
-            kt__engine_search_record(ts->search, c->config, cost);
-        if (c->rows != NULL) {
-            kt__job_add_record(job, c->rows, c->nrows, r->task, cost);
-            c->rows = NULL;   /* the record owns them now */
-        }
-    }
-    ts->next_trial_no += r->nres;
-    job->rounds++;
-    kt_task_sched_update(job->sched, r->task, round_best, r->nres);
-    kt__job_log_round(job, r, kt_task_sched_next(job->sched));
-    kt__job_start_training(job);
-}
-
-static void try_commit(struct kt_job *job, struct kt_round *r);
-
-static void
-retry_timer_cb(uv_timer_t *t)
-{
-    struct kt_round *r = t->data;
-
-    try_commit(r->job, r);
-}
-
-static void
-try_commit(struct kt_job *job, struct kt_round *r)
-{
-    char err[512];
-    int rc = commit_round(job, r, err, sizeof(err));
-
-    if (rc != KT_OK) {
-        /* Nothing of the batch was stored; keep it and try again. */
-        uint64_t delay = 200u << (r->retries < 6 ? r->retries : 6);
-        r->retries++;
-        log_warnx("engine: job %s: storing %d trials failed (%s); retry %d in "
-                  "%llu ms", job->name, r->nres, err, r->retries,
-                  (unsigned long long)delay);
-        snprintf(job->error, sizeof(job->error), "storage: %.480s", err);
-        if (r->retry == NULL) {
-            r->retry = kt_xcalloc(1, sizeof(*r->retry));
-            uv_timer_init(job->e->o.loop, r->retry);
-            r->retry->data = r;
-        }
-        uv_timer_start(r->retry, retry_timer_cb, delay, 0);
-        return;
-    }
-    job->error[0] = '\0';
-    apply_round(job, r);
-    job->measuring = NULL;
-    kt__job_round_free(r);
-    kt__job_maybe_end(job);
-    kt__job_kick(job);
-}
-
-static void
-measure_done(void *arg, const struct kt_measure_result *res, int n)
-{
-    struct kt_round *r = arg;
-    struct kt_job *job = r->job;
-    int i, k;
-
-    r->measured_s = kt_now() - r->submitted;
-    job->device_busy_s += r->measured_s;
-    if (job->abandoned) {
-        log_warnx("engine: job %s: %d results of an abandoned batch not stored",
-                  job->name, n);
-        job->measuring = NULL;
-        kt__job_round_free(r);
-        kt__job_maybe_end(job);
-        return;
-    }
-    r->res = kt_xcalloc((size_t)(n ? n : 1), sizeof(*r->res));
-    r->nres = n < r->ncand ? n : r->ncand;
-    for (i = 0; i < r->nres; i++) {
-        struct kt_result *d = &r->res[i];
-        d->err_no = res[i].err_no;
-        d->err_text = kt_xstrdup(res[i].err_text ? res[i].err_text : "");
-        d->ncosts = res[i].ncosts;
-        memcpy(d->costs, res[i].costs, sizeof(double) * (size_t)res[i].ncosts);
-        d->cost = res[i].cost;
-        d->cv = res[i].cv;
-        d->build_s = res[i].build_s;
-        d->run_s = res[i].run_s;
-        d->worker = kt_xstrdup(res[i].worker ? res[i].worker : "");
-        d->nkvs = res[i].nkvs;
-        d->kv_keys = kt_xcalloc((size_t)(d->nkvs ? d->nkvs : 1), sizeof(char *));
-        d->kv_vals = kt_xcalloc((size_t)(d->nkvs ? d->nkvs : 1), sizeof(char *));
-        for (k = 0; k < d->nkvs; k++) {
-            d->kv_keys[k] = kt_xstrdup(res[i].kv_keys[k]);
-            d->kv_vals[k] = kt_xstrdup(res[i].kv_vals[k]);
-        }
-    }
-    try_commit(job, r);
 }
 
 /* ---- rounds ------------------------------------------------------------- */
@@ -442,13 +279,8 @@ submit(struct kt_job *job, struct kt_round *r)
         kt__job_kick(job);
         return;
     }
-    while (r->ncand > left) {
-        struct kt_cand *c0 = &r->c[--r->ncand];
-        free(c0->config);
-        free(c0->source);
-        free(c0->preset_text);
-        free(c0->rows);
-    }
+    while (r->ncand > left)
+        free_cand(&r->c[--r->ncand]);
     if (r->ncand == 0) {
         /* Nothing new in this task's space: the scheduler retires it. */
         kt_task_sched_update(job->sched, r->task, KT_SCHED_NO_COST, 0);
@@ -467,13 +299,17 @@ submit(struct kt_job *job, struct kt_round *r)
     }
     r->submitted = kt_now();
     job->measuring = r;
-    rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c, r->ncand,
-                           &job->mo, measure_done, r, err, sizeof(err));
+    if (job->e->o.submit != NULL)
+        rc = job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, c,
+                              r->ncand, &job->mo, kt__job_measure_done, r, err, sizeof(err));
+    else
+        rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c, r->ncand,
+                               &job->mo, kt__job_measure_done, r, err, sizeof(err));
     free(c);
     if (rc != KT_OK) {
         job->measuring = NULL;
         kt__job_round_free(r);
-        fail_job(job, "submitting a batch: %s", err);
+        kt__job_fail(job, "submitting a batch: %s", err);
         return;
     }
     kt__job_kick(job);
@@ -486,6 +322,21 @@ search_done(uv_work_t *w, int status)
     struct kt_job *job = r->job;
 
     job->searching = NULL;
+    if (status == 0 && r->measured != NULL) {
+        /* The search remembers the resumed measured set from now on. */
+        struct kt_task_state *ts = &job->ts[r->task];
+        free(ts->measured);
+        ts->measured = NULL;
+        ts->nmeasured = 0;
+        r->measured = NULL;
+    }
+    if (status == 0 && r->feature_errors > 0) {
+        /* The programs still run; only the cost model misses their rows. */
+        job->feature_errors += r->feature_errors;
+        log_warnx("engine: job %s: task %d: features of %d candidates failed "
+                  "(first: %s); they are measured but not trained on",
+                  job->name, r->task, r->feature_errors, r->feature_err);
+    }
     if (status != 0 || r->dropped || job->state == KT_JOB_STOPPING ||
         job->state == KT_JOB_FAILED) {
         kt__job_round_free(r);
@@ -497,7 +348,7 @@ search_done(uv_work_t *w, int status)
         snprintf(msg, sizeof(msg), "search for task %d (%s): %.500s", r->task,
                  job->tasks.v[r->task].name, r->err);
         kt__job_round_free(r);
-        fail_job(job, "%s", msg);
+        kt__job_fail(job, "%s", msg);
         return;
     }
     job->ready = r;
@@ -514,7 +365,7 @@ start_search(struct kt_job *job, int task, int speculative)
     if (ts->search == NULL) {
         ts->search = kt__engine_search_new(job, task, err, sizeof(err));
         if (ts->search == NULL) {
-            fail_job(job, "task %d (%s): %s", task, job->tasks.v[task].name, err);
+            kt__job_fail(job, "task %d (%s): %s", task, job->tasks.v[task].name, err);
             return;
         }
     }
@@ -529,13 +380,21 @@ start_search(struct kt_job *job, int task, int speculative)
         r->want = 1;
     r->search = ts->search;
     r->model = kt__job_uses_model(job) && job->model_ready ? job->model : NULL;
+    /* Borrowed: the loop never changes it; freed once a search took it. */
+    r->measured = ts->measured;
     r->nmeasured = ts->nmeasured;
-    r->measured = kt_xmalloc(sizeof(uint64_t) * (ts->nmeasured ? ts->nmeasured : 1));
-    if (ts->nmeasured > 0)
-        memcpy(r->measured, ts->measured, sizeof(uint64_t) * ts->nmeasured);
     r->cg = job->cg;
+    r->feedback = ts->pending;
+    r->nfeedback = ts->npending;
+    ts->pending = NULL;
+    ts->npending = ts->cappending = 0;
+    if (kt__job_queue_work(job, &r->work, kt__engine_search_work, search_done,
+                           err, sizeof(err)) != 0) {
+        kt__job_round_free(r);
+        kt__job_fail(job, "search for task %d: %s", task, err);
+        return;
+    }
     job->searching = r;
-    uv_queue_work(job->e->o.loop, &r->work, kt__engine_search_work, search_done);
 }
 
 /* Decides what to do next; called after every event. */
@@ -583,8 +442,7 @@ kt__job_kick(struct kt_job *job)
     {
         struct kt_task_sched *what_if = kt_task_sched_clone(job->sched);
         int cur = job->measuring->task;
-        double best = job->ts[cur].best_cost > 0 ? job->ts[cur].best_cost : KT_SCHED_NO_COST;
-        kt_task_sched_update(what_if, cur, best, job->measuring->ncand);
+        kt_task_sched_update(what_if, cur, KT_SCHED_NO_COST, job->measuring->ncand);
         t = kt_task_sched_next(what_if);
         kt_task_sched_free(what_if);
         if (t >= 0 && job->trials + job->measuring->ncand < job->budget)

@@ -41,10 +41,20 @@ enum kt_job_state {
     KT_JOB_FAILED      /* could not go on (message in the job) */
 };
 
+/* Queues a batch for measurement with the contract of kt_tracker_submit
+ * (cb runs once on the loop thread with n results, unless this fails). */
+typedef int (*kt_engine_submit_fn)(void *arg, const char *key,
+                                   const struct kt_candidate *c, int n,
+                                   const struct kt_measure_opts *o,
+                                   kt_measure_done_cb cb, void *cb_arg,
+                                   char *err, size_t errlen);
+
 struct kt_engine_opts {
     uv_loop_t *loop;
     struct kt_storage *db;       /* borrowed; loop thread only */
     struct kt_tracker *tracker;  /* borrowed */
+    kt_engine_submit_fn submit;  /* NULL: kt_tracker_submit on tracker */
+    void *submit_arg;
     const char *log_dir;         /* task-table logs; NULL = none */
     int echo_log;                /* also write each round's table to stderr */
 };
@@ -96,6 +106,11 @@ struct kt_job_stats {
     double elapsed_s;
     double device_busy_s;        /* time with a batch at the workers */
     int64_t speculation_hits, speculation_misses;
+    int64_t feature_errors;      /* measured programs without features */
+    int64_t warm_skipped;        /* stored trials the warm start could not rebuild */
+    int64_t trainings;           /* cost-model trainings that succeeded */
+    int64_t trained_records;     /* records the current model learnt from */
+    int64_t records;             /* training records held */
 };
 void kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s);
 
@@ -105,6 +120,8 @@ struct kt_job_task_info {
     double weight;
     double flops;
     double best_cost;            /* seconds; 0 = none yet */
+    double latency_ms;           /* best, -1 = none yet */
+    double gflops;               /* at the best, -1 = none yet */
     const char *best_config;     /* NULL = none yet */
     int64_t trials;
     int64_t errors;

@@ -10,6 +10,8 @@
 
 /* One candidate of a round: produced on the pool, read on the loop. */
 struct kt_cand {
+    struct kt_step *steps;     /* as the search proposed them */
+    int nsteps;
     char *config;              /* canonical schedule JSON */
     char hash[17];
     char *source;              /* generated C; NULL when preset_err != 0 */
@@ -17,18 +19,6 @@ struct kt_cand {
     char *preset_text;
     float *rows;               /* cost-model features, nrows x KT_FEATURE_LEN */
     int nrows;
-};
-
-/* A measured result copied out of the tracker's callback. */
-struct kt_result {
-    int err_no;
-    char *err_text;
-    int ncosts;
-    double costs[KT_MEASURE_MAX_REPEAT];
-    double cost, cv, build_s, run_s;
-    char *worker;
-    int nkvs;
-    char **kv_keys, **kv_vals;
 };
 
 struct kt_round {
@@ -41,11 +31,16 @@ struct kt_round {
     /* inputs owned by the work while it runs */
     void *search;              /* the task's struct kt_search (exclusive) */
     struct kt_xgb_model *model;/* NULL: untrained, use random scores */
-    uint64_t *measured;        /* sorted copy of the measured set */
+    const uint64_t *measured;  /* the task's resumed measured set, borrowed */
     size_t nmeasured;
     struct kt_codegen_opts cg;
+    struct kt_feedback *feedback;  /* measured results the search learns
+                                    * first (moved from the task state) */
+    int nfeedback;
     /* outputs */
     int rc;
+    int feature_errors;        /* candidates whose features failed */
+    char feature_err[256];     /* the first such message */
     char err[512];
     int ncand;
     struct kt_cand *c;
@@ -55,8 +50,14 @@ struct kt_round {
     /* measurement */
     double submitted;
     double measured_s;
-    struct kt_result *res;
+    /* The results as the database takes them: the tracker's strings are
+     * borrowed during its callback and copied only when the database
+     * refuses the batch and it must wait for a retry ('owned'). */
+    struct kt_trial *trials;
     int nres;
+    struct kt_kv *kvs;
+    double *costs;             /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
+    int owned;
     uv_timer_t *retry;         /* storage retry while the database is busy */
     int retries;
 };
@@ -92,17 +93,31 @@ struct kt_warm_job {
     } *in;
     struct kt_record *out;     /* nout records, rows owned */
     int nout;
+    int skipped;               /* stored trials that could not be rebuilt */
+    char skip_err[256];        /* why the first one was skipped */
     double time_s;
 };
 
+/* A measured result a task's search has not learnt yet.  The loop thread
+ * never calls into a search (a look-ahead search of the same task may hold
+ * it for its whole run): the next search work of the task records these
+ * before it searches. */
+struct kt_feedback {
+    struct kt_step *steps;
+    int nsteps;
+    double cost;
+};
+
 struct kt_task_state {
-    uint64_t *measured;        /* sorted set of schedule hashes */
-    size_t nmeasured, capmeasured;
+    uint64_t *measured;        /* hashes stored before this run, until the
+                                * task's first search has taken them */
+    size_t nmeasured;
     int64_t next_trial_no;
-    double best_cost;          /* seconds; 0 = none */
-    char *best_config;
-    int64_t trials, errors;
+    char *best_config;         /* of the task scheduler's best cost */
+    int64_t errors;            /* (best cost and trials: the scheduler's) */
     void *search;              /* struct kt_search *, created lazily */
+    struct kt_feedback *pending;   /* for the task's next search work */
+    int npending, cappending;
 };
 
 struct kt_engine {
@@ -114,9 +129,9 @@ struct kt_engine {
 struct kt_job {
     struct kt_engine *e;
     struct kt_model_conf *conf;
-    char name[96];
-    char target[512];
-    char cc[1024];
+    char *name;                /* the config's name */
+    char *target;              /* kind:key:compiler line (storage's target) */
+    char *cc;                  /* compiler line for the workers */
     int64_t job_id;
     int64_t budget;
     enum kt_job_state state;
@@ -141,6 +156,7 @@ struct kt_job {
     int64_t trials, errors, rounds;
     double device_busy_s;
     int64_t spec_hits, spec_misses;
+    int64_t feature_errors, warm_skipped, trainings;
     struct kt_tasklog_train last_train;
     kt_job_end_cb end_cb;
     void *end_arg;
@@ -148,8 +164,9 @@ struct kt_job {
     int abandoned;             /* results still to come are not stored */
 };
 
-/* Shared between engine.c (rounds), engine_start.c (jobs) and
- * engine_log.c (the task table); loop thread only. */
+/* Shared between engine.c (rounds), engine_results.c (measured batches),
+ * engine_start.c (jobs) and engine_log.c (the task table); loop thread
+ * only. */
 void kt__job_kick(struct kt_job *job);
 void kt__job_maybe_end(struct kt_job *job);
 void kt__job_start_training(struct kt_job *job);
@@ -158,6 +175,8 @@ void kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
 int kt__job_uses_model(const struct kt_job *job);
 void kt__job_round_free(struct kt_round *r);
 void kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id);
+/* The tracker's callback for a round's batch (engine_results.c). */
+void kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);
@@ -166,9 +185,14 @@ void kt__engine_warm_work(uv_work_t *w);
 /* Creates the search object for task i of job (loop thread). */
 void *kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen);
 void kt__engine_search_free(void *search);
-/* Tells a task's search what a measured program cost (loop thread, never
- * while a search work of that job runs). */
-void kt__engine_search_record(void *search, const char *config, double cost);
+/* uv_queue_work on the job's loop; on failure the libuv error with a
+ * message in err (the caller frees what it meant to queue and fails the
+ * job: the work never runs, so nothing may wait for it). */
+int kt__job_queue_work(struct kt_job *job, uv_work_t *w, uv_work_cb work,
+                       uv_after_work_cb after, char *err, size_t errlen);
+void kt__job_fail(struct kt_job *job, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void kt__feedback_free(struct kt_feedback *f, int n);
 /* Read-only view the work callbacks need. */
 const struct kt_dag *kt__job_dag(const struct kt_job *job, int task);
 const struct kt_model_conf *kt__job_conf(const struct kt_job *job);

@@ -17,17 +17,18 @@ kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
     int i;
 
     for (i = 0; i < job->tasks.n; i++) {
-        struct kt_task_state *ts = &job->ts[i];
+        struct kt_job_task_info ti;
+        kt_job_task(job, i, &ti);
         rows[i].id = i;
-        rows[i].name = job->tasks.v[i].name;
-        rows[i].weight = job->tasks.v[i].weight;
-        rows[i].latency_ms = ts->best_cost > 0 ? ts->best_cost * 1e3 : -1;
-        rows[i].gflops = ts->best_cost > 0 ? job->tasks.v[i].flops / ts->best_cost / 1e9 : -1;
-        rows[i].trials = ts->trials;
-        rows[i].errors = ts->errors;
+        rows[i].name = ti.name;
+        rows[i].weight = ti.weight;
+        rows[i].latency_ms = ti.latency_ms;
+        rows[i].gflops = ti.gflops;
+        rows[i].trials = ti.trials;
+        rows[i].errors = ti.errors;
     }
     for (i = 0; i < r->nres; i++) {
-        int e = r->res[i].err_no;
+        int e = r->trials[i].err_no;
         int build_fail = e == KT_MERR_INSTANTIATION || e == KT_MERR_COMPILE_HOST ||
                          e == KT_MERR_COMPILE_DEVICE || e == KT_MERR_BUILD_TIMEOUT;
         marks[i].build = e == KT_MERR_BUILD_TIMEOUT ? KT_MARK_TIMEOUT
@@ -43,9 +44,6 @@ kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
     lr.table.ntasks = job->tasks.n;
     lr.table.tasks = rows;
     lr.table.total_latency_ms = kt_task_sched_total_latency_ms(job->sched);
-    for (i = 0; i < job->tasks.n; i++)
-        if (job->ts[i].best_cost <= 0)
-            lr.table.total_latency_ms = -1;
     lr.table.trials = job->trials;
     lr.table.used_s = kt_now() - job->started;
     lr.table.next_id = next_id;

@@ -21,6 +21,12 @@ warm_done(uv_work_t *w, int status)
         free(wj->in[i].workload);
     }
     free(wj->in);
+    if (status == 0 && wj->skipped > 0) {
+        job->warm_skipped += wj->skipped;
+        log_warnx("engine: job %s: warm start: %d stored trials could not be "
+                  "rebuilt and are not trained on (first: %s)", job->name,
+                  wj->skipped, wj->skip_err);
+    }
     if (status == 0) {
         for (i = 0; i < wj->nout; i++)
             kt__job_add_record(job, wj->out[i].rows, wj->out[i].nrows, wj->out[i].task,
@@ -93,17 +99,13 @@ resume(struct kt_job *job, char *err, size_t errlen)
         if (en == NULL)
             continue;
         ts->next_trial_no = en->job_max_trial_no + 1;
-        ts->trials = en->job_trials;
         job->trials += en->job_trials;
-        if (en->best_cost > 0 && en->best_config != NULL) {
-            ts->best_cost = en->best_cost;
+        if (en->best_cost > 0 && en->best_config != NULL)
             ts->best_config = kt_xstrdup(en->best_config);
-        }
         rc = kt_storage_measured(job->e->o.db, job->target, job->tasks.v[i].dag->hash,
                                  &ts->measured, &ts->nmeasured, err, errlen);
         if (rc != KT_OK)
             break;
-        ts->capmeasured = ts->nmeasured;
         if (en->job_trials > 0 || en->best_cost > 0) {
             int64_t per = kt_task_sched_per_round(job->sched);
             int64_t rounds = en->job_trials > 0 ? (en->job_trials + per - 1) / per : 0;
@@ -116,39 +118,22 @@ resume(struct kt_job *job, char *err, size_t errlen)
     return rc;
 }
 
-int
-kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
-             kt_job_end_cb cb, void *arg, struct kt_job **out, char *err,
-             size_t errlen)
+/* The compiler line identifies the target together with the worker key. */
+static void
+job_init_target(struct kt_job *job, const struct kt_model_conf *conf)
 {
-    struct kt_job *job = kt_xcalloc(1, sizeof(*job));
-    struct kt_task_sched_opts so;
-    double *w = NULL, *f = NULL;
-    const char **tags = NULL;
-    struct warm_collect wc;
     struct kt_buf b;
-    int i, rc;
+    int i;
 
-    *out = NULL;
-    job->e = e;
-    job->conf = conf;
-    job->end_cb = cb;
-    job->end_arg = arg;
-    job->started = kt_now();
-    job->state = KT_JOB_STARTING;
-    snprintf(job->name, sizeof(job->name), "%s", conf->name);
-
-    /* The compiler line identifies the target together with the worker key. */
     kt_buf_init(&b);
     kt_buf_puts(&b, conf->target.cc);
     for (i = 0; i < conf->target.cflags.n; i++)
         kt_buf_printf(&b, " %s", conf->target.cflags.v[i]);
     if (conf->target.sysroot != NULL)
         kt_buf_printf(&b, " --sysroot=%s", conf->target.sysroot);
-    snprintf(job->cc, sizeof(job->cc), "%s", b.p);
-    snprintf(job->target, sizeof(job->target), "%s:%s:%s", conf->target.kind,
-             conf->target.key, b.p);
-    kt_buf_free(&b);
+    job->cc = kt_buf_take(&b);
+    kt_buf_printf(&b, "%s:%s:%s", conf->target.kind, conf->target.key, job->cc);
+    job->target = kt_buf_take(&b);
 
     kt_codegen_default_opts(&job->cg);
     if (conf->target.vector_bytes > 0)
@@ -164,10 +149,21 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
     job->mo.tolerance = conf->measure.tolerance;
     job->mo.threads = (int)conf->target.threads;
     job->mo.seed = (uint64_t)conf->tuning.seed;
+}
+
+/* The tasks of the model and the task scheduler over them. */
+static int
+job_init_tasks(struct kt_job *job, int64_t trials, char *err, size_t errlen)
+{
+    const struct kt_model_conf *conf = job->conf;
+    struct kt_task_sched_opts so;
+    double *w, *f;
+    const char **tags;
+    int i, rc;
 
     rc = kt_tasks_extract(conf, &job->tasks, err, errlen);
     if (rc != KT_OK)
-        goto fail;
+        return rc;
     job->ts = kt_xcalloc((size_t)job->tasks.n, sizeof(*job->ts));
     w = kt_xcalloc((size_t)job->tasks.n, sizeof(double));
     f = kt_xcalloc((size_t)job->tasks.n, sizeof(double));
@@ -184,17 +180,46 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
     free(w);
     free(f);
     free(tags);
-    if (rc != KT_OK)
-        goto fail;
+    return rc;
+}
 
-    rc = kt_storage_job_open(e->o.db, job->name, conf->path ? conf->path : job->name,
+/* The shapes of the task's inputs and outputs as a JSON object
+ * ({"A": [32, 32], ...}): the tasks table's shapes column. */
+static void
+dag_shapes_json(const struct kt_dag *dag, struct kt_buf *b)
+{
+    int i, d, n = 0;
+
+    kt_buf_putc(b, '{');
+    for (i = 0; i < dag->ntensors; i++) {
+        const struct kt_tensor *t = &dag->tensors[i];
+        if (t->kind == KT_TENSOR_INTERMEDIATE)
+            continue;
+        kt_buf_printf(b, "%s\"%s\": [", n++ ? ", " : "", t->name);
+        for (d = 0; d < t->ndim; d++)
+            kt_buf_printf(b, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        kt_buf_putc(b, ']');
+    }
+    kt_buf_putc(b, '}');
+}
+
+/* The job and its tasks in the database, then what they already did. */
+static int
+job_register(struct kt_job *job, char *err, size_t errlen)
+{
+    struct kt_storage *db = job->e->o.db;
+    int i, rc;
+
+    rc = kt_storage_job_open(db, job->name, job->conf->path ? job->conf->path : job->name,
                              job->target, &job->job_id, err, errlen);
     for (i = 0; i < job->tasks.n && rc == KT_OK; i++) {
         struct kt_task_info ti;
-        struct kt_buf text;
+        struct kt_buf text, shapes;
         const struct kt_task *t = &job->tasks.v[i];
         kt_buf_init(&text);
+        kt_buf_init(&shapes);
         kt_dag_print(t->dag, &text);
+        dag_shapes_json(t->dag, &shapes);
         memset(&ti, 0, sizeof(ti));
         ti.job_id = job->job_id;
         ti.task_name = t->name;
@@ -202,45 +227,87 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
         ti.workload = t->dag->key;
         ti.workload_hash = t->dag->hash;
         ti.compute = text.p;
-        ti.shapes = NULL;
+        ti.shapes = shapes.p;
         ti.weight = t->weight;
         ti.flops = t->flops;
-        rc = kt_storage_task_put(e->o.db, &ti, err, errlen);
+        rc = kt_storage_task_put(db, &ti, err, errlen);
         kt_buf_free(&text);
+        kt_buf_free(&shapes);
     }
     if (rc == KT_OK)
         rc = resume(job, err, errlen);
     if (rc == KT_OK)
-        rc = kt_storage_job_set_state(e->o.db, job->job_id, "running", err, errlen);
+        rc = kt_storage_job_set_state(db, job->job_id, "running", err, errlen);
+    return rc;
+}
+
+/* Warm start: the features of every stored trial of the target, computed
+ * on the pool. */
+static int
+job_start_warm(struct kt_job *job, char *err, size_t errlen)
+{
+    struct kt_warm_job *wj = kt_xcalloc(1, sizeof(*wj));
+    struct warm_collect wc;
+    int i, rc = KT_OK;
+
+    wj->job = job;
+    memset(&wc, 0, sizeof(wc));
+    wc.job = job;
+    wc.wj = wj;
+    if (kt__job_uses_model(job))
+        rc = kt_storage_history(job->e->o.db, job->target, NULL, 0, collect_history,
+                                &wc, err, errlen);
+    if (rc == KT_OK && kt__job_queue_work(job, &wj->work, kt__engine_warm_work,
+                                          warm_done, err, errlen) != 0)
+        rc = KT_EIO;
+    if (rc != KT_OK) {
+        for (i = 0; i < wj->nrows_in; i++) {
+            free(wj->in[i].config);
+            free(wj->in[i].workload);
+        }
+        free(wj->in);
+        free(wj);
+        return rc;
+    }
+    job->warming = wj;
+    return KT_OK;
+}
+
+int
+kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
+             kt_job_end_cb cb, void *arg, struct kt_job **out, char *err,
+             size_t errlen)
+{
+    struct kt_job *job = kt_xcalloc(1, sizeof(*job));
+    int rc;
+
+    *out = NULL;
+    job->e = e;
+    job->conf = conf;
+    job->end_cb = cb;
+    job->end_arg = arg;
+    job->started = kt_now();
+    job->state = KT_JOB_STARTING;
+    job->name = kt_xstrdup(conf->name);
+    job_init_target(job, conf);
+    rc = job_init_tasks(job, trials, err, errlen);
+    if (rc == KT_OK)
+        rc = job_register(job, err, errlen);
     if (rc != KT_OK)
         goto fail;
-
     if (kt__job_uses_model(job)) {
         struct kt_xgb_params p;
         kt_xgb_params_default(&p);
         job->model = kt_xgb_new(&p);
     }
-    /* Warm start: the features of every stored trial of our workloads. */
-    job->warming = kt_xcalloc(1, sizeof(*job->warming));
-    job->warming->job = job;
-    memset(&wc, 0, sizeof(wc));
-    wc.job = job;
-    wc.wj = job->warming;
-    if (kt__job_uses_model(job))
-        rc = kt_storage_history(e->o.db, job->target, NULL, 0, collect_history, &wc,
-                                err, errlen);
-    if (rc != KT_OK) {
-        free(job->warming->in);
-        free(job->warming);
-        job->warming = NULL;
+    rc = job_start_warm(job, err, errlen);
+    if (rc != KT_OK)
         goto fail;
-    }
     e->njobs++;
     log_info("engine: job %s: %d tasks, %.3f GFLOP per inference, budget %lld "
              "trials (%lld done), target %s", job->name, job->tasks.n,
              kt_tasks_total_flops(&job->tasks) / 1e9, (long long)job->budget,
              (long long)job->trials, job->target);
-    uv_queue_work(e->o.loop, &job->warming->work, kt__engine_warm_work, warm_done);
     *out = job;
     return KT_OK;
 fail:
@@ -286,7 +353,7 @@ void
 kt_job_abandon(struct kt_job *job)
 {
     job->abandoned = 1;
-    if (job->measuring != NULL && job->measuring->res != NULL) {
+    if (job->measuring != NULL && job->measuring->trials != NULL) {
         /* Results are in but the database keeps refusing them (its retry
          * timer is running): give them up too. */
         log_warnx("engine: job %s: %d measured results dropped: the database "
@@ -317,6 +384,7 @@ kt_job_free(struct kt_job *job)
         if (job->ts != NULL) {
             free(job->ts[i].best_config);
             kt__engine_search_free(job->ts[i].search);
+            kt__feedback_free(job->ts[i].pending, job->ts[i].npending);
         }
     }
     free(job->ts);
@@ -331,6 +399,9 @@ kt_job_free(struct kt_job *job)
     kt_model_conf_free(job->conf);
     if (job->e != NULL && job->ended)
         job->e->njobs--;
+    free(job->name);
+    free(job->target);
+    free(job->cc);
     free(job);
 }
 
@@ -361,26 +432,22 @@ kt_job_conf(const struct kt_job *job)
 void
 kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
 {
-    int i;
-
     memset(s, 0, sizeof(*s));
     s->ntasks = job->tasks.n;
     s->trials = job->trials;
     s->budget = job->budget;
     s->errors = job->errors;
     s->rounds = job->rounds;
-    s->total_latency_ms = 0;
-    for (i = 0; i < job->tasks.n; i++) {
-        if (job->ts[i].best_cost <= 0) {
-            s->total_latency_ms = -1;
-            break;
-        }
-        s->total_latency_ms += job->tasks.v[i].weight * job->ts[i].best_cost * 1e3;
-    }
+    s->total_latency_ms = kt_task_sched_total_latency_ms(job->sched);
     s->elapsed_s = kt_now() - job->started;
     s->device_busy_s = job->device_busy_s;
     s->speculation_hits = job->spec_hits;
     s->speculation_misses = job->spec_misses;
+    s->feature_errors = job->feature_errors;
+    s->warm_skipped = job->warm_skipped;
+    s->trainings = job->trainings;
+    s->trained_records = job->last_train.records;
+    s->records = job->nrecs;
 }
 
 void
@@ -391,9 +458,11 @@ kt_job_task(const struct kt_job *job, int i, struct kt_job_task_info *out)
     out->name = job->tasks.v[i].name;
     out->weight = job->tasks.v[i].weight;
     out->flops = job->tasks.v[i].flops;
-    out->best_cost = ts->best_cost;
+    out->latency_ms = kt_task_sched_latency_ms(job->sched, i);
+    out->gflops = kt_task_sched_gflops(job->sched, i);
+    out->best_cost = out->latency_ms > 0 ? out->latency_ms / 1e3 : 0;
     out->best_config = ts->best_config;
-    out->trials = ts->trials;
+    out->trials = kt_task_sched_trials(job->sched, i);
     out->errors = ts->errors;
 }
 

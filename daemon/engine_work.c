@@ -9,13 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Lowers steps on dag: the features, and (when src != NULL) the C module. */
+/* Lowers a state of dag: the features, and (when src != NULL) the C
+ * module.  A program whose features fail still runs: *rows stays NULL and
+ * the message goes to feat_err (the caller counts it). */
 static int
-build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nsteps,
+build_candidate(const struct kt_dag *dag, const struct kt_state *st,
                 const struct kt_codegen_opts *cg, char **src, float **rows,
-                int *nrows, char *err, size_t errlen)
+                int *nrows, char *feat_err, size_t feat_errlen, char *err,
+                size_t errlen)
 {
-    struct kt_state *st = NULL;
     struct kt_looptree *lt = NULL;
     int rc;
 
@@ -23,11 +25,10 @@ build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nstep
     *nrows = 0;
     if (src != NULL)
         *src = NULL;
-    rc = kt_state_replay(dag, steps, nsteps, &st, err, errlen);
-    if (rc == KT_OK)
-        rc = kt_lower(st, &lt, err, errlen);
-    if (rc == KT_OK && kt_features_extract(lt, rows, nrows, err, errlen) != KT_OK) {
-        *rows = NULL;   /* a program without features still runs */
+    rc = kt_lower(st, &lt, err, errlen);
+    if (rc == KT_OK &&
+        kt_features_extract(lt, rows, nrows, feat_err, feat_errlen) != KT_OK) {
+        *rows = NULL;
         *nrows = 0;
     }
     if (rc == KT_OK && src != NULL) {
@@ -40,7 +41,6 @@ build_candidate(const struct kt_dag *dag, const struct kt_step *steps, int nstep
             kt_buf_free(&b);
     }
     kt_looptree_free(lt);
-    kt_state_free(st);
     return rc;
 }
 
@@ -56,6 +56,9 @@ kt__engine_search_work(uv_work_t *w)
 
     memset(&batch, 0, sizeof(batch));
     memset(&st, 0, sizeof(st));
+    for (i = 0; i < r->nfeedback; i++)
+        kt_search_record(r->search, r->feedback[i].steps, r->feedback[i].nsteps,
+                         r->feedback[i].cost);
     r->rc = kt_search_next_batch(r->search, r->model, r->measured, r->nmeasured,
                                  r->want, &batch, &st, r->err, sizeof(r->err));
     if (r->rc != KT_OK)
@@ -63,19 +66,25 @@ kt__engine_search_work(uv_work_t *w)
     r->c = kt_xcalloc((size_t)(batch.n ? batch.n : 1), sizeof(*r->c));
     r->ncand = batch.n;
     for (i = 0; i < batch.n; i++) {
-        const struct kt_search_cand *sc = &batch.v[i];
+        struct kt_search_cand *sc = &batch.v[i];
         struct kt_cand *c = &r->c[i];
         struct kt_buf j;
-        char err[512];
+        char err[512], ferr[256] = "";
         kt_buf_init(&j);
         kt_steps_to_json(sc->steps, sc->nsteps, &j);
         c->config = kt_buf_take(&j);
         memcpy(c->hash, sc->hash, sizeof(c->hash));
-        if (build_candidate(dag, sc->steps, sc->nsteps, &r->cg, &c->source, &c->rows,
-                            &c->nrows, err, sizeof(err)) != KT_OK) {
+        c->steps = sc->steps;      /* the candidate owns them from here */
+        c->nsteps = sc->nsteps;
+        sc->steps = NULL;
+        if (build_candidate(dag, sc->state, &r->cg, &c->source, &c->rows, &c->nrows,
+                            ferr, sizeof(ferr), err, sizeof(err)) != KT_OK) {
             /* The schedule cannot be instantiated: err_no 1, not built. */
             c->preset_err = KT_MERR_INSTANTIATION;
             c->preset_text = kt_xstrdup(err);
+        } else if (c->rows == NULL) {
+            if (r->feature_errors++ == 0)
+                snprintf(r->feature_err, sizeof(r->feature_err), "%s", ferr);
         }
     }
     kt_search_batch_free(&batch);
@@ -84,7 +93,15 @@ kt__engine_search_work(uv_work_t *w)
     r->stats.init_samples = st.sampled;
     r->stats.init_fail = st.sample_fail;
     r->stats.init_s = st.sample_s;
-    r->stats.niters = 0;
+    for (i = 0; i < st.ngenerations && i < KT_ENGINE_MAX_ITERS; i++) {
+        r->iters[i].iter = i;
+        r->iters[i].max_score = st.gen[i].max_score;
+        r->iters[i].min_score = st.gen[i].min_score;
+        r->iters[i].pop = st.gen[i].pop;
+        r->iters[i].mut_ok = st.gen[i].mutations_ok;
+        r->iters[i].mut_fail = st.gen[i].mutations_fail;
+    }
+    r->stats.niters = i;
     r->stats.iters = r->iters;
     r->stats.out_states = r->ncand;
     r->stats.time_s = r->search_s;
@@ -122,32 +139,36 @@ kt__engine_warm_work(uv_work_t *w)
 
     wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1), sizeof(*wj->out));
     for (i = 0; i < wj->nrows_in; i++) {
-        const struct kt_dag *dag;
+        const struct kt_dag *dag = NULL;
         struct kt_step *steps = NULL;
+        struct kt_state *st = NULL;
         struct kt_record *rec = &wj->out[wj->nout];
-        char err[256];
-        int n;
+        char err[256] = "";
+        int n, rc;
         if (wj->in[i].workload != NULL) {
             if (foreign == NULL || strcmp(foreign->key, wj->in[i].workload) != 0) {
                 kt_dag_free(foreign);
                 foreign = NULL;
-                if (kt_dag_from_key(wj->in[i].workload, &foreign, err, sizeof(err)) != KT_OK)
-                    continue;
+                kt_dag_from_key(wj->in[i].workload, &foreign, err, sizeof(err));
             }
             dag = foreign;
         } else {
             dag = kt__job_dag(wj->job, wj->in[i].task);
         }
-        if (kt_steps_from_json(wj->in[i].config, &steps, &n, err, sizeof(err)) != KT_OK)
-            continue;
-        if (build_candidate(dag, steps, n, NULL, NULL, &rec->rows, &rec->nrows, err,
-                            sizeof(err)) == KT_OK && rec->rows != NULL) {
+        rc = dag != NULL ? kt_steps_from_json(wj->in[i].config, &steps, &n, err,
+                                              sizeof(err)) : KT_EPARSE;
+        if (rc == KT_OK)
+            rc = kt_state_replay(dag, steps, n, &st, err, sizeof(err));
+        if (rc == KT_OK)
+            rc = build_candidate(dag, st, NULL, NULL, &rec->rows, &rec->nrows,
+                                 err, sizeof(err), err, sizeof(err));
+        kt_state_free(st);
+        if (rc == KT_OK && rec->rows != NULL) {
             rec->task = wj->in[i].task;
             rec->cost = wj->in[i].cost;
             wj->nout++;
-        } else {
-            free(rec->rows);
-            rec->rows = NULL;
+        } else if (wj->skipped++ == 0) {
+            snprintf(wj->skip_err, sizeof(wj->skip_err), "%s", err);
         }
         free(steps);
     }
@@ -164,11 +185,7 @@ kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
     kt_search_opts_default(&o);
-    switch (conf->tuning.policy) {
-    case KT_POLICY_SKETCH_RANDOM: o.policy = KT_SEARCH_SKETCH_RANDOM; break;
-    case KT_POLICY_RANDOM: o.policy = KT_SEARCH_RANDOM; break;
-    default: o.policy = KT_SEARCH_SKETCH_XGB; break;
-    }
+    o.policy = conf->tuning.policy;
     o.seed = (uint64_t)conf->tuning.seed * 1000003u + (uint64_t)task;
     o.vector_bytes = kt__job_vector_bytes(job);
     o.cores = conf->target.threads > 0 ? (int)conf->target.threads
@@ -182,16 +199,4 @@ void
 kt__engine_search_free(void *search)
 {
     kt_search_free(search);
-}
-
-void
-kt__engine_search_record(void *search, const char *config, double cost)
-{
-    struct kt_step *steps = NULL;
-    char err[128];
-    int n;
-
-    if (kt_steps_from_json(config, &steps, &n, err, sizeof(err)) == KT_OK)
-        kt_search_record(search, steps, n, cost);
-    free(steps);
 }

@@ -8,6 +8,7 @@
  *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
  *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
  *   kerntune import --db FILE RECORDS.jsonl
+ *   kerntune show --db FILE (MODEL.json [TASK] | --trial ID)   (daemon/show.h)
  *
  * `tune` runs one job in the foreground with local workers and the same
  * engine as kerntuned: it is the one-command way to tune a model. */
@@ -22,6 +23,7 @@
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/engine.h"
+#include "daemon/show.h"
 #include "measure/measure.h"
 #include "scheduler/scheduler.h"
 #include "storage/storage.h"
@@ -39,7 +41,16 @@ usage(FILE *f)
           "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
           "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] [--socket PATH]\n"
           "  kerntune export --db FILE [--target T]\n"
-          "  kerntune import --db FILE RECORDS.jsonl\n", f);
+          "  kerntune import --db FILE RECORDS.jsonl\n"
+          "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) [--module] [--no-tree]\n", f);
+}
+
+/* A bad option value: says which and what was expected; exit status 2. */
+static int
+bad_value(const char *opt, const char *value, const char *expected)
+{
+    fprintf(stderr, "kerntune: %s \"%s\": expected %s\n", opt, value, expected);
+    return 2;
 }
 
 /* ---- tune ------------------------------------------------------------- */
@@ -106,10 +117,9 @@ print_summary(const struct kt_job *job, FILE *out)
     for (i = 0; i < s.ntasks; i++) {
         struct kt_job_task_info ti;
         kt_job_task(job, i, &ti);
-        if (ti.best_cost > 0)
+        if (ti.latency_ms > 0)
             fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld\n", ti.name, ti.weight,
-                    ti.best_cost * 1e3, ti.flops / ti.best_cost / 1e9,
-                    (long long)ti.trials);
+                    ti.latency_ms, ti.gflops, (long long)ti.trials);
         else
             fprintf(out, "%-40.40s %8.0f %12s %10s %8lld\n", ti.name, ti.weight, "-",
                     "-", (long long)ti.trials);
@@ -128,10 +138,14 @@ print_summary(const struct kt_job *job, FILE *out)
             s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,
             (long long)s.speculation_hits,
             (long long)(s.speculation_hits + s.speculation_misses));
+    if (s.feature_errors > 0 || s.warm_skipped > 0)
+        fprintf(out, "not trained on: %lld measured programs without features, "
+                "%lld stored trials that could not be rebuilt (see the log)\n",
+                (long long)s.feature_errors, (long long)s.warm_skipped);
 }
 
 static int
-cmd_tune(int argc, char **argv)
+cmd_tune(const char *cmd, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"trials", required_argument, NULL, 't'}, {"db", required_argument, NULL, 'd'},
@@ -140,8 +154,8 @@ cmd_tune(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *db_path = "kerntune.db", *log_dir = NULL;
-    long long trials = 0;
-    int workers = 1, quiet = 0, c, rc, status = 1;
+    int64_t trials = 0, workers = 1;
+    int quiet = 0, c, rc, status = 1;
     struct kt_model_conf *conf = NULL;
     struct kt_storage *db = NULL;
     struct kt_storage_opts so;
@@ -150,19 +164,26 @@ cmd_tune(int argc, char **argv)
     struct tune t;
     char err[1024];
 
+    (void)cmd;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:d:l:w:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 't': trials = atoll(optarg); break;
+        case 't':
+            if (kt_parse_int64(optarg, 1, INT64_MAX, &trials) != KT_OK)
+                return bad_value("--trials", optarg, "a number of trials >= 1");
+            break;
         case 'd': db_path = optarg; break;
         case 'l': log_dir = optarg; break;
-        case 'w': workers = atoi(optarg); break;
+        case 'w':
+            if (kt_parse_int64(optarg, 1, 64, &workers) != KT_OK)
+                return bad_value("--workers", optarg, "a number from 1 to 64");
+            break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (optind != argc - 1 || trials < 0 || workers < 1 || workers > 64) {
+    if (optind != argc - 1) {
         usage(stderr);
         return 2;
     }
@@ -186,7 +207,7 @@ cmd_tune(int argc, char **argv)
         fprintf(stderr, "kerntune: tracker: %s\n", err);
         goto out;
     }
-    if (kt_tracker_spawn_local(t.tracker, workers, NULL, conf->target.key, "build,run",
+    if (kt_tracker_spawn_local(t.tracker, (int)workers, NULL, conf->target.key, "build,run",
                                err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: local workers: %s\n", err);
         kt_tracker_close(t.tracker);
@@ -231,13 +252,14 @@ out:
 /* ---- check ------------------------------------------------------------ */
 
 static int
-cmd_check(int argc, char **argv)
+cmd_check(const char *cmd, int argc, char **argv)
 {
     struct kt_model_conf *conf = NULL;
     struct kt_tasks tasks;
     char err[1024];
     int i;
 
+    (void)cmd;
     if (argc != 2) {
         usage(stderr);
         return 2;
@@ -319,26 +341,34 @@ cmd_ctl(const char *cmd, int argc, char **argv)
 }
 
 static int
-cmd_rpc_status(int argc, char **argv)
+cmd_rpc_status(const char *cmd, int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"tracker", required_argument, NULL, 'r'},
+        {"token-file", required_argument, NULL, 'k'},
+        {"socket", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
+    };
     const char *tracker = NULL, *token_file = NULL;
     char host[256], token[512] = "", err[512];
-    int i, port;
+    int c, port;
 
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--tracker") == 0 && i + 1 < argc)
-            tracker = argv[++i];
-        else if (strncmp(argv[i], "--tracker=", 10) == 0)
-            tracker = argv[i] + 10;
-        else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc)
-            token_file = argv[++i];
-        else if (strncmp(argv[i], "--token-file=", 13) == 0)
-            token_file = argv[i] + 13;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "r:k:s:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': tracker = optarg; break;
+        case 'k': token_file = optarg; break;
+        case 's': break;   /* for the daemon's view, below */
+        default: usage(stderr); return 2;
+        }
     }
     if (tracker == NULL)
-        return cmd_ctl("rpc-status", argc, argv);
-    if (sscanf(tracker, "%255[^:]:%d", host, &port) != 2) {
-        fprintf(stderr, "kerntune: --tracker wants HOST:PORT, got \"%s\"\n", tracker);
+        return cmd_ctl(cmd, argc, argv);
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (kt_hostport_parse(tracker, host, sizeof(host), &port, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: --tracker: %s\n", err);
         return 2;
     }
     if (token_file != NULL &&
@@ -356,24 +386,31 @@ cmd_rpc_status(int argc, char **argv)
 /* ---- records ------------------------------------------------------------ */
 
 static int
-cmd_records(int is_export, int argc, char **argv)
+cmd_records(const char *cmd, int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"db", required_argument, NULL, 'd'}, {"target", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0},
+    };
     const char *db_path = NULL, *target = NULL, *file = NULL;
+    int is_export = strcmp(cmd, "export") == 0;
     struct kt_storage *db = NULL;
     char err[1024];
-    int i, rc;
+    int c, rc;
 
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
-            db_path = argv[++i];
-        else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
-            target = argv[++i];
-        else if (argv[i][0] != '-' && file == NULL)
-            file = argv[i];
-        else {
-            usage(stderr);
-            return 2;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, is_export ? "d:t:" : "d:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db_path = optarg; break;
+        case 't': target = optarg; break;
+        default: usage(stderr); return 2;
         }
+    }
+    if (!is_export && optind == argc - 1)
+        file = argv[optind++];
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
     }
     if (db_path == NULL || (!is_export && file == NULL)) {
         usage(stderr);
@@ -407,10 +444,37 @@ cmd_records(int is_export, int argc, char **argv)
     return rc == KT_OK ? 0 : 1;
 }
 
+static int
+cmd_show(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_show_main(argc, argv);
+}
+
+/* The subcommands: one entry each; run gets argv from the command name. */
+static const struct command {
+    const char *name;
+    int (*run)(const char *cmd, int argc, char **argv);
+} commands[] = {
+    {"tune", cmd_tune},
+    {"check", cmd_check},
+    {"rpc-status", cmd_rpc_status},
+    {"export", cmd_records},
+    {"import", cmd_records},
+    {"show", cmd_show},
+    {"status", cmd_ctl},
+    {"jobs", cmd_ctl},
+    {"tasks", cmd_ctl},
+    {"best", cmd_ctl},
+    {"pause", cmd_ctl},
+    {"resume", cmd_ctl},
+};
+
 int
 main(int argc, char **argv)
 {
     const char *cmd;
+    size_t i;
 
     kt_log_init(getenv("KERNTUNE_DEBUG") ? LOG_DEBUG : LOG_INFO);
     signal(SIGPIPE, SIG_IGN);
@@ -419,20 +483,9 @@ main(int argc, char **argv)
         return 2;
     }
     cmd = argv[1];
-    if (strcmp(cmd, "tune") == 0)
-        return cmd_tune(argc - 1, argv + 1);
-    if (strcmp(cmd, "check") == 0)
-        return cmd_check(argc - 1, argv + 1);
-    if (strcmp(cmd, "rpc-status") == 0)
-        return cmd_rpc_status(argc - 1, argv + 1);
-    if (strcmp(cmd, "export") == 0)
-        return cmd_records(1, argc - 1, argv + 1);
-    if (strcmp(cmd, "import") == 0)
-        return cmd_records(0, argc - 1, argv + 1);
-    if (strcmp(cmd, "status") == 0 || strcmp(cmd, "jobs") == 0 ||
-        strcmp(cmd, "tasks") == 0 || strcmp(cmd, "best") == 0 ||
-        strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
-        return cmd_ctl(cmd, argc - 1, argv + 1);
+    for (i = 0; i < KT_ARRAY_LEN(commands); i++)
+        if (strcmp(cmd, commands[i].name) == 0)
+            return commands[i].run(cmd, argc - 1, argv + 1);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

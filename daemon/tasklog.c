@@ -1,6 +1,6 @@
 /* tasklog.c - the task-table log: one block per tuning round appended to
  * <log_dir>/<job>.log in the layout of Ansor's PrintTableInfo and
- * SketchPolicy output (seed 001), and one line per round appended to
+ * SketchPolicy output (docs/design.md section 3), and one line per round appended to
  * <log_dir>/<job>.total_latency.tsv (Ansor's LogEstimatedLatency).  Each
  * block is one write(2), so `tail -f` never shows half a round. */
 #include <fcntl.h>

@@ -47,8 +47,8 @@ void kt_tasks_free(struct kt_tasks *t);    /* NULL is a no-op */
 double kt_tasks_total_flops(const struct kt_tasks *t);
 
 /* ---- Task scheduler ----------------------------------------------------
- * Pure logic (no I/O, no clock): Ansor's task scheduler (ANSOR.md section
- * 1) with costs in seconds.  The caller loops:
+ * Pure logic (no I/O, no clock): Ansor's task scheduler (docs/design.md
+ * section 2) with costs in seconds.  The caller loops:
  *
  *     while ((i = kt_task_sched_next(s)) >= 0) {
  *         ... search and measure up to kt_task_sched_per_round(s) trials
@@ -157,14 +157,8 @@ double kt_task_sched_gradient(const struct kt_task_sched *s, int i);
  * several scoring threads).
  * ====================================================================== */
 
-enum kt_search_policy {
-    KT_SEARCH_SKETCH_XGB,      /* "sketch.xgb": GA scored by the model */
-    KT_SEARCH_SKETCH_RANDOM,   /* "sketch.random": GA, random scores */
-    KT_SEARCH_RANDOM           /* "random": random valid samples, no GA */
-};
-
 struct kt_search_opts {
-    int policy;                /* enum kt_search_policy */
+    int policy;                /* enum kt_policy (config/config.h) */
     int population;            /* 2048 */
     int num_iters;             /* 4 (<= 2 with random scores, as Ansor) */
     double mutation_prob;      /* 0.85 */
@@ -180,12 +174,6 @@ struct kt_search_opts {
 
 /* Ansor's DEFAULT_PARAMS with this machine's vector width and cores. */
 void kt_search_opts_default(struct kt_search_opts *o);
-/* "sketch.xgb" | "sketch.random" | "random" -> *policy; KT_ECONFIG with
- * the accepted names in err otherwise. */
-int kt_search_policy_parse(const char *name, int *policy, char *err,
-                           size_t errlen);
-const char *kt_search_policy_name(int policy);
-
 struct kt_search;              /* opaque */
 struct kt_xgb_model;           /* costmodel/costmodel.h */
 
@@ -199,10 +187,12 @@ void kt_search_free(struct kt_search *s);     /* NULL is a no-op */
 int kt_search_nsketches(struct kt_search *s);
 const char *kt_search_sketch_desc(struct kt_search *s, int i);
 
-/* One proposed candidate (owned by its batch). */
+/* One proposed candidate (owned by its batch; a caller may take steps or
+ * state and set the pointer to NULL). */
 struct kt_search_cand {
     struct kt_step *steps;
     int nsteps;
+    struct kt_state *state;    /* the steps applied: replayed once, here */
     char hash[17];             /* kt_steps_hash of the steps */
     float score;               /* predicted; random-model score if none */
     int from_random;           /* an eps-greedy random pick */
@@ -213,6 +203,16 @@ struct kt_search_batch {
     struct kt_search_cand *v;
 };
 void kt_search_batch_free(struct kt_search_batch *b);  /* NULL is a no-op */
+
+/* One generation of the evolutionary search (the task table's "GA Iter"
+ * lines): the best and the worst score kept for output so far, the
+ * population scored, and the mutations that produced it. */
+#define KT_SEARCH_MAX_GENERATIONS 16
+struct kt_search_generation {
+    float max_score, min_score;
+    int pop;
+    int mutations_ok, mutations_fail;
+};
 
 /* What one call did, for the task table's "[ Search ]" section. */
 struct kt_search_stats {
@@ -227,11 +227,15 @@ struct kt_search_stats {
     int picked_best, picked_random;
     float best_score;
     double sample_s, evo_s, score_s, total_s;
+    int ngenerations;          /* iters + 1 (the initial population), at
+                                  most KT_SEARCH_MAX_GENERATIONS kept */
+    struct kt_search_generation gen[KT_SEARCH_MAX_GENERATIONS];
 };
 
 /* Proposes up to n candidates that are distinct, lower without error and
- * are neither in measured[] (sorted kt_storage_measured hashes, may be
- * NULL) nor returned by an earlier call of this search; fewer only when
+ * are neither in measured[] (kt_storage_measured hashes, may be NULL; the
+ * search remembers them, so a later call may pass NULL) nor recorded nor
+ * returned by an earlier call of this search; fewer only when
  * the space looks exhausted (0 = exhausted).  model may be NULL or
  * untrained: random scores are used then (Ansor's first round).  out is
  * overwritten (free it with kt_search_batch_free); stats may be NULL. */

@@ -1,83 +1,18 @@
 /* search_evo.c - scoring a population (build the state, lower, extract
- * features, predict; on several threads) and the hash set used for
- * deduplication. */
+ * features, predict; on several threads). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scheduler/search_int.h"
 
-/* ---- hash set ---------------------------------------------------------- */
-
-void
-sk_hset_init(struct sk_hset *h)
-{
-    memset(h, 0, sizeof(*h));
-}
-
-void
-sk_hset_free(struct sk_hset *h)
-{
-    free(h->v);
-    memset(h, 0, sizeof(*h));
-}
+/* ---- scoring ----------------------------------------------------------- */
 
 static size_t
 slot_of(uint64_t k, size_t cap)
 {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k & (cap - 1);
+    return (size_t)kt_hash_mix(k) & (cap - 1);
 }
-
-int
-sk_hset_has(const struct sk_hset *h, uint64_t k)
-{
-    size_t i;
-
-    if (k == 0)
-        return h->has_zero;
-    if (h->cap == 0)
-        return 0;
-    for (i = slot_of(k, h->cap); h->v[i] != 0; i = (i + 1) & (h->cap - 1))
-        if (h->v[i] == k)
-            return 1;
-    return 0;
-}
-
-int
-sk_hset_add(struct sk_hset *h, uint64_t k)
-{
-    size_t i;
-
-    if (k == 0) {
-        int was = h->has_zero;
-        h->has_zero = 1;
-        return !was;
-    }
-    if ((h->n + 1) * 2 > h->cap) {
-        struct sk_hset nh;
-        size_t j;
-        sk_hset_init(&nh);
-        nh.cap = h->cap ? h->cap * 2 : 256;
-        nh.v = kt_xcalloc(nh.cap, sizeof(uint64_t));
-        nh.has_zero = h->has_zero;
-        for (j = 0; j < h->cap; j++)
-            if (h->v[j] != 0)
-                sk_hset_add(&nh, h->v[j]);
-        free(h->v);
-        *h = nh;
-    }
-    for (i = slot_of(k, h->cap); h->v[i] != 0; i = (i + 1) & (h->cap - 1))
-        if (h->v[i] == k)
-            return 0;
-    h->v[i] = k;
-    h->n++;
-    return 1;
-}
-
-/* ---- scoring ----------------------------------------------------------- */
 
 struct work {
     struct kt_search *s;
@@ -92,9 +27,11 @@ static uint64_t
 hash_steps(const struct kt_state *st)
 {
     char hex[17];
+    uint64_t h = 0;
 
     kt_steps_hash(st->steps, st->nsteps, hex);
-    return strtoull(hex, NULL, 16);
+    kt_hash_parse(hex, &h);
+    return h;
 }
 
 static void *

@@ -69,18 +69,6 @@ struct sk_factors {
     int32_t *v;               /* count x n */
 };
 
-/* Growable open-addressing set of 64-bit hashes (0 is stored aside). */
-struct sk_hset {
-    uint64_t *v;
-    size_t cap, n;
-    int has_zero;
-};
-void sk_hset_init(struct sk_hset *h);
-void sk_hset_free(struct sk_hset *h);
-int sk_hset_has(const struct sk_hset *h, uint64_t k);
-/* Returns 1 if k was added, 0 if it was present. */
-int sk_hset_add(struct sk_hset *h, uint64_t k);
-
 /* A scored population member. */
 struct sk_member {
     struct sk_genome g;
@@ -101,7 +89,7 @@ struct kt_search {
     int nfac, capfac;
     struct sk_factors **facs;   /* owned list (memo by extent, n) */
     struct kt_random_model *rmodel;
-    struct sk_hset proposed;    /* hashes returned by next_batch */
+    struct kt_u64set proposed;    /* hashes returned by next_batch */
     /* genomes of returned candidates, by hash (for kt_search_record) */
     int nprop, capprop;
     struct sk_member *prop;

@@ -1,6 +1,6 @@
 /* search_policy.c - the search API: options, one round (initial
  * population, evolutionary search, eps-greedy picking with deduplication)
- * and feedback of measured results.  ANSOR.md sections 2.2-2.7. */
+ * and feedback of measured results.  See docs/search.md. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@ void
 kt_search_opts_default(struct kt_search_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->policy = KT_SEARCH_SKETCH_XGB;
+    o->policy = KT_POLICY_SKETCH_XGB;
     o->population = 2048;
     o->num_iters = 4;
     o->mutation_prob = 0.85;
@@ -25,31 +25,6 @@ kt_search_opts_default(struct kt_search_opts *o)
     o->seed = 1;
 }
 
-static const char *const policy_names[] = {"sketch.xgb", "sketch.random", "random"};
-
-int
-kt_search_policy_parse(const char *name, int *policy, char *err, size_t errlen)
-{
-    int i;
-
-    for (i = 0; i < (int)KT_ARRAY_LEN(policy_names); i++)
-        if (name != NULL && strcmp(name, policy_names[i]) == 0) {
-            *policy = i;
-            return KT_OK;
-        }
-    return kt_seterr(err, errlen, KT_ECONFIG, "unknown search policy \"%s\" "
-                     "(expected sketch.xgb, sketch.random or random)",
-                     name ? name : "(null)");
-}
-
-const char *
-kt_search_policy_name(int policy)
-{
-    if (policy < 0 || policy >= (int)KT_ARRAY_LEN(policy_names))
-        return "?";
-    return policy_names[policy];
-}
-
 int
 kt_search_new(struct kt_search **out, const struct kt_dag *dag,
               const struct kt_search_opts *o, char *err, size_t errlen)
@@ -58,7 +33,7 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
     int rc;
 
     *out = NULL;
-    if (o->policy < 0 || o->policy > KT_SEARCH_RANDOM || o->population < 1 ||
+    if (o->policy < 0 || o->policy > KT_POLICY_RANDOM || o->population < 1 ||
         o->num_iters < 0 || o->mutation_prob < 0 || o->mutation_prob > 1 ||
         o->eps_greedy < 0 || o->eps_greedy > 1 || o->use_measured_ratio < 0 ||
         o->max_innermost_factor < 1 || o->max_register_tile < 1 || o->cores < 1)
@@ -74,7 +49,7 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
     s->o = *o;
     kt_rng_seed(&s->rng, o->seed);
     s->rmodel = kt_random_model_new(o->seed ^ 0x5eed5eedULL);
-    sk_hset_init(&s->proposed);
+    kt_u64set_init(&s->proposed);
     rc = sk_generate(s, err, errlen);
     if (rc == KT_OK && sk_prepare_factors(s) != KT_OK)
         rc = kt_seterr(err, errlen, KT_EINVAL, "%s: an axis extent is too large",
@@ -95,7 +70,7 @@ kt_search_free(struct kt_search *s)
     sk_free_sketches(s);
     sk_free_factors(s);
     kt_random_model_free(s->rmodel);
-    sk_hset_free(&s->proposed);
+    kt_u64set_free(&s->proposed);
     free(s->prop);
     free(s->meas);
     free(s->meas_tput);
@@ -122,8 +97,10 @@ kt_search_batch_free(struct kt_search_batch *b)
 
     if (b == NULL)
         return;
-    for (i = 0; i < b->n; i++)
+    for (i = 0; i < b->n; i++) {
         free(b->v[i].steps);
+        kt_state_free(b->v[i].state);
+    }
     free(b->v);
     b->v = NULL;
     b->n = 0;
@@ -134,31 +111,17 @@ kt_search_batch_free(struct kt_search_batch *b)
 struct round {
     struct kt_search *s;
     struct sk_score_ctx sc;
-    const uint64_t *measured;
-    size_t nmeasured;
-    struct sk_hset taken;          /* picked in this batch */
+    struct kt_u64set taken;          /* picked in this batch */
     struct kt_search_stats *st;
     char *err;
     size_t errlen;
 };
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Never measured, never proposed before. */
+/* Never measured (passed in now or before, or recorded), never proposed. */
 static int
 is_new(const struct round *R, uint64_t h)
 {
-    if (sk_hset_has(&R->s->proposed, h))
-        return 0;
-    if (R->nmeasured > 0 &&
-        bsearch(&h, R->measured, R->nmeasured, sizeof(uint64_t), cmp_u64) != NULL)
-        return 0;
-    return 1;
+    return !kt_u64set_has(&R->s->proposed, h);
 }
 
 static int
@@ -181,9 +144,9 @@ sample_init(struct round *R, int mutate, struct sk_member **out, int *nout)
     int no_progress = 0;
     struct sk_member *m = kt_xcalloc((size_t)pop, sizeof(*m));
     struct sk_member *res = kt_xcalloc((size_t)pop, sizeof(*res));
-    struct sk_hset seen;
+    struct kt_u64set seen;
 
-    sk_hset_init(&seen);
+    kt_u64set_init(&seen);
     for (iter = 0; n < need && no_progress < 5; iter++) {
         int before = n;
         for (i = 0; i < pop; i++) {
@@ -200,13 +163,13 @@ sample_init(struct round *R, int mutate, struct sk_member **out, int *nout)
                 R->st->sample_fail++;
                 continue;
             }
-            if (sk_hset_add(&seen, m[i].hash))
+            if (kt_u64set_add(&seen, m[i].hash))
                 res[n++] = m[i];
         }
         no_progress = n > before ? 0 : no_progress + 1;
     }
     free(m);
-    sk_hset_free(&seen);
+    kt_u64set_free(&seen);
     *out = res;
     *nout = n;
     R->st->sampled += n;
@@ -214,8 +177,32 @@ sample_init(struct round *R, int mutate, struct sk_member **out, int *nout)
 fail:
     free(m);
     free(res);
-    sk_hset_free(&seen);
+    kt_u64set_free(&seen);
     return rc;
+}
+
+/* The figures of one generation: the kept heap and the mutation pass
+ * that produced the population. */
+static void
+record_generation(struct kt_search_stats *st, const struct sk_member *heap, int nheap,
+                  int pop, int mut_ok, int mut_fail)
+{
+    struct kt_search_generation *g;
+    int j;
+
+    if (st->ngenerations >= KT_SEARCH_MAX_GENERATIONS)
+        return;
+    g = &st->gen[st->ngenerations++];
+    g->pop = pop;
+    g->mutations_ok = mut_ok;
+    g->mutations_fail = mut_fail;
+    g->max_score = g->min_score = 0;
+    for (j = 0; j < nheap; j++) {
+        if (j == 0 || heap[j].score > g->max_score)
+            g->max_score = heap[j].score;
+        if (j == 0 || heap[j].score < g->min_score)
+            g->min_score = heap[j].score;
+    }
 }
 
 /* The evolutionary search; *best gets up to out_size members never
@@ -230,10 +217,10 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
     struct sk_member *next = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(*next));
     struct sk_member *heap = kt_xcalloc((size_t)out_size + 1, sizeof(*heap));
     double *cum = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(double));
-    struct sk_hset in_heap;
-    int ncur = ninit;
+    struct kt_u64set in_heap;
+    int ncur = ninit, mut_ok = 0, mut_fail = 0;
 
-    sk_hset_init(&in_heap);
+    kt_u64set_init(&in_heap);
     memcpy(cur, init, sizeof(*cur) * (size_t)ninit);
     for (k = 0; k <= iters; k++) {
         double total = 0;
@@ -245,11 +232,11 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
         }
         for (i = 0; i < ncur; i++) {
             const struct sk_member *m = &cur[i];
-            if (!m->valid || !is_new(R, m->hash) || sk_hset_has(&in_heap, m->hash))
+            if (!m->valid || !is_new(R, m->hash) || kt_u64set_has(&in_heap, m->hash))
                 continue;
             if (nheap < out_size) {
                 heap[nheap++] = *m;
-                sk_hset_add(&in_heap, m->hash);
+                kt_u64set_add(&in_heap, m->hash);
             } else {
                 int lo = 0, j;
                 for (j = 1; j < nheap; j++)
@@ -257,22 +244,25 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
                         lo = j;
                 if (m->score > heap[lo].score) {
                     /* the evicted one may come back later */
-                    struct sk_hset keep;
-                    sk_hset_init(&keep);
+                    struct kt_u64set keep;
+                    kt_u64set_init(&keep);
                     for (j = 0; j < nheap; j++)
                         if (j != lo)
-                            sk_hset_add(&keep, heap[j].hash);
-                    sk_hset_free(&in_heap);
+                            kt_u64set_add(&keep, heap[j].hash);
+                    kt_u64set_free(&in_heap);
                     in_heap = keep;
                     heap[lo] = *m;
-                    sk_hset_add(&in_heap, m->hash);
+                    kt_u64set_add(&in_heap, m->hash);
                 }
             }
             if (m->score > R->st->best_score)
                 R->st->best_score = m->score;
         }
+        record_generation(R->st, heap, nheap, ncur, mut_ok, mut_fail);
         if (k == iters)
             break;
+        mut_ok = R->st->mutations_ok;
+        mut_fail = R->st->mutations_fail;
         R->st->iters++;
         for (i = 0; i < ncur; i++) {
             double w = cur[i].valid && cur[i].score > 0 ? cur[i].score : 0;
@@ -311,8 +301,10 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
             next = t;
             ncur = nnext;
         }
+        mut_ok = R->st->mutations_ok - mut_ok;
+        mut_fail = R->st->mutations_fail - mut_fail;
     }
-    sk_hset_free(&in_heap);
+    kt_u64set_free(&in_heap);
     free(cur);
     free(next);
     free(cum);
@@ -341,7 +333,7 @@ take(struct round *R, const struct sk_member *m, int from_random,
     struct kt_search_cand *c;
 
     if (out->n >= cap || !m->valid || !is_new(R, m->hash) ||
-        sk_hset_has(&R->taken, m->hash)) {
+        kt_u64set_has(&R->taken, m->hash)) {
         if (m->valid && !is_new(R, m->hash))
             R->st->skipped_measured++;
         return 0;
@@ -357,8 +349,8 @@ take(struct round *R, const struct sk_member *m, int from_random,
     kt_steps_hash(st->steps, st->nsteps, c->hash);
     c->score = m->score;
     c->from_random = from_random;
-    kt_state_free(st);
-    sk_hset_add(&R->taken, m->hash);
+    c->state = st;
+    kt_u64set_add(&R->taken, m->hash);
     if (from_random)
         R->st->picked_random++;
     else
@@ -413,6 +405,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     struct round R;
     struct sk_member *init = NULL, *best = NULL, *all = NULL;
     int ninit = 0, nbest = 0, i, rc = KT_OK, iters, nrand, extra;
+    size_t k;
     double t0 = kt_now(), t1;
 
     out->n = 0;
@@ -427,14 +420,15 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     memset(&R, 0, sizeof(R));
     R.s = s;
     R.sc.s = s;
-    R.sc.model = s->o.policy == KT_SEARCH_SKETCH_XGB && model != NULL &&
+    R.sc.model = s->o.policy == KT_POLICY_SKETCH_XGB && model != NULL &&
                  kt_xgb_trained(model) ? model : NULL;
-    R.measured = measured;
-    R.nmeasured = measured ? nmeasured : 0;
     R.st = stats;
     R.err = err;
     R.errlen = errlen;
-    sk_hset_init(&R.taken);
+    kt_u64set_init(&R.taken);
+    /* measured[] is remembered: later calls need not pass it again */
+    for (k = 0; measured != NULL && k < nmeasured; k++)
+        kt_u64set_add(&s->proposed, measured[k]);
     stats->sketches = s->nsketches;
     out->v = kt_xcalloc((size_t)n, sizeof(*out->v));
     iters = s->o.num_iters;
@@ -446,7 +440,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         goto done;
     t1 = kt_now();
     stats->sample_s = t1 - t0;
-    if (s->o.policy == KT_SEARCH_RANDOM) {
+    if (s->o.policy == KT_POLICY_RANDOM) {
         for (i = 0; i < ninit && out->n < n; i++)
             take(&R, &init[i], 1, out, n);
     } else {
@@ -487,9 +481,10 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     /* Remember what was proposed (and the genomes, for kt_search_record). */
     for (i = 0; i < out->n; i++) {
         struct sk_member m;
-        uint64_t h = strtoull(out->v[i].hash, NULL, 16);
+        uint64_t h = 0;
         int j, found = 0;
-        sk_hset_add(&s->proposed, h);
+        kt_hash_parse(out->v[i].hash, &h);
+        kt_u64set_add(&s->proposed, h);
         /* find the genome among the candidates we looked at */
         for (j = 0; j < nbest && !found; j++)
             if (best[j].hash == h) {
@@ -508,7 +503,7 @@ done:
     stats->scored = R.sc.nscored;
     stats->score_s = R.sc.t_build + R.sc.t_score;
     stats->total_s = kt_now() - t0;
-    sk_hset_free(&R.taken);
+    kt_u64set_free(&R.taken);
     sk_score_ctx_free(&R.sc);
     pthread_mutex_unlock(&s->lock);
     free(init);
@@ -524,13 +519,13 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
                  double cost)
 {
     char hex[17];
-    uint64_t h;
+    uint64_t h = 0;
     int i, found = 0;
 
     kt_steps_hash(steps, nsteps, hex);
-    h = strtoull(hex, NULL, 16);
+    kt_hash_parse(hex, &h);
     pthread_mutex_lock(&s->lock);
-    sk_hset_add(&s->proposed, h);
+    kt_u64set_add(&s->proposed, h);
     for (i = s->nprop - 1; i >= 0; i--) {
         if (s->prop[i].hash != h)
             continue;

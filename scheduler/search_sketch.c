@@ -1,7 +1,7 @@
 /* search_sketch.c - sketch generation (Ansor's CPU sketch rules) and the
  * builder that turns a genome into a schedule state.
  *
- * Rules, tried for each stage from the last to the first (ANSOR.md 2.5):
+ * Rules, tried for each stage from the last to the first (docs/search.md, Sketches):
  * AlwaysInline (elementwise, not an output: inlined; padding stages are
  * both inlined and, in a second set of sketches, kept as a stage),
  * then for stages that need multi-level tiling (a reduction with data

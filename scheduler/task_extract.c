@@ -3,7 +3,7 @@
  * epilogue, every layer becomes a DAG through the IR operator library, and
  * equal workloads (equal keys) merge into one task weighted by the count.
  *
- * Similarity tags (for the gradient scheduler's groups, ANSOR.md 1.4):
+ * Similarity tags (for the gradient scheduler's groups, docs/design.md 2.4):
  * Ansor's tag is an operator tag plus int(log_1.618(flops + 1)); no TVM
  * operator sets the tag, so the groups never form there.  Ours is the op
  * class and the structural parameters that change the loop nest (kernel

@@ -1,11 +1,11 @@
 /* task_sched.c - the task scheduler: which task gets the next round of
  * measurements.  A transcription of Ansor's TaskScheduler (TVM v0.14.0
  * python/tvm/auto_scheduler/task_scheduler.py) as described in
- * shared/design/ANSOR.md section 1, with costs in seconds and the objective
+ * docs/design.md section 2, with costs in seconds and the objective
  * f = sum_i weight_i * best_cost_i.  Deliberate differences, each marked
  * "Deviation" below: the chain gradient is w_i exactly instead of a finite
  * difference; the all-equal tie picks among live tasks only; the options
- * max_failed_rounds (ANSOR.md 8.6) and the per-task early stopping are 0 =
+ * max_failed_rounds (docs/design.md 2.5) and the per-task early stopping are 0 =
  * off; trial counts are exact rather than rounds x per_round.
  *
  * Pure logic: no I/O, no clock, randomness from a seeded kt_rng. */
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Latencies at or above this mean "no valid program" (ANSOR.md 1.8). */
+/* Latencies at or above this mean "no valid program" (docs/design.md 2.1). */
 #define VALID_LIMIT 1e9
 
 struct kt_task_sched {
@@ -85,7 +85,7 @@ kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
         o->backward_window_size < 1 || o->alpha < 0 || o->alpha > 1)
         return kt_seterr(err, errlen, KT_EINVAL, "task scheduler: invalid "
                          "options");
-    /* ANSOR.md 1.2 step 3. */
+    /* docs/design.md 2.1. */
     if (o->trials / n < 1)
         return kt_seterr(err, errlen, KT_EINVAL, "task scheduler: %lld "
                          "trials are too few for %d tasks (at least one "
@@ -114,7 +114,7 @@ kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
         s->best[i] = KT_SCHED_NO_COST;
         s->group[i] = -1;
     }
-    /* ANSOR.md 1.4: equal non-empty tags form a group; the group id is the
+    /* docs/design.md 2.4: equal non-empty tags form a group; the group id is the
      * index of its first member. */
     for (i = 0; tags != NULL && i < n; i++) {
         if (tags[i] == NULL || tags[i][0] == '\0')
@@ -191,7 +191,7 @@ group_best_flops(const struct kt_task_sched *s, int g)
     return b;
 }
 
-/* ANSOR.md 1.3: the gradient of task i (not dead). */
+/* docs/design.md 2.3: the gradient of task i (not dead). */
 static double
 gradient(const struct kt_task_sched *s, int i)
 {
@@ -241,7 +241,7 @@ pick_gradient(struct kt_task_sched *s)
     if (gmax != gmin)
         return arg;
     /* All gradients equal: Ansor picks uniformly among all tasks.
-     * Deviation: among the live ones (ANSOR.md 8.6: a dead pick wastes the
+     * Deviation: among the live ones (docs/design.md 5: a dead pick wastes the
      * round). */
     k = kt_rng_below(&s->rng, (uint64_t)nlive);
     for (i = 0; i < s->n; i++) {
@@ -262,7 +262,7 @@ kt_task_sched_next(struct kt_task_sched *s)
         return s->pending;
     if (s->stop != KT_SCHED_RUNNING)
         return -1;
-    /* ANSOR.md 1.2 step 6: warm-up round robin over the untuned tasks
+    /* docs/design.md 2.2 step 1: warm-up round robin over the untuned tasks
      * (restored tasks skip it); the budget is not checked here. */
     if (!s->warmed) {
         for (i = 0; i < s->n; i++) {
@@ -295,7 +295,7 @@ kt_task_sched_next(struct kt_task_sched *s)
     return s->pending;
 }
 
-/* ANSOR.md 1.4: a task that is tuned far more than the rest of its group
+/* docs/design.md 2.4: a task that is tuned far more than the rest of its group
  * and is still much slower leaves the group. */
 static void
 adjust_group(struct kt_task_sched *s, int i)
@@ -326,7 +326,7 @@ all_valid(const struct kt_task_sched *s)
     return 1;
 }
 
-/* Dead-task rules shared by update and restore (ANSOR.md 1.5 step 4). */
+/* Dead-task rules shared by update and restore (docs/design.md 2.5). */
 static void
 check_dead(struct kt_task_sched *s, int i)
 {
@@ -346,7 +346,7 @@ kt_task_sched_update(struct kt_task_sched *s, int i, double best_cost,
         return KT_EINVAL;
     if (s->pending == i)
         s->pending = -1;
-    /* ANSOR.md 1.5 (_tune_task). */
+    /* docs/design.md 2.5 (Ansor's _tune_task). */
     s->rounds[i]++;
     if (best_cost > 0 && best_cost < KT_SCHED_NO_COST &&
         best_cost < s->best[i]) {
@@ -362,7 +362,7 @@ kt_task_sched_update(struct kt_task_sched *s, int i, double best_cost,
     s->cur_score = score(s);
     if (!s->warmed)
         return 0;
-    /* ANSOR.md 1.2 step 7, after _tune_task. */
+    /* docs/design.md 2.2 step 3. */
     adjust_group(s, i);
     if (s->cur_score < s->best_score) {
         s->best_score = s->cur_score;

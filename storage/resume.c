@@ -155,32 +155,6 @@ cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Parses exactly 16 hex digits; -1 otherwise. */
-static int
-parse_hex16(const char *hex, uint64_t *v)
-{
-    uint64_t x = 0;
-    int i, d;
-
-    for (i = 0; i < 16; i++) {
-        char c = hex[i];
-
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return -1;
-        x = x << 4 | (uint64_t)d;
-    }
-    if (hex[16] != '\0')
-        return -1;
-    *v = x;
-    return 0;
-}
-
 int
 kt_storage_measured(struct kt_storage *st, const char *target,
                     const char *workload_hash, uint64_t **hashes, size_t *n,
@@ -202,7 +176,7 @@ kt_storage_measured(struct kt_storage *st, const char *target,
         rc = sqlite3_step(s);
         if (rc != SQLITE_ROW)
             break;
-        if (parse_hex16(col_text(s, 0), &v) < 0) {
+        if (kt_hash_parse(col_text(s, 0), &v) != KT_OK) {
             rc = kt_seterr(err, errlen, KT_EDB,
                            "storage: %s: logs.sched_hash '%s' is not 16 hex "
                            "digits",
@@ -237,7 +211,7 @@ kt_measured_contains(const uint64_t *hashes, size_t n, const char *hex)
 {
     uint64_t v;
 
-    if (hashes == NULL || n == 0 || parse_hex16(hex, &v) < 0)
+    if (hashes == NULL || n == 0 || kt_hash_parse(hex, &v) != KT_OK)
         return 0;
     return bsearch(&v, hashes, n, sizeof(v), cmp_u64) != NULL;
 }

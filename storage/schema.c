@@ -6,7 +6,7 @@
 
 #include "storage/storage_int.h"
 
-/* Version 1: seed 000's tables as they were first shipped.  Kept verbatim:
+/* Version 1: the original tables (docs/design.md section 4).  Kept verbatim:
  * kt_storage_create_version(1) uses it to rebuild the migration fixture. */
 static const char schema_v1[] =
     "CREATE TABLE logs(\n"

@@ -1,6 +1,6 @@
 /* storage.h - durable store for every measured trial (SQLite, WAL).
  *
- * The schema keeps seed 000's names (tables logs and kvs, view best_logs) so
+ * The schema keeps its first names (docs/design.md 4: logs, kvs, best_logs) so
  * the SQL recipes in docs/sql.md run verbatim against a live database, and
  * adds jobs, tasks, per-trial detail columns and a schema version with
  * forward migrations.  One struct kt_storage owns one sqlite3 connection

@@ -97,7 +97,7 @@ static void
 round_def(const struct kt_op_def *d, uint64_t seed, int ncomp)
 {
     struct kt_dag *dag = build(d);
-    struct kt_search *s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, seed, 1);
+    struct kt_search *s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, seed, 1);
     struct kt_search_batch b, b2;
     struct kt_search_stats st;
     char err[512];
@@ -205,7 +205,7 @@ test_search_reproducible(void **state)
     assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
     dag = build(&d);
     for (k = 0; k < 3; k++) {
-        struct kt_search *s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 512,
+        struct kt_search *s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 512,
                                          k == 2 ? 99 : 42, k == 1 ? 2 : 1);
         assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b[k], NULL,
                                               err, sizeof(err)), KT_OK);
@@ -245,7 +245,7 @@ test_search_dedup_restart(void **state)
     snprintf(path, sizeof(path), "%s/kt.db", dir);
     assert_int_equal(kt_op_dense(&d, 16, 64, 32, KT_EPI_RELU), KT_OK);
     dag = build(&d);
-    s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, 5, 1);
+    s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, 5, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b1, NULL, err,
                                           sizeof(err)), KT_OK);
     assert_int_equal(b1.n, 32);
@@ -281,7 +281,7 @@ test_search_dedup_restart(void **state)
     kt_storage_close(db);
 
     /* Same seed: without the measured set it would propose b1 again. */
-    s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, 5, 1);
+    s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, 5, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, hashes, nh, 32, &b2, NULL,
                                           err, sizeof(err)), KT_OK);
     assert_true(b2.n > 0);
@@ -294,7 +294,7 @@ test_search_dedup_restart(void **state)
     kt_search_batch_free(&b2);
     kt_search_free(s);
     /* Control: the same seed without the set repeats the first batch. */
-    s = new_search(dag, KT_SEARCH_SKETCH_RANDOM, 256, 5, 1);
+    s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, 5, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b2, NULL, err,
                                           sizeof(err)), KT_OK);
     for (i = 0, j = 0; i < b2.n; i++)
@@ -327,21 +327,14 @@ test_search_random_policy(void **state)
     struct kt_search_batch b;
     struct kt_search_stats st;
     char err[512];
-    int p = -1;
     (void)state;
 
-    assert_int_equal(kt_search_policy_parse("random", &p, err, sizeof(err)), KT_OK);
-    assert_int_equal(p, KT_SEARCH_RANDOM);
-    assert_int_equal(kt_search_policy_parse("sketch.xgb", &p, err, sizeof(err)), KT_OK);
-    assert_int_equal(p, KT_SEARCH_SKETCH_XGB);
-    assert_int_equal(kt_search_policy_parse("sketch.rnd", &p, err, sizeof(err)),
-                     KT_ECONFIG);
-    assert_non_null(strstr(err, "sketch.rnd"));
-    assert_string_equal(kt_search_policy_name(KT_SEARCH_SKETCH_RANDOM), "sketch.random");
+    assert_string_equal(kt_policy_name(KT_POLICY_SKETCH_RANDOM), "sketch.random");
+    assert_string_equal(kt_policy_name(KT_POLICY_RANDOM), "random");
 
     assert_int_equal(kt_op_matmul(&d, 32, 48, 64), KT_OK);
     dag = build(&d);
-    s = new_search(dag, KT_SEARCH_RANDOM, 128, 3, 1);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 3, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 40, &b, &st, err,
                                           sizeof(err)), KT_OK);
     assert_int_equal(b.n, 40);
@@ -373,7 +366,7 @@ test_search_model_and_seeds(void **state)
 
     assert_int_equal(kt_op_dense(&d, 32, 64, 128, KT_EPI_BIAS), KT_OK);
     dag = build(&d);
-    s = new_search(dag, KT_SEARCH_SKETCH_XGB, 256, 11, 2);
+    s = new_search(dag, KT_POLICY_SKETCH_XGB, 256, 11, 2);
     assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 48, &b, &st, err,
                                           sizeof(err)), KT_OK);
     assert_int_equal(b.n, 48);

@@ -1,6 +1,6 @@
 /* test_task_sched.c - the task scheduler against hand-computed choices.
  * Costs are seconds; gradients below are worked out in the comments from
- * ANSOR.md 1.3: grad = w * (alpha * backward + (1 - alpha) * forward),
+ * docs/design.md 2.3: grad = w * (alpha * backward + (1 - alpha) * forward),
  * forward = min(best - best / t, g2) - best. */
 #include <setjmp.h>
 #include <stdarg.h>

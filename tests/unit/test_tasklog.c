@@ -1,5 +1,5 @@
-/* test_tasklog.c - golden output of the task-table log: Ansor's layout as
- * seed 001 shows it (table, search, measure, train sections), the extra
+/* test_tasklog.c - golden output of the task-table log: Ansor's layout
+ * (docs/design.md section 3) (table, search, measure, train sections), the extra
  * columns, total_latency.tsv, and the files kt_tasklog_write appends. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +38,7 @@ test_tasklog_ansor_table(void **state)
     (void)state;
     kt_buf_init(&b);
     kt_tasklog_format_table(&b, &t, KT_TASKLOG_ANSOR);
-    /* Lines copied from seed 001; Ansor's format ends the last with \t. */
+    /* Lines in Ansor's exact format; Ansor's format ends the last with \t. */
     assert_string_equal(b.p,
         "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |\n"
         "-------------------------------------------------\n"
@@ -83,7 +83,7 @@ test_tasklog_extra_columns_and_missing(void **state)
     kt_buf_free(&b);
 }
 
-/* Candidates of seed 001's round: 58 in batches of 24, one build error. */
+/* Candidates of an Ansor round: 58 in batches of 24, one build error. */
 static struct kt_tasklog_cand *
 seed_cands(void)
 {
@@ -145,7 +145,7 @@ test_tasklog_round_sections(void **state)
         "\tNext ID: 16\t\n");
     title_line(t, sizeof(t), "Search");
     kt_buf_puts(&want, t);
-    /* The next four lines are seed 001's, byte for byte. */
+    /* The next four lines are Ansor's format, byte for byte. */
     kt_buf_puts(&want,
         "Sample Initial Population\t#s: 1444\tfail_ct: 0\tTime elapsed: 17.69\n"
         "GA Iter: 0\tMax score: 0.8888\tMin score: 0.6143\t#Pop: 116\t#M+: 0\t#M-: 0\n"

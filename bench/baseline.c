@@ -1,0 +1,201 @@
+/* baseline.c - see baseline.h. */
+#include "bench/baseline.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+double
+kt_bench_time(void (*run)(void *), void *arg, int repeats)
+{
+    double t0 = kt_now(), once, best = 1e30;
+    long n, i;
+    int r;
+
+    run(arg);
+    once = kt_now() - t0;
+    n = once >= 0.01 ? 1 : (long)(0.01 / (once > 1e-7 ? once : 1e-7)) + 1;
+    for (r = 0; r < repeats; r++) {
+        t0 = kt_now();
+        for (i = 0; i < n; i++)
+            run(arg);
+        once = (kt_now() - t0) / (double)n;
+        if (once < best)
+            best = once;
+    }
+    return best;
+}
+
+static int64_t
+conv_out_h(const struct kt_conv2d_params *p)
+{
+    return (p->H + 2 * p->pad_h - p->dilation_h * (p->R - 1) - 1) / p->stride_h + 1;
+}
+
+static int64_t
+conv_out_w(const struct kt_conv2d_params *p)
+{
+    return (p->W + 2 * p->pad_w - p->dilation_w * (p->S - 1) - 1) / p->stride_w + 1;
+}
+
+static int
+conv_is_pointwise(const struct kt_conv2d_params *p)
+{
+    return p->R == 1 && p->S == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+           p->pad_h == 0 && p->pad_w == 0;
+}
+
+size_t
+kt_bench_conv_col_floats(const struct kt_conv2d_params *p)
+{
+    return (size_t)(p->C / p->groups * p->R * p->S * conv_out_h(p) * conv_out_w(p));
+}
+
+/* col[(c*R + r)*S + s][y*OW + x] = the padded input of channels c0.. */
+static void
+im2col(const struct kt_conv2d_params *p, const float *in, int64_t c0, float *col)
+{
+    int64_t OH = conv_out_h(p), OW = conv_out_w(p), cg = p->C / p->groups;
+    int64_t c, r, s, y, x;
+
+    for (c = 0; c < cg; c++)
+        for (r = 0; r < p->R; r++)
+            for (s = 0; s < p->S; s++) {
+                float *dst = col + ((c * p->R + r) * p->S + s) * OH * OW;
+                const float *src = in + (c0 + c) * p->H * p->W;
+                for (y = 0; y < OH; y++) {
+                    int64_t iy = y * p->stride_h + r * p->dilation_h - p->pad_h;
+                    for (x = 0; x < OW; x++) {
+                        int64_t ix = x * p->stride_w + s * p->dilation_w - p->pad_w;
+                        dst[y * OW + x] = iy < 0 || iy >= p->H || ix < 0 || ix >= p->W
+                                          ? 0.0f : src[iy * p->W + ix];
+                    }
+                }
+            }
+}
+
+void
+kt_bench_conv_im2col(const struct kt_conv2d_params *p, const float *in, const float *wt,
+                     const float *bias, float *col, float *out)
+{
+    int64_t OH = conv_out_h(p), OW = conv_out_w(p);
+    int64_t cg = p->C / p->groups, kg = p->K / p->groups, depth = cg * p->R * p->S;
+    int64_t n, g;
+
+    for (n = 0; n < p->N; n++) {
+        const float *img = in + n * p->C * p->H * p->W;
+        float *o = out + n * p->K * OH * OW;
+        for (g = 0; g < p->groups; g++) {
+            const float *b = img + g * cg * p->H * p->W;
+            if (!conv_is_pointwise(p)) {
+                im2col(p, img, g * cg, col);
+                b = col;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kg, (int)(OH * OW),
+                        (int)depth, 1.0f, wt + g * kg * depth, (int)depth, b,
+                        (int)(OH * OW), 0.0f, o + g * kg * OH * OW, (int)(OH * OW));
+        }
+        kt_bench_epilogue(o, p->K, OH * OW, p->epilogue & KT_EPI_BIAS ? bias : NULL, 1,
+                          p->epilogue & KT_EPI_RELU);
+    }
+}
+
+void
+kt_bench_epilogue(float *out, int64_t rows, int64_t cols, const float *bias,
+                  int bias_per_row, int relu)
+{
+    int64_t i, j;
+
+    if (bias == NULL && !relu)
+        return;
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < cols; j++) {
+            float v = out[i * cols + j];
+            if (bias != NULL)
+                v += bias[bias_per_row ? i : j];
+            out[i * cols + j] = relu && v < 0.0f ? 0.0f : v;
+        }
+}
+
+/* ---- FMA peak ------------------------------------------------------------ */
+
+enum { FMA_CHAINS = 12 };  /* independent accumulators: > latency x FMA ports */
+
+#if defined(__AVX512F__)
+#define FMA_ISA "avx512"
+#define FMA_LANES 16
+typedef __m512 fma_vec;
+#define FMA_SET1(x) _mm512_set1_ps(x)
+#define FMA_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define FMA_LANE0(v) _mm512_cvtss_f32(v)
+#elif defined(__AVX2__) && defined(__FMA__)
+#define FMA_ISA "avx2"
+#define FMA_LANES 8
+typedef __m256 fma_vec;
+#define FMA_SET1(x) _mm256_set1_ps(x)
+#define FMA_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define FMA_LANE0(v) _mm256_cvtss_f32(v)
+#else
+#define FMA_ISA "scalar"
+#define FMA_LANES 1
+typedef float fma_vec;
+#define FMA_SET1(x) (x)
+#define FMA_FMADD(a, b, c) __builtin_fmaf(a, b, c)
+#define FMA_LANE0(v) (v)
+#endif
+
+struct fma_thread {
+    long iters;
+    float sink;
+};
+
+static void *
+fma_loop(void *arg)
+{
+    struct fma_thread *t = arg;
+    const fma_vec m = FMA_SET1(0.9999999f), c = FMA_SET1(1e-7f);
+    fma_vec acc[FMA_CHAINS];
+    float sum = 0;
+    long i;
+    int j;
+
+    for (j = 0; j < FMA_CHAINS; j++)
+        acc[j] = FMA_SET1((float)j);
+    for (i = 0; i < t->iters; i++)
+        for (j = 0; j < FMA_CHAINS; j++)
+            acc[j] = FMA_FMADD(acc[j], m, c);
+    for (j = 0; j < FMA_CHAINS; j++)
+        sum += FMA_LANE0(acc[j]);
+    t->sink = sum;
+    return NULL;
+}
+
+double
+kt_bench_fma_peak(int threads, const char **isa)
+{
+    const long iters = 5000000;
+    struct fma_thread t[64];
+    pthread_t tid[64];
+    double best = 0;
+    int rep, i;
+
+    if (threads < 1 || threads > 64)
+        threads = 1;
+    for (rep = 0; rep < 7; rep++) {
+        double t0 = kt_now(), gflops;
+        for (i = 0; i < threads; i++) {
+            t[i].iters = iters;
+            pthread_create(&tid[i], NULL, fma_loop, &t[i]);
+        }
+        for (i = 0; i < threads; i++)
+            pthread_join(tid[i], NULL);
+        gflops = 2.0 * FMA_LANES * FMA_CHAINS * (double)iters * threads /
+                 (kt_now() - t0) / 1e9;
+        if (gflops > best)
+            best = gflops;
+    }
+    if (isa != NULL)
+        *isa = FMA_ISA;
+    return best;
+}

@@ -1,0 +1,36 @@
+/* baseline.h - code shared by the benchmarks in bench/: one timing rule,
+ * the OpenBLAS convolution baseline (im2col + sgemm + epilogue) and the
+ * machine's measured FMA peak. */
+#ifndef KT_BENCH_BASELINE_H
+#define KT_BENCH_BASELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+/* Seconds per call of run(arg): one warm-up call, then the best of
+ * 'repeats' batches, each of enough calls to last at least 10 ms. */
+double kt_bench_time(void (*run)(void *), void *arg, int repeats);
+
+/* Floats of the im2col buffer kt_bench_conv_im2col needs for p. */
+size_t kt_bench_conv_col_floats(const struct kt_conv2d_params *p);
+/* conv2d of p (NCHW input, KCRS weights, NKHW output, p->epilogue bits) as
+ * OpenBLAS users write it: per image and group, im2col into col (skipped
+ * for a 1x1 stride-1 unpadded convolution) and one cblas_sgemm; then the
+ * bias and relu.  bias may be NULL when p has no bias. */
+void kt_bench_conv_im2col(const struct kt_conv2d_params *p, const float *in,
+                          const float *wt, const float *bias, float *col,
+                          float *out);
+/* out[rows][cols] += bias (per row when bias_per_row, else per column),
+ * then max(., 0) when relu; bias may be NULL. */
+void kt_bench_epilogue(float *out, int64_t rows, int64_t cols,
+                       const float *bias, int bias_per_row, int relu);
+
+/* GFLOPS of a loop of independent register-only vector FMAs on 'threads'
+ * threads (best of 7 runs); *isa (may be NULL) gets "avx512", "avx2" or
+ * "scalar": what this file was compiled for (-march=native for the real
+ * peak). */
+double kt_bench_fma_peak(int threads, const char **isa);
+
+#endif /* KT_BENCH_BASELINE_H */

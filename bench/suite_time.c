@@ -1,0 +1,503 @@
+/* suite_time.c - the timing half of the benchmark suite (bench/suite.sh,
+ * docs/performance.md).  For each model config and its tuning database:
+ * rebuilds the best stored kernel (as `kerntune show` does), compiles it
+ * with the default target flags and times it in this process next to
+ * OpenBLAS and oneDNN on the same buffers, on 1 and 2 threads, with one
+ * timing rule (bench/baseline.h); checks every output against the DAG
+ * interpreter; prints a table with ratios and writes JSON lines.
+ *
+ *   build/bench/suite_time [--json FILE] CONFIG DB [CONFIG DB ...]
+ */
+#include <cblas.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <omp.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/baseline.h"
+#include "bench/suite.h"
+#include "daemon/show.h"
+#include "scheduler/scheduler.h"
+#include "tests/support/ktt.h"
+
+void openblas_set_num_threads(int);
+
+enum { MAX_THREADS = 2, REPEATS = 15 };
+
+/* What was tuned for a task, from its database. */
+struct tuned {
+    long long trials, ok, build_timeouts;
+    double tune_s;              /* first start to last finish */
+    double stored_cost;         /* best stored cost, seconds (0: none) */
+    long long trial_id;
+};
+
+/* One implementation measured on 1..MAX_THREADS threads. */
+struct impl {
+    char name[96];
+    double t[MAX_THREADS + 1];  /* seconds; 0 = not measured */
+    double err[MAX_THREADS + 1];/* relative L2 error against the interpreter */
+};
+
+struct task_result {
+    char name[64];
+    double flops;
+    struct tuned tuned;
+    struct impl ours, blas, dnnl;
+};
+
+static double fma_peak[MAX_THREADS + 1];
+
+void
+suite_conv_params(const struct kt_layer *L, struct kt_conv2d_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->N = L->N, p->C = L->C, p->H = L->H, p->W = L->W, p->K = L->K, p->R = L->R;
+    p->S = L->S, p->stride_h = L->stride[0], p->stride_w = L->stride[1];
+    p->pad_h = L->pad[0], p->pad_w = L->pad[1], p->dilation_h = L->dilation[0];
+    p->dilation_w = L->dilation[1], p->groups = L->groups, p->epilogue = L->epilogue;
+}
+
+/* ---- OpenBLAS --------------------------------------------------------------- */
+
+struct blas_run {
+    const struct suite_op *op;
+    struct kt_conv2d_params conv;
+    float *col;
+};
+
+static void
+run_blas(void *arg)
+{
+    struct blas_run *r = arg;
+    const struct suite_op *op = r->op;
+    const struct kt_layer *L = op->layer;
+    int64_t b;
+
+    switch (L->op) {
+    case KT_LAYER_CONV2D:
+        kt_bench_conv_im2col(&r->conv, op->x, op->w, op->bias, r->col, op->out);
+        break;
+    case KT_LAYER_DENSE:
+        if (L->M == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)L->N, (int)L->K, 1.0f, op->w,
+                        (int)L->K, op->x, 1, 0.0f, op->out, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L->M, (int)L->N,
+                        (int)L->K, 1.0f, op->x, (int)L->K, op->w, (int)L->K, 0.0f, op->out,
+                        (int)L->N);
+        kt_bench_epilogue(op->out, L->M, L->N, op->bias, 0, L->epilogue & KT_EPI_RELU);
+        break;
+    case KT_LAYER_MATMUL:
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L->M, (int)L->N,
+                    (int)L->K, 1.0f, op->x, (int)L->K, op->w, (int)L->N, 0.0f, op->out,
+                    (int)L->N);
+        break;
+    case KT_LAYER_BATCH_MATMUL:
+        for (b = 0; b < L->B; b++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, L->transpose_b ? CblasTrans : CblasNoTrans,
+                        (int)L->M, (int)L->N, (int)L->K, 1.0f, op->x + b * L->M * L->K,
+                        (int)L->K, op->w + b * L->K * L->N, (int)(L->transpose_b ? L->K : L->N),
+                        0.0f, op->out + b * L->M * L->N, (int)L->N);
+        break;
+    default:
+        break;
+    }
+}
+
+static int
+blas_has(const struct kt_layer *L)
+{
+    return L->op == KT_LAYER_CONV2D || L->op == KT_LAYER_DENSE || L->op == KT_LAYER_MATMUL ||
+           L->op == KT_LAYER_BATCH_MATMUL;
+}
+
+/* ---- kerntune's kernel ------------------------------------------------------ */
+
+struct kernel_run {
+    void (*fn)(float *const *);
+    float **args;
+};
+
+static void
+run_kernel(void *arg)
+{
+    struct kernel_run *k = arg;
+    k->fn(k->args);
+}
+
+static void
+set_threads(int t, void (*kernel_threads)(int))
+{
+    openblas_set_num_threads(t);
+    omp_set_num_threads(t);
+    if (kernel_threads != NULL)
+        kernel_threads(t);
+}
+
+/* Times run(arg) on t threads into im->t[t], poisoning out first and
+ * comparing it with want afterwards. */
+static void
+measure(struct impl *im, int t, void (*run)(void *), void *arg, float *out,
+        const float *want, int64_t n)
+{
+    memset(out, 0xff, (size_t)n * sizeof(float));  /* NaN: a skipped write shows */
+    im->t[t] = kt_bench_time(run, arg, REPEATS);
+    im->err[t] = ktt_rel_l2(out, want, n);
+}
+
+static void
+read_tuned(sqlite3 *db, const char *hash, struct tuned *tu)
+{
+    sqlite3_stmt *q = NULL;
+
+    if (sqlite3_prepare_v2(db, "select count(*), sum(err_no = 0), sum(err_no = 6), "
+                           "max(finished) - min(started) from logs where workload_hash = ?",
+                           -1, &q, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        tu->trials = sqlite3_column_int64(q, 0);
+        tu->ok = sqlite3_column_int64(q, 1);
+        tu->build_timeouts = sqlite3_column_int64(q, 2);
+        tu->tune_s = sqlite3_column_double(q, 3);
+    }
+    sqlite3_finalize(q);
+}
+
+/* Builds the best stored kernel of dag from db; returns its dlopen handle or
+ * NULL (message on stderr). */
+static void *
+build_best(const char *db_path, const struct kt_model_conf *conf, const struct kt_dag *dag,
+           struct tuned *tu)
+{
+    struct kt_codegen_opts cg;
+    struct kt_shown t;
+    sqlite3 *db = NULL;
+    char err[4096], *src = NULL;
+    void *h = NULL;
+
+    kt_codegen_default_opts(&cg);
+    if (conf->target.vector_bytes > 0)
+        cg.vector_bytes = (int)conf->target.vector_bytes;
+    if (kt_show_open_db(db_path, &db, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "suite: %s\n", err);
+        return NULL;
+    }
+    read_tuned(db, dag->hash, tu);
+    if (kt_show_load_best(db, db_path, dag->hash, &t, err, sizeof(err)) != KT_OK ||
+        kt_show_module(&t, &cg, &src, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "suite: %s\n", err);
+    } else {
+        tu->stored_cost = t.cost;
+        tu->trial_id = (long long)t.id;
+        h = ktt_build(src, err, sizeof(err));
+        if (h == NULL)
+            fprintf(stderr, "suite: %s: trial %lld does not build:\n%.2000s\n", db_path,
+                    (long long)t.id, err);
+    }
+    free(src);
+    kt_shown_free(&t);
+    sqlite3_close(db);
+    return h;
+}
+
+static float *
+tensor(const struct kt_dag *dag, struct ktt_bufs *b, const char *name)
+{
+    int i = kt_dag_find_tensor(dag, name);
+    return i >= 0 ? b->t[i] : NULL;
+}
+
+/* Fills op with the layer's tensors from b (names of docs/compute.md). */
+static void
+bind_op(struct suite_op *op, const struct kt_layer *L, const struct kt_dag *dag,
+        struct ktt_bufs *b)
+{
+    int product = L->op == KT_LAYER_MATMUL || L->op == KT_LAYER_BATCH_MATMUL;
+
+    op->layer = L;
+    op->x = tensor(dag, b, "A") ? tensor(dag, b, "A")
+            : tensor(dag, b, "I") ? tensor(dag, b, "I") : tensor(dag, b, "X");
+    op->w = product ? tensor(dag, b, "B") : tensor(dag, b, "W");
+    op->bias = product ? NULL : tensor(dag, b, "B");
+    op->out = tensor(dag, b, "O");
+}
+
+static void
+time_libraries(struct task_result *r, const struct suite_op *op, const float *want,
+               int64_t n)
+{
+    struct blas_run br = {.op = op};
+    char name[96], err[512];
+    int t, v;
+
+    if (blas_has(op->layer)) {
+        snprintf(r->blas.name, sizeof(r->blas.name), "%s",
+                 op->layer->op == KT_LAYER_CONV2D ? "im2col+sgemm"
+                 : op->layer->op == KT_LAYER_DENSE && op->layer->M == 1 ? "sgemv" : "sgemm");
+        if (op->layer->op == KT_LAYER_CONV2D) {
+            suite_conv_params(op->layer, &br.conv);
+            br.col = kt_xaligned(64, kt_bench_conv_col_floats(&br.conv) * sizeof(float) + 64);
+        }
+        for (t = 1; t <= MAX_THREADS; t++) {
+            set_threads(t, NULL);
+            measure(&r->blas, t, run_blas, &br, op->out, want, n);
+        }
+        free(br.col);
+    }
+    for (v = 0; v < suite_dnnl_variants(op); v++) {
+        struct suite_dnnl *d = suite_dnnl_new(op, v, name, sizeof(name), err, sizeof(err));
+        struct impl im = {.name = ""};
+        if (d == NULL) {
+            fprintf(stderr, "suite: %s: oneDNN variant %d: %s\n", r->name, v, err);
+            continue;
+        }
+        snprintf(im.name, sizeof(im.name), "%s", name);
+        for (t = 1; t <= MAX_THREADS; t++) {
+            set_threads(t, NULL);
+            measure(&im, t, suite_dnnl_run, d, op->out, want, n);
+        }
+        suite_dnnl_free(d);
+        /* the faster variant on all threads stands for oneDNN */
+        if (r->dnnl.t[MAX_THREADS] == 0 || im.t[MAX_THREADS] < r->dnnl.t[MAX_THREADS])
+            r->dnnl = im;
+    }
+}
+
+static int
+run_task(const char *cfg, const char *db_path, struct task_result *r)
+{
+    struct kt_model_conf *conf = NULL;
+    struct kt_tasks tasks = {0};
+    struct ktt_bufs b = {0}, ref = {0};
+    struct suite_op op;
+    struct kernel_run kr;
+    float *args[KT_MAX_TENSORS];
+    char err[1024];
+    void *h = NULL;
+    int t, out, status = 1;
+
+    if (kt_model_conf_load(cfg, &conf, err, sizeof(err)) != KT_OK ||
+        kt_tasks_extract(conf, &tasks, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "suite: %s\n", err);
+        goto done;
+    }
+    if (tasks.n != 1 || conf->nlayers != 1) {
+        fprintf(stderr, "suite: %s: a suite config has exactly one layer\n", cfg);
+        goto done;
+    }
+    snprintf(r->name, sizeof(r->name), "%s", conf->name);
+    r->flops = tasks.v[0].dag->flops;
+    ktt_bufs_init(&b, tasks.v[0].dag, 1);
+    ktt_bufs_init(&ref, tasks.v[0].dag, 1);
+    kt_dag_interpret(tasks.v[0].dag, ref.t);
+    out = kt_dag_find_tensor(tasks.v[0].dag, "O");
+    bind_op(&op, &conf->layers[0], tasks.v[0].dag, &b);
+    time_libraries(r, &op, ref.t[out], b.elems[out]);
+
+    h = build_best(db_path, conf, tasks.v[0].dag, &r->tuned);
+    if (h != NULL) {
+        void (*threads)(int) = (void (*)(int))dlsym(h, "kt_set_threads");
+        ktt_args(tasks.v[0].dag, &b, args);
+        kr.fn = (void (*)(float *const *))dlsym(h, "kt_kernel");
+        kr.args = args;
+        snprintf(r->ours.name, sizeof(r->ours.name), "trial %lld", r->tuned.trial_id);
+        for (t = 1; t <= MAX_THREADS; t++) {
+            set_threads(t, threads);
+            measure(&r->ours, t, run_kernel, &kr, op.out, ref.t[out], b.elems[out]);
+        }
+    }
+    status = 0;
+done:
+    /* the kernel's handle stays open: its OpenMP pool may still run its code */
+    ktt_bufs_free(&b);
+    ktt_bufs_free(&ref);
+    kt_tasks_free(&tasks);
+    kt_model_conf_free(conf);
+    return status;
+}
+
+/* ---- report ----------------------------------------------------------------- */
+
+static double
+gflops(const struct task_result *r, const struct impl *im, int t)
+{
+    return im->t[t] > 0 ? r->flops / im->t[t] / 1e9 : 0;
+}
+
+/* The faster library on t threads, or NULL when no library ran. */
+static const struct impl *
+best_library(const struct task_result *r, int t)
+{
+    if (r->blas.t[t] > 0 && (r->dnnl.t[t] <= 0 || r->blas.t[t] <= r->dnnl.t[t]))
+        return &r->blas;
+    return r->dnnl.t[t] > 0 ? &r->dnnl : NULL;
+}
+
+static void
+put_gflops(double g, double err)
+{
+    if (g <= 0)
+        printf(" %9s", "-");
+    else
+        printf(" %8.1f%s", g, err < 1e-3 ? " " : "!");
+}
+
+static void
+print_row(const struct task_result *r, int t)
+{
+    const struct impl *best = best_library(r, t);
+    double ours = gflops(r, &r->ours, t);
+
+    printf("%-15s %2d", r->name, t);
+    put_gflops(t == MAX_THREADS && r->tuned.stored_cost > 0
+               ? r->flops / r->tuned.stored_cost / 1e9 : 0, 0);
+    put_gflops(ours, r->ours.err[t]);
+    put_gflops(gflops(r, &r->blas, t), r->blas.err[t]);
+    put_gflops(gflops(r, &r->dnnl, t), r->dnnl.err[t]);
+    if (best != NULL && ours > 0)
+        printf(" %8.2fx", best->t[t] / r->ours.t[t]);
+    else
+        printf(" %9s", "-");
+    if (ours > 0)
+        printf(" %6.1f%%", ours / fma_peak[t] * 100);
+    else
+        printf(" %7s", "-");
+    printf("  %4lld/%-4lld %4lld\n", r->tuned.ok, r->tuned.trials, r->tuned.build_timeouts);
+}
+
+static void
+json_num(FILE *f, const char *key, double v)
+{
+    if (v > 0 && isfinite(v))
+        fprintf(f, ",\"%s\":%.6g", key, v);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
+static void
+write_json(FILE *f, const struct task_result *r, int t, const char *date)
+{
+    const struct impl *best = best_library(r, t);
+
+    fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\",\"threads\":%d,\"flops\":%.0f", date,
+            r->name, t, r->flops);
+    fprintf(f, ",\"trials\":%lld,\"ok_trials\":%lld,\"build_timeouts\":%lld,\"trial_id\":%lld",
+            r->tuned.trials, r->tuned.ok, r->tuned.build_timeouts, r->tuned.trial_id);
+    json_num(f, "tune_s", r->tuned.tune_s);
+    json_num(f, "kerntune_stored_gflops", t == MAX_THREADS && r->tuned.stored_cost > 0
+             ? r->flops / r->tuned.stored_cost / 1e9 : 0);
+    json_num(f, "kerntune_gflops", gflops(r, &r->ours, t));
+    json_num(f, "openblas_gflops", gflops(r, &r->blas, t));
+    fprintf(f, ",\"openblas_impl\":\"%s\"", r->blas.name);
+    json_num(f, "onednn_gflops", gflops(r, &r->dnnl, t));
+    fprintf(f, ",\"onednn_impl\":\"%s\"", r->dnnl.name);
+    json_num(f, "ratio_vs_best_library",
+             best != NULL && r->ours.t[t] > 0 ? best->t[t] / r->ours.t[t] : 0);
+    json_num(f, "fma_peak_gflops", fma_peak[t]);
+    json_num(f, "fraction_of_peak", gflops(r, &r->ours, t) / fma_peak[t]);
+    fprintf(f, ",\"all_correct\":%s}\n",
+            r->ours.err[t] < 1e-3 && r->blas.err[t] < 1e-3 && r->dnnl.err[t] < 1e-3
+            ? "true" : "false");
+}
+
+static void
+print_machine(const char *date)
+{
+    char line[256], model[160] = "?", load[64] = "?";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':') != NULL) {
+            snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
+            model[strcspn(model, "\n")] = '\0';
+            break;
+        }
+    if (f != NULL)
+        fclose(f);
+    f = fopen("/proc/loadavg", "r");
+    if (f != NULL && fgets(load, sizeof(load), f) != NULL)
+        load[strcspn(load, "\n")] = '\0';
+    if (f != NULL)
+        fclose(f);
+    printf("%s; CPU: %s, %ld threads online; load (1/5/15 min, ...): %s\n", date, model,
+           sysconf(_SC_NPROCESSORS_ONLN), load);
+}
+
+/* Raises fma_peak[] to this measurement where it is higher: on a shared
+ * machine the least disturbed run is the closest to the peak. */
+static void
+measure_peak(const char **isa)
+{
+    int t;
+
+    for (t = 1; t <= MAX_THREADS; t++) {
+        double g = kt_bench_fma_peak(t, isa);
+        if (g > fma_peak[t])
+            fma_peak[t] = g;
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    struct task_result *res;
+    const char *json_path = NULL, *isa = "?";
+    char date[64];
+    time_t now = time(NULL);
+    FILE *json = NULL;
+    int i, t, first = 1, n = 0;
+
+    if (argc > 2 && strcmp(argv[1], "--json") == 0) {
+        json_path = argv[2];
+        first = 3;
+    }
+    if (argc - first < 2 || (argc - first) % 2 != 0) {
+        fprintf(stderr, "usage: suite_time [--json FILE] CONFIG DB [CONFIG DB ...]\n");
+        return 2;
+    }
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    print_machine(date);
+    measure_peak(&isa);
+    res = kt_xcalloc((size_t)(argc - first) / 2, sizeof(*res));
+    for (i = first; i + 1 < argc; i += 2) {
+        struct task_result *r = &res[n];
+        if (run_task(argv[i], argv[i + 1], r) == 0)
+            n++;
+        else
+            memset(r, 0, sizeof(*r));
+    }
+    measure_peak(&isa);
+    printf("FMA peak (register-only %s FMA loop, best of the runs before and after the "
+           "tasks): %.1f GFLOPS on 1 thread, %.1f on 2\n", isa, fma_peak[1], fma_peak[2]);
+    printf("\nGFLOPS, best of %d timed batches per implementation, same process and buffers\n"
+           "(\"!\": output differs from the reference; stored = the tuner's own measurement)\n\n",
+           REPEATS);
+    printf("%-15s %2s %9s %9s %9s %9s %9s %7s %9s %4s\n", "task", "T", "stored",
+           "kerntune", "OpenBLAS", "oneDNN", "ours/best", "%peak", "ok/trials", "bto");
+    for (i = 0; i < n; i++)
+        for (t = 1; t <= MAX_THREADS; t++)
+            print_row(&res[i], t);
+    printf("\nimplementations:\n");
+    for (i = 0; i < n; i++)
+        printf("  %-15s kerntune %s (tuned %.0f s); OpenBLAS %s; oneDNN %s\n", res[i].name,
+               res[i].ours.name[0] ? res[i].ours.name : "-", res[i].tuned.tune_s,
+               res[i].blas.name[0] ? res[i].blas.name : "-",
+               res[i].dnnl.name[0] ? res[i].dnnl.name : "-");
+    if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)
+        fprintf(stderr, "suite: %s: cannot write\n", json_path);
+    for (i = 0; json != NULL && i < n; i++)
+        for (t = 1; t <= MAX_THREADS; t++)
+            write_json(json, &res[i], t, date);
+    if (json != NULL) {
+        fclose(json);
+        printf("JSON lines: %s\n", json_path);
+    }
+    return n == (argc - first) / 2 ? 0 : 1;
+}

@@ -1,0 +1,207 @@
+/* engine_results.c - a measured batch on the loop thread: the tracker's
+ * results become the storage's trials, the batch is committed in one
+ * transaction (kept and retried while the database refuses it), and only
+ * then applied: task scheduler, best program, search feedback, training
+ * records and the task-table log (docs/design.md section 1, steps 4-5). */
+#include "daemon/engine_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The batch's trials, pointing into res (borrowed for the tracker's
+ * callback) and the round's candidates. */
+static void
+build_trials(struct kt_job *job, struct kt_round *r,
+             const struct kt_measure_result *res, int n)
+{
+    const struct kt_task *task = &job->tasks.v[r->task];
+    const struct kt_task_state *ts = &job->ts[r->task];
+    double now = kt_wall_now();
+    int i, k, nkv = 0;
+
+    r->nres = n < r->ncand ? n : r->ncand;
+    for (i = 0; i < r->nres; i++)
+        nkv += res[i].nkvs;
+    r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
+    r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
+    nkv = 0;
+    for (i = 0; i < r->nres; i++) {
+        struct kt_trial *tr = &r->trials[i];
+        tr->job_id = job->job_id;
+        tr->task_name = task->name;
+        tr->target = job->target;
+        tr->workload = task->dag->key;
+        tr->workload_hash = task->dag->hash;
+        tr->config = r->c[i].config;
+        tr->sched_hash = r->c[i].hash;
+        tr->err_no = res[i].err_no;
+        tr->err_text = res[i].err_no ? (res[i].err_text ? res[i].err_text : "")
+                                     : NULL;
+        tr->trial_no = ts->next_trial_no + i;
+        tr->cost = res[i].err_no ? 0 : res[i].cost;
+        tr->costs = res[i].costs;
+        tr->ncosts = res[i].ncosts;
+        tr->worker = res[i].worker ? res[i].worker : "";
+        tr->build_s = res[i].build_s;
+        tr->run_s = res[i].run_s;
+        tr->started = r->submitted > 0 ? now - r->measured_s : now;
+        tr->finished = now;
+        tr->kvs = &r->kvs[nkv];
+        for (k = 0; k < res[i].nkvs; k++) {
+            r->kvs[nkv].k = res[i].kv_keys[k];
+            r->kvs[nkv].v = res[i].kv_vals[k];
+            nkv++;
+        }
+        tr->nkvs = res[i].nkvs;
+    }
+}
+
+/* The batch waits for a retry: copy what the tracker only lent. */
+static void
+own_trials(struct kt_round *r)
+{
+    int i, k;
+
+    if (r->owned)
+        return;
+    r->costs = kt_xcalloc((size_t)(r->nres ? r->nres : 1) *
+                              KT_MEASURE_MAX_REPEAT,
+                          sizeof(double));
+    for (i = 0; i < r->nres; i++) {
+        struct kt_trial *t = &r->trials[i];
+        double *costs = &r->costs[(size_t)i * KT_MEASURE_MAX_REPEAT];
+        struct kt_kv *kv = (struct kt_kv *)t->kvs;
+        if (t->ncosts > 0)
+            memcpy(costs, t->costs, sizeof(double) * (size_t)t->ncosts);
+        t->costs = costs;
+        t->err_text = t->err_text ? kt_xstrdup(t->err_text) : NULL;
+        t->worker = kt_xstrdup(t->worker);
+        for (k = 0; k < t->nkvs; k++) {
+            kv[k].k = kt_xstrdup(kv[k].k);
+            kv[k].v = kt_xstrdup(kv[k].v);
+        }
+    }
+    r->owned = 1;
+}
+
+/* The search learns of the result at its next run (see kt_feedback). */
+static void
+queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
+{
+    struct kt_feedback *f;
+
+    if (ts->npending == ts->cappending) {
+        ts->cappending = ts->cappending ? ts->cappending * 2 : 64;
+        ts->pending = kt_xrealloc(ts->pending, sizeof(*ts->pending) *
+                                                   (size_t)ts->cappending);
+    }
+    f = &ts->pending[ts->npending++];
+    f->steps = c->steps;
+    f->nsteps = c->nsteps;
+    f->cost = cost;
+    c->steps = NULL; /* the feedback owns them now */
+    c->nsteps = 0;
+}
+
+/* The batch is in the database: now its results may be used. */
+static void
+apply_round(struct kt_job *job, struct kt_round *r)
+{
+    struct kt_task_state *ts = &job->ts[r->task];
+    double round_best = KT_SCHED_NO_COST;
+    double best = kt_task_sched_best_cost(job->sched, r->task);
+    int i;
+
+    for (i = 0; i < r->nres; i++) {
+        const struct kt_trial *res = &r->trials[i];
+        struct kt_cand *c = &r->c[i];
+        double cost = res->cost;
+        job->trials++;
+        if (res->err_no) {
+            ts->errors++;
+            job->errors++;
+        } else {
+            if (cost < round_best)
+                round_best = cost;
+            if (cost < best) {
+                best = cost;
+                free(ts->best_config);
+                ts->best_config = kt_xstrdup(c->config);
+            }
+        }
+        queue_feedback(ts, c, cost);
+        if (c->rows != NULL) {
+            kt__job_add_record(job, c->rows, c->nrows, r->task, cost);
+            c->rows = NULL; /* the record owns them now */
+        }
+    }
+    ts->next_trial_no += r->nres;
+    job->rounds++;
+    kt_task_sched_update(job->sched, r->task, round_best, r->nres);
+    kt__job_log_round(job, r, kt_task_sched_next(job->sched));
+    kt__job_start_training(job);
+}
+
+static void try_commit(struct kt_job *job, struct kt_round *r);
+
+static void
+retry_timer_cb(uv_timer_t *t)
+{
+    struct kt_round *r = t->data;
+
+    try_commit(r->job, r);
+}
+
+static void
+try_commit(struct kt_job *job, struct kt_round *r)
+{
+    char err[512];
+    int rc = kt_storage_write_batch(job->e->o.db, r->trials, (size_t)r->nres,
+                                    NULL, err, sizeof(err));
+
+    if (rc != KT_OK) {
+        /* Nothing of the batch was stored; keep it and try again. */
+        own_trials(r);
+        uint64_t delay = 200u << (r->retries < 6 ? r->retries : 6);
+        r->retries++;
+        log_warnx("engine: job %s: storing %d trials failed (%s); retry %d in "
+                  "%llu ms",
+                  job->name, r->nres, err, r->retries,
+                  (unsigned long long)delay);
+        snprintf(job->error, sizeof(job->error), "storage: %.480s", err);
+        if (r->retry == NULL) {
+            r->retry = kt_xcalloc(1, sizeof(*r->retry));
+            uv_timer_init(job->e->o.loop, r->retry);
+            r->retry->data = r;
+        }
+        uv_timer_start(r->retry, retry_timer_cb, delay, 0);
+        return;
+    }
+    job->error[0] = '\0';
+    apply_round(job, r);
+    job->measuring = NULL;
+    kt__job_round_free(r);
+    kt__job_maybe_end(job);
+    kt__job_kick(job);
+}
+
+void
+kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n)
+{
+    struct kt_round *r = arg;
+    struct kt_job *job = r->job;
+
+    r->measured_s = kt_now() - r->submitted;
+    job->device_busy_s += r->measured_s;
+    if (job->abandoned) {
+        log_warnx("engine: job %s: %d results of an abandoned batch not stored",
+                  job->name, n);
+        job->measuring = NULL;
+        kt__job_round_free(r);
+        kt__job_maybe_end(job);
+        return;
+    }
+    build_trials(job, r, res, n);
+    try_commit(job, r);
+}
