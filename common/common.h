@@ -97,6 +97,19 @@ uint64_t kt_rng_below(struct kt_rng *r, uint64_t n);
 /* Uniform in [0, 1). */
 double kt_rng_unit(struct kt_rng *r);
 
+/* Secret random bytes from getrandom(2); -errno when the kernel has none to
+ * give (callers fail closed, there is no fallback).  kt_random_hex writes
+ * 2 * nbytes hex digits and a NUL (nbytes <= 64). */
+int kt_random_bytes(void *out, size_t n);
+int kt_random_hex(char *out, size_t nbytes);
+
+/* Reads a secret token file the way ssh reads a private key: a regular file
+ * owned by the caller (or root), not readable or writable by group or
+ * others; the first line with trailing blanks (space, tab, CR) removed; not
+ * empty.  Errors name the file. */
+int kt_token_read(const char *path, char *buf, size_t len, char *err,
+                  size_t errlen);
+
 /* Logging to stderr, one write(2) per line so threads may log.  Under
  * journald (JOURNAL_STREAM set) lines start with "<N>"; otherwise with an
  * ISO-8601 timestamp and the level name. */

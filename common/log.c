@@ -29,13 +29,37 @@ level_name(int prio)
     return names[prio];
 }
 
+/* Appends s to line[n..cap) with every control byte written as \xNN, so
+ * a peer's name or key can never start a forged log line (journald reads
+ * "<N>" at a line's start as its priority).  Returns the new length. */
+static size_t
+put_escaped(char *line, size_t n, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (; *s && n < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != 0x7f) {
+            line[n++] = (char)c;
+        } else if (n + 4 <= cap) {
+            line[n++] = '\\';
+            line[n++] = 'x';
+            line[n++] = hex[c >> 4];
+            line[n++] = hex[c & 15];
+        } else {
+            break;
+        }
+    }
+    return n;
+}
+
 static void vlog_line(int prio, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
 static void
 vlog_line(int prio, const char *fmt, va_list ap)
 {
-    char line[2048];
+    char line[2048], msg[2048];
     size_t n = 0;
     int saved = errno;
     int r;
@@ -56,9 +80,9 @@ vlog_line(int prio, const char *fmt, va_list ap)
                      level_name(prio));
     }
     n = r > 0 ? (size_t)r : 0;
-    r = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    r = vsnprintf(msg, sizeof(msg), fmt, ap);
     if (r > 0)
-        n += (size_t)r < sizeof(line) - n - 1 ? (size_t)r : sizeof(line) - n - 2;
+        n = put_escaped(line, n, sizeof(line) - 1, msg);
     line[n++] = '\n';
     (void)!write(STDERR_FILENO, line, n);
     errno = saved;

@@ -183,6 +183,7 @@ struct kt_daemon_conf {
     char *listen_host;         /* split from listen */
     int listen_port;
     char *token_file;
+    struct kt_strlist key_tokens; /* "KEY=TOKEN_FILE": that key's own token */
     char *database;
     char *log_dir;
     char *model_dir;

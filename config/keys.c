@@ -293,7 +293,12 @@ static const struct kt__key daemon_keys[] = {
      "IPv6); port 0 picks a free port (then only local workers can join)."},
     {"token_file", KT_K_STR, D(token_file), NOLIM,
      "\"/etc/kerntune/token\"", NULL, "Shared secret for worker "
-     "authentication (challenge-response)."},
+     "authentication (challenge-response), accepted for every worker key "
+     "that has no token of its own."},
+    {"key_tokens", KT_K_STRLIST, D(key_tokens), NOLIM, "[]", NULL,
+     "\"KEY=TOKEN_FILE\" entries: workers of KEY must prove that token "
+     "(and it proves no other key). Local workers always get a random token "
+     "bound to local_worker_key."},
     {"database", KT_K_STR, D(database), NOLIM,
      "\"/var/lib/kerntune/tune.db\"", NULL, "SQLite database of all trials."},
     {"log_dir", KT_K_STR, D(log_dir), NOLIM, "\"/var/log/kerntune\"", NULL,
@@ -309,8 +314,9 @@ static const struct kt__key daemon_keys[] = {
      "'/' is looked up in PATH."},
     {"local_worker_key", KT_K_STR, D(local_worker_key), NOLIM, "\"local\"",
      NULL, "Key of the local workers."},
-    {"local_workers", KT_K_INT, D(local_workers), 0, 256, "1", NULL,
-     "Workers the daemon starts itself; 0 = remote workers only."},
+    {"local_workers", KT_K_INT, D(local_workers), 0, 16, "1", NULL,
+     "Workers the daemon starts itself; 0 = remote workers only (the "
+     "production setup runs kerntune-rpc@local.service instead)."},
     {"threads", KT_K_INT, D(threads), 1, 128, "2", NULL, "Thread-pool size "
      "for search, features and training (UV_THREADPOOL_SIZE)."},
     {"log_level", KT_K_ENUM, D(log_level), NOLIM, "\"info\"", log_levels,

@@ -304,6 +304,27 @@ static const struct {
     {"measure", &kt__tab_measure, offsetof(struct kt_model_conf, measure)},
 };
 
+/* The worker splits the compiler line on blanks, so a flag with a blank
+ * would silently become two arguments. */
+static int
+check_cflags(struct kt__jdoc *doc, const struct kt_model_conf *m)
+{
+    const cJSON *c = item(item(doc->root, "target"), "cflags");
+    char key[48];
+    int i;
+
+    for (i = 0; i < m->target.cflags.n; i++) {
+        const char *f = m->target.cflags.v[i];
+        if (f[0] != '\0' && strpbrk(f, " \t\n") == NULL)
+            continue;
+        snprintf(key, sizeof(key), "target.cflags[%d]", i);
+        return kt__jerr(doc, cJSON_GetArrayItem(c, i), key,
+                        "\"%s\": one argument per string, without blanks "
+                        "(the worker splits the compiler line on blanks)", f);
+    }
+    return 0;
+}
+
 int
 kt_model_conf_parse(const char *path, const char *text,
                     struct kt_model_conf **out, char *err, size_t errlen)
@@ -353,6 +374,8 @@ kt_model_conf_parse(const char *path, const char *text,
                       (long long)m->target.vector_bytes);
         goto fail;
     }
+    if ((rc = check_cflags(&doc, m)) < 0)
+        goto fail;
     c = item(doc.root, "layers");
     if (c != NULL && (rc = read_layers(&doc, c, m)) < 0)
         goto fail;

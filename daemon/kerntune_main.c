@@ -398,17 +398,10 @@ cmd_rpc_status(const char *cmd, int argc, char **argv)
         fprintf(stderr, "kerntune: --tracker: %s\n", err);
         return 2;
     }
-    if (token_file != NULL) {
-        FILE *f = fopen(token_file, "r");
-        size_t n;
-        if (f == NULL) {
-            fprintf(stderr, "kerntune: %s: cannot read the token file\n", token_file);
-            return 1;
-        }
-        n = fread(token, 1, sizeof(token) - 1, f);
-        fclose(f);
-        token[n] = '\0';
-        token[strcspn(token, "\r\n")] = '\0';
+    if (token_file != NULL &&
+        kt_token_read(token_file, token, sizeof(token), err, sizeof(err)) < 0) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
     }
     if (kt_rpc_status(host, port, token, stdout, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: rpc-status: %s\n", err);

@@ -18,25 +18,50 @@
 
 #include "daemon/kerntuned_int.h"
 
+/* "KEY=TOKEN_FILE" entries into tokens (their strings are malloc'd and
+ * stay for the daemon's lifetime). */
+static int
+read_key_tokens(const struct kt_strlist *l, struct kt_key_token *tokens,
+                char *err, size_t errlen)
+{
+    char buf[1024];
+    int i;
+
+    if (l->n > 32)
+        return kt_seterr(err, errlen, KT_ECONFIG, "at most 32 entries");
+    for (i = 0; i < l->n; i++) {
+        const char *eq = strchr(l->v[i], '=');
+        if (eq == NULL || eq == l->v[i] || eq[1] == '\0')
+            return kt_seterr(err, errlen, KT_ECONFIG,
+                             "entry %d '%s' is not KEY=TOKEN_FILE", i,
+                             l->v[i]);
+        if (kt_token_read(eq + 1, buf, sizeof(buf), err, errlen) < 0)
+            return KT_ECONFIG;
+        tokens[i].key = kt_xstrdup(l->v[i]);
+        ((char *)tokens[i].key)[eq - l->v[i]] = '\0';
+        tokens[i].token = kt_xstrdup(buf);
+    }
+    return 0;
+}
+
+static void
+free_key_tokens(struct kt_key_token *tokens, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        free((char *)tokens[i].key);
+        free((char *)tokens[i].token);
+    }
+}
+
 static char *
 read_token(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
     char buf[1024];
-    size_t n;
 
-    if (f == NULL) {
-        snprintf(err, errlen, "token file %s: %s", path, strerror(errno));
+    if (kt_token_read(path, buf, sizeof(buf), err, errlen) < 0)
         return NULL;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    buf[strcspn(buf, "\r\n")] = '\0';
-    if (buf[0] == '\0') {
-        snprintf(err, errlen, "token file %s is empty", path);
-        return NULL;
-    }
     return kt_xstrdup(buf);
 }
 
@@ -79,6 +104,8 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     struct kt_storage_opts so;
     struct kt_tracker_opts to;
     struct kt_engine_opts eo;
+    struct kt_key_token keytoks[32] = {{NULL, NULL}};
+    int rc;
 
     memset(&so, 0, sizeof(so));
     so.busy_timeout_ms = KT_ENGINE_DB_BUSY_MS;
@@ -87,13 +114,21 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     if (d->conf->token_file != NULL &&
         (*token = read_token(d->conf->token_file, err, errlen)) == NULL)
         return KT_ECONFIG;
+    if (read_key_tokens(&d->conf->key_tokens, keytoks, err, errlen) < 0) {
+        free_key_tokens(keytoks, (int)KT_ARRAY_LEN(keytoks));
+        return KT_ECONFIG;
+    }
     kt_tracker_default_opts(&to);
     to.host = d->conf->listen_host;
     to.port = d->conf->listen_port;
     to.token = *token;
+    to.key_tokens = keytoks; /* copied by the tracker */
+    to.nkey_tokens = d->conf->key_tokens.n;
     to.max_retries = (int)d->conf->max_job_retries;
     to.heartbeat_lost_ms = (int)(d->conf->worker_timeout_s * 1000);
-    if (kt_tracker_new(&d->tracker, &d->loop, &to, err, errlen) != KT_OK)
+    rc = kt_tracker_new(&d->tracker, &d->loop, &to, err, errlen);
+    free_key_tokens(keytoks, (int)KT_ARRAY_LEN(keytoks));
+    if (rc != KT_OK)
         return KT_EIO;
     /* worker_path NULL: next to this program, then PATH (as kerntune tune) */
     if (d->conf->local_workers > 0 &&

@@ -7,6 +7,7 @@
  * host times one kernel at a time and compiles nothing meanwhile. */
 #include "measure/tracker_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,18 +322,86 @@ find_active(struct kt_tracker *t, struct kt__conn *w, const char *id)
     return NULL;
 }
 
-static void
-parse_costs(struct kt__cand *c, const char *s)
+/* Parses "c1,c2,..." strictly: exactly want costs, each finite and > 0
+ * seconds.  Returns 0, or -1 with the reason in why. */
+static int
+parse_costs(struct kt__cand *c, const char *s, int want, char *why,
+            size_t whylen)
 {
     char *end;
 
     c->ncosts = 0;
-    while (s != NULL && *s && c->ncosts < KT_MEASURE_MAX_REPEAT) {
+    if (s == NULL || *s == '\0') {
+        snprintf(why, whylen, "worker returned no costs");
+        return -1;
+    }
+    for (;;) {
         double v = strtod(s, &end);
-        if (end == s)
-            break;
+        if (end == s || (*end != ',' && *end != '\0')) {
+            snprintf(why, whylen, "worker returned malformed costs near "
+                     "'%.20s'", s);
+            return -1;
+        }
+        if (!isfinite(v) || !(v > 0)) {
+            snprintf(why, whylen, "worker returned cost %g: costs must be "
+                     "finite and positive", v);
+            return -1;
+        }
+        if (c->ncosts == KT_MEASURE_MAX_REPEAT || c->ncosts == want) {
+            snprintf(why, whylen, "worker returned more than %d costs for "
+                     "repeat=%d", c->ncosts, want);
+            return -1;
+        }
         c->costs[c->ncosts++] = v;
-        s = *end == ',' ? end + 1 : end;
+        if (*end == '\0')
+            break;
+        s = end + 1;
+    }
+    if (c->ncosts != want) {
+        snprintf(why, whylen, "worker returned %d costs for repeat=%d",
+                 c->ncosts, want);
+        return -1;
+    }
+    return 0;
+}
+
+/* Result keys a worker may set on a trial, with their size caps; the
+ * tracker's own keys (worker, build_worker, lost_worker, ...) can't be
+ * spoofed, and a worker cannot grow a trial without bound. */
+static size_t
+result_key_cap(const char *k)
+{
+    static const char *const small[] = {
+        "build_s", "compiler_status", "signal", "number", "run_s",
+        "rel_err", "ref_cached", "workload", "flops", "cost", "cv",
+        "mem_limit"};
+    size_t i;
+
+    if (strcmp(k, "compiler_output") == 0)
+        return KT_BUILD_STDERR_MAX + 64;
+    for (i = 0; i < KT_ARRAY_LEN(small); i++)
+        if (strcmp(k, small[i]) == 0)
+            return 128;
+    return 0;
+}
+
+static void
+keep_result_kvs(struct kt__cand *c, const struct kt_msg *m)
+{
+    int i;
+
+    for (i = 0; i < m->nkv; i++) {
+        size_t cap = result_key_cap(m->keys[i]);
+        if (cap == 0)
+            continue;
+        if (strlen(m->vals[i]) <= cap) {
+            kt_msg_set(&c->kvs, m->keys[i], m->vals[i]);
+        } else {
+            char *v = kt_xstrdup(m->vals[i]);
+            v[cap] = '\0';
+            kt_msg_set(&c->kvs, m->keys[i], v);
+            free(v);
+        }
     }
 }
 
@@ -343,14 +412,13 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
     const char *id = kt_msg_get(m, "id"), *stage = kt_msg_get(m, "stage");
     const char *text = kt_msg_get(m, "err_text");
     struct kt__cand *c = id ? find_active(t, w, id) : NULL;
-    char err[200];
+    char err[200], why[160];
     long long e;
-    int i;
 
     if (c == NULL || stage == NULL ||
         strcmp(stage, c->stage == KT__STAGE_BUILD ? "build" : "run") != 0) {
-        log_warnx("tracker: worker %s sent a result for unknown job '%s'; "
-                  "ignored", w->name, id ? id : "?");
+        log_warnx("tracker: worker %s sent a result for job '%s', which it "
+                  "was not given; ignored", w->name, id ? id : "?");
         return;
     }
     if (kt_msg_get_ll(m, "err_no", 1, 0, 0, 8, &e, err, sizeof(err)) < 0) {
@@ -359,12 +427,7 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
     }
     w->done++;
     t->results++;
-    for (i = 0; i < m->nkv; i++) {
-        const char *k = m->keys[i];
-        if (strcmp(k, "type") && strcmp(k, "id") && strcmp(k, "err_no") &&
-            strcmp(k, "err_text") && strcmp(k, "costs") && strcmp(k, "stage"))
-            kt_msg_set(&c->kvs, k, m->vals[i]);
-    }
+    keep_result_kvs(c, m);
     if (c->stage == KT__STAGE_BUILD) {
         (void)kt_msg_get_double(m, "build_s", 0, 0, 0, 1e9, &c->build_s, err,
                                 sizeof(err));
@@ -389,11 +452,15 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
         (void)kt_msg_get_double(m, "run_s", 0, 0, 0, 1e9, &c->run_s, err,
                                 sizeof(err));
         if (e == 0) {
-            parse_costs(c, kt_msg_get(m, "costs"));
-            kt_run_summarize(c->costs, c->ncosts, &c->cost, &c->cv);
-            if (c->ncosts == 0) {
+            if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat, why,
+                            sizeof(why)) == 0) {
+                kt_run_summarize(c->costs, c->ncosts, &c->cost, &c->cv);
+            } else {
+                log_warnx("tracker: worker %s, job %s: %s; err_no 8", w->name,
+                          c->id, why);
+                c->ncosts = 0;
                 e = KT_MERR_UNKNOWN;
-                text = "worker returned no costs";
+                text = why;
             }
         }
         kt_msg_set(&c->kvs, "worker", w->name);

@@ -68,15 +68,30 @@ typedef void (*kt_measure_done_cb)(void *arg,
                                    const struct kt_measure_result *res,
                                    int n);
 
+/* A token that is the only one accepted for workers of key. */
+struct kt_key_token {
+    const char *key;
+    const char *token;
+};
+
 struct kt_tracker_opts {
     const char *host;       /* listen address, e.g. "127.0.0.1" */
     int port;               /* 0 = ephemeral (see kt_tracker_port) */
-    const char *token;      /* shared token; NULL = a random one (only
-                               local workers, which get it, can join) */
+    const char *token;      /* shared token, accepted for every key that
+                               has no token of its own; NULL = a random
+                               one that no worker knows */
+    const struct kt_key_token *key_tokens; /* copied; at most 32 */
+    int nkey_tokens;
     int heartbeat_lost_ms;  /* a silent worker is lost after this (10000) */
     int max_retries;        /* re-queues of a lost worker's job (2) */
     int serialize_hosts;    /* 1: one timing run at a time per host and no
                                builds beside it (default 1) */
+    int hello_timeout_ms;   /* an unauthenticated peer has this long to
+                               prove the token (10000) */
+    int max_pending;        /* unauthenticated connections at once; more
+                               are closed at accept (64) */
+    size_t write_queue_max; /* bytes queued to a peer that is not reading
+                               before it is dropped (8 MiB) */
 };
 void kt_tracker_default_opts(struct kt_tracker_opts *o);
 
@@ -108,8 +123,11 @@ int kt_tracker_submit(struct kt_tracker *t, const char *key,
                       void *arg, char *err, size_t errlen);
 
 /* Starts n kerntune-rpc processes (rpc_path; NULL = kt_measure_find_rpc)
- * with --key=key that connect back over 127.0.0.1 with the token in their
- * environment.  Their stderr is the daemon's. */
+ * with --key=key that connect back over 127.0.0.1 with a token of their
+ * own in their environment: a random one bound to key (unless key already
+ * has a configured token, which they then get), so a holder of the shared
+ * token cannot register as a local worker.  Their stderr is the daemon's.
+ * Local workers that exit are started again with backoff. */
 int kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
                            const char *key, const char *roles, char *err,
                            size_t errlen);

@@ -3,6 +3,7 @@
  * sockets; used by the CLI, never on the loop thread. */
 #include "measure/measure.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -95,59 +96,89 @@ print_status(const struct kt_msg *m, const char *host, int port, FILE *out)
     fprintf(out, "----------------------------------------------\n");
 }
 
+/* Asks for the status page by page (the tracker sends 64 workers at a
+ * time) and gathers the workers into all as w.0 ... w.N-1, with the
+ * queues of the last page. */
+static int
+fetch_status(int fd, struct kt_session *sess, struct kt_msg *all, char *err,
+             size_t errlen)
+{
+    long long from = 0, total = 0, n;
+    struct kt_msg m;
+    char k[64];
+    int i, rc;
+
+    do {
+        kt_msg_init(&m, "status_req");
+        kt_msg_setf(&m, "from", "%lld", from);
+        rc = kt_wire_send_sealed(fd, &m, &sess->tx);
+        kt_msg_free(&m);
+        if (rc < 0)
+            return kt_seterr(err, errlen, rc, "send: %s", kt_strerror(rc));
+        rc = kt_wire_recv_sealed(fd, &m, &sess->rx, 10000, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (strcmp(kt_msg_type(&m), "status") != 0) {
+            rc = kt_seterr(err, errlen, KT_EPROTO, "%s",
+                           kt_msg_get(&m, "reason") ? kt_msg_get(&m, "reason")
+                                                    : kt_msg_type(&m));
+            kt_msg_free(&m);
+            return rc;
+        }
+        if (kt_msg_get_ll(&m, "workers", 0, 0, 0, 100000, &n, err, errlen) <
+                0 ||
+            kt_msg_get_ll(&m, "total", 0, n, 0, 1 << 30, &total, err,
+                          errlen) < 0) {
+            kt_msg_free(&m);
+            return KT_EPROTO;
+        }
+        for (i = 0; i < m.nkv; i++) {
+            int idx, off;
+            if (sscanf(m.keys[i], "w.%d.%n", &idx, &off) == 1) {
+                snprintf(k, sizeof(k), "w.%lld.%s", from + idx,
+                         m.keys[i] + off);
+                kt_msg_set(all, k, m.vals[i]);
+            } else if (m.keys[i][0] == 'q' || strcmp(m.keys[i], "queues") == 0) {
+                kt_msg_set(all, m.keys[i], m.vals[i]);
+            }
+        }
+        kt_msg_free(&m);
+        from += n;
+    } while (n > 0 && from < total);
+    kt_msg_setf(all, "workers", "%lld", from);
+    return 0;
+}
+
 int
 kt_rpc_status(const char *host, int port, const char *token, FILE *out,
               char *err, size_t errlen)
 {
-    struct kt_msg m;
-    char mac[65];
-    const char *nonce;
+    struct kt_msg m, hello, all;
+    struct kt_peer_hello ph;
+    struct kt_session sess;
     int fd, rc;
 
     fd = kt_wire_connect(host, port, err, errlen);
     if (fd < 0)
         return fd;
-    rc = kt_wire_recv(fd, &m, 10000, err, errlen);
+    kt_msg_init(&hello, "hello");
+    ph.token = token;
+    ph.kind = "client";
+    ph.hello = &hello;
+    rc = kt_session_connect(fd, &ph, &m, &sess, err, errlen);
+    kt_msg_free(&hello);
     if (rc < 0)
         goto out;
-    nonce = kt_msg_get(&m, "nonce");
-    if (strcmp(kt_msg_type(&m), "challenge") != 0 || nonce == NULL) {
-        kt_msg_free(&m);
-        rc = kt_seterr(err, errlen, KT_EPROTO,
-                       "%s:%d did not send a challenge", host, port);
-        goto out;
-    }
-    kt_auth_mac(token ? token : "", nonce, mac);
     kt_msg_free(&m);
-    kt_msg_init(&m, "hello");
-    kt_msg_setf(&m, "proto", "%d", KT_WIRE_PROTO);
-    kt_msg_set(&m, "kind", "client");
-    kt_msg_set(&m, "mac", mac);
-    rc = kt_wire_send(fd, &m);
-    kt_msg_free(&m);
-    if (rc == 0) {
-        kt_msg_init(&m, "status_req");
-        rc = kt_wire_send(fd, &m);
-        kt_msg_free(&m);
-    }
+    kt_msg_init(&all, "status");
+    rc = fetch_status(fd, &sess, &all, err, errlen);
     if (rc < 0) {
-        kt_seterr(err, errlen, rc, "send to %s:%d: %s", host, port,
-                  kt_strerror(rc));
-        goto out;
-    }
-    rc = kt_wire_recv(fd, &m, 10000, err, errlen);
-    if (rc < 0)
-        goto out;
-    if (strcmp(kt_msg_type(&m), "status") != 0) {
-        rc = kt_seterr(err, errlen, KT_EPROTO, "tracker %s:%d: %s", host,
-                       port,
-                       kt_msg_get(&m, "reason") ? kt_msg_get(&m, "reason")
-                                                : kt_msg_type(&m));
-        kt_msg_free(&m);
-        goto out;
-    }
-    print_status(&m, host, port, out);
-    kt_msg_free(&m);
+        char why[256];
+        snprintf(why, sizeof(why), "%s", err);
+        kt_seterr(err, errlen, rc, "tracker %s:%d: %s", host, port, why);
+    } else
+        print_status(&all, host, port, out);
+    kt_msg_free(&all);
 out:
     close(fd);
     return rc;

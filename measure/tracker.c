@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AUTH_TIMEOUT_S 10.0
 #define TICK_MS 50
+#define CLIENT_IDLE_S 30.0
+#define STATUS_PAGE 64
 
 struct wreq {
     uv_write_t req;
@@ -24,6 +25,9 @@ kt_tracker_default_opts(struct kt_tracker_opts *o)
     o->heartbeat_lost_ms = 10000;
     o->max_retries = 2;
     o->serialize_hosts = 1;
+    o->hello_timeout_ms = 10000;
+    o->max_pending = 64;
+    o->write_queue_max = 8u << 20;
 }
 
 void
@@ -41,7 +45,7 @@ conn_closed(uv_handle_t *h)
     struct kt__conn *c = h->data;
     struct kt_tracker *t = c->t;
 
-    free(c->in);
+    kt_reader_free(&c->rd);
     free(c);
     if (--t->open_handles == 0 && t->closing)
         free(t);
@@ -100,17 +104,28 @@ kt__conn_send(struct kt__conn *c, const struct kt_msg *m)
     struct kt_buf b;
     struct wreq *w;
     uv_buf_t ub;
+    size_t queued;
     int rc;
 
     if (c->state == KT__CONN_CLOSING)
         return;
+    queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
     kt_buf_init(&b);
-    kt_msg_encode(m, &b);
+    kt_msg_encode_sealed(m, &c->sess.tx, &b);
+    if (queued > 0 && queued + b.len > c->t->o.write_queue_max) {
+        char why[120];
+        kt_buf_free(&b);
+        snprintf(why, sizeof(why), "more than %zu bytes queued to it "
+                 "(not reading)", c->t->o.write_queue_max);
+        log_warnx("tracker: peer %s: %s; closing", c->peer, why);
+        kt__conn_drop(c, why);
+        return;
+    }
     ub.base = b.p;
     ub.len = b.len;
     /* Small frames usually go out at once, so even a connection closed
      * right after (a refusal) delivers them. */
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0) {
+    if (queued == 0) {
         rc = uv_try_write((uv_stream_t *)&c->tcp, &ub, 1);
         if (rc > 0 && (size_t)rc == b.len) {
             kt_buf_free(&b);
@@ -144,19 +159,26 @@ send_refused(struct kt__conn *c, const char *reason)
     kt_msg_free(&m);
 }
 
+/* One page of the status: workers [from, from + STATUS_PAGE) with 11 keys
+ * each, the queues, and the total, so a reply stays far below the
+ * decoder's 1024 lines however many workers there are. */
 static void
-send_status(struct kt__conn *c)
+send_status(struct kt__conn *c, const struct kt_msg *req)
 {
     struct kt_tracker *t = c->t;
     struct kt__conn *w;
     struct kt_msg m;
     char k[32];
-    int i = 0;
+    long long from = 0;
+    int i = 0, seen = 0;
     double now = kt_now();
 
+    (void)kt_msg_get_ll(req, "from", 0, 0, 0, 1 << 30, &from, NULL, 0);
     kt_msg_init(&m, "status");
     for (w = t->conns; w != NULL; w = w->next) {
         if (w->state != KT__CONN_WORKER)
+            continue;
+        if (seen++ < from || i >= STATUS_PAGE)
             continue;
 #define SETK(field, ...)                                                      \
     do {                                                                      \
@@ -184,6 +206,8 @@ send_status(struct kt__conn *c)
         i++;
     }
     kt_msg_setf(&m, "workers", "%d", i);
+    kt_msg_setf(&m, "from", "%lld", from);
+    kt_msg_setf(&m, "total", "%d", seen);
     kt__status_queues(t, &m);
     kt__conn_send(c, &m);
     kt_msg_free(&m);
@@ -227,37 +251,12 @@ copy_field(const struct kt_msg *m, const char *k, char *out, size_t len,
 }
 
 static int
-on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
+on_worker_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
+                size_t errlen)
 {
-    struct kt_tracker *t = c->t;
-    const char *mac = kt_msg_get(m, "mac"), *kind = kt_msg_get(m, "kind");
-    char want[65], name[96];
+    char name[96];
     long long v;
 
-    if (strcmp(kt_msg_type(m), "hello") != 0)
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "expected 'hello', got '%s'", kt_msg_type(m));
-    if (kt_msg_get_ll(m, "proto", 1, 0, 1, 1000, &v, err, errlen) < 0)
-        return KT_EPROTO;
-    if (v != KT_WIRE_PROTO) {
-        send_refused(c, "unsupported protocol version");
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "protocol version %lld, this tracker speaks %d", v,
-                         KT_WIRE_PROTO);
-    }
-    kt_auth_mac(t->token, c->nonce, want);
-    if (mac == NULL || !kt_auth_equal(mac, want)) {
-        t->refused++;
-        log_warnx("tracker: peer %s: wrong token (bad challenge response), "
-                  "refused", c->peer);
-        send_refused(c, "authentication failed");
-        c->state = KT__CONN_CLIENT; /* no jobs; closed below */
-        return kt_seterr(err, errlen, KT_EPROTO, "authentication failed");
-    }
-    if (kind != NULL && strcmp(kind, "client") == 0) {
-        c->state = KT__CONN_CLIENT;
-        return 0;
-    }
     if (copy_field(m, "name", name, sizeof(name) - 8, 1, err, errlen) < 0 ||
         copy_field(m, "key", c->key, sizeof(c->key), 1, err, errlen) < 0 ||
         copy_field(m, "host", c->host, sizeof(c->host), 0, err, errlen) < 0 ||
@@ -273,19 +272,124 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     if (kt_msg_get_ll(m, "pid", 0, 0, 0, 1LL << 40, &v, err, errlen) < 0)
         return KT_EPROTO;
     c->pid = (long)v;
-    unique_name(t, c, name);
+    unique_name(c->t, c, name);
+    return 0;
+}
+
+static int
+proof_matches(const char *token, const char *role, const char *tnonce,
+              const char *pnonce, const char *mac)
+{
+    char want[65];
+
+    kt_auth_proof(token, "peer", role, tnonce, pnonce, want);
+    return mac != NULL && kt_auth_equal(mac, want);
+}
+
+/* The token the peer proved, or NULL.  A worker's key decides which tokens
+ * count: the ones bound to that key (the local workers' own, configured
+ * key tokens) if there are any, else the shared token.  So the shared
+ * token can't claim a bound key, and a key token claims only its key.  A
+ * client (rpc-status) may prove any of them. */
+static const char *
+proven_token(const struct kt_tracker *t, const char *kind, const char *key,
+             const char *role, const char *tnonce, const char *pnonce,
+             const char *mac)
+{
+    int i, bound = 0, client = strcmp(kind, "client") == 0;
+
+    for (i = 0; i < t->nkeytok; i++) {
+        if (!client && (key == NULL || strcmp(t->keytok[i].key, key) != 0))
+            continue;
+        bound = 1;
+        if (proof_matches(t->keytok[i].token, role, tnonce, pnonce, mac))
+            return t->keytok[i].token;
+    }
+    if ((client || !bound) && t->token[0] != '\0' &&
+        proof_matches(t->token, role, tnonce, pnonce, mac))
+        return t->token;
+    return NULL;
+}
+
+int
+kt__bind_key_token(struct kt_tracker *t, const char *key, const char *token)
+{
+    struct kt__key_token *k;
+
+    if (t->nkeytok == KT__MAX_KEY_TOKENS || strlen(key) >= sizeof(k->key) ||
+        key[0] == '\0' || token[0] == '\0' || strlen(token) >= sizeof(k->token))
+        return KT_EINVAL;
+    k = &t->keytok[t->nkeytok++];
+    snprintf(k->key, sizeof(k->key), "%s", key);
+    snprintf(k->token, sizeof(k->token), "%s", token);
+    return 0;
+}
+
+static int
+on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
+{
+    struct kt_tracker *t = c->t;
+    const char *mac = kt_msg_get(m, "mac"), *kind = kt_msg_get(m, "kind");
+    const char *pnonce = kt_msg_get(m, "nonce"), *token;
+    char want[65], role[96];
+    struct kt_msg w;
+    long long v;
+
+    if (strcmp(kt_msg_type(m), "hello") != 0)
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "expected 'hello', got '%s'", kt_msg_type(m));
+    if (kt_msg_get_ll(m, "proto", 1, 0, 1, 1000, &v, err, errlen) < 0)
+        return KT_EPROTO;
+    if (v != KT_WIRE_PROTO) {
+        send_refused(c, "unsupported protocol version");
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "protocol version %lld, this tracker speaks %d", v,
+                         KT_WIRE_PROTO);
+    }
+    if (kind == NULL)
+        kind = "worker";
+    if (strcmp(kind, "worker") != 0 && strcmp(kind, "client") != 0)
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "hello: kind must be worker or client");
+    /* A peer nonce equal to ours would let a relay reflect proofs. */
+    if (pnonce == NULL || !kt_auth_nonce_ok(pnonce) ||
+        strcmp(pnonce, c->nonce) == 0)
+        return kt_seterr(err, errlen, KT_EPROTO,
+                         "hello: 'nonce' must be 64 hex digits of its own");
+    kt_auth_role(kind, kt_msg_get(m, "key"), role, sizeof(role));
+    token = proven_token(t, kind, kt_msg_get(m, "key"), role, c->nonce,
+                         pnonce, mac);
+    if (token == NULL) {
+        t->refused++;
+        log_warnx("tracker: peer %s: wrong token (bad challenge response%s),"
+                  " refused", c->peer,
+                  strcmp(kind, "worker") == 0 ? " for its key" : "");
+        send_refused(c, "authentication failed");
+        c->state = KT__CONN_CLIENT; /* no jobs; closed below */
+        return kt_seterr(err, errlen, KT_EPROTO, "authentication failed");
+    }
+    if (strcmp(kind, "worker") == 0 &&
+        on_worker_hello(c, m, err, errlen) < 0)
+        return KT_EPROTO;
+    kt_msg_init(&w, "welcome");
+    kt_auth_proof(token, "tracker", role, c->nonce, pnonce, want);
+    kt_msg_set(&w, "mac", want);
+    if (strcmp(kind, "worker") == 0)
+        kt_msg_set(&w, "name", c->name);
+    kt__conn_send(c, &w);
+    kt_msg_free(&w);
+    kt_session_start(&c->sess, token, 1, c->nonce, pnonce);
+    c->rd.hdr_max = KT_WIRE_HDR_MAX;
+    c->rd.payload_max = KT_WIRE_PAYLOAD_MAX;
+    c->since = c->last_rx = kt_now();
+    if (strcmp(kind, "client") == 0) {
+        c->state = KT__CONN_CLIENT;
+        return 0;
+    }
     c->state = KT__CONN_WORKER;
-    c->since = kt_now();
     log_info("tracker: worker %s joined key=%s roles=%d arch=%s cores=%d "
              "host=%s peer=%s",
              c->name, c->key, c->roles, c->arch, c->cores, c->host, c->peer);
-    {
-        struct kt_msg w;
-        kt_msg_init(&w, "welcome");
-        kt_msg_set(&w, "name", c->name);
-        kt__conn_send(c, &w);
-        kt_msg_free(&w);
-    }
     kt__dispatch(t);
     return 0;
 }
@@ -306,7 +410,7 @@ on_msg(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
         return 0;
     }
     if (strcmp(ty, "status_req") == 0) {
-        send_status(c);
+        send_status(c, m);
         return 0;
     }
     if (c->state == KT__CONN_WORKER && strcmp(ty, "result") == 0) {
@@ -320,18 +424,14 @@ static void
 alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct kt__conn *c = h->data;
-    size_t want = 65536;
+    unsigned char *p;
+    size_t n;
 
     (void)suggested;
-    if (c->incap - c->inlen < want) {
-        size_t cap = c->incap ? c->incap : want * 2;
-        while (cap - c->inlen < want)
-            cap *= 2;
-        c->in = kt_xrealloc(c->in, cap);
-        c->incap = cap;
-    }
-    buf->base = (char *)c->in + c->inlen;
-    buf->len = c->incap - c->inlen;
+    /* On failure len 0: read_cb then sees UV_ENOBUFS and drops the peer. */
+    (void)kt_reader_room(&c->rd, &p, &n);
+    buf->base = (char *)p;
+    buf->len = n;
 }
 
 static void
@@ -339,38 +439,43 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct kt__conn *c = s->data;
     char err[300];
-    size_t used;
     int rc;
 
     (void)buf;
     if (c->state == KT__CONN_CLOSING)
         return;
+    if (nread == UV_ENOBUFS) {
+        log_warnx("tracker: peer %s: no memory for its input; closing",
+                  c->peer);
+        kt__conn_drop(c, "out of memory");
+        return;
+    }
     if (nread < 0) {
-        if (c->inlen > 0) {
+        if (c->rd.len > 0) {
             c->t->bad_frames++;
             log_warnx("tracker: peer %s: connection ended inside a frame "
-                      "(%zu bytes pending)", c->peer, c->inlen);
+                      "(%zu bytes pending)", c->peer, c->rd.len);
         }
         kt__conn_drop(c, nread == UV_EOF ? "connection closed"
                                          : uv_strerror((int)nread));
         return;
     }
-    c->inlen += (size_t)nread;
+    kt_reader_commit(&c->rd, (size_t)nread);
     c->last_rx = kt_now();
     for (;;) {
         struct kt_msg m;
-        rc = kt_wire_take(c->in, c->inlen, &used, &m, err, sizeof(err));
+        rc = kt_reader_next(&c->rd, &m, err, sizeof(err));
         if (rc == 0)
             break;
         if (rc < 0) {
             c->t->bad_frames++;
-            log_warnx("tracker: peer %s: malformed frame: %s; closing",
-                      c->peer, err);
+            log_warnx("tracker: peer %s: malformed frame: %s%s; closing",
+                      c->peer, err, c->state == KT__CONN_AUTH
+                                        ? " (before authentication)"
+                                        : "");
             kt__conn_drop(c, "malformed frame");
             return;
         }
-        memmove(c->in, c->in + used, c->inlen - used);
-        c->inlen -= used;
         rc = on_msg(c, &m, err, sizeof(err));
         kt_msg_free(&m);
         if (rc < 0) {
@@ -383,11 +488,31 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (c->state == KT__CONN_CLOSING)
             return;
     }
-    /* Keep big buffers from lingering after a large payload. */
-    if (c->inlen == 0 && c->incap > (1u << 20)) {
-        free(c->in);
-        c->in = NULL;
-        c->incap = 0;
+}
+
+static int
+count_pending(const struct kt_tracker *t)
+{
+    const struct kt__conn *c;
+    int n = 0;
+
+    for (c = t->conns; c != NULL; c = c->next)
+        n += c->state == KT__CONN_AUTH;
+    return n;
+}
+
+/* A flood is logged once a second, not once per connection. */
+static void
+refuse_pending(struct kt_tracker *t)
+{
+    double now = kt_now();
+
+    t->pending_refused++;
+    if (now - t->pending_logged >= 1.0) {
+        log_warnx("tracker: %u connection(s) closed at accept so far: %d "
+                  "unauthenticated connections already open",
+                  t->pending_refused, t->o.max_pending);
+        t->pending_logged = now;
     }
 }
 
@@ -413,6 +538,11 @@ on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&c->tcp, conn_closed);
         return;
     }
+    if (count_pending(t) >= t->o.max_pending) {
+        refuse_pending(t);
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
+        return;
+    }
     uv_tcp_nodelay(&c->tcp, 1);
     snprintf(c->peer, sizeof(c->peer), "?");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
@@ -430,10 +560,14 @@ on_connection(uv_stream_t *server, int status)
         snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
     }
     c->state = KT__CONN_AUTH;
+    kt_reader_init(&c->rd, KT_WIRE_HELLO_HDR_MAX, 0, &c->sess.rx);
     c->since = c->last_rx = kt_now();
     c->next = t->conns;
     t->conns = c;
-    kt_auth_nonce(c->nonce);
+    if (kt_auth_nonce(c->nonce) < 0) {
+        kt__conn_drop(c, "no random bytes for a nonce (getrandom failed)");
+        return;
+    }
     kt_msg_init(&m, "challenge");
     kt_msg_setf(&m, "proto", "%d", KT_WIRE_PROTO);
     kt_msg_set(&m, "nonce", c->nonce);
@@ -451,14 +585,21 @@ on_tick(uv_timer_t *h)
 
     for (c = t->conns; c != NULL; c = next) {
         next = c->next;
-        if (c->state == KT__CONN_AUTH && now - c->since > AUTH_TIMEOUT_S)
-            kt__conn_drop(c, "no hello within 10 s");
-        else if (c->state == KT__CONN_WORKER &&
+        if (c->state == KT__CONN_AUTH &&
+            (now - c->since) * 1000 > t->o.hello_timeout_ms) {
+            log_warnx("tracker: peer %s: no hello within %d ms; closing",
+                      c->peer, t->o.hello_timeout_ms);
+            kt__conn_drop(c, "no hello in time");
+        } else if (c->state == KT__CONN_CLIENT &&
+                   now - c->last_rx > CLIENT_IDLE_S) {
+            kt__conn_drop(c, "client idle");
+        } else if (c->state == KT__CONN_WORKER &&
                  (now - c->last_rx) * 1000 > t->o.heartbeat_lost_ms) {
             kt__conn_drop(c, "heartbeat lost");
         }
     }
     kt__check_deadlines(t, now);
+    kt__local_tick(t, now);
 }
 
 int
@@ -467,7 +608,7 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
 {
     struct kt_tracker *t;
     struct sockaddr_storage ss;
-    int rc, len = sizeof(ss);
+    int rc, i, len = sizeof(ss);
 
     *out = NULL;
     if (o->token != NULL && (o->token[0] == '\0' || strlen(o->token) >= 256))
@@ -480,13 +621,34 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
     t->o.host = t->host;
     if (o->token != NULL)
         snprintf(t->token, sizeof(t->token), "%s", o->token);
-    else
-        kt_auth_nonce(t->token);
+    else if (kt_auth_nonce(t->token) < 0) {
+        free(t);
+        return kt_seterr(err, errlen, KT_EIO,
+                         "tracker: no random bytes for a token (getrandom "
+                         "failed)");
+    }
     t->o.token = t->token;
+    for (i = 0; i < o->nkey_tokens; i++) {
+        if (kt__bind_key_token(t, o->key_tokens[i].key,
+                               o->key_tokens[i].token) < 0) {
+            free(t);
+            return kt_seterr(err, errlen, KT_EINVAL,
+                             "tracker: key token %d (key '%s') is invalid "
+                             "(1..63-byte key, 1..255-byte token, at most "
+                             "%d)", i, o->key_tokens[i].key,
+                             KT__MAX_KEY_TOKENS);
+        }
+    }
     if (t->o.heartbeat_lost_ms <= 0)
         t->o.heartbeat_lost_ms = 10000;
     if (t->o.max_retries < 0)
         t->o.max_retries = 0;
+    if (t->o.hello_timeout_ms <= 0)
+        t->o.hello_timeout_ms = 10000;
+    if (t->o.max_pending <= 0)
+        t->o.max_pending = 64;
+    if (t->o.write_queue_max == 0)
+        t->o.write_queue_max = 8u << 20;
     rc = uv_ip4_addr(t->host, o->port, (struct sockaddr_in *)&ss);
     if (rc < 0)
         rc = uv_ip6_addr(t->host, o->port, (struct sockaddr_in6 *)&ss);

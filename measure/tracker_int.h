@@ -7,6 +7,10 @@
 #include "measure/measure.h"
 
 #define KT__MAX_LOCAL 16
+#define KT__MAX_KEY_TOKENS 32
+#define KT__LOCAL_BACKOFF_MIN_MS 500
+#define KT__LOCAL_BACKOFF_MAX_MS 60000
+#define KT__LOCAL_STABLE_S 60.0 /* a worker up this long resets backoff */
 
 enum { KT__CONN_AUTH, KT__CONN_WORKER, KT__CONN_CLIENT, KT__CONN_CLOSING };
 enum { KT__JOB_QUEUED, KT__JOB_ACTIVE, KT__JOB_DONE };
@@ -19,8 +23,8 @@ struct kt__conn {
     int state;
     char peer[80];
     char nonce[65];
-    unsigned char *in;
-    size_t inlen, incap;
+    struct kt_session sess;     /* sealed frames after welcome */
+    struct kt_reader rd;        /* frames in; small until hello */
     double last_rx;
     double since;
     /* Worker identity (after hello). */
@@ -78,7 +82,16 @@ struct kt__local {
     uv_process_t proc;
     int running;
     int closing;
+    int closed;               /* proc's handle closed: may be reused */
+    int backoff_ms;
+    double started;
+    double restart_at;        /* > 0: restart due then (kt__local_tick) */
     struct kt_tracker *t;
+};
+
+struct kt__key_token {
+    char key[64];
+    char token[256];
 };
 
 struct kt_tracker {
@@ -96,11 +109,21 @@ struct kt_tracker {
     struct kt__batch *batches;
     unsigned long next_id;
     unsigned refused, bad_frames, lost, results;
+    unsigned pending_refused;   /* connections over max_pending */
+    double pending_logged;      /* last log line about them */
     struct kt__local local[KT__MAX_LOCAL];
     int nlocal;
+    char local_path[4096];      /* how local workers are (re)started */
+    char local_key[96];
+    char local_roles[64];
+    char local_token[65];       /* local workers' own, bound to their key */
+    struct kt__key_token keytok[KT__MAX_KEY_TOKENS];
+    int nkeytok;
 };
 
 /* tracker.c */
+int kt__bind_key_token(struct kt_tracker *t, const char *key,
+                       const char *token);
 void kt__conn_send(struct kt__conn *c, const struct kt_msg *m);
 void kt__conn_drop(struct kt__conn *c, const char *why);
 void kt__handle_closed(uv_handle_t *h);
@@ -113,5 +136,6 @@ void kt__fail_all(struct kt_tracker *t, const char *why);
 void kt__status_queues(struct kt_tracker *t, struct kt_msg *m);
 /* local.c */
 void kt__local_stop(struct kt_tracker *t);
+void kt__local_tick(struct kt_tracker *t, double now);
 
 #endif /* KT_TRACKER_INT_H */

@@ -122,8 +122,8 @@ kt_sha256(const void *data, size_t n, unsigned char out[32])
 }
 
 void
-kt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
-               unsigned char out[32])
+kt_hmac_sha256_parts(const void *key, size_t klen, const void *const *parts,
+                     const size_t *lens, int n, unsigned char out[32])
 {
     unsigned char k[64], ipad[64], opad[64], inner[32];
     struct sha s;
@@ -140,12 +140,20 @@ kt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
     }
     sha_init(&s);
     sha_update(&s, ipad, 64);
-    sha_update(&s, msg, n);
+    for (i = 0; i < n; i++)
+        sha_update(&s, parts[i], lens[i]);
     sha_final(&s, inner);
     sha_init(&s);
     sha_update(&s, opad, 64);
     sha_update(&s, inner, 32);
     sha_final(&s, out);
+}
+
+void
+kt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
+               unsigned char out[32])
+{
+    kt_hmac_sha256_parts(key, klen, &msg, &n, 1, out);
 }
 
 static void
@@ -162,43 +170,58 @@ to_hex(const unsigned char *p, size_t n, char *out)
 }
 
 void
-kt_auth_mac(const char *token, const char *nonce_hex, char out[65])
+kt_auth_proof(const char *token, const char *from, const char *kind,
+              const char *tracker_nonce, const char *peer_nonce, char out[65])
 {
     struct kt_buf m;
     unsigned char mac[32];
 
     kt_buf_init(&m);
-    kt_buf_printf(&m, "kerntune-rpc-v1:%s", nonce_hex);
+    kt_buf_printf(&m, "kerntune-rpc-v%d proof from %s, %s:%s:%s",
+                  KT_WIRE_PROTO, from, kind, tracker_nonce, peer_nonce);
     kt_hmac_sha256(token, strlen(token), m.p, m.len, mac);
     to_hex(mac, 32, out);
     kt_buf_free(&m);
 }
 
 void
+kt_auth_session_key(const char *token, const char *from,
+                    const char *tracker_nonce, const char *peer_nonce,
+                    unsigned char key[32])
+{
+    struct kt_buf m;
+
+    kt_buf_init(&m);
+    kt_buf_printf(&m, "kerntune-rpc-v%d session from %s:%s:%s",
+                  KT_WIRE_PROTO, from, tracker_nonce, peer_nonce);
+    kt_hmac_sha256(token, strlen(token), m.p, m.len, key);
+    kt_buf_free(&m);
+}
+
+void
+kt_auth_role(const char *kind, const char *key, char *out, size_t len)
+{
+    if (strcmp(kind, "worker") == 0)
+        snprintf(out, len, "worker:%s", key ? key : "");
+    else
+        snprintf(out, len, "%s", kind);
+}
+
+int
 kt_auth_nonce(char out[65])
 {
-    unsigned char r[32];
-    size_t got = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    return kt_random_hex(out, 32);
+}
 
-    if (fd >= 0) {
-        while (got < sizeof(r)) {
-            ssize_t n = read(fd, r + got, sizeof(r) - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
-        close(fd);
-    }
-    if (got < sizeof(r)) {
-        struct kt_rng rng;
-        size_t i;
-        kt_rng_seed(&rng, (uint64_t)(kt_wall_now() * 1e9) ^
-                              ((uint64_t)getpid() << 32));
-        for (i = 0; i < sizeof(r); i++)
-            r[i] = (unsigned char)kt_rng_next(&rng);
-    }
-    to_hex(r, sizeof(r), out);
+int
+kt_auth_nonce_ok(const char *s)
+{
+    size_t i;
+
+    for (i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return s[64] == '\0';
 }
 
 int
@@ -210,27 +233,4 @@ kt_auth_equal(const char *a, const char *b)
     for (i = 0; i < la && i < lb; i++)
         d |= (unsigned char)(a[i] ^ b[i]);
     return d == 0;
-}
-
-int
-kt_auth_read_token(const char *path, char *buf, size_t len, char *err,
-                   size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    size_t n;
-
-    if (f == NULL)
-        return kt_seterr(err, errlen, -errno, "token file %s: %s", path,
-                         strerror(errno));
-    if (fgets(buf, (int)len, f) == NULL)
-        buf[0] = '\0';
-    fclose(f);
-    n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-                     buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        buf[--n] = '\0';
-    if (n == 0)
-        return kt_seterr(err, errlen, KT_ECONFIG,
-                         "token file %s: line 1 is empty", path);
-    return 0;
 }

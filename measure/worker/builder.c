@@ -96,6 +96,9 @@ kt_build_start(const char *dir, const char *cc, const void *src,
         close(pfd[0]);
         if (chdir(dir) < 0)
             _exit(126);
+        /* The compiler's temporaries go to the job directory, which the
+         * worker removes whole even when the compiler was SIGKILLed. */
+        (void)setenv("TMPDIR", dir, 1);
         execvp(argv[0], argv);
         dprintf(2, "cannot run compiler '%s': %s\n", argv[0],
                 strerror(errno));

@@ -9,6 +9,7 @@
  * variable (used by daemons that spawn local workers).  Plain POSIX only. */
 #include "measure/worker/worker.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,21 +30,6 @@ usage(void)
             "           [--exit-with-parent] [-v]\n");
 }
 
-/* Matches "--opt=value" or "--opt value"; advances *i past a value. */
-static const char *
-opt_value(int argc, char **argv, int *i, const char *opt)
-{
-    size_t n = strlen(opt);
-
-    if (strncmp(argv[*i], opt, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] == '\0' && *i + 1 < argc)
-        return argv[++*i];
-    return NULL;
-}
-
 static int
 parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 {
@@ -61,13 +47,87 @@ parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+enum { OPT_TRACKER = 256, OPT_KEY, OPT_TOKEN_FILE, OPT_NAME, OPT_ROLES,
+       OPT_JOBS, OPT_HEARTBEAT, OPT_ONCE, OPT_EXIT_WITH_PARENT };
+
+static const struct option long_opts[] = {
+    {"tracker", required_argument, NULL, OPT_TRACKER},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"roles", required_argument, NULL, OPT_ROLES},
+    {"jobs", required_argument, NULL, OPT_JOBS},
+    {"heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT},
+    {"once", no_argument, NULL, OPT_ONCE},
+    {"exit-with-parent", no_argument, NULL, OPT_EXIT_WITH_PARENT},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses argv after "server"; 0, or 2 (usage error), or 3 (exit 0 now). */
+static int
+parse_args(int argc, char **argv, struct kt_server_opts *o,
+           const char **tracker, const char **tokfile)
+{
+    char err[256];
+    int c;
+
+    opterr = 0;
+    optind = 2;
+    while ((c = getopt_long(argc, argv, ":v", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_TRACKER: *tracker = optarg; break;
+        case OPT_KEY: o->key = optarg; break;
+        case OPT_TOKEN_FILE: *tokfile = optarg; break;
+        case OPT_NAME: o->name = optarg; break;
+        case OPT_ROLES:
+            if (kt_roles_parse(optarg, &o->roles, err, sizeof(err)) < 0) {
+                fprintf(stderr, "kerntune-rpc: %s\n", err);
+                return 2;
+            }
+            break;
+        case OPT_JOBS:
+            if (parse_int("--jobs", optarg, 1, 16, &o->jobs) < 0)
+                return 2;
+            break;
+        case OPT_HEARTBEAT:
+            if (parse_int("--heartbeat-ms", optarg, 50, 600000,
+                          &o->heartbeat_ms) < 0)
+                return 2;
+            break;
+        case OPT_ONCE: o->once = 1; break;
+        case OPT_EXIT_WITH_PARENT:
+#ifdef __linux__
+            /* Local workers die with the daemon that started them. */
+            (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() == 1)
+                return 3;
+#endif
+            break;
+        case 'v': kt_log_init(LOG_DEBUG); break;
+        default:
+            fprintf(stderr, "kerntune-rpc: %s '%s'\n",
+                    c == ':' ? "missing value for" : "unknown argument",
+                    argv[optind - 1]);
+            usage();
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kerntune-rpc: unexpected argument '%s'\n",
+                argv[optind]);
+        usage();
+        return 2;
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
     struct kt_server_opts o;
     char host[256], token[512], err[256];
-    const char *tracker = NULL, *tokfile = NULL, *v;
-    int i, rc;
+    const char *tracker = NULL, *tokfile = NULL, *env;
+    int rc;
 
     memset(&o, 0, sizeof(o));
     o.roles = KT_ROLE_BUILD | KT_ROLE_RUN;
@@ -79,44 +139,9 @@ main(int argc, char **argv)
         usage();
         return 2;
     }
-    for (i = 2; i < argc; i++) {
-        if ((v = opt_value(argc, argv, &i, "--tracker")) != NULL)
-            tracker = v;
-        else if ((v = opt_value(argc, argv, &i, "--key")) != NULL)
-            o.key = v;
-        else if ((v = opt_value(argc, argv, &i, "--token-file")) != NULL)
-            tokfile = v;
-        else if ((v = opt_value(argc, argv, &i, "--name")) != NULL)
-            o.name = v;
-        else if ((v = opt_value(argc, argv, &i, "--roles")) != NULL) {
-            if (kt_roles_parse(v, &o.roles, err, sizeof(err)) < 0) {
-                fprintf(stderr, "kerntune-rpc: %s\n", err);
-                return 2;
-            }
-        } else if ((v = opt_value(argc, argv, &i, "--jobs")) != NULL) {
-            if (parse_int("--jobs", v, 1, 16, &o.jobs) < 0)
-                return 2;
-        } else if ((v = opt_value(argc, argv, &i, "--heartbeat-ms")) != NULL) {
-            if (parse_int("--heartbeat-ms", v, 50, 600000, &o.heartbeat_ms) <
-                0)
-                return 2;
-        } else if (strcmp(argv[i], "--exit-with-parent") == 0) {
-#ifdef __linux__
-            /* Local workers die with the daemon that started them. */
-            (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() == 1)
-                return 0;
-#endif
-        } else if (strcmp(argv[i], "--once") == 0) {
-            o.once = 1;
-        } else if (strcmp(argv[i], "-v") == 0) {
-            kt_log_init(LOG_DEBUG);
-        } else {
-            fprintf(stderr, "kerntune-rpc: unknown argument '%s'\n", argv[i]);
-            usage();
-            return 2;
-        }
-    }
+    rc = parse_args(argc, argv, &o, &tracker, &tokfile);
+    if (rc != 0)
+        return rc == 3 ? 0 : rc;
     if (tracker == NULL || o.key == NULL || o.key[0] == '\0') {
         usage();
         return 2;
@@ -127,16 +152,25 @@ main(int argc, char **argv)
         return 2;
     }
     o.host = host;
+    env = getenv("KERNTUNE_TOKEN");
     if (tokfile != NULL) {
-        if (kt_auth_read_token(tokfile, token, sizeof(token), err,
-                               sizeof(err)) < 0) {
+        if (kt_token_read(tokfile, token, sizeof(token), err,
+                          sizeof(err)) < 0) {
             fprintf(stderr, "kerntune-rpc: %s\n", err);
             return 2;
         }
         o.token = token;
-    } else {
-        o.token = getenv("KERNTUNE_TOKEN");
+    } else if (env != NULL) {
+        if (strlen(env) >= sizeof(token)) {
+            fprintf(stderr, "kerntune-rpc: KERNTUNE_TOKEN longer than %zu "
+                    "bytes\n", sizeof(token) - 1);
+            return 2;
+        }
+        snprintf(token, sizeof(token), "%s", env);
+        o.token = token;
     }
+    /* Compilers and kernels we start must not inherit the secret. */
+    unsetenv("KERNTUNE_TOKEN");
     rc = kt_server_run(&o);
     return rc < 0 ? 1 : 0;
 }

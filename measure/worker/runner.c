@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,6 +139,7 @@ reference(const struct kt_run_req *r, const char *hash, kernel_fn fref,
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t got = read(fd, ref, nout * sizeof(float));
+        (void)futimens(fd, NULL); /* recently used: kept by the LRU trim */
         close(fd);
         if (got == (ssize_t)(nout * sizeof(float)))
             return 1;
@@ -160,27 +162,25 @@ reference(const struct kt_run_req *r, const char *hash, kernel_fn fref,
     return 0;
 }
 
-void
-kt_run_child(const struct kt_run_req *r, struct kt_msg *out)
-{
-    void *so = NULL;
+/* The loaded kernel and its buffers, shared by the runner's stages. */
+struct loaded {
+    void *so;
     const char *hash;
-    const int *pn;
     const long long *elems;
     const unsigned char *isout;
-    const double *flops;
     kernel_fn fker, fref;
-    threads_fn fthr;
-    float *bufs[MAX_BUFS] = {0};
-    float *ref = NULL;
-    double costs[KT_RUN_MAX_REPEAT], t0, t_all = kt_now(), cost, cv;
-    size_t nout = 0, off = 0;
-    long long number = r->number > 0 ? r->number : 1;
-    struct kt_rng rng;
-    struct kt_buf cl;
-    int nbufs, i, rep, cached;
+    float *bufs[MAX_BUFS];
+    int nbufs;
+};
 
-    kt_msg_init(out, "result");
+/* Stage 1: limits, dlopen and the ABI symbols.  Returns 0 or fails out. */
+static int
+run_load(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
+{
+    const int *pn;
+    const double *flops;
+    threads_fn fthr;
+
     if (r->mem_mb > 0) {
         struct rlimit rl;
         unsigned long long lim = vm_size() + (unsigned long long)r->mem_mb *
@@ -189,92 +189,126 @@ kt_run_child(const struct kt_run_req *r, struct kt_msg *out)
         if (setrlimit(RLIMIT_AS, &rl) < 0)
             kt_msg_setf(out, "mem_limit", "setrlimit: %s", strerror(errno));
     }
-    so = dlopen(r->so_path, RTLD_NOW | RTLD_LOCAL);
-    if (so == NULL) {
+    k->so = dlopen(r->so_path, RTLD_NOW | RTLD_LOCAL);
+    if (k->so == NULL) {
         fail(out, KT_MERR_RUNTIME_DEVICE, "dlopen: %s", dlerror());
-        return;
+        return -1;
     }
-    hash = dlsym(so, "kt_workload_hash");
-    pn = dlsym(so, "kt_nbufs");
-    elems = dlsym(so, "kt_buf_elems");
-    isout = dlsym(so, "kt_buf_is_output");
-    flops = dlsym(so, "kt_flops");
-    *(void **)&fker = dlsym(so, "kt_kernel");
-    *(void **)&fref = dlsym(so, "kt_reference");
-    *(void **)&fthr = dlsym(so, "kt_set_threads");
-    if (!hash || !pn || !elems || !isout || !flops || !fker || !fref) {
+    k->hash = dlsym(k->so, "kt_workload_hash");
+    pn = dlsym(k->so, "kt_nbufs");
+    k->elems = dlsym(k->so, "kt_buf_elems");
+    k->isout = dlsym(k->so, "kt_buf_is_output");
+    flops = dlsym(k->so, "kt_flops");
+    *(void **)&k->fker = dlsym(k->so, "kt_kernel");
+    *(void **)&k->fref = dlsym(k->so, "kt_reference");
+    *(void **)&fthr = dlsym(k->so, "kt_set_threads");
+    if (!k->hash || !pn || !k->elems || !k->isout || !flops || !k->fker ||
+        !k->fref) {
         fail(out, KT_MERR_RUNTIME_DEVICE,
              "the .so lacks a kernel ABI symbol (kt_workload_hash, kt_nbufs,"
              " kt_buf_elems, kt_buf_is_output, kt_flops, kt_kernel, "
              "kt_reference)");
-        return;
+        return -1;
     }
-    nbufs = *pn;
-    if (nbufs < 1 || nbufs > MAX_BUFS) {
+    k->nbufs = *pn;
+    if (k->nbufs < 1 || k->nbufs > MAX_BUFS) {
         fail(out, KT_MERR_RUNTIME_DEVICE, "kt_nbufs=%d outside [1, %d]",
-             nbufs, MAX_BUFS);
-        return;
+             k->nbufs, MAX_BUFS);
+        k->nbufs = 0;
+        return -1;
     }
-    kt_msg_setf(out, "workload", "%.16s", hash);
+    kt_msg_setf(out, "workload", "%.16s", k->hash);
     kt_msg_setf(out, "flops", "%.17g", *flops);
     if (fthr != NULL && r->threads > 0)
         fthr(r->threads);
+    return 0;
+}
+
+/* Stage 2: seeded inputs, the reference outputs and one checked call (the
+ * warm-up for timing).  Returns 0 or fails out. */
+static int
+run_verify(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
+{
+    float *ref = NULL;
+    size_t nout = 0, off = 0;
+    struct kt_rng rng;
+    int i, cached, rc = -1;
+
     kt_rng_seed(&rng, r->seed);
-    for (i = 0; i < nbufs; i++) {
+    for (i = 0; i < k->nbufs; i++) {
         long long j;
-        if (elems[i] < 1 || elems[i] > MAX_ELEMS) {
+        if (k->elems[i] < 1 || k->elems[i] > MAX_ELEMS) {
             fail(out, KT_MERR_RUNTIME_DEVICE,
-                 "kt_buf_elems[%d]=%lld outside [1, 2^31]", i, elems[i]);
-            goto done;
+                 "kt_buf_elems[%d]=%lld outside [1, 2^31]", i, k->elems[i]);
+            return -1;
         }
-        bufs[i] = aligned_alloc(64, ((size_t)elems[i] * 4 + 63) / 64 * 64);
-        if (bufs[i] == NULL) {
+        k->bufs[i] =
+            aligned_alloc(64, ((size_t)k->elems[i] * 4 + 63) / 64 * 64);
+        if (k->bufs[i] == NULL) {
             fail(out, KT_MERR_RUNTIME_DEVICE,
-                 "cannot allocate buffer %d (%lld floats)", i, elems[i]);
-            goto done;
+                 "cannot allocate buffer %d (%lld floats)", i, k->elems[i]);
+            return -1;
         }
-        for (j = 0; j < elems[i]; j++)
-            bufs[i][j] = isout[i] ? NAN : (float)(kt_rng_unit(&rng) * 2 - 1);
-        if (isout[i])
-            nout += (size_t)elems[i];
+        for (j = 0; j < k->elems[i]; j++)
+            k->bufs[i][j] =
+                k->isout[i] ? NAN : (float)(kt_rng_unit(&rng) * 2 - 1);
+        if (k->isout[i])
+            nout += (size_t)k->elems[i];
     }
     ref = kt_xmalloc(nout * sizeof(float) + 1);
-    cached = reference(r, hash, fref, bufs, elems, isout, nbufs, ref, nout);
+    cached = reference(r, k->hash, k->fref, k->bufs, k->elems, k->isout,
+                       k->nbufs, ref, nout);
     kt_msg_setf(out, "ref_cached", "%d", cached);
-    for (i = 0; i < nbufs; i++)
-        if (isout[i])
-            memset(bufs[i], 0xff, (size_t)elems[i] * sizeof(float)); /* NaN */
-    fker(bufs);
-    for (i = 0; i < nbufs; i++) {
+    for (i = 0; i < k->nbufs; i++)
+        if (k->isout[i])
+            memset(k->bufs[i], 0xff,
+                   (size_t)k->elems[i] * sizeof(float)); /* NaN */
+    k->fker(k->bufs);
+    for (i = 0; i < k->nbufs; i++) {
         double num = 0, den = 0, rel;
         long long j;
-        if (!isout[i])
+        if (!k->isout[i])
             continue;
-        for (j = 0; j < elems[i]; j++) {
-            double d = (double)bufs[i][j] - (double)ref[off + (size_t)j];
+        for (j = 0; j < k->elems[i]; j++) {
+            double d = (double)k->bufs[i][j] - (double)ref[off + (size_t)j];
             num += d * d;
             den += (double)ref[off + (size_t)j] * ref[off + (size_t)j];
         }
-        off += (size_t)elems[i];
+        off += (size_t)k->elems[i];
         rel = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
         kt_msg_setf(out, "rel_err", "%.3g", rel);
         if (!(rel <= r->tol)) {
             fail(out, KT_MERR_WRONG_ANSWER,
                  "output buffer %d: relative L2 error %.3g above %.3g%s", i,
                  rel, r->tol, isnan(rel) ? " (NaN in the output)" : "");
-            goto done;
+            goto out;
         }
     }
-    /* Timing: TVM's WrapTimeEvaluator (the check call above warmed up). */
+    rc = 0;
+out:
+    free(ref);
+    return rc;
+}
+
+/* Stage 3: TVM's WrapTimeEvaluator (the checked call warmed up). */
+static void
+run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
+         double t_all)
+{
+    double costs[KT_RUN_MAX_REPEAT], t0, cost, cv;
+    long long number = r->number > 0 ? r->number : 1;
+    struct kt_buf cl;
+    int i, rep;
+
     for (rep = 0; rep < r->repeat && rep < KT_RUN_MAX_REPEAT; rep++) {
         double dur;
         if (r->flush)
             flush_cache();
         for (;;) {
-            long long k;
+            long long n;
             t0 = kt_now();
-            for (k = 0; k < number; k++)
-                fker(bufs);
+            for (n = 0; n < number; n++)
+                k->fker(k->bufs);
             dur = kt_now() - t0;
             if (dur * 1000 >= r->min_repeat_ms || number >= (1LL << 40))
                 break;
@@ -300,9 +334,20 @@ kt_run_child(const struct kt_run_req *r, struct kt_msg *out)
     kt_msg_setf(out, "number", "%lld", number);
     kt_msg_setf(out, "run_s", "%.6f", kt_now() - t_all);
     kt_buf_free(&cl);
-done:
-    for (i = 0; i < nbufs && i < MAX_BUFS; i++)
-        free(bufs[i]);
-    free(ref);
+}
+
+void
+kt_run_child(const struct kt_run_req *r, struct kt_msg *out)
+{
+    struct loaded k;
+    double t_all = kt_now();
+    int i;
+
+    memset(&k, 0, sizeof(k));
+    kt_msg_init(out, "result");
+    if (run_load(r, &k, out) == 0 && run_verify(r, &k, out) == 0)
+        run_time(r, &k, out, t_all);
+    for (i = 0; i < k.nbufs; i++)
+        free(k.bufs[i]);
     /* The .so stays loaded: the child exits right after. */
 }

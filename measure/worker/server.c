@@ -5,13 +5,13 @@
  * A lost tracker kills the children and reconnects with backoff. */
 #include "measure/worker/worker.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -46,13 +46,13 @@ struct srv {
     int fd;
     char name[128];
     char tmp[256];
-    unsigned char *in;
-    size_t inlen, incap;
+    struct kt_reader rd;
     struct slot slots[MAX_SLOTS];
     int nslots;
     double last_rx;
     double last_ping;
     unsigned long jobs_seen;
+    struct kt_session sess; /* sealed frames once the tracker proved */
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -90,26 +90,12 @@ kt_roles_parse(const char *s, int *roles, char *err, size_t errlen)
 }
 
 static void
-rm_dir(const char *dir)
-{
-    char p[700];
-    static const char *files[] = {"kernel.c", "kernel.so"};
-    size_t i;
-
-    for (i = 0; i < KT_ARRAY_LEN(files); i++)
-        if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, files[i]) <
-            sizeof(p))
-            (void)unlink(p);
-    (void)rmdir(dir);
-}
-
-static void
 slot_release(struct slot *s)
 {
     if (s->fd >= 0)
         close(s->fd);
     if (s->dir[0])
-        rm_dir(s->dir);
+        kt_rm_tree(s->dir);
     kt_buf_free(&s->out);
     memset(s, 0, sizeof(*s));
     s->fd = -1;
@@ -133,7 +119,7 @@ slot_kill(struct slot *s)
 static int
 send_msg(struct srv *v, const struct kt_msg *m)
 {
-    int rc = kt_wire_send(v->fd, m);
+    int rc = kt_wire_send_sealed(v->fd, m, &v->sess.tx);
     if (rc < 0)
         log_warnx("rpc: send to tracker failed: %s", kt_strerror(rc));
     return rc;
@@ -233,6 +219,20 @@ write_so(const char *path, const struct kt_msg *m)
     return rc;
 }
 
+/* In the kernel's process: no core dumps (a crash is a normal outcome),
+ * and no fork bomb beyond nproc tasks of our user. */
+static void
+limit_kernel(long nproc)
+{
+    struct rlimit rl = {0, 0};
+
+    (void)setrlimit(RLIMIT_CORE, &rl);
+    if (nproc > 0) {
+        rl.rlim_cur = rl.rlim_max = (rlim_t)nproc;
+        (void)setrlimit(RLIMIT_NPROC, &rl);
+    }
+}
+
 static void
 start_run(struct srv *v, const struct kt_msg *m, const char *id)
 {
@@ -241,6 +241,7 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
     long long tmo, number, repeat, minms, cool, flush, thr, mem;
     double tol, seed;
     int pfd[2];
+    long nproc;
     struct slot *s;
     pid_t p;
 
@@ -297,6 +298,7 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
     r.seed = (uint64_t)seed;
     r.tol = tol;
     r.mem_mb = mem;
+    nproc = kt_kernel_nproc_limit((int)thr);
     p = fork();
     if (p < 0) {
         close(pfd[0]);
@@ -316,6 +318,7 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
 #ifdef __linux__
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
+        limit_kernel(nproc);
         for (i = 0; i < KT_ARRAY_LEN(sigs); i++)
             signal(sigs[i], SIG_DFL);
         close(v->fd);
@@ -427,47 +430,76 @@ finish_run(struct srv *v, struct slot *s, int status)
     }
     (void)send_msg(v, &m);
     kt_msg_free(&m);
+    (void)kt_ref_cache_trim(v->tmp, KT_REF_CACHE_MAX);
 }
 
-/* Drains a child's pipe; returns 1 when the slot finished. */
+/* Orphans a finished job left (they escaped its process group) are ours
+ * as the subreaper: everything that is not a running job goes. */
+static void
+kill_strays(struct srv *v)
+{
+    pid_t keep[MAX_SLOTS];
+    int i, n = 0;
+
+    for (i = 0; i < v->nslots; i++)
+        if (v->slots[i].kind != SLOT_FREE && v->slots[i].pid > 0)
+            keep[n++] = v->slots[i].pid;
+    if (kt_kill_strays(keep, n) > 0)
+        log_info("rpc: killed what a finished job left running");
+}
+
+static void
+slot_drain(struct slot *s)
+{
+    char chunk[8192];
+    ssize_t n;
+
+    while (!s->eof && (n = read(s->fd, chunk, sizeof(chunk))) != 0) {
+        size_t lim = s->kind == SLOT_BUILD ? KT_BUILD_STDERR_MAX : RESULT_MAX;
+        size_t room = s->out.len < lim ? lim - s->out.len : 0;
+        size_t take;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* EAGAIN: nothing more for now */
+        }
+        take = (size_t)n < room ? (size_t)n : room;
+        kt_buf_put(&s->out, chunk, take);
+        s->dropped += (size_t)n - take;
+    }
+    s->eof = 1;
+}
+
+/* Drains a child's pipe and reaps it; returns 1 when the slot finished.
+ * The child's exit, not the pipe's EOF, ends the job: something the
+ * kernel or compiler forked may hold the pipe open. */
 static int
 slot_poll(struct srv *v, struct slot *s, int readable)
 {
     int status = 0;
     pid_t w;
 
-    if (readable && !s->eof) {
-        char chunk[8192];
-        ssize_t n;
-        while ((n = read(s->fd, chunk, sizeof(chunk))) > 0) {
-            size_t lim = s->kind == SLOT_BUILD ? KT_BUILD_STDERR_MAX
-                                               : RESULT_MAX;
-            size_t room = s->out.len < lim ? lim - s->out.len : 0;
-            size_t take = (size_t)n < room ? (size_t)n : room;
-            kt_buf_put(&s->out, chunk, take);
-            s->dropped += (size_t)n - take;
-        }
-        if (n == 0)
-            s->eof = 1;
-    }
+    if (readable)
+        slot_drain(s);
     if (!s->timed_out && kt_now() >= s->deadline) {
         s->timed_out = 1;
         (void)kill(-s->pid, SIGKILL);
         (void)kill(s->pid, SIGKILL);
     }
-    if (!s->eof && !s->timed_out)
-        return 0;
     w = waitpid(s->pid, &status, s->timed_out ? 0 : WNOHANG);
     if (w == 0)
         return 0;
+    slot_drain(s); /* all it wrote before exiting */
     if (s->kind == SLOT_BUILD)
         finish_build(v, s, status);
     else
         finish_run(v, s, status);
-    if (s->kind == SLOT_BUILD && s->timed_out)
-        (void)kill(-s->pid, SIGKILL); /* compiler grandchildren */
+    /* Whatever the compiler or kernel left running in its process group
+     * (the group outlives its reaped leader while members remain). */
+    (void)kill(-s->pid, SIGKILL);
     s->pid = 0;
     slot_release(s);
+    kill_strays(v);
     return 1;
 }
 
@@ -496,31 +528,16 @@ handle(struct srv *v, struct kt_msg *m)
 static int
 handshake(struct srv *v, char *err, size_t errlen)
 {
-    struct kt_msg m, h;
+    struct kt_msg h, w;
+    struct kt_peer_hello ph;
     struct utsname u;
-    char mac[65], host[64] = "unknown";
-    const char *nonce, *t;
+    char host[64] = "unknown";
     int rc;
 
-    rc = kt_wire_recv(v->fd, &m, 10000, err, errlen);
-    if (rc < 0)
-        return rc;
-    nonce = kt_msg_get(&m, "nonce");
-    if (strcmp(kt_msg_type(&m), "challenge") != 0 || nonce == NULL ||
-        strlen(nonce) != 64) {
-        kt_msg_free(&m);
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "tracker did not send a challenge");
-    }
-    kt_auth_mac(v->o->token ? v->o->token : "", nonce, mac);
-    kt_msg_free(&m);
     (void)gethostname(host, sizeof(host) - 1);
     if (uname(&u) < 0)
         snprintf(u.machine, sizeof(u.machine), "unknown");
     kt_msg_init(&h, "hello");
-    kt_msg_setf(&h, "proto", "%d", KT_WIRE_PROTO);
-    kt_msg_set(&h, "kind", "worker");
-    kt_msg_set(&h, "mac", mac);
     kt_msg_set(&h, "name", v->name);
     kt_msg_set(&h, "key", v->o->key);
     kt_msg_set(&h, "roles", (v->o->roles & KT_ROLE_BUILD)
@@ -531,24 +548,17 @@ handshake(struct srv *v, char *err, size_t errlen)
     kt_msg_setf(&h, "cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
     kt_msg_set(&h, "host", host);
     kt_msg_setf(&h, "pid", "%ld", (long)getpid());
-    rc = kt_wire_send(v->fd, &h);
+    ph.token = v->o->token;
+    ph.kind = "worker";
+    ph.hello = &h;
+    rc = kt_session_connect(v->fd, &ph, &w, &v->sess, err, errlen);
     kt_msg_free(&h);
     if (rc < 0)
-        return kt_seterr(err, errlen, rc, "send hello: %s", kt_strerror(rc));
-    rc = kt_wire_recv(v->fd, &m, 10000, err, errlen);
-    if (rc < 0)
         return rc;
-    t = kt_msg_type(&m);
-    if (strcmp(t, "welcome") != 0) {
-        kt_seterr(err, errlen, KT_EPROTO, "tracker refused us: %s",
-                  kt_msg_get(&m, "reason") ? kt_msg_get(&m, "reason") : t);
-        kt_msg_free(&m);
-        return KT_EPROTO;
-    }
     log_info("rpc: registered as %s key=%s with %s:%d",
-             kt_msg_get(&m, "name") ? kt_msg_get(&m, "name") : v->name,
+             kt_msg_get(&w, "name") ? kt_msg_get(&w, "name") : v->name,
              v->o->key, v->o->host, v->o->port);
-    kt_msg_free(&m);
+    kt_msg_free(&w);
     return 0;
 }
 
@@ -560,6 +570,7 @@ serve(struct srv *v)
     int map[MAX_SLOTS + 1];
     char err[256];
 
+    kt_reader_init(&v->rd, KT_WIRE_HDR_MAX, KT_WIRE_PAYLOAD_MAX, &v->sess.rx);
     v->last_rx = v->last_ping = kt_now();
     while (!stop_flag) {
         int n = 1, i, ms, rc;
@@ -573,8 +584,10 @@ serve(struct srv *v)
                 continue;
             if (s->deadline < next)
                 next = s->deadline;
-            if (s->eof)
-                next = now + 0.001; /* reaping soon */
+            /* Children are reaped by polling waitpid: wake at least
+             * every 20 ms while one runs (1 ms once its pipe closed). */
+            if (next > now + (s->eof ? 0.001 : 0.02))
+                next = now + (s->eof ? 0.001 : 0.02);
             pf[n].fd = s->eof ? -1 : s->fd;
             pf[n].events = POLLIN;
             map[n++] = i;
@@ -588,25 +601,24 @@ serve(struct srv *v)
             (void)slot_poll(v, &v->slots[map[i]],
                             rc > 0 && (pf[i].revents & (POLLIN | POLLHUP)));
         if (rc > 0 && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            unsigned char *room;
+            size_t cap;
             ssize_t r;
-            if (v->incap - v->inlen < 65536) {
-                v->incap = v->incap ? v->incap * 2 : 131072;
-                v->in = kt_xrealloc(v->in, v->incap);
+            if (kt_reader_room(&v->rd, &room, &cap) < 0) {
+                log_warnx("rpc: no memory for the tracker's input");
+                break;
             }
-            r = read(v->fd, v->in + v->inlen, v->incap - v->inlen);
+            r = read(v->fd, room, cap);
             if (r <= 0 && !(r < 0 && errno == EINTR)) {
                 log_warnx("rpc: tracker closed the connection");
                 break;
             }
             if (r > 0) {
                 struct kt_msg m;
-                size_t used;
-                v->inlen += (size_t)r;
+                kt_reader_commit(&v->rd, (size_t)r);
                 v->last_rx = kt_now();
-                while ((rc = kt_wire_take(v->in, v->inlen, &used, &m, err,
-                                          sizeof(err))) == 1) {
-                    memmove(v->in, v->in + used, v->inlen - used);
-                    v->inlen -= used;
+                while ((rc = kt_reader_next(&v->rd, &m, err, sizeof(err))) ==
+                       1) {
                     rc = handle(v, &m);
                     kt_msg_free(&m);
                     if (rc < 0)
@@ -636,29 +648,6 @@ serve(struct srv *v)
     }
 }
 
-/* Removes the worker's temp dir: cached reference outputs and job dirs. */
-static void
-rm_tree_refs(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[600];
-
-    if (d != NULL) {
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >=
-                sizeof(p))
-                continue;
-            if (unlink(p) < 0)
-                rm_dir(p);
-        }
-        closedir(d);
-    }
-    (void)rmdir(dir);
-}
-
 int
 kt_server_run(const struct kt_server_opts *o)
 {
@@ -684,15 +673,22 @@ kt_server_run(const struct kt_server_opts *o)
         log_err("rpc: mkdtemp %s: %s", v.tmp, strerror(errno));
         return KT_EIO;
     }
+    {
+        /* Compilers and kernels crash as a matter of course: no cores. */
+        struct rlimit rl = {0, 0};
+        (void)setrlimit(RLIMIT_CORE, &rl);
+        (void)kt_adopt_orphans();
+    }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     while (!stop_flag) {
-        v.fd = kt_wire_connect(o->host, o->port, err, sizeof(err));
         int served = 0;
-        if (v.fd >= 0 && (rc = handshake(&v, err, sizeof(err))) == 0) {
+        v.fd = kt_wire_connect(o->host, o->port, err, sizeof(err));
+        rc = v.fd < 0 ? v.fd : handshake(&v, err, sizeof(err));
+        if (rc == 0) {
             backoff = 100;
             serve(&v);
             served = 1;
@@ -704,6 +700,9 @@ kt_server_run(const struct kt_server_opts *o)
             break;
         } else if (o->once) {
             log_err("rpc: %s", err);
+        } else if (rc == KT_EAUTH) {
+            log_err("rpc: %s:%d: %s; retrying in %d ms", o->host, o->port,
+                    err, backoff);
         } else {
             log_warnx("rpc: %s; retrying in %d ms", err, backoff);
         }
@@ -713,7 +712,8 @@ kt_server_run(const struct kt_server_opts *o)
         if (v.fd >= 0)
             close(v.fd);
         v.fd = -1;
-        v.inlen = 0;
+        kt_reader_free(&v.rd);
+        memset(&v.sess, 0, sizeof(v.sess));
         if (stop_flag || o->once)
             break;
         {
@@ -728,7 +728,7 @@ kt_server_run(const struct kt_server_opts *o)
         rc = 0; /* asked to stop: a clean exit */
     for (i = 0; i < v.nslots; i++)
         slot_kill(&v.slots[i]);
-    rm_tree_refs(v.tmp);
-    free(v.in);
+    kt_rm_tree(v.tmp);
+    kt_reader_free(&v.rd);
     return rc;
 }

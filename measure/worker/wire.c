@@ -1,6 +1,6 @@
 /* wire.c - frames and messages of the worker protocol (docs/protocol.md).
  *
- * A frame is "KTR1", a big-endian u32 header length, a big-endian u32
+ * A frame is "KTR2", a big-endian u32 header length, a big-endian u32
  * payload length, the header text and the payload.  The header is lines
  * "key=value\n"; values are percent-escaped (%XX for '%', '\n', '\r', '=',
  * and bytes below 0x20 or 0x7f and above).  Every length is bounded. */
@@ -203,8 +203,8 @@ kt_msg_get_double(const struct kt_msg *m, const char *k, int required,
     return 0;
 }
 
-static void
-put_be32(unsigned char *p, uint32_t v)
+void
+kt_put_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -244,8 +244,8 @@ kt_msg_encode(const struct kt_msg *m, struct kt_buf *out)
         kt_buf_putc(&h, '\n');
     }
     memcpy(pre, KT_WIRE_MAGIC, 4);
-    put_be32(pre + 4, (uint32_t)h.len);
-    put_be32(pre + 8, (uint32_t)m->payload_len);
+    kt_put_be32(pre + 4, (uint32_t)h.len);
+    kt_put_be32(pre + 8, (uint32_t)m->payload_len);
     kt_buf_put(out, pre, sizeof(pre));
     kt_buf_put(out, h.p, h.len);
     if (m->payload_len)
@@ -460,8 +460,11 @@ read_exact(int fd, unsigned char *p, size_t n, double deadline, char *err,
             ms = (int)(left * 1000) + 1;
         }
         r = poll(&pf, 1, ms);
+        /* A signal (SIGTERM to a worker in its handshake) ends the wait:
+         * the caller decides whether to go on. */
         if (r < 0 && errno == EINTR)
-            continue;
+            return kt_seterr(err, errlen, KT_ECANCELED,
+                             "interrupted by a signal");
         if (r == 0)
             continue;
         r = read(fd, p, n);
@@ -478,26 +481,56 @@ read_exact(int fd, unsigned char *p, size_t n, double deadline, char *err,
 }
 
 int
-kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
-             size_t errlen)
+kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n, uint32_t hdr_max,
+                 uint32_t payload_max, int timeout_ms, char *err,
+                 size_t errlen)
 {
     unsigned char pre[KT_WIRE_PREFIX];
-    unsigned char *body = NULL;
     double deadline = timeout_ms < 0 ? 0 : kt_now() + timeout_ms / 1000.0;
     uint32_t hlen, plen;
     int rc;
 
+    *frame = NULL;
     rc = read_exact(fd, pre, sizeof(pre), deadline, err, errlen);
     if (rc < 0)
         return rc;
     rc = kt_wire_prefix(pre, &hlen, &plen, err, errlen);
     if (rc < 0)
         return rc;
-    body = kt_xmalloc((size_t)hlen + plen);
-    rc = read_exact(fd, body, (size_t)hlen + plen, deadline, err, errlen);
-    if (rc == 0)
-        rc = kt_msg_decode(body, hlen, body + hlen, plen, m, err, errlen);
-    free(body);
+    if (hlen > hdr_max || plen > payload_max)
+        return kt_seterr(err, errlen, KT_ETOOBIG,
+                         "frame of %u + %u bytes above this stage's limit "
+                         "(%u + %u)", hlen, plen, hdr_max, payload_max);
+    *n = KT_WIRE_PREFIX + (size_t)hlen + plen;
+    *frame = kt_xmalloc(*n);
+    memcpy(*frame, pre, sizeof(pre));
+    rc = read_exact(fd, *frame + KT_WIRE_PREFIX, (size_t)hlen + plen,
+                    deadline, err, errlen);
+    if (rc < 0) {
+        free(*frame);
+        *frame = NULL;
+    }
+    return rc;
+}
+
+int
+kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
+             size_t errlen)
+{
+    unsigned char *frame;
+    size_t n;
+    uint32_t hlen, plen;
+    int rc;
+
+    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HDR_MAX,
+                          KT_WIRE_PAYLOAD_MAX, timeout_ms, err, errlen);
+    if (rc < 0)
+        return rc;
+    hlen = get_be32(frame + 4);
+    plen = get_be32(frame + 8);
+    rc = kt_msg_decode(frame + KT_WIRE_PREFIX, hlen,
+                       frame + KT_WIRE_PREFIX + hlen, plen, m, err, errlen);
+    free(frame);
     return rc;
 }
 
@@ -539,7 +572,9 @@ kt_wire_connect(const char *host, int port, char *err, size_t errlen)
         return kt_seterr(err, errlen, KT_EIO, "resolve %s: %s", host,
                          gai_strerror(rc));
     for (ai = res; ai != NULL; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        /* SOCK_CLOEXEC: compilers the worker starts must not inherit it. */
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
+                    ai->ai_protocol);
         if (fd < 0) {
             saved = errno;
             continue;

@@ -22,13 +22,16 @@
 const char *kt_measure_errname(int err_no);
 
 /* ---- frames and messages ----------------------------------------------- */
-#define KT_WIRE_MAGIC "KTR1"            /* 3 letters + protocol version */
-#define KT_WIRE_PROTO 1
+#define KT_WIRE_MAGIC "KTR2"            /* 3 letters + protocol version */
+#define KT_WIRE_PROTO 2
 #define KT_WIRE_PREFIX 12               /* magic, u32 hlen, u32 plen (BE) */
 #define KT_WIRE_HDR_MAX (64u * 1024)    /* header text limit */
 #define KT_WIRE_PAYLOAD_MAX (64u << 20) /* payload limit: 64 MiB */
 #define KT_WIRE_KEY_MAX 64              /* bytes of one key */
 #define KT_WIRE_KV_MAX 1024             /* key=value lines per header */
+/* Before authentication (challenge, hello, welcome): a small header and
+ * no payload, so a stranger cannot make either side buffer much. */
+#define KT_WIRE_HELLO_HDR_MAX 4096u
 
 /* A decoded message: ordered key/value strings plus an owned payload.  The
  * "type" key is always present in a valid message. */
@@ -60,6 +63,8 @@ int kt_msg_get_double(const struct kt_msg *m, const char *k, int required,
                       double def, double lo, double hi, double *out,
                       char *err, size_t errlen);
 
+/* Writes v big-endian into p[0..3]. */
+void kt_put_be32(unsigned char *p, uint32_t v);
 /* Appends the whole frame (prefix, header, payload) to out. */
 void kt_msg_encode(const struct kt_msg *m, struct kt_buf *out);
 /* Validates a 12-byte prefix: magic and both limits.  KT_EPROTO/KT_ETOOBIG
@@ -83,25 +88,110 @@ int kt_wire_send(int fd, const struct kt_msg *m);
 /* Reads one frame within timeout_ms (-1 = forever). */
 int kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
                  size_t errlen);
+/* Reads one whole frame (prefix included) into *frame (free()) within
+ * timeout_ms, refusing a header above hdr_max or a payload above
+ * payload_max before reading them. */
+int kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n,
+                     uint32_t hdr_max, uint32_t payload_max, int timeout_ms,
+                     char *err, size_t errlen);
 /* TCP connect to host:port; returns the fd or <0 with a message. */
 int kt_wire_connect(const char *host, int port, char *err, size_t errlen);
 /* Splits "HOST:PORT"; host is written into hostbuf. */
 int kt_wire_parse_hostport(const char *s, char *hostbuf, size_t hostlen,
                            int *port, char *err, size_t errlen);
 
-/* ---- authentication ---------------------------------------------------- */
+/* ---- authentication and the session (session.c, auth.c) ------------- */
+/* A peer's or tracker's proof of the token failed (not fatal for a worker:
+ * the real tracker may be back soon). */
+#define KT_EAUTH (-1100)
 void kt_sha256(const void *data, size_t n, unsigned char out[32]);
 void kt_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
                     unsigned char out[32]);
-/* hex(HMAC-SHA256(token, "kerntune-rpc-v1:" nonce)) into out (65 bytes). */
-void kt_auth_mac(const char *token, const char *nonce_hex, char out[65]);
-/* 32 random bytes from /dev/urandom (or a time-seeded fallback) as hex. */
-void kt_auth_nonce(char out[65]);
+/* HMAC over the concatenation of n parts. */
+void kt_hmac_sha256_parts(const void *key, size_t klen,
+                          const void *const *parts, const size_t *lens, int n,
+                          unsigned char out[32]);
+/* hex(HMAC-SHA256(token, "kerntune-rpc-v2 proof from FROM, ROLE:TN:PN")):
+ * from is "peer" (in hello) or "tracker" (in welcome), role what
+ * kt_auth_role makes; distinct labels so no proof can be reflected as
+ * another, and a worker's key is bound to its proof. */
+void kt_auth_proof(const char *token, const char *from, const char *role,
+                   const char *tracker_nonce, const char *peer_nonce,
+                   char out[65]);
+/* "client", or "worker:KEY" for a worker of key KEY. */
+void kt_auth_role(const char *kind, const char *key, char *out, size_t len);
+/* The session key of frames sent by 'from' ("peer" or "tracker"). */
+void kt_auth_session_key(const char *token, const char *from,
+                         const char *tracker_nonce, const char *peer_nonce,
+                         unsigned char key[32]);
+/* 32 random bytes as 64 lowercase hex digits; <0 (and no nonce) when the
+ * kernel has no random bytes. */
+int kt_auth_nonce(char out[65]);
+/* 1 when s is exactly 64 lowercase hex digits. */
+int kt_auth_nonce_ok(const char *s);
 /* Constant-time comparison of two NUL-terminated strings. */
 int kt_auth_equal(const char *a, const char *b);
-/* Reads a token file: first line, trailing whitespace removed, not empty. */
-int kt_auth_read_token(const char *path, char *buf, size_t len, char *err,
-                       size_t errlen);
+
+/* One direction of a session: frames are sealed with a mac line under key
+ * over sequence number seq.  'on' is 0 before the handshake ends. */
+struct kt_seal {
+    unsigned char key[32];
+    uint64_t seq;
+    int on;
+};
+struct kt_session {
+    struct kt_seal tx, rx;
+};
+void kt_session_start(struct kt_session *s, const char *token,
+                      int is_tracker, const char *tracker_nonce,
+                      const char *peer_nonce);
+/* kt_msg_encode plus the mac line when tx is on (NULL or off: plain). */
+void kt_msg_encode_sealed(const struct kt_msg *m, struct kt_seal *tx,
+                          struct kt_buf *out);
+/* kt_wire_take that checks and strips the mac line when rx is on. */
+int kt_wire_take_sealed(const unsigned char *buf, size_t len, size_t *used,
+                        struct kt_msg *m, struct kt_seal *rx, char *err,
+                        size_t errlen);
+int kt_wire_send_sealed(int fd, const struct kt_msg *m, struct kt_seal *tx);
+int kt_wire_recv_sealed(int fd, struct kt_msg *m, struct kt_seal *rx,
+                        int timeout_ms, char *err, size_t errlen);
+/* The incremental frame reader of both sides (and of the fuzz target):
+ * bytes are appended as they arrive and frames are taken once complete.
+ * A frame over the stage's limits (hdr_max, payload_max; before
+ * authentication 4 KiB and 0) is refused on its prefix, before any more of
+ * it is buffered, and the buffer never holds more than one such frame. */
+struct kt_reader {
+    unsigned char *buf;
+    size_t len, cap;
+    uint32_t hdr_max, payload_max;
+    struct kt_seal *rx; /* frames are opened with it once it is on */
+};
+void kt_reader_init(struct kt_reader *r, uint32_t hdr_max,
+                    uint32_t payload_max, struct kt_seal *rx);
+void kt_reader_free(struct kt_reader *r);
+/* Space for the next read at *p (*n bytes); KT_ENOMEM when it cannot grow
+ * (no abort), KT_ETOOBIG when already full. */
+int kt_reader_room(struct kt_reader *r, unsigned char **p, size_t *n);
+void kt_reader_commit(struct kt_reader *r, size_t n);
+/* 1 with the next message in m, 0 when more bytes are needed, <0 on a
+ * malformed, oversized or unauthentic frame (err says which). */
+int kt_reader_next(struct kt_reader *r, struct kt_msg *m, char *err,
+                   size_t errlen);
+
+/* The peer side of the handshake on a connected fd: answers the challenge
+ * with 'hello' (the caller's fields plus proto, kind, nonce and mac), and
+ * accepts only a 'welcome' that proves the token.  Returns 0 with the
+ * welcome in *welcome and the session started; KT_EPROTO when the tracker
+ * refused us or broke the protocol; KT_EAUTH when it did not prove the
+ * token; other <0 on I/O errors. */
+struct kt_peer_hello {
+    const char *token;
+    const char *kind; /* "worker" or "client" */
+    struct kt_msg *hello;
+};
+int kt_session_connect(int fd, const struct kt_peer_hello *ph,
+                       struct kt_msg *welcome, struct kt_session *s,
+                       char *err, size_t errlen);
 
 /* ---- builder ----------------------------------------------------------- */
 #define KT_BUILD_STDERR_MAX 8192
@@ -134,6 +224,24 @@ void kt_run_child(const struct kt_run_req *r, struct kt_msg *out);
 void kt_run_summarize(const double *costs, int n, double *cost, double *cv);
 /* "SIGSEGV" and so on. */
 const char *kt_signame(int sig);
+
+/* ---- job directories and limits (jobdir.c) ----------------------------- */
+/* Removes dir and everything under it (symlinks are not followed). */
+void kt_rm_tree(const char *dir);
+/* Keeps the reference-output cache files ("ref-*") in dir at or below
+ * max_bytes by removing the least recently used; returns how many. */
+int kt_ref_cache_trim(const char *dir, unsigned long long max_bytes);
+#define KT_REF_CACHE_MAX (256ULL << 20)
+/* RLIMIT_NPROC for a kernel process: the tasks our user runs now plus room
+ * for 'threads' (or the CPU count) OpenMP threads; -1 when unknown.  Not
+ * enforced for root. */
+long kt_kernel_nproc_limit(int threads);
+/* Makes this process the subreaper of its descendants (Linux), so what a
+ * kernel forks and orphans becomes our child; KT_EINVAL elsewhere. */
+int kt_adopt_orphans(void);
+/* Kills and reaps every child of ours not in keep (from /proc/self/task/
+ * PID/children; nothing where that file is missing); returns how many. */
+int kt_kill_strays(const pid_t *keep, int nkeep);
 
 /* ---- the worker program ------------------------------------------------ */
 struct kt_server_opts {

@@ -21,6 +21,7 @@ fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -40 "$T/daemon.log"; exit 
 
 mkdir -p "$T/models" "$T/logs"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/token"
+chmod 600 "$T/token"
 cat > "$T/kerntuned.json" <<EOF
 { "listen": "127.0.0.1:0", "token_file": "$T/token", "database": "$T/tune.db",
   "log_dir": "$T/logs", "model_dir": "$T/models", "control_socket": "$T/ctl.sock",

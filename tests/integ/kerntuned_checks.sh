@@ -24,6 +24,7 @@ EOF
 }
 mkdir -p "$T/models" "$T/logs"
 printf 'abc\n' > "$T/token"
+chmod 600 "$T/token"
 
 conf "$T/token" "$T/models"
 out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) || fail "-t on a good config: $out"
@@ -34,9 +35,16 @@ out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) && fail "-t passed 
 echo "$out" | grep -q "no-such-token" || fail "-t does not name the token file: $out"
 
 : > "$T/empty-token"
+chmod 600 "$T/empty-token"
 conf "$T/empty-token" "$T/models"
 out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) && fail "-t passed an empty token file"
 echo "$out" | grep -q "empty" || fail "-t on an empty token: $out"
+
+printf 'abc\n' > "$T/open-token"
+chmod 644 "$T/open-token"
+conf "$T/open-token" "$T/models"
+out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) && fail "-t passed a token file others can read"
+echo "$out" | grep -q "too open" || fail "-t on a 0644 token: $out"
 
 conf "$T/token" "$T/no-such-dir"
 out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) && fail "-t passed a missing model dir"

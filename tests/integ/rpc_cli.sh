@@ -26,7 +26,19 @@ expect 2 "unknown role 'fly'" server --tracker=127.0.0.1:1 --key=k --roles=build
 expect 2 "--jobs" server --tracker=127.0.0.1:1 --key=k --jobs=0
 expect 2 "token file $tmp/none" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp/none"
 : >"$tmp/empty"
+chmod 600 "$tmp/empty"
 expect 2 "line 1 is empty" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp/empty"
+# Token files: refused when group or others may read them (like ssh keys);
+# trailing blanks are not part of the token (the worker and the daemon
+# share common/token.c, so they agree).
+printf 'tok\n' >"$tmp/open"
+chmod 644 "$tmp/open"
+expect 2 "permissions 0644 are too open" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp/open"
+chmod 640 "$tmp/open"
+expect 2 "permissions 0640 are too open" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp/open"
+expect 2 "not a regular file" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp"
+expect 2 "missing value for '--token-file'" server --tracker=127.0.0.1:1 --key=k --token-file
+expect 2 "'12x' is not an integer" server --tracker=127.0.0.1:1 --key=k --jobs=12x
 expect 2 "unknown argument '--bogus'" server --tracker=127.0.0.1:1 --key=k --bogus
 
 # Port 1 (tcpmux): privileged and, on any test machine, closed.

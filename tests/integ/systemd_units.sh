@@ -77,6 +77,13 @@ r=kerntune-rpc@.service
 need $r 'Restart=always'
 need $r 'ExecStart=/usr/local/bin/kerntune-rpc server --tracker=127.0.0.1:9190 --key=%i --token-file /etc/kerntune/token'
 for u in $d $r; do
+    need $u 'LimitCORE=0'
+    need $u 'IPAddressAllow=localhost'
+    need $u 'IPAddressDeny=any'
+    need $u 'ProtectProc=invisible'
+    need $u 'RemoveIPC=yes'
+    grep -q '^MemoryMax=' "$units/$u" || { echo "$u: no MemoryMax="; fail=1; }
+    grep -q '^TasksMax=' "$units/$u" || { echo "$u: no TasksMax="; fail=1; }
     refuse $u '^MemoryDenyWriteExecute=(yes|true|1)'
     refuse $u '^NoExecPaths='
     refuse $u '^SystemCallFilter=~?@(basic-io|default)$'

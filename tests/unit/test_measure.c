@@ -331,7 +331,7 @@ test_measure_worker_killed_mid_batch(void **state)
     struct kt_candidate c[16];
     struct kt_measure_opts o;
     char *src[16];
-    int pids[4], i, n, four = 4, requeued = 0;
+    int pids[4], i, n, two = 2, four = 4, requeued = 0;
     unsigned lost;
 
     (void)state;
@@ -361,7 +361,11 @@ test_measure_worker_killed_mid_batch(void **state)
     }
     kt_tracker_counters(e->t, NULL, NULL, &lost, NULL);
     assert_int_equal(lost, 1);
-    assert_int_equal(kt_tracker_nworkers(e->t, NULL), 1);
+    /* The killed local worker is started again. */
+    assert_int_equal(run_until(e, p_workers, &two, WAIT_S), 0);
+    n = kt_tracker_local_pids(e->t, pids + 2, 2);
+    assert_int_equal(n, 2);
+    assert_true(pids[2] != pids[0] && pids[3] != pids[0]);
     print_message("worker killed: %d of 16 candidates re-queued\n", requeued);
     env_free(e);
 }
@@ -475,6 +479,7 @@ test_measure_bad_peers_refused(void **state)
     assert_non_null(f);
     fputs("not-the-token\n", f);
     fclose(f);
+    assert_int_equal(chmod(tokfile, 0600), 0);
     snprintf(port, sizeof(port), "--tracker=127.0.0.1:%d",
              kt_tracker_port(e->t));
     p = fork();
@@ -491,13 +496,13 @@ test_measure_bad_peers_refused(void **state)
     assert_int_equal(kt_wire_write_all(fd1, junk, sizeof(junk)), 0);
     fd2 = raw_connect(e);
     {
-        unsigned char big[12] = {'K', 'T', 'R', '1', 0x10, 0, 0, 0, 0, 0, 0,
+        unsigned char big[12] = {'K', 'T', 'R', '2', 0x10, 0, 0, 0, 0, 0, 0,
                                  0};
         assert_int_equal(kt_wire_write_all(fd2, big, sizeof(big)), 0);
     }
     fd3 = raw_connect(e);
     {
-        unsigned char part[20] = {'K', 'T', 'R', '1', 0, 0, 0, 100, 0, 0, 0,
+        unsigned char part[20] = {'K', 'T', 'R', '2', 0, 0, 0, 100, 0, 0, 0,
                                   0, 't', 'y', 'p', 'e', '=', 'h'};
         assert_int_equal(kt_wire_write_all(fd3, part, 18), 0);
         close(fd3);

@@ -9,11 +9,14 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "measure/worker/worker.h"
@@ -59,28 +62,130 @@ test_rpc_sha256_vectors(void **state)
     hex(d, 32, h);
     assert_string_equal(h, "5bdcc146bf60754e6a042426089575c75a003f089d273983"
                            "9dec58b964ec3843");
+    /* RFC 4231 test cases 6 and 7: a 131-byte key (longer than the block,
+     * so it is hashed first), with short and long data. */
+    {
+        unsigned char big[131];
+        memset(big, 0xaa, sizeof(big));
+        kt_hmac_sha256(big, sizeof(big),
+                       "Test Using Larger Than Block-Size Key - Hash Key "
+                       "First", 54, d);
+        hex(d, 32, h);
+        assert_string_equal(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728"
+                               "c5140546040f0ee37f54");
+        {
+            static const char t7[] =
+                "This is a test using a larger than block-size key and a "
+                "larger than block-size data. The key needs to be hashed "
+                "before being used by the HMAC algorithm.";
+            kt_hmac_sha256(big, sizeof(big), t7, strlen(t7), d);
+        }
+        hex(d, 32, h);
+        assert_string_equal(h, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f07"
+                               "13938a7f51535c3a35e2");
+    }
 }
 
 static void
-test_rpc_auth_mac(void **state)
+test_rpc_auth_proofs(void **state)
 {
     char n1[65], n2[65], a[65], b[65];
 
     (void)state;
-    kt_auth_nonce(n1);
-    kt_auth_nonce(n2);
+    assert_int_equal(kt_auth_nonce(n1), 0);
+    assert_int_equal(kt_auth_nonce(n2), 0);
     assert_int_equal(strlen(n1), 64);
+    assert_true(kt_auth_nonce_ok(n1));
+    assert_false(kt_auth_nonce_ok("abc"));
     assert_string_not_equal(n1, n2);
-    kt_auth_mac("tok", n1, a);
-    kt_auth_mac("tok", n1, b);
+    kt_auth_proof("tok", "peer", "worker", n1, n2, a);
+    kt_auth_proof("tok", "peer", "worker", n1, n2, b);
     assert_true(kt_auth_equal(a, b));
-    kt_auth_mac("tok2", n1, b);
+    kt_auth_proof("tok2", "peer", "worker", n1, n2, b);
     assert_false(kt_auth_equal(a, b));
-    kt_auth_mac("tok", n2, b);
+    /* Each nonce, each direction and each kind changes the proof, so a
+     * proof can be neither replayed nor reflected. */
+    kt_auth_proof("tok", "peer", "worker", n2, n2, b);
+    assert_false(kt_auth_equal(a, b));
+    kt_auth_proof("tok", "peer", "worker", n1, n1, b);
+    assert_false(kt_auth_equal(a, b));
+    kt_auth_proof("tok", "tracker", "worker", n1, n2, b);
+    assert_false(kt_auth_equal(a, b));
+    kt_auth_proof("tok", "peer", "client", n1, n2, b);
     assert_false(kt_auth_equal(a, b));
     assert_false(kt_auth_equal("abc", "abcd"));
     /* The token never appears in the response. */
     assert_null(strstr(a, "tok"));
+}
+
+/* Sealed frames: a session opens what the other side sealed, in order;
+ * an altered byte, a replay, a reordering or a frame under the other
+ * direction's key is refused. */
+static void
+test_rpc_session_seal(void **state)
+{
+    struct kt_session trk, peer;
+    struct kt_msg m, d;
+    struct kt_buf f1, f2;
+    char err[256], tn[65], pn[65];
+    size_t used;
+
+    (void)state;
+    assert_int_equal(kt_auth_nonce(tn), 0);
+    assert_int_equal(kt_auth_nonce(pn), 0);
+    kt_session_start(&trk, "tok", 1, tn, pn);
+    kt_session_start(&peer, "tok", 0, tn, pn);
+    kt_msg_init(&m, "build");
+    kt_msg_set(&m, "id", "j1");
+    kt_msg_set_payload(&m, "int x;", 6);
+    kt_buf_init(&f1);
+    kt_buf_init(&f2);
+    kt_msg_encode_sealed(&m, &trk.tx, &f1);
+    kt_msg_set(&m, "id", "j2");
+    kt_msg_encode_sealed(&m, &trk.tx, &f2);
+    /* Out of order: f2 first. */
+    assert_true(kt_wire_take_sealed((unsigned char *)f2.p, f2.len, &used, &d,
+                                    &peer.rx, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "session mac"));
+    assert_int_equal(kt_wire_take_sealed((unsigned char *)f1.p, f1.len,
+                                         &used, &d, &peer.rx, err,
+                                         sizeof(err)),
+                     1);
+    assert_string_equal(kt_msg_get(&d, "id"), "j1");
+    assert_null(kt_msg_get(&d, "mac"));
+    assert_int_equal(d.payload_len, 6);
+    kt_msg_free(&d);
+    /* Replay of f1. */
+    assert_true(kt_wire_take_sealed((unsigned char *)f1.p, f1.len, &used, &d,
+                                    &peer.rx, err, sizeof(err)) < 0);
+    /* One payload byte altered. */
+    f2.p[f2.len - 1] ^= 1;
+    assert_true(kt_wire_take_sealed((unsigned char *)f2.p, f2.len, &used, &d,
+                                    &peer.rx, err, sizeof(err)) < 0);
+    f2.p[f2.len - 1] ^= 1;
+    assert_int_equal(kt_wire_take_sealed((unsigned char *)f2.p, f2.len,
+                                         &used, &d, &peer.rx, err,
+                                         sizeof(err)),
+                     1);
+    kt_msg_free(&d);
+    /* A plain frame is refused once the session is on. */
+    kt_buf_reset(&f1);
+    kt_msg_encode(&m, &f1);
+    assert_true(kt_wire_take_sealed((unsigned char *)f1.p, f1.len, &used, &d,
+                                    &peer.rx, err, sizeof(err)) < 0);
+    /* The tracker cannot open what it sealed itself (distinct keys). */
+    kt_buf_reset(&f1);
+    kt_msg_encode_sealed(&m, &peer.tx, &f1);
+    assert_true(kt_wire_take_sealed((unsigned char *)f1.p, f1.len, &used, &d,
+                                    &peer.rx, err, sizeof(err)) < 0);
+    assert_int_equal(kt_wire_take_sealed((unsigned char *)f1.p, f1.len,
+                                         &used, &d, &trk.rx, err,
+                                         sizeof(err)),
+                     1);
+    kt_msg_free(&d);
+    kt_buf_free(&f1);
+    kt_buf_free(&f2);
+    kt_msg_free(&m);
 }
 
 static void
@@ -136,7 +241,7 @@ decode_raw(const char *hdr, char *err, size_t errlen)
     struct kt_msg m;
     int rc;
 
-    memcpy(buf, "KTR1", 4);
+    memcpy(buf, KT_WIRE_MAGIC, 4);
     buf[4] = (unsigned char)(n >> 24);
     buf[5] = (unsigned char)(n >> 16);
     buf[6] = (unsigned char)(n >> 8);
@@ -168,7 +273,7 @@ test_rpc_decode_rejects(void **state)
         {"k=1\n", "no 'type'"},
         {"type=\n", "no 'type'"},
     };
-    unsigned char pre[12] = {'K', 'T', 'R', '2', 0, 0, 0, 1, 0, 0, 0, 0};
+    unsigned char pre[12] = {'K', 'T', 'R', '1', 0, 0, 0, 1, 0, 0, 0, 0};
     char err[256];
     uint32_t h, p;
     size_t i;
@@ -184,11 +289,12 @@ test_rpc_decode_rejects(void **state)
     /* Prefix checks: version, magic, limits. */
     assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
                      KT_EPROTO);
-    assert_non_null(strstr(err, "unsupported protocol version '2'"));
+    /* Version 1 (before mutual authentication) is refused. */
+    assert_non_null(strstr(err, "unsupported protocol version '1'"));
     memcpy(pre, "XXXX", 4);
     assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
                      KT_EPROTO);
-    memcpy(pre, "KTR1", 4);
+    memcpy(pre, KT_WIRE_MAGIC, 4);
     pre[5] = 0x01; /* 64 KiB + 1 */
     pre[7] = 0x01;
     assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
@@ -365,12 +471,105 @@ test_rpc_runner_child_caches_reference(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static void
+write_file(const char *path, const char *text, int mode)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(path, (mode_t)mode), 0);
+}
+
+/* The one token reader: first line, trailing blanks removed; a file group
+ * or others can read is refused, like an ssh private key. */
+static void
+test_rpc_token_file(void **state)
+{
+    char dir[] = "/tmp/kt-test-token.XXXXXX", path[64], tok[64], err[256];
+    char lng[200];
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/token", dir);
+    write_file(path, "s3cret \t\r\nsecond line\n", 0600);
+    assert_int_equal(kt_token_read(path, tok, sizeof(tok), err, sizeof(err)),
+                     0);
+    assert_string_equal(tok, "s3cret");
+    write_file(path, "s3cret\n", 0640);
+    assert_int_equal(kt_token_read(path, tok, sizeof(tok), err, sizeof(err)),
+                     KT_ECONFIG);
+    assert_non_null(strstr(err, "permissions 0640 are too open"));
+    assert_non_null(strstr(err, path));
+    write_file(path, "s3cret\n", 0604);
+    assert_int_equal(kt_token_read(path, tok, sizeof(tok), err, sizeof(err)),
+                     KT_ECONFIG);
+    write_file(path, "  \n", 0600);
+    assert_int_equal(kt_token_read(path, tok, sizeof(tok), err, sizeof(err)),
+                     KT_ECONFIG);
+    assert_non_null(strstr(err, "line 1 is empty"));
+    memset(lng, 'x', sizeof(lng) - 1);
+    lng[sizeof(lng) - 1] = '\0';
+    write_file(path, lng, 0600);
+    assert_int_equal(kt_token_read(path, tok, sizeof(tok), err, sizeof(err)),
+                     KT_ECONFIG);
+    assert_non_null(strstr(err, "longer than"));
+    assert_int_equal(kt_token_read(dir, tok, sizeof(tok), err, sizeof(err)),
+                     KT_ECONFIG);
+    assert_int_equal(unlink(path), 0);
+    assert_true(kt_token_read(path, tok, sizeof(tok), err, sizeof(err)) < 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* The reference cache is trimmed to its cap by removing the least
+ * recently used files (mtime, which the runner touches on a read); other
+ * files are not its business. */
+static void
+test_rpc_ref_cache_lru(void **state)
+{
+    static const char *const names[] = {"ref-old", "ref-mid", "ref-new",
+                                        "job7"};
+    char dir[] = "/tmp/kt-test-refs.XXXXXX", path[80], blob[1000];
+    struct timespec ts[2];
+    size_t i;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    memset(blob, 'r', sizeof(blob));
+    for (i = 0; i < KT_ARRAY_LEN(names); i++) {
+        FILE *f;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fwrite(blob, 1, sizeof(blob), f);
+        fclose(f);
+        ts[0].tv_sec = ts[1].tv_sec = 1000000 + (time_t)i * 100;
+        ts[0].tv_nsec = ts[1].tv_nsec = 0;
+        assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    }
+    assert_int_equal(kt_ref_cache_trim(dir, 3000), 0);
+    assert_int_equal(kt_ref_cache_trim(dir, 2500), 1);
+    snprintf(path, sizeof(path), "%s/ref-old", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof(path), "%s/ref-mid", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(kt_ref_cache_trim(dir, 0), 2);
+    snprintf(path, sizeof(path), "%s/job7", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    kt_rm_tree(dir);
+    assert_int_not_equal(access(dir, F_OK), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rpc_sha256_vectors),
-        cmocka_unit_test(test_rpc_auth_mac),
+        cmocka_unit_test(test_rpc_auth_proofs),
+        cmocka_unit_test(test_rpc_session_seal),
+        cmocka_unit_test(test_rpc_token_file),
+        cmocka_unit_test(test_rpc_ref_cache_lru),
         cmocka_unit_test(test_rpc_msg_roundtrip),
         cmocka_unit_test(test_rpc_decode_rejects),
         cmocka_unit_test(test_rpc_msg_numbers),

@@ -1,0 +1,177 @@
+/* security_env.h - what test_security.c and test_worker_limits.c share: a
+ * tracker on 127.0.0.1 with a token, its loop, real kerntune-rpc worker
+ * processes, and a batch callback that keeps each result's text and kvs.
+ * Header-only (static inline) so each test binary takes what it uses. */
+#ifndef KT_TESTS_SECURITY_ENV_H
+#define KT_TESTS_SECURITY_ENV_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "measure/measure.h"
+
+#define TOKEN "s3cret-token"
+#define WAIT_S 30.0
+
+struct env {
+    uv_loop_t loop;
+    struct kt_tracker *t;
+    char rpc[512];
+    char tmp[256];
+    char marker[300]; /* created by evil_cc when a worker runs it */
+    char evil_cc[300];
+};
+
+static inline struct env *
+env_new(const struct kt_tracker_opts *opts)
+{
+    struct env *e = kt_xcalloc(1, sizeof(*e));
+    struct kt_tracker_opts o;
+    const char *b = getenv("BUILD");
+    char err[256];
+    FILE *f;
+
+    snprintf(e->rpc, sizeof(e->rpc), "%s/kerntune-rpc", b ? b : "build");
+    snprintf(e->tmp, sizeof(e->tmp), "/tmp/kt-test-security.XXXXXX");
+    assert_non_null(mkdtemp(e->tmp));
+    setenv("TMPDIR", e->tmp, 1);
+    snprintf(e->marker, sizeof(e->marker), "%s/pwned", e->tmp);
+    snprintf(e->evil_cc, sizeof(e->evil_cc), "%s/evilcc.sh", e->tmp);
+    f = fopen(e->evil_cc, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\ntouch %s\nexit 1\n", e->marker);
+    fclose(f);
+    assert_int_equal(chmod(e->evil_cc, 0755), 0);
+    assert_int_equal(uv_loop_init(&e->loop), 0);
+    if (opts != NULL) {
+        o = *opts;
+    } else {
+        kt_tracker_default_opts(&o);
+    }
+    o.port = 0;
+    o.token = TOKEN;
+    if (kt_tracker_new(&e->t, &e->loop, &o, err, sizeof(err)) < 0)
+        fail_msg("tracker: %s", err);
+    return e;
+}
+
+static inline void
+env_free(struct env *e)
+{
+    char cmd[300];
+
+    kt_tracker_close(e->t);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+    unsetenv("TMPDIR");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", e->tmp);
+    assert_int_equal(system(cmd), 0);
+    free(e);
+}
+
+/* Runs the tracker's loop for up to s seconds or until *flag. */
+static inline void
+spin(struct env *e, double s, volatile int *flag)
+{
+    double end = kt_now() + s;
+
+    while (kt_now() < end && !(flag && *flag))
+        uv_run(&e->loop, UV_RUN_NOWAIT), usleep(1000);
+}
+
+/* Spins until key (NULL: any) has n workers; fails after WAIT_S. */
+static inline void
+wait_workers(struct env *e, const char *key, int n)
+{
+    double end = kt_now() + WAIT_S;
+
+    while (kt_tracker_nworkers(e->t, key) < n && kt_now() < end)
+        spin(e, 0.01, NULL);
+    assert_int_equal(kt_tracker_nworkers(e->t, key), n);
+}
+
+/* A worker process with the right token that connects to port. */
+static inline pid_t
+start_worker(struct env *e, int port)
+{
+    char tracker[64];
+    pid_t p;
+
+    snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d", port);
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        setenv("KERNTUNE_TOKEN", TOKEN, 1);
+        execl(e->rpc, e->rpc, "server", tracker, "--key=local",
+              "--roles=build,run", "--name=victim", (char *)NULL);
+        _exit(99);
+    }
+    return p;
+}
+
+static inline void
+stop_worker(pid_t p)
+{
+    int status;
+
+    kill(p, SIGTERM);
+    assert_int_equal(waitpid(p, &status, 0), p);
+}
+
+struct batch {
+    int done;
+    int n;
+    int err_no[8];
+    char err_text[8][2048];
+    double cost[8];
+    char lost[8][64];
+    char build_worker[8][64];
+    int evil[8];
+};
+
+static inline void
+on_batch(void *arg, const struct kt_measure_result *res, int n)
+{
+    struct batch *b = arg;
+    int i, k;
+
+    b->done = 1;
+    b->n = n;
+    for (i = 0; i < n && i < 8; i++) {
+        b->err_no[i] = res[i].err_no;
+        snprintf(b->err_text[i], sizeof(b->err_text[i]), "%s",
+                 res[i].err_text);
+        b->cost[i] = res[i].cost;
+        for (k = 0; k < res[i].nkvs; k++) {
+            if (strcmp(res[i].kv_keys[k], "lost_worker") == 0)
+                snprintf(b->lost[i], sizeof(b->lost[i]), "%s",
+                         res[i].kv_vals[k]);
+            if (strcmp(res[i].kv_keys[k], "build_worker") == 0)
+                snprintf(b->build_worker[i], sizeof(b->build_worker[i]),
+                         "%s", res[i].kv_vals[k]);
+            b->evil[i] |= strcmp(res[i].kv_keys[k], "x_evil") == 0;
+        }
+    }
+}
+
+#endif
