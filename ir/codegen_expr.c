@@ -215,6 +215,52 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_puts(b, ")");
 }
 
+#define KT_CG_MAX_SHUFFLE_STRIDE 4
+
+/* A vector of w lanes read at addr + stride*lane, for a small constant
+ * stride, as 'stride' contiguous loads combined by shuffles instead of w
+ * scalar loads.  The last load ends at the last lane's element, so exactly
+ * the span the scalar gather reads is touched (nothing past it). */
+static void
+put_strided_load(struct cg *g, struct kt_buf *b, int src,
+                 const struct kt_affine *addr, int64_t stride, int w)
+{
+    const char *name = g->lt->bufs[src].name;
+    int64_t span = stride * (w - 1) + 1, start[KT_CG_MAX_SHUFFLE_STRIDE];
+    int nvec = (int)stride, j, l;
+
+    for (j = 0; j < nvec; j++)
+        start[j] = j == nvec - 1 ? span - w : (int64_t)j * w;
+    /* Round j merges vector j into lanes picked so far (j = 1 merges
+     * vectors 0 and 1). */
+    for (j = 1; j < nvec; j++)
+        kt_buf_puts(b, "__builtin_shufflevector(");
+    for (j = 0; j < nvec; j++) {
+        struct kt_affine a = *addr;
+        a.c += start[j];
+        if (j > 0)
+            kt_buf_puts(b, ", ");
+        kt_buf_printf(b, "kt_ld%d(&t_%s[", w, name);
+        kt__cg_put_aff(g, b, &a);
+        kt_buf_puts(b, "])");
+        if (j == 0)
+            continue;
+        for (l = 0; l < w; l++) {
+            int64_t e = stride * l;
+            int from = (int)(e / w < nvec - 1 ? e / w : nvec - 1);
+            int64_t pick;
+            if (from == j)
+                pick = w + (e - start[j]);      /* from the new vector */
+            else if (from < j)
+                pick = j == 1 ? e - start[0] : l;  /* already placed */
+            else
+                pick = 0;                       /* placed by a later round */
+            kt_buf_printf(b, ", %lld", (long long)pick);
+        }
+        kt_buf_puts(b, ")");
+    }
+}
+
 /* Renders e into b; returns 1 if the value is a vector of w lanes (it
  * varies with lane_var), 0 for a scalar. */
 static int
@@ -264,6 +310,10 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var, 
             kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
             kt__cg_put_aff(g, b, &addr);
             kt_buf_puts(b, "])");
+            return 1;
+        }
+        if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+            put_strided_load(g, b, e->src, &addr, c, w);
             return 1;
         }
         kt_buf_printf(b, "((kt_v%d){", w);

@@ -171,6 +171,57 @@ test_codegen_softmax(void **state)
     sweep_def(&d, 40);
 }
 
+/* Checks the candidates of dag against the interpreter and that the
+ * generated code of every one contains 'needle'. */
+static void
+check_contains(const struct kt_dag *dag, struct kt_state **cands, int n,
+               const char *needle)
+{
+    int *gen = calloc((size_t)n, sizeof(*gen)), skipped = 0;
+    char *src = ktt_module_many(dag, cands, n, gen, &skipped);
+
+    assert_non_null(src);
+    assert_int_equal(skipped, 0);
+    assert_non_null(strstr(src, needle));
+    free(src);
+    free(gen);
+    assert_int_equal(ktt_check_many(dag, cands, n, 7, &skipped), 0);
+    assert_int_equal(skipped, 0);
+}
+
+/* Vectorized reads with a small constant stride become contiguous loads
+ * and shuffles; the tight shapes put the last lane on the source's last
+ * element, so a load past the span would be caught by the comparison
+ * (and by ASan/valgrind runs). */
+static void
+test_codegen_strided_shuffle(void **state)
+{
+    static const int64_t strides[] = {2, 3, 4};
+    static const int64_t widths[] = {4, 8, 16, 32};
+    unsigned si, wi;
+    (void)state;
+    for (si = 0; si < KT_ARRAY_LEN(strides); si++) {
+        for (wi = 0; wi < KT_ARRAY_LEN(widths); wi++) {
+            int64_t s = strides[si], w = widths[wi];
+            struct kt_shape sh[2] = {{"A", 2, {3, s * (w - 1) + 1}},
+                                     {"O", 2, {3, w}}};
+            struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
+            struct kt_state *st[1];
+            struct kt_dag *dag = NULL;
+            char text[96], err[512];
+            snprintf(text, sizeof(text), "O[i,j] = A[i,%lld*j] * 2.0",
+                     (long long)s);
+            if (kt_dag_parse(text, sh, 2, &dag, err, sizeof(err)) != KT_OK)
+                fail_msg("%s: %s", text, err);
+            if (kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+                fail_msg("%s: %s", text, err);
+            check_contains(dag, st, 1, "__builtin_shufflevector(");
+            kt_state_free(st[0]);
+            kt_dag_free(dag);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -184,6 +235,7 @@ main(void)
         cmocka_unit_test(test_codegen_pool),
         cmocka_unit_test(test_codegen_elementwise),
         cmocka_unit_test(test_codegen_softmax),
+        cmocka_unit_test(test_codegen_strided_shuffle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
