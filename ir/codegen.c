@@ -241,25 +241,18 @@ emit_kernel_loop(struct cg *g, const struct kt_node *n)
     mark_inner(g, n, 0);
     /* Keep registers only for promotable buffers that the loop writes. */
     for (i = 0; i < g->nregs; i++)
-        if (g->promote_ok[g->regs[i].buf] && g->stored[g->regs[i].buf])
+        if (g->promote_ok[g->regs[i].buf] && g->stored[g->regs[i].buf]) {
+            struct reg *r = &g->regs[i];
+            r->acc = r->mixed ? 0 : r->lanes;
+            r->split = r->nred < KT_CG_MAX_ACC_SPLIT ? r->nred : KT_CG_MAX_ACC_SPLIT;
+            r->next = 0;
             g->regs[keep++] = g->regs[i];
+        }
     g->nregs = keep;
     if (g->nregs > 0) {
         kt__cg_line(g, "{");
         g->indent++;
-        for (i = 0; i < g->nregs; i++) {
-            struct kt_buf a;
-            kt_buf_init(&a);
-            kt__cg_put_aff(g, &a, &g->regs[i].addr);
-            if (g->regs[i].width > 1)
-                kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);",
-                            g->regs[i].width, i,
-                            g->regs[i].width, g->lt->bufs[g->regs[i].buf].name, a.p);
-            else
-                kt__cg_line(g, "float r%d = t_%s[%s];", i,
-                            g->lt->bufs[g->regs[i].buf].name, a.p);
-            kt_buf_free(&a);
-        }
+        kt__cg_load_regs(g);
     }
     loop_header(g, n, 1);
     g->indent++;
@@ -268,18 +261,7 @@ emit_kernel_loop(struct cg *g, const struct kt_node *n)
     g->indent--;
     kt__cg_line(g, "}");
     if (g->nregs > 0) {
-        for (i = 0; i < g->nregs; i++) {
-            struct kt_buf a;
-            kt_buf_init(&a);
-            kt__cg_put_aff(g, &a, &g->regs[i].addr);
-            if (g->regs[i].width > 1)
-                kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", g->regs[i].width,
-                            g->lt->bufs[g->regs[i].buf].name, a.p, i);
-            else
-                kt__cg_line(g, "t_%s[%s] = r%d;",
-                            g->lt->bufs[g->regs[i].buf].name, a.p, i);
-            kt_buf_free(&a);
-        }
+        kt__cg_store_regs(g);
         g->indent--;
         kt__cg_line(g, "}");
     }

@@ -222,6 +222,46 @@ test_codegen_strided_shuffle(void **state)
     }
 }
 
+/* A vectorized reduction into one element inside a micro-kernel keeps
+ * vector lane accumulators (split for ILP when unrolled) and reduces across
+ * lanes once after the loop. */
+static void
+test_codegen_lane_accumulators(void **state)
+{
+    static const char *const defs[] = {
+        "O[i] += A[i,k] * B[k]", "O[i] max= A[i,k] - B[k]",
+        "O[i] min= A[i,k] * B[k]",
+    };
+    static const char *const scheds[] = {
+        "{\"v\":1,\"steps\":[[\"SP\",0,1,[4,16]],[\"AN\",0,3,\"vectorize\"],"
+        "[\"AN\",0,2,\"unroll\"]]}",
+        "{\"v\":1,\"steps\":[[\"SP\",0,1,[64]],[\"AN\",0,2,\"vectorize\"]]}",
+        "{\"v\":1,\"steps\":[[\"SP\",0,0,[2]],[\"SP\",0,2,[32]],"
+        "[\"RE\",0,[0,2,1,3]],[\"AN\",0,0,\"parallel\"],"
+        "[\"AN\",0,2,\"unroll\"],[\"AN\",0,3,\"vectorize\"]]}",
+    };
+    unsigned di, si;
+    (void)state;
+    for (di = 0; di < KT_ARRAY_LEN(defs); di++) {
+        for (si = 0; si < KT_ARRAY_LEN(scheds); si++) {
+            struct kt_shape sh[2] = {{"A", 2, {8, 256}}, {"B", 1, {256}}};
+            struct kt_state *st[1];
+            struct kt_dag *dag = NULL;
+            struct kt_step *steps = NULL;
+            char err[512];
+            int n = 0;
+            if (kt_dag_parse(defs[di], sh, 2, &dag, err, sizeof(err)) != KT_OK ||
+                kt_steps_from_json(scheds[si], &steps, &n, err, sizeof(err)) != KT_OK ||
+                kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+                fail_msg("%s / %s: %s", defs[di], scheds[si], err);
+            check_contains(dag, st, 1, "] = kt_h");
+            kt_state_free(st[0]);
+            free(steps);
+            kt_dag_free(dag);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -236,6 +276,7 @@ main(void)
         cmocka_unit_test(test_codegen_elementwise),
         cmocka_unit_test(test_codegen_softmax),
         cmocka_unit_test(test_codegen_strided_shuffle),
+        cmocka_unit_test(test_codegen_lane_accumulators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
