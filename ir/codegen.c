@@ -38,8 +38,8 @@ kt__cg_fail(struct cg *g, const char *msg)
 
 /* Lanes for a vectorized loop of extent e: the widest of W, W/2, W/4
  * (at least 4) dividing e, or 1. */
-static int
-lanes_for(const struct cg *g, int64_t e)
+int
+kt__cg_lanes_for(const struct cg *g, int64_t e)
 {
     int w = g->o->vector_bytes / 4;
 
@@ -82,14 +82,14 @@ mark_unroll(struct cg *g, const struct kt_node *n, int max_step)
         mark_unroll(g, n->kids[i], max_step);
 }
 
-static int
-is_unrolled(const struct cg *g, const struct kt_node *n)
+int
+kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n)
 {
     return n->ann == KT_ANN_UNROLL || g->unrolled[n->var];
 }
 
-static int
-only_stores(const struct kt_node *n)
+int
+kt__cg_only_stores(const struct kt_node *n)
 {
     int i;
 
@@ -100,8 +100,8 @@ only_stores(const struct kt_node *n)
 }
 
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */
-static int64_t
-expand_count(const struct cg *g, const struct kt_node *n)
+int64_t
+kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
 {
     int64_t sum = 0, c;
     int i;
@@ -113,14 +113,15 @@ expand_count(const struct cg *g, const struct kt_node *n)
     if (n->kind != KT_N_LOOP)
         return -1;
     for (i = 0; i < n->nkids; i++) {
-        c = expand_count(g, n->kids[i]);
+        c = kt__cg_expand_count(g, n->kids[i]);
         if (c < 0)
             return -1;
         sum += c;
     }
-    if (n->ann == KT_ANN_VECTORIZE && only_stores(n) && lanes_for(g, n->extent) > 1)
-        return n->extent / lanes_for(g, n->extent) * sum;
-    if (is_unrolled(g, n) || n->extent == 1 ||
+    if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
+        kt__cg_lanes_for(g, n->extent) > 1)
+        return n->extent / kt__cg_lanes_for(g, n->extent) * sum;
+    if (kt__cg_is_unrolled(g, n) || n->extent == 1 ||
         (n->ann == KT_ANN_VECTORIZE && n->extent <= 16))
         return n->extent * sum;
     return -1;
@@ -173,7 +174,8 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
         kt__cg_fail(g, "cannot expand this node");
         return;
     }
-    lw = n->ann == KT_ANN_VECTORIZE && only_stores(n) ? lanes_for(g, n->extent) : 1;
+    lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
+         ? kt__cg_lanes_for(g, n->extent) : 1;
     g->env[n->var].set = 1;
     for (i = 0; i < n->extent; i += lw) {
         kt_aff_const(&g->env[n->var].val, i);
@@ -210,9 +212,8 @@ loop_header(struct cg *g, const struct kt_node *n, int step)
     }
     if (n->ann == KT_ANN_PARALLEL)
         kt__cg_line(g, "#pragma omp parallel for schedule(static)");
-    else if (is_unrolled(g, n) && step == 1)
-        kt__cg_line(g, "#pragma GCC unroll %lld",
-                    (long long)(n->extent < 64 ? n->extent : 64));
+    else if (kt__cg_is_unrolled(g, n) && step == 1 && g->unroll_factor[n->var] > 1)
+        kt__cg_line(g, "#pragma GCC unroll %d", g->unroll_factor[n->var]);
     if (step == 1)
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {",
                     v, v, (long long)n->extent, v);
@@ -274,8 +275,8 @@ emit_loop(struct cg *g, const struct kt_node *n)
     int64_t count = 0, c;
     int k, w;
 
-    if (!g->reference && n->ann == KT_ANN_VECTORIZE && only_stores(n) &&
-        (w = lanes_for(g, n->extent)) > 1) {
+    if (!g->reference && n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
+        (w = kt__cg_lanes_for(g, n->extent)) > 1) {
         loop_header(g, n, w);
         g->indent++;
         for (k = 0; k < n->nkids; k++)
@@ -286,7 +287,7 @@ emit_loop(struct cg *g, const struct kt_node *n)
     }
     if (!g->reference) {
         for (k = 0; k < n->nkids && count >= 0; k++) {
-            c = expand_count(g, n->kids[k]);
+            c = kt__cg_expand_count(g, n->kids[k]);
             count = c < 0 ? -1 : count + c;
         }
         if (count >= 0 && count <= g->o->max_unrolled_stmts) {
@@ -391,8 +392,11 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.env = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.env));
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    if (!reference)
+    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
+    if (!reference) {
         mark_unroll(&g, lt->root, 0);
+        kt__cg_plan_unroll(&g, lt->root);
+    }
 
     kt__cg_line(&g, "static void\n%s(float *const *args)\n{", fname);
     g.indent = 1;
@@ -416,7 +420,25 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     free(g.env);
     free(g.unrolled);
     free(g.inner);
+    free(g.unroll_factor);
     return g.rc;
+}
+
+int64_t
+kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts *o)
+{
+    struct cg g;
+
+    memset(&g, 0, sizeof(g));
+    g.lt = lt;
+    g.o = o;
+    g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
+    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
+    mark_unroll(&g, lt->root, 0);
+    kt__cg_plan_unroll(&g, lt->root);
+    free(g.unrolled);
+    free(g.unroll_factor);
+    return g.max_block;
 }
 
 int

@@ -51,6 +51,8 @@ struct cg {
     int analysing;             /* pass 1 of a micro-kernel */
     int kernel_var;
     int nchunk;                /* counter for chunk-loop names */
+    int *unroll_factor;        /* per loop variable: #pragma GCC unroll n */
+    int64_t max_block;         /* largest straight-line block, weighted */
     int rc;
     char *err;
     size_t errlen;
@@ -64,6 +66,21 @@ void kt__cg_line(struct cg *g, const char *fmt, ...)
 /* Records the first error (KT_ESCHEDULE, "codegen: msg"); later ones are
  * dropped and generation goes on to the end. */
 void kt__cg_fail(struct cg *g, const char *msg);
+
+/* Lanes for a vectorized loop of extent e (1: not vectorized). */
+int kt__cg_lanes_for(const struct cg *g, int64_t e);
+int kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n);
+int kt__cg_only_stores(const struct kt_node *n);
+/* Statements n expands to when fully unrolled, or -1 if it cannot be. */
+int64_t kt__cg_expand_count(const struct cg *g, const struct kt_node *n);
+
+/* ---- ir/codegen_size.c ------------------------------------------------- */
+
+/* Chooses the #pragma GCC unroll factor of every unrolled loop under n so
+ * that no straight-line block gcc sees after unrolling weighs more than
+ * the budget (unless its body alone does), and records the heaviest block
+ * in g->max_block. */
+void kt__cg_plan_unroll(struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_expr.c ------------------------------------------------- */
 

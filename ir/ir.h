@@ -399,6 +399,13 @@ struct kt_codegen_opts {
 /* Defaults for the machine this process runs on. */
 void kt_codegen_default_opts(struct kt_codegen_opts *o);
 
+/* The weight of the largest straight-line block the C compiler sees for
+ * lt after the generator's expansion and the unroll pragmas it emits
+ * (statements; a load gathered lane by lane weighs its lanes): a predictor
+ * of build time that the search uses to drop candidates before building. */
+int64_t kt_codegen_block_size(const struct kt_looptree *lt,
+                              const struct kt_codegen_opts *o);
+
 /* Appends "static void fname(float *const *args) {...}" for lt.  Errors
  * (KT_ESCHEDULE) mean the tree uses something the generator cannot emit. */
 int kt_codegen_function(const struct kt_looptree *lt,

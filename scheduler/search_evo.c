@@ -97,6 +97,25 @@ hash_steps(const struct kt_state *st)
     return strtoull(hex, NULL, 16);
 }
 
+/* Code-size bound, checked before anything is built: a candidate whose
+ * heaviest straight-line block (after the generator clamps its unroll
+ * pragmas) still weighs more than this many times the micro-kernel
+ * statement budget would take gcc seconds to minutes, so it is dropped
+ * here instead of timing out in the builder. */
+#define SK_MAX_BLOCK_PER_STMT 4
+
+static int
+code_size_ok(const struct kt_search *s, const struct kt_looptree *lt)
+{
+    struct kt_codegen_opts o;
+
+    kt_codegen_default_opts(&o);
+    if (s->o.vector_bytes > 0)
+        o.vector_bytes = s->o.vector_bytes;
+    return kt_codegen_block_size(lt, &o) <=
+           SK_MAX_BLOCK_PER_STMT * (int64_t)o.max_unrolled_stmts;
+}
+
 static void *
 work_run(void *arg)
 {
@@ -114,7 +133,7 @@ work_run(void *arg)
         if (st == NULL)
             continue;
         m->hash = hash_steps(st);
-        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK) {
+        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK && code_size_ok(w->s, lt)) {
             if (!w->features)
                 m->valid = 1;
             else if (kt_features_extract(lt, &w->rows[i], &w->nrows[i], err,
