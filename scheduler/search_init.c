@@ -141,19 +141,22 @@ reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
     return p;
 }
 
-/* Under rfactor, the vectorized innermost reduction part should fill at
- * least a 4-lane vector. */
+/* Under rfactor, the vectorized innermost reduction part should fill
+ * whole vectors (4-lane ones when the extent has no room for wider). */
 static int
 rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
-    int nR = nparts_of(&sk->plan[i], 1);
+    int nR = nparts_of(&sk->plan[i], 1), r = ss->naxes - 1;
+    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
 
-    if (sk->plan[i].structure != SK_STRUCT_RF || s->fac[g->sketch][slot][ss->naxes - 1]->n < nR)
+    if (sk->plan[i].structure != SK_STRUCT_RF || s->fac[g->sketch][slot][r]->n < nR)
         return 1;
-    return g->tiles[slot][ss->naxes - 1][nR - 1] % 4 == 0;
+    if (ss->axes[r].extent % lanes != 0)
+        lanes = 4;
+    return g->tiles[slot][r][nR - 1] % lanes == 0;
 }
 
 static void

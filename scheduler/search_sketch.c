@@ -272,22 +272,33 @@ wants_rfactor(const struct kt_state *st, int s)
     return unit && (gather || sp < 0);
 }
 
+/* The rfactor sketch of stage s, unfused and, when it has a fusable
+ * elementwise consumer c, fused into c's outer tile (one parallel loop for
+ * both, the reduction's outputs in a local tile). */
 static void
 plan_rfactor(struct gen *G, struct kt_state *st, const struct sk_plan *plan,
-             int s, const char *desc)
+             int s, int c, const char *desc)
 {
     struct sk_plan p2[KT_MAX_STAGES];
     char d2[160], one[96];
+    int fused;
 
-    memcpy(p2, plan, sizeof(p2));
-    p2[s].role = SK_MLT;
-    p2[s].structure = SK_STRUCT_RF;
-    p2[s].partner = -1;
-    p2[s].level = 0;
-    snprintf(one, sizeof(one), "%s: rfactor %s", st->stages[s].name,
-             sk_structures[SK_STRUCT_RF]);
-    with_desc(d2, sizeof(d2), desc, one);
-    gen_stage(G, st, p2, s - 1, d2);
+    for (fused = 0; fused <= (c >= 0); fused++) {
+        memcpy(p2, plan, sizeof(p2));
+        p2[s].role = SK_MLT;
+        p2[s].structure = SK_STRUCT_RF;
+        p2[s].partner = fused ? c : -1;
+        p2[s].level = fused;
+        if (fused) {
+            p2[c].role = SK_FOLLOW;
+            p2[c].partner = s;
+            p2[c].level = 1;
+        }
+        snprintf(one, sizeof(one), "%s: rfactor %s%s", st->stages[s].name,
+                 sk_structures[SK_STRUCT_RF], fused ? ", fused at level 1" : "");
+        with_desc(d2, sizeof(d2), desc, one);
+        gen_stage(G, st, p2, s - 1, d2);
+    }
 }
 
 static void
@@ -343,11 +354,11 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
         }
         plan_mlt(G, st, plan, s, -1, desc, 0);
         if (wants_rfactor(st, s))
-            plan_rfactor(G, st, plan, s, desc);
+            plan_rfactor(G, st, plan, s, c, desc);
         return;
     }
     if (wants_rfactor(st, s))
-        plan_rfactor(G, st, plan, s, desc);
+        plan_rfactor(G, st, plan, s, fusable_consumer(st, s), desc);
     /* SkipStage */
     plan[s].role = SK_PLAIN;
     plan[s].partner = -1;
