@@ -222,24 +222,24 @@ loop_header(struct cg *g, const struct kt_node *n, int step)
                     (long long)n->extent, v, step);
 }
 
-/* A loop whose body expands completely: straight-line vector code, with
- * loop-invariant accesses held in registers. */
-static void
-emit_kernel_loop(struct cg *g, const struct kt_node *n)
+/* Pass 1 of a micro-kernel: the registers kept when the loops from top
+ * down to the kernel loop k (a perfect nest) hold them; returns how many. */
+static int
+analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
 {
-    int i, k, keep = 0;
+    int i, j, keep = 0;
 
     g->nregs = 0;
     for (i = 0; i < g->lt->nbufs; i++) {
-        g->promote_ok[i] = n->ann != KT_ANN_PARALLEL;
+        g->promote_ok[i] = top->ann != KT_ANN_PARALLEL;
         g->stored[i] = 0;
     }
-    mark_inner(g, n, 1);
+    mark_inner(g, top, 1);
     g->analysing = 1;
-    for (k = 0; k < n->nkids; k++)
-        expand(g, n->kids[k], -1, 1);
+    for (j = 0; j < k->nkids; j++)
+        expand(g, k->kids[j], -1, 1);
     g->analysing = 0;
-    mark_inner(g, n, 0);
+    mark_inner(g, top, 0);
     /* Keep registers only for promotable buffers that the loop writes. */
     for (i = 0; i < g->nregs; i++)
         if (g->promote_ok[g->regs[i].buf] && g->stored[g->regs[i].buf]) {
@@ -250,17 +250,36 @@ emit_kernel_loop(struct cg *g, const struct kt_node *n)
             g->regs[keep++] = g->regs[i];
         }
     g->nregs = keep;
+    return keep;
+}
+
+/* A kernel loop k whose body expands completely: straight-line vector
+ * code, with loop-invariant accesses held in registers across the loops
+ * from top (k itself or a perfect nest of loops around it) down to k. */
+static void
+emit_kernel_nest(struct cg *g, const struct kt_node *top, const struct kt_node *k)
+{
+    const struct kt_node *cur;
+    int j, depth = 0;
+
+    analyse_kernel(g, top, k);
     if (g->nregs > 0) {
         kt__cg_line(g, "{");
         g->indent++;
         kt__cg_load_regs(g);
     }
-    loop_header(g, n, 1);
+    for (cur = top; cur != k; cur = cur->kids[0], depth++) {
+        loop_header(g, cur, 1);
+        g->indent++;
+    }
+    loop_header(g, k, 1);
     g->indent++;
-    for (k = 0; k < n->nkids; k++)
-        expand(g, n->kids[k], -1, 1);
-    g->indent--;
-    kt__cg_line(g, "}");
+    for (j = 0; j < k->nkids; j++)
+        expand(g, k->kids[j], -1, 1);
+    for (j = 0; j <= depth; j++) {
+        g->indent--;
+        kt__cg_line(g, "}");
+    }
     if (g->nregs > 0) {
         kt__cg_store_regs(g);
         g->indent--;
@@ -269,14 +288,63 @@ emit_kernel_loop(struct cg *g, const struct kt_node *n)
     g->nregs = 0;
 }
 
+/* 1 if the kids of n all expand within the statement budget. */
+static int
+body_expands(const struct cg *g, const struct kt_node *n)
+{
+    int64_t count = 0, c;
+    int k;
+
+    for (k = 0; k < n->nkids && count >= 0; k++) {
+        c = kt__cg_expand_count(g, n->kids[k]);
+        count = c < 0 ? -1 : count + c;
+    }
+    return count >= 0 && count <= g->o->max_unrolled_stmts;
+}
+
+static int
+is_vector_loop(const struct cg *g, const struct kt_node *n)
+{
+    return n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
+           kt__cg_lanes_for(g, n->extent) > 1;
+}
+
+/* The kernel loop at the bottom of a perfect nest of plain loops from n
+ * (each has one loop as its only child), or NULL. */
+static const struct kt_node *
+nest_kernel(const struct cg *g, const struct kt_node *n)
+{
+    const struct kt_node *cur = n;
+
+    while (!body_expands(g, cur)) {
+        if (cur->nkids != 1 || cur->kids[0]->kind != KT_N_LOOP ||
+            cur->kids[0]->ann == KT_ANN_PARALLEL || is_vector_loop(g, cur->kids[0]))
+            return NULL;
+        cur = cur->kids[0];
+    }
+    return cur;
+}
+
+/* Holding the registers across the whole nest from n pays when it keeps
+ * every register the kernel loop alone would keep (typically the
+ * accumulator tile across a conv's c, r, s loops). */
+static int
+hoist_pays(struct cg *g, const struct kt_node *n, const struct kt_node *k)
+{
+    int inner = analyse_kernel(g, k, k), outer = analyse_kernel(g, n, k);
+
+    g->nregs = 0;
+    return inner > 0 && outer >= inner;
+}
+
 static void
 emit_loop(struct cg *g, const struct kt_node *n)
 {
-    int64_t count = 0, c;
+    const struct kt_node *kern;
     int k, w;
 
-    if (!g->reference && n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
-        (w = kt__cg_lanes_for(g, n->extent)) > 1) {
+    if (!g->reference && is_vector_loop(g, n)) {
+        w = kt__cg_lanes_for(g, n->extent);
         loop_header(g, n, w);
         g->indent++;
         for (k = 0; k < n->nkids; k++)
@@ -285,15 +353,14 @@ emit_loop(struct cg *g, const struct kt_node *n)
         kt__cg_line(g, "}");
         return;
     }
-    if (!g->reference) {
-        for (k = 0; k < n->nkids && count >= 0; k++) {
-            c = kt__cg_expand_count(g, n->kids[k]);
-            count = c < 0 ? -1 : count + c;
-        }
-        if (count >= 0 && count <= g->o->max_unrolled_stmts) {
-            emit_kernel_loop(g, n);
-            return;
-        }
+    if (!g->reference && n->ann != KT_ANN_PARALLEL &&
+        (kern = nest_kernel(g, n)) != NULL && kern != n && hoist_pays(g, n, kern)) {
+        emit_kernel_nest(g, n, kern);
+        return;
+    }
+    if (!g->reference && body_expands(g, n)) {
+        emit_kernel_nest(g, n, n);
+        return;
     }
     loop_header(g, n, 1);
     g->indent++;

@@ -262,6 +262,44 @@ test_codegen_lane_accumulators(void **state)
     }
 }
 
+/* The accumulator tile of a micro-kernel under a perfect nest of
+ * reduction loops (a conv's c, r, s) is held in registers across the whole
+ * nest: loaded before the outermost reduction loop, not around the
+ * innermost one. */
+static void
+test_codegen_register_nest(void **state)
+{
+    struct kt_shape sh[2] = {{"A", 3, {3, 3, 16}}, {"B", 3, {4, 3, 3}}};
+    const char *json = "{\"v\":1,\"steps\":[[\"RE\",0,[2,3,0,1]],"
+                       "[\"AN\",0,2,\"unroll\"],[\"AN\",0,3,\"vectorize\"]]}";
+    struct kt_state *st[1];
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    int gen[1], skipped = 0, n = 0;
+    char err[512], *src;
+    const char *body, *reg, *outer;
+
+    (void)state;
+    if (kt_dag_parse("O[i,j] += B[i,k,l] * A[k,l,j]", sh, 2, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    src = ktt_module_many(dag, st, 1, gen, &skipped);
+    assert_non_null(src);
+    body = strstr(src, "cand_0(");
+    assert_non_null(body);
+    reg = strstr(body, "r0 = kt_ld");
+    outer = strstr(body, "for (long k");
+    assert_non_null(reg);
+    assert_non_null(outer);
+    assert_true(reg < outer);
+    free(src);
+    check_contains(dag, st, 1, "r3 += ");
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -277,6 +315,7 @@ main(void)
         cmocka_unit_test(test_codegen_softmax),
         cmocka_unit_test(test_codegen_strided_shuffle),
         cmocka_unit_test(test_codegen_lane_accumulators),
+        cmocka_unit_test(test_codegen_register_nest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
