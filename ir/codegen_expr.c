@@ -187,67 +187,79 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_co
     g->nregs++;
 }
 
-void
-kt__cg_load_regs(struct cg *g)
+static void
+load_reg(struct cg *g, int i, const char *name, const char *addr)
 {
-    int i, k;
+    const struct reg *r = &g->regs[i];
+    int k;
+
+    if (r->acc > 0 && r->op == KT_SUM) {
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
+        kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, addr);
+        for (k = 1; k < r->split; k++)
+            kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k, r->acc);
+    } else if (r->acc > 0) {
+        /* max and min are idempotent: every accumulator starts at it */
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i, r->acc,
+                    name, addr);
+        for (k = 1; k < r->split; k++)
+            kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
+    } else if (r->width > 1) {
+        kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
+                    r->width, name, addr);
+    } else {
+        kt__cg_line(g, "float r%d = t_%s[%s];", i, name, addr);
+    }
+}
+
+static void
+store_reg(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    const char *op = combine_op(r->op);
+    int k;
+
+    if (r->acc > 0) {
+        for (k = 1; k < r->split; k++) {
+            if (r->op == KT_SUM)
+                kt__cg_line(g, "r%d += r%d_%d;", i, i, k);
+            else
+                kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc,
+                            i, i, k);
+        }
+        kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
+                    r->op == KT_SUM ? "sum" : op, r->acc, i);
+    } else if (r->width > 1) {
+        kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
+    } else {
+        kt__cg_line(g, "t_%s[%s] = r%d;", name, addr, i);
+    }
+}
+
+static void
+each_reg(struct cg *g, void (*fn)(struct cg *, int, const char *, const char *))
+{
+    int i;
 
     for (i = 0; i < g->nregs; i++) {
-        const struct reg *r = &g->regs[i];
-        const char *name = g->lt->bufs[r->buf].name;
         struct kt_buf a;
         kt_buf_init(&a);
-        kt__cg_put_aff(g, &a, &r->addr);
-        if (r->acc > 0 && r->op == KT_SUM) {
-            kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
-            kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, a.p);
-            for (k = 1; k < r->split; k++)
-                kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k,
-                            r->acc);
-        } else if (r->acc > 0) {
-            /* max and min are idempotent: every accumulator starts at it */
-            kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i,
-                        r->acc, name, a.p);
-            for (k = 1; k < r->split; k++)
-                kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
-        } else if (r->width > 1) {
-            kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
-                        r->width, name, a.p);
-        } else {
-            kt__cg_line(g, "float r%d = t_%s[%s];", i, name, a.p);
-        }
+        kt__cg_put_aff(g, &a, &g->regs[i].addr);
+        fn(g, i, g->lt->bufs[g->regs[i].buf].name, a.p);
         kt_buf_free(&a);
     }
 }
 
 void
+kt__cg_load_regs(struct cg *g)
+{
+    each_reg(g, load_reg);
+}
+
+void
 kt__cg_store_regs(struct cg *g)
 {
-    int i, k;
-
-    for (i = 0; i < g->nregs; i++) {
-        const struct reg *r = &g->regs[i];
-        const char *name = g->lt->bufs[r->buf].name;
-        struct kt_buf a;
-        kt_buf_init(&a);
-        kt__cg_put_aff(g, &a, &r->addr);
-        if (r->acc > 0) {
-            const char *op = combine_op(r->op);
-            for (k = 1; k < r->split; k++) {
-                if (r->op == KT_SUM)
-                    kt__cg_line(g, "r%d += r%d_%d;", i, i, k);
-                else
-                    kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op,
-                                r->acc, i, i, k);
-            }
-            kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, a.p,
-                        r->op == KT_SUM ? "sum" : op, r->acc, i);
-        } else if (r->width > 1)
-            kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", r->width, name, a.p, i);
-        else
-            kt__cg_line(g, "t_%s[%s] = r%d;", name, a.p, i);
-        kt_buf_free(&a);
-    }
+    each_reg(g, store_reg);
 }
 
 /* ---- expressions ------------------------------------------------------- */
