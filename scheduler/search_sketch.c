@@ -16,7 +16,7 @@
 
 #include "scheduler/search_int.h"
 
-const char *const sk_structures[] = {"SSRSRS", "SRSRS", "SRSR"};
+const char *const sk_structures[] = {"SSRSRS", "SRSRS", "SSRSR"};
 const int sk_unroll_values[4] = {0, 16, 64, 512};
 
 /* ---- DAG analysis on a state ------------------------------------------- */
