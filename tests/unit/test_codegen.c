@@ -300,6 +300,73 @@ test_codegen_register_nest(void **state)
     kt_dag_free(dag);
 }
 
+static int64_t
+block_size_of(const struct kt_op_def *d, const char *json, char **src)
+{
+    struct kt_codegen_opts o;
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = NULL;
+    struct kt_looptree *lt = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_buf b;
+    char err[512];
+    int64_t size;
+    int n = 0;
+
+    if (kt_op_build(d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK ||
+        kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d->name, err);
+    kt_codegen_default_opts(&o);
+    o.vector_bytes = 64;
+    kt_buf_init(&b);
+    assert_int_equal(kt_codegen_function(lt, &o, "k", &b, err, sizeof(err)), KT_OK);
+    size = kt_codegen_block_size(lt, &o);
+    *src = kt_buf_take(&b);
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    free(steps);
+    kt_dag_free(dag);
+    return size;
+}
+
+/* Unroll pragmas are clamped to the block budget: a stem conv schedule whose
+ * auto-unroll (512) unrolled a 56-statement scalar block 7 times (it took
+ * gcc past the build deadline on a loaded machine) keeps that loop rolled;
+ * a micro-kernel of lane-by-lane gathers is reported too heavy to build. */
+static void
+test_codegen_block_size(void **state)
+{
+    struct kt_conv2d_params p = {1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1,
+                                 KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_op_def d;
+    char *src;
+    int64_t size;
+    (void)state;
+
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    size = block_size_of(&d,
+        "{\"v\":1,\"steps\":[[\"FU\",2,0,2],[\"SP\",1,6,[7]],[\"SP\",1,5,[7]],"
+        "[\"SP\",1,4,[3]],[\"SP\",1,3,[2,28,2]],[\"SP\",1,2,[4,7,4]],"
+        "[\"SP\",1,1,[2,1,1]],[\"RE\",1,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,18,4,8,12]],"
+        "[\"FU\",1,0,2],[\"FU\",0,0,3],[\"AN\",0,0,\"parallel\"],"
+        "[\"AN\",0,1,\"vectorize\"],[\"AN\",1,0,\"parallel\"],"
+        "[\"AN\",1,17,\"vectorize\"],[\"AN\",1,16,\"unroll\"],[\"PR\",1,0,512],"
+        "[\"AN\",2,0,\"parallel\"],[\"AN\",2,2,\"vectorize\"]]}", &src);
+    assert_null(strstr(src, "#pragma GCC unroll 7"));
+    assert_true(size > 0 && size <= 2 * 256);
+    free(src);
+
+    assert_int_equal(kt_op_dense(&d, 1, 1024, 2048, 0), KT_OK);
+    size = block_size_of(&d,
+        "{\"v\":1,\"steps\":[[\"SP\",0,2,[64]],[\"SP\",0,1,[16]],"
+        "[\"RE\",0,[0,1,3,4,2]],[\"AN\",0,3,\"unroll\"],[\"AN\",0,4,\"vectorize\"]]}",
+        &src);
+    assert_true(size > 4 * 256);
+    free(src);
+}
+
 int
 main(void)
 {
@@ -316,6 +383,7 @@ main(void)
         cmocka_unit_test(test_codegen_strided_shuffle),
         cmocka_unit_test(test_codegen_lane_accumulators),
         cmocka_unit_test(test_codegen_register_nest),
+        cmocka_unit_test(test_codegen_block_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
