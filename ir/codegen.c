@@ -492,7 +492,8 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
 }
 
 int64_t
-kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts *o)
+kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
+                      int64_t *total_weight)
 {
     struct cg g;
 
@@ -505,6 +506,8 @@ kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts
     kt__cg_plan_unroll(&g, lt->root);
     free(g.unrolled);
     free(g.unroll_factor);
+    if (total_weight != NULL)
+        *total_weight = g.total_weight;
     return g.max_block;
 }
 

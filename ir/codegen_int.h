@@ -53,6 +53,7 @@ struct cg {
     int nchunk;                /* counter for chunk-loop names */
     int *unroll_factor;        /* per loop variable: #pragma GCC unroll n */
     int64_t max_block;         /* largest straight-line block, weighted */
+    int64_t total_weight;      /* all the code, unrolled, weighted */
     int rc;
     char *err;
     size_t errlen;

@@ -27,21 +27,25 @@ flat_coef(const struct cg *g, const struct kt_expr *e, int var)
 }
 
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
- * lane, or its loads when it is read as shuffled vectors. */
+ * lane, or its loads when it is read as shuffled vectors; a guarded
+ * (padding) read also weighs its bounds checks. */
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
-    int64_t c, sum = 0;
+    int64_t c, sum = 0, one;
 
     if (e == NULL)
         return 0;
     if (e->op == KT_X_LOAD) {
         c = lane_var >= 0 ? flat_coef(g, e, lane_var) : 0;
-        if (c == 0 || (c == 1 && !e->guarded))
+        one = e->guarded ? 1 + e->ndim : 1;
+        if (c == 0)
+            return one;
+        if (c == 1 && !e->guarded)
             return 1;
         if (!e->guarded && c >= 2 && c <= 4)
             return c;
-        return w;
+        return w * one;
     }
     sum += load_weight(g, e->a, lane_var, w);
     sum += load_weight(g, e->b, lane_var, w);
@@ -85,15 +89,18 @@ pick_factor(int64_t extent, int64_t body, int64_t budget)
     return 1;
 }
 
+/* Returns the heaviest block of n; adds the weight of all the code n
+ * becomes, unrolled as gcc will, to g->total_weight. */
 static int64_t
 plan(struct cg *g, const struct kt_node *n)
 {
     int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT * (int64_t)g->o->max_unrolled_stmts;
-    int64_t sub = 0, c, count = 0;
+    int64_t sub = 0, c, count = 0, before;
     int k, w;
 
     switch (n->kind) {
     case KT_N_STORE:
+        g->total_weight += store_weight(g, n, -1, 1);
         return store_weight(g, n, -1, 1);
     case KT_N_LET:
         return 0;
@@ -106,12 +113,14 @@ plan(struct cg *g, const struct kt_node *n)
         }
         return sub;
     }
+    before = g->total_weight;
     /* The same choices as emit_loop: a vector loop, a micro-kernel loop
      * (body expanded) or a plain loop. */
     if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
         (w = kt__cg_lanes_for(g, n->extent)) > 1) {
         for (k = 0; k < n->nkids; k++)
             sub += store_weight(g, n->kids[k], n->var, w);
+        g->total_weight += sub;
         return sub;
     }
     for (k = 0; k < n->nkids && count >= 0; k++) {
@@ -121,6 +130,7 @@ plan(struct cg *g, const struct kt_node *n)
     if (count >= 0 && count <= g->o->max_unrolled_stmts) {
         for (k = 0; k < n->nkids; k++)
             sub += expand_weight(g, n->kids[k], -1, 1);
+        g->total_weight += sub;
     } else {
         for (k = 0; k < n->nkids; k++) {
             c = plan(g, n->kids[k]);
@@ -130,6 +140,7 @@ plan(struct cg *g, const struct kt_node *n)
     g->unroll_factor[n->var] = 1;
     if (kt__cg_is_unrolled(g, n))
         g->unroll_factor[n->var] = pick_factor(n->extent, sub, budget);
+    g->total_weight = before + (g->total_weight - before) * g->unroll_factor[n->var];
     return sub * g->unroll_factor[n->var];
 }
 

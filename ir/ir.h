@@ -401,10 +401,12 @@ void kt_codegen_default_opts(struct kt_codegen_opts *o);
 
 /* The weight of the largest straight-line block the C compiler sees for
  * lt after the generator's expansion and the unroll pragmas it emits
- * (statements; a load gathered lane by lane weighs its lanes): a predictor
- * of build time that the search uses to drop candidates before building. */
+ * (statements; a load gathered lane by lane weighs its lanes), and in
+ * *total_weight (may be NULL) that of all the code: predictors of build
+ * time that the search uses to drop candidates before building. */
 int64_t kt_codegen_block_size(const struct kt_looptree *lt,
-                              const struct kt_codegen_opts *o);
+                              const struct kt_codegen_opts *o,
+                              int64_t *total_weight);
 
 /* Appends "static void fname(float *const *args) {...}" for lt.  Errors
  * (KT_ESCHEDULE) mean the tree uses something the generator cannot emit. */

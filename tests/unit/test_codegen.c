@@ -322,7 +322,7 @@ block_size_of(const struct kt_op_def *d, const char *json, char **src)
     o.vector_bytes = 64;
     kt_buf_init(&b);
     assert_int_equal(kt_codegen_function(lt, &o, "k", &b, err, sizeof(err)), KT_OK);
-    size = kt_codegen_block_size(lt, &o);
+    size = kt_codegen_block_size(lt, &o, NULL);
     *src = kt_buf_take(&b);
     kt_looptree_free(lt);
     kt_state_free(st);
