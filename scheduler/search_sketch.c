@@ -10,7 +10,11 @@
  * (no such consumer: a "_local" stage fused into the copy at level 1 or 2)
  * and MultiLevelTiling (no fusion); other stages are skipped.  Each tiling
  * exists in two loop orders: Ansor's "SSRSRS" and "SRSRS", whose order
- * j0 k0 i1 k1 i2 j2 (with i0 = 1) keeps a k-panel of B in cache for GEMM. */
+ * j0 k0 i1 k1 i2 j2 (with i0 = 1) keeps a k-panel of B in cache for GEMM.
+ * A reduction read contiguously along its innermost reduction axis but
+ * gathered along its innermost spatial one (dense with weights [out, in],
+ * softmax) also gets the rfactor sketch "SSRSR" with that reduction part
+ * vectorized into lane accumulators (docs/search.md). */
 #include <stdio.h>
 #include <string.h>
 
