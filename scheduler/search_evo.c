@@ -101,9 +101,9 @@ hash_steps(const struct kt_state *st)
  * code (after the generator clamps its unroll pragmas) still weighs more
  * than this many times the micro-kernel statement budget takes gcc
  * seconds (on a loaded machine, past the builder's deadline), so it is
- * dropped here instead of timing out in the builder.  On the stem conv
- * this drops the largest ~2% of the candidates, none of the fast ones. */
-#define SK_MAX_WEIGHT_PER_STMT 4
+ * dropped here instead of timing out in the builder.  The fastest
+ * programs are far smaller (docs/search.md). */
+#define SK_MAX_WEIGHT_PER_STMT 2
 
 static int
 code_size_ok(const struct kt_search *s, const struct kt_looptree *lt)
