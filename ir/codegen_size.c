@@ -12,20 +12,6 @@
 #define KT_CG_BLOCK_BUDGET_PER_STMT 2
 #define KT_CG_MAX_PRAGMA_UNROLL 64
 
-static int64_t
-flat_coef(const struct cg *g, const struct kt_expr *e, int var)
-{
-    const struct kt_lbuf *b = &g->lt->bufs[e->src];
-    int64_t stride = 1, c = 0;
-    int d;
-
-    for (d = e->ndim - 1; d >= 0; d--) {
-        c += kt_aff_coef(&e->idx[d], var) * stride;
-        stride *= b->shape[d];
-    }
-    return c;
-}
-
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
  * (padding) read also weighs its bounds checks. */
@@ -37,7 +23,8 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
     if (e == NULL)
         return 0;
     if (e->op == KT_X_LOAD) {
-        c = lane_var >= 0 ? flat_coef(g, e, lane_var) : 0;
+        c = lane_var >= 0
+            ? kt_load_flat_coef(e, g->lt->bufs[e->src].shape, lane_var) : 0;
         one = e->guarded ? 1 + e->ndim : 1;
         if (c == 0)
             return one;

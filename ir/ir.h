@@ -94,6 +94,9 @@ double kt_xop_eval(enum kt_xop op, double a, double b);
 int kt_expr_reads(const struct kt_expr *e, int t);
 /* Arithmetic operations per evaluation (a load or constant costs 0). */
 int kt_expr_flops(const struct kt_expr *e);
+/* Coefficient of variable var in the row-major flat element offset of load
+ * e into a tensor (or buffer) of the given shape (e->ndim dimensions). */
+int64_t kt_load_flat_coef(const struct kt_expr *e, const int64_t *shape, int var);
 
 /* ---- Compute DAG ------------------------------------------------------- */
 enum kt_tensor_kind {

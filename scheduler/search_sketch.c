@@ -221,21 +221,6 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
     }
 }
 
-/* Coefficient of axis a in the flat (row-major) address of load e. */
-static int64_t
-flat_coef(const struct kt_state *st, const struct kt_expr *e, int a)
-{
-    const struct kt_tensor *t = &st->tensors[e->src];
-    int64_t stride = 1, c = 0;
-    int d;
-
-    for (d = e->ndim - 1; d >= 0; d--) {
-        c += kt_aff_coef(&e->idx[d], a) * stride;
-        stride *= t->shape[d];
-    }
-    return c;
-}
-
 /* Ors into *unit whether some load reads axis r with unit stride and into
  * *gather whether some load reads axis sp with a stride other than 0, 1. */
 static void
@@ -247,8 +232,9 @@ scan_strides(const struct kt_state *st, const struct kt_expr *e, int r, int sp,
     if (e == NULL)
         return;
     if (e->op == KT_X_LOAD) {
-        *unit |= flat_coef(st, e, r) == 1;
-        c = sp >= 0 ? flat_coef(st, e, sp) : 0;
+        const int64_t *shape = st->tensors[e->src].shape;
+        *unit |= kt_load_flat_coef(e, shape, r) == 1;
+        c = sp >= 0 ? kt_load_flat_coef(e, shape, sp) : 0;
         *gather |= c != 0 && c != 1;
     }
     scan_strides(st, e->a, r, sp, unit, gather);
