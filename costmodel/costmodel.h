@@ -24,7 +24,7 @@
  * One row of KT_FEATURE_LEN floats per store node of the loop tree.  Any
  * change of meaning or layout bumps KT_FEATURE_VERSION (models trained on
  * another version are refused by kt_xgb_load). */
-#define KT_FEATURE_VERSION 1
+#define KT_FEATURE_VERSION 2
 
 /* Group 1: computation.  Op counts are per evaluation of the stored value
  * times the product of the enclosing loop extents. */
@@ -58,6 +58,10 @@ enum kt_feature_index {
     KT_F_STORE_INIT,        /* 1 for a plain store of a constant */
     KT_F_INNER_EXTENT,      /* extent of the innermost enclosing loop */
     KT_F_REDUCE_PROD,       /* product of enclosing reduction loop extents */
+    /* Group 7: how the innermost vectorized loop reads and writes. */
+    KT_F_VEC_GATHER,        /* loads gathered lane by lane, x outer_prod */
+    KT_F_VEC_SHUFFLE,       /* stride 2..4 loads (vector loads + shuffles) */
+    KT_F_VEC_LANE_REDUCE,   /* 1: a reduction into one element (lane accs) */
     KT_FEATURE_LEN
 };
 

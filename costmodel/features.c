@@ -49,7 +49,8 @@ kt_feature_is_onehot(int i)
                (b >= KT_FB_REUSE_LOOP && b <= KT_FB_REUSE_NONE) ||
                b == KT_FB_IS_LOCAL;
     }
-    return i == KT_F_STORE_REDUCE || i == KT_F_STORE_INIT;
+    return i == KT_F_STORE_REDUCE || i == KT_F_STORE_INIT ||
+           i == KT_F_VEC_LANE_REDUCE;
 }
 
 void
@@ -73,7 +74,8 @@ kt_feature_name(int i, char *buf, size_t len)
     static const char *const tail[] = {
         "alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod",
         "outer_prod", "num_loops", "auto_unroll_max_step", "store_reduce",
-        "store_init", "inner_extent", "reduce_prod"};
+        "store_init", "inner_extent", "reduce_prod", "vec_gather",
+        "vec_shuffle", "vec_lane_reduce"};
 
     if (i < 0 || i >= KT_FEATURE_LEN)
         snprintf(buf, len, "invalid");
@@ -277,6 +279,34 @@ alloc_block(const struct kt__store_ctx *c, double outer, double *f)
     f[3] = outer / ao;
 }
 
+/* Group 7: the accesses of the store along its innermost vectorized loop,
+ * as the code generator emits them: unit-stride or invariant loads are
+ * plain, strides 2..4 are contiguous loads and shuffles, anything else is
+ * gathered lane by lane; a reduction store that does not move with the
+ * loop keeps lane accumulators. */
+static void
+vector_block(const struct kt__store_ctx *c, double outer, double *f)
+{
+    int l, i;
+
+    for (l = c->depth - 1; l >= 0; l--)
+        if (c->loops[l].n->ann == KT_ANN_VECTORIZE)
+            break;
+    if (l < 0)
+        return;
+    for (i = 0; i < c->nacc; i++) {
+        double st = fabs(kt__stride(c, &c->acc[i], l));
+        if (c->acc[i].is_write) {
+            f[2] = st == 0 && c->store->op != KT_ASSIGN;
+            continue;
+        }
+        if (st == 2 || st == 3 || st == 4)
+            f[1] += outer;
+        else if (st != 0 && st != 1)
+            f[0] += outer;
+    }
+}
+
 static int
 store_row(const struct kt__store_ctx *c, void *arg)
 {
@@ -371,6 +401,7 @@ store_row(const struct kt__store_ctx *c, void *arg)
     f[KT_F_INNER_EXTENT] = c->depth > 0 ? (double)kt__ext(c, c->depth - 1)
                                         : 1;
     f[KT_F_REDUCE_PROD] = red;
+    vector_block(c, outer, f + KT_F_VEC_GATHER);
 
     if (out->n == out->cap) {
         out->cap = out->cap ? out->cap * 2 : 8;

@@ -38,8 +38,8 @@ kt__cg_fail(struct cg *g, const char *msg)
 
 /* Lanes for a vectorized loop of extent e: the widest of W, W/2, W/4
  * (at least 4) dividing e, or 1. */
-static int
-lanes_for(const struct cg *g, int64_t e)
+int
+kt__cg_lanes_for(const struct cg *g, int64_t e)
 {
     int w = g->o->vector_bytes / 4;
 
@@ -82,14 +82,14 @@ mark_unroll(struct cg *g, const struct kt_node *n, int max_step)
         mark_unroll(g, n->kids[i], max_step);
 }
 
-static int
-is_unrolled(const struct cg *g, const struct kt_node *n)
+int
+kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n)
 {
     return n->ann == KT_ANN_UNROLL || g->unrolled[n->var];
 }
 
-static int
-only_stores(const struct kt_node *n)
+int
+kt__cg_only_stores(const struct kt_node *n)
 {
     int i;
 
@@ -100,8 +100,8 @@ only_stores(const struct kt_node *n)
 }
 
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */
-static int64_t
-expand_count(const struct cg *g, const struct kt_node *n)
+int64_t
+kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
 {
     int64_t sum = 0, c;
     int i;
@@ -113,14 +113,15 @@ expand_count(const struct cg *g, const struct kt_node *n)
     if (n->kind != KT_N_LOOP)
         return -1;
     for (i = 0; i < n->nkids; i++) {
-        c = expand_count(g, n->kids[i]);
+        c = kt__cg_expand_count(g, n->kids[i]);
         if (c < 0)
             return -1;
         sum += c;
     }
-    if (n->ann == KT_ANN_VECTORIZE && only_stores(n) && lanes_for(g, n->extent) > 1)
-        return n->extent / lanes_for(g, n->extent) * sum;
-    if (is_unrolled(g, n) || n->extent == 1 ||
+    if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
+        kt__cg_lanes_for(g, n->extent) > 1)
+        return n->extent / kt__cg_lanes_for(g, n->extent) * sum;
+    if (kt__cg_is_unrolled(g, n) || n->extent == 1 ||
         (n->ann == KT_ANN_VECTORIZE && n->extent <= 16))
         return n->extent * sum;
     return -1;
@@ -173,7 +174,8 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
         kt__cg_fail(g, "cannot expand this node");
         return;
     }
-    lw = n->ann == KT_ANN_VECTORIZE && only_stores(n) ? lanes_for(g, n->extent) : 1;
+    lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
+         ? kt__cg_lanes_for(g, n->extent) : 1;
     g->env[n->var].set = 1;
     for (i = 0; i < n->extent; i += lw) {
         kt_aff_const(&g->env[n->var].val, i);
@@ -210,9 +212,8 @@ loop_header(struct cg *g, const struct kt_node *n, int step)
     }
     if (n->ann == KT_ANN_PARALLEL)
         kt__cg_line(g, "#pragma omp parallel for schedule(static)");
-    else if (is_unrolled(g, n) && step == 1)
-        kt__cg_line(g, "#pragma GCC unroll %lld",
-                    (long long)(n->extent < 64 ? n->extent : 64));
+    else if (kt__cg_is_unrolled(g, n) && step == 1 && g->unroll_factor[n->var] > 1)
+        kt__cg_line(g, "#pragma GCC unroll %d", g->unroll_factor[n->var]);
     if (step == 1)
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {",
                     v, v, (long long)n->extent, v);
@@ -221,79 +222,129 @@ loop_header(struct cg *g, const struct kt_node *n, int step)
                     (long long)n->extent, v, step);
 }
 
-/* A loop whose body expands completely: straight-line vector code, with
- * loop-invariant accesses held in registers. */
-static void
-emit_kernel_loop(struct cg *g, const struct kt_node *n)
+/* Pass 1 of a micro-kernel: the registers kept when the loops from top
+ * down to the kernel loop k (a perfect nest) hold them; returns how many. */
+static int
+analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
 {
-    int i, k, keep = 0;
+    int i, j, keep = 0;
 
     g->nregs = 0;
     for (i = 0; i < g->lt->nbufs; i++) {
-        g->promote_ok[i] = n->ann != KT_ANN_PARALLEL;
+        g->promote_ok[i] = top->ann != KT_ANN_PARALLEL;
         g->stored[i] = 0;
     }
-    mark_inner(g, n, 1);
+    mark_inner(g, top, 1);
     g->analysing = 1;
-    for (k = 0; k < n->nkids; k++)
-        expand(g, n->kids[k], -1, 1);
+    for (j = 0; j < k->nkids; j++)
+        expand(g, k->kids[j], -1, 1);
     g->analysing = 0;
-    mark_inner(g, n, 0);
+    mark_inner(g, top, 0);
     /* Keep registers only for promotable buffers that the loop writes. */
     for (i = 0; i < g->nregs; i++)
-        if (g->promote_ok[g->regs[i].buf] && g->stored[g->regs[i].buf])
+        if (g->promote_ok[g->regs[i].buf] && g->stored[g->regs[i].buf]) {
+            struct reg *r = &g->regs[i];
+            r->acc = r->mixed ? 0 : r->lanes;
+            r->split = r->nred < KT_CG_MAX_ACC_SPLIT ? r->nred : KT_CG_MAX_ACC_SPLIT;
+            r->next = 0;
             g->regs[keep++] = g->regs[i];
+        }
     g->nregs = keep;
+    return keep;
+}
+
+/* A kernel loop k whose body expands completely: straight-line vector
+ * code, with loop-invariant accesses held in registers across the loops
+ * from top (k itself or a perfect nest of loops around it) down to k. */
+static void
+emit_kernel_nest(struct cg *g, const struct kt_node *top, const struct kt_node *k)
+{
+    const struct kt_node *cur;
+    int j, depth = 0;
+
+    analyse_kernel(g, top, k);
     if (g->nregs > 0) {
         kt__cg_line(g, "{");
         g->indent++;
-        for (i = 0; i < g->nregs; i++) {
-            struct kt_buf a;
-            kt_buf_init(&a);
-            kt__cg_put_aff(g, &a, &g->regs[i].addr);
-            if (g->regs[i].width > 1)
-                kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);",
-                            g->regs[i].width, i,
-                            g->regs[i].width, g->lt->bufs[g->regs[i].buf].name, a.p);
-            else
-                kt__cg_line(g, "float r%d = t_%s[%s];", i,
-                            g->lt->bufs[g->regs[i].buf].name, a.p);
-            kt_buf_free(&a);
-        }
+        kt__cg_load_regs(g);
     }
-    loop_header(g, n, 1);
+    for (cur = top; cur != k; cur = cur->kids[0], depth++) {
+        loop_header(g, cur, 1);
+        g->indent++;
+    }
+    loop_header(g, k, 1);
     g->indent++;
-    for (k = 0; k < n->nkids; k++)
-        expand(g, n->kids[k], -1, 1);
-    g->indent--;
-    kt__cg_line(g, "}");
+    for (j = 0; j < k->nkids; j++)
+        expand(g, k->kids[j], -1, 1);
+    for (j = 0; j <= depth; j++) {
+        g->indent--;
+        kt__cg_line(g, "}");
+    }
     if (g->nregs > 0) {
-        for (i = 0; i < g->nregs; i++) {
-            struct kt_buf a;
-            kt_buf_init(&a);
-            kt__cg_put_aff(g, &a, &g->regs[i].addr);
-            if (g->regs[i].width > 1)
-                kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", g->regs[i].width,
-                            g->lt->bufs[g->regs[i].buf].name, a.p, i);
-            else
-                kt__cg_line(g, "t_%s[%s] = r%d;",
-                            g->lt->bufs[g->regs[i].buf].name, a.p, i);
-            kt_buf_free(&a);
-        }
+        kt__cg_store_regs(g);
         g->indent--;
         kt__cg_line(g, "}");
     }
     g->nregs = 0;
 }
 
+/* 1 if the kids of n all expand within the statement budget. */
+static int
+body_expands(const struct cg *g, const struct kt_node *n)
+{
+    int64_t count = 0, c;
+    int k;
+
+    for (k = 0; k < n->nkids && count >= 0; k++) {
+        c = kt__cg_expand_count(g, n->kids[k]);
+        count = c < 0 ? -1 : count + c;
+    }
+    return count >= 0 && count <= g->o->max_unrolled_stmts;
+}
+
+static int
+is_vector_loop(const struct cg *g, const struct kt_node *n)
+{
+    return n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
+           kt__cg_lanes_for(g, n->extent) > 1;
+}
+
+/* The kernel loop at the bottom of a perfect nest of plain loops from n
+ * (each has one loop as its only child), or NULL. */
+static const struct kt_node *
+nest_kernel(const struct cg *g, const struct kt_node *n)
+{
+    const struct kt_node *cur = n;
+
+    while (!body_expands(g, cur)) {
+        if (cur->nkids != 1 || cur->kids[0]->kind != KT_N_LOOP ||
+            cur->kids[0]->ann == KT_ANN_PARALLEL || is_vector_loop(g, cur->kids[0]))
+            return NULL;
+        cur = cur->kids[0];
+    }
+    return cur;
+}
+
+/* Holding the registers across the whole nest from n pays when it keeps
+ * every register the kernel loop alone would keep (typically the
+ * accumulator tile across a conv's c, r, s loops). */
+static int
+hoist_pays(struct cg *g, const struct kt_node *n, const struct kt_node *k)
+{
+    int inner = analyse_kernel(g, k, k), outer = analyse_kernel(g, n, k);
+
+    g->nregs = 0;
+    return inner > 0 && outer >= inner;
+}
+
 static void
 emit_loop(struct cg *g, const struct kt_node *n)
 {
-    int64_t count = 0, c;
+    const struct kt_node *kern;
     int k, w;
 
-    if (!g->reference && n->ann == KT_ANN_VECTORIZE && only_stores(n) &&
-        (w = lanes_for(g, n->extent)) > 1) {
+    if (!g->reference && is_vector_loop(g, n)) {
+        w = kt__cg_lanes_for(g, n->extent);
         loop_header(g, n, w);
         g->indent++;
         for (k = 0; k < n->nkids; k++)
@@ -302,15 +353,14 @@ emit_loop(struct cg *g, const struct kt_node *n)
         kt__cg_line(g, "}");
         return;
     }
-    if (!g->reference) {
-        for (k = 0; k < n->nkids && count >= 0; k++) {
-            c = expand_count(g, n->kids[k]);
-            count = c < 0 ? -1 : count + c;
-        }
-        if (count >= 0 && count <= g->o->max_unrolled_stmts) {
-            emit_kernel_loop(g, n);
-            return;
-        }
+    if (!g->reference && n->ann != KT_ANN_PARALLEL &&
+        (kern = nest_kernel(g, n)) != NULL && kern != n && hoist_pays(g, n, kern)) {
+        emit_kernel_nest(g, n, kern);
+        return;
+    }
+    if (!g->reference && body_expands(g, n)) {
+        emit_kernel_nest(g, n, n);
+        return;
     }
     loop_header(g, n, 1);
     g->indent++;
@@ -409,8 +459,11 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.env = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.env));
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    if (!reference)
+    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
+    if (!reference) {
         mark_unroll(&g, lt->root, 0);
+        kt__cg_plan_unroll(&g, lt->root);
+    }
 
     kt__cg_line(&g, "static void\n%s(float *const *args)\n{", fname);
     g.indent = 1;
@@ -434,7 +487,28 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     free(g.env);
     free(g.unrolled);
     free(g.inner);
+    free(g.unroll_factor);
     return g.rc;
+}
+
+int64_t
+kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
+                      int64_t *total_weight)
+{
+    struct cg g;
+
+    memset(&g, 0, sizeof(g));
+    g.lt = lt;
+    g.o = o;
+    g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
+    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
+    mark_unroll(&g, lt->root, 0);
+    kt__cg_plan_unroll(&g, lt->root);
+    free(g.unrolled);
+    free(g.unroll_factor);
+    if (total_weight != NULL)
+        *total_weight = g.total_weight;
+    return g.max_block;
 }
 
 int

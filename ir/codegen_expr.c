@@ -109,6 +109,8 @@ aff_uses_inner(const struct cg *g, const struct kt_affine *a)
 
 /* ---- registers (scalar replacement) ------------------------------------ */
 
+static const char *combine_op(enum kt_reduce op);
+
 static int
 find_reg(const struct cg *g, int buf, const struct kt_affine *addr, int width)
 {
@@ -124,8 +126,20 @@ find_reg(const struct cg *g, int buf, const struct kt_affine *addr, int width)
 /* Pass 1 sees an access: buffers touched at addresses that vary across the
  * kernel loop, strided, guarded or overlapping are not promoted. */
 static void
+note_lanes(struct reg *r, int lane_red, enum kt_reduce op)
+{
+    if (lane_red == 0 || (r->lanes != 0 && (r->lanes != lane_red || r->op != op)))
+        r->mixed = 1;
+    r->lanes = lane_red;
+    r->op = op;
+    r->nred++;
+}
+
+/* lane_red: w when the access is a reduction (op) of a w-lane vector
+ * into this one element, else 0. */
+static void
 note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_coef,
-            int width, int guarded, int is_store)
+            int width, int guarded, int is_store, int lane_red, enum kt_reduce op)
 {
     int i, w = lane_coef == 0 ? 1 : width;
 
@@ -149,8 +163,10 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_co
             return;
         }
         d = diff.c;
-        if (d == 0 && r->width == w)
+        if (d == 0 && r->width == w) {
+            note_lanes(&g->regs[i], lane_red, op);
             return;                   /* already known */
+        }
         if ((d >= 0 && d < r->width) || (d < 0 && -d < w)) {
             g->promote_ok[buf] = 0;
             return;
@@ -163,7 +179,87 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_co
     g->regs[g->nregs].buf = buf;
     g->regs[g->nregs].addr = *addr;
     g->regs[g->nregs].width = w;
+    g->regs[g->nregs].lanes = lane_red;
+    g->regs[g->nregs].mixed = lane_red == 0;
+    g->regs[g->nregs].op = op;
+    g->regs[g->nregs].acc = 0;
+    g->regs[g->nregs].nred = 1;
     g->nregs++;
+}
+
+static void
+load_reg(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    int k;
+
+    if (r->acc > 0 && r->op == KT_SUM) {
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
+        kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, addr);
+        for (k = 1; k < r->split; k++)
+            kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k, r->acc);
+    } else if (r->acc > 0) {
+        /* max and min are idempotent: every accumulator starts at it */
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i, r->acc,
+                    name, addr);
+        for (k = 1; k < r->split; k++)
+            kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
+    } else if (r->width > 1) {
+        kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
+                    r->width, name, addr);
+    } else {
+        kt__cg_line(g, "float r%d = t_%s[%s];", i, name, addr);
+    }
+}
+
+static void
+store_reg(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    const char *op = combine_op(r->op);
+    int k;
+
+    if (r->acc > 0) {
+        for (k = 1; k < r->split; k++) {
+            if (r->op == KT_SUM)
+                kt__cg_line(g, "r%d += r%d_%d;", i, i, k);
+            else
+                kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc,
+                            i, i, k);
+        }
+        kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
+                    r->op == KT_SUM ? "sum" : op, r->acc, i);
+    } else if (r->width > 1) {
+        kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
+    } else {
+        kt__cg_line(g, "t_%s[%s] = r%d;", name, addr, i);
+    }
+}
+
+static void
+each_reg(struct cg *g, void (*fn)(struct cg *, int, const char *, const char *))
+{
+    int i;
+
+    for (i = 0; i < g->nregs; i++) {
+        struct kt_buf a;
+        kt_buf_init(&a);
+        kt__cg_put_aff(g, &a, &g->regs[i].addr);
+        fn(g, i, g->lt->bufs[g->regs[i].buf].name, a.p);
+        kt_buf_free(&a);
+    }
+}
+
+void
+kt__cg_load_regs(struct cg *g)
+{
+    each_reg(g, load_reg);
+}
+
+void
+kt__cg_store_regs(struct cg *g)
+{
+    each_reg(g, store_reg);
 }
 
 /* ---- expressions ------------------------------------------------------- */
@@ -215,6 +311,52 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_puts(b, ")");
 }
 
+#define KT_CG_MAX_SHUFFLE_STRIDE 4
+
+/* A vector of w lanes read at addr + stride*lane, for a small constant
+ * stride, as 'stride' contiguous loads combined by shuffles instead of w
+ * scalar loads.  The last load ends at the last lane's element, so exactly
+ * the span the scalar gather reads is touched (nothing past it). */
+static void
+put_strided_load(struct cg *g, struct kt_buf *b, int src,
+                 const struct kt_affine *addr, int64_t stride, int w)
+{
+    const char *name = g->lt->bufs[src].name;
+    int64_t span = stride * (w - 1) + 1, start[KT_CG_MAX_SHUFFLE_STRIDE];
+    int nvec = (int)stride, j, l;
+
+    for (j = 0; j < nvec; j++)
+        start[j] = j == nvec - 1 ? span - w : (int64_t)j * w;
+    /* Round j merges vector j into lanes picked so far (j = 1 merges
+     * vectors 0 and 1). */
+    for (j = 1; j < nvec; j++)
+        kt_buf_puts(b, "__builtin_shufflevector(");
+    for (j = 0; j < nvec; j++) {
+        struct kt_affine a = *addr;
+        a.c += start[j];
+        if (j > 0)
+            kt_buf_puts(b, ", ");
+        kt_buf_printf(b, "kt_ld%d(&t_%s[", w, name);
+        kt__cg_put_aff(g, b, &a);
+        kt_buf_puts(b, "])");
+        if (j == 0)
+            continue;
+        for (l = 0; l < w; l++) {
+            int64_t e = stride * l;
+            int from = (int)(e / w < nvec - 1 ? e / w : nvec - 1);
+            int64_t pick;
+            if (from == j)
+                pick = w + (e - start[j]);      /* from the new vector */
+            else if (from < j)
+                pick = j == 1 ? e - start[0] : l;  /* already placed */
+            else
+                pick = 0;                       /* placed by a later round */
+            kt_buf_printf(b, ", %lld", (long long)pick);
+        }
+        kt_buf_puts(b, ")");
+    }
+}
+
 /* Renders e into b; returns 1 if the value is a vector of w lanes (it
  * varies with lane_var), 0 for a scalar. */
 static int
@@ -247,7 +389,7 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var, 
         c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
         kt__cg_subst(g, &pre, -1, &addr);
         if (g->analysing) {
-            note_access(g, e->src, &addr, c, w, e->guarded, 0);
+            note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN);
             kt_buf_puts(b, "0");
             return c != 0;
         }
@@ -264,6 +406,10 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var, 
             kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
             kt__cg_put_aff(g, b, &addr);
             kt_buf_puts(b, "])");
+            return 1;
+        }
+        if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+            put_strided_load(g, b, e->src, &addr, c, w);
             return 1;
         }
         kt_buf_printf(b, "((kt_v%d){", w);
@@ -356,10 +502,26 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     kt_buf_init(&dst);
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {
-        note_access(g, n->buf, &addr, c, w, 0, 1);
+        note_access(g, n->buf, &addr, c, w, 0, 1,
+                    c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
         goto done;
     }
     r = find_reg(g, n->buf, &addr, c == 0 ? 1 : w);
+    if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
+        struct reg *rg = &g->regs[r];
+        char acc[32];
+        if (rg->next == 0)
+            snprintf(acc, sizeof(acc), "r%d", r);
+        else
+            snprintf(acc, sizeof(acc), "r%d_%d", r, rg->next);
+        rg->next = (rg->next + 1) % rg->split;
+        if (n->op == KT_SUM)
+            kt__cg_line(g, "%s += %s;", acc, val.p);
+        else
+            kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc, combine_op(n->op),
+                        w, acc, val.p);
+        goto done;
+    }
     if (r >= 0 && g->promote_ok[n->buf] && (c == 0 || c == 1)) {
         if (c == 1 && !vec) {
             struct kt_buf t;

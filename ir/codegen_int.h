@@ -12,12 +12,26 @@ struct binding {
     struct kt_affine val;
 };
 
-/* A buffer access held in a register inside a micro-kernel. */
+/* A buffer access held in a register inside a micro-kernel.  A scalar
+ * that the loop only reduces vectors of 'lanes' lanes into becomes a lane
+ * accumulator: a vector register reduced across lanes once, after the loop
+ * (instead of a horizontal reduction per iteration). */
 struct reg {
     int buf;
     struct kt_affine addr;
     int width;
+    int lanes;                 /* lane-reduction width seen (0 none) */
+    int mixed;                 /* some access is not such a reduction */
+    enum kt_reduce op;
+    int acc;                   /* decided: lanes of the accumulator, or 0 */
+    int nred;                  /* lane reductions per loop iteration */
+    int split;                 /* accumulators it is spread over (ILP) */
+    int next;                  /* the one the next reduction goes to */
 };
+
+/* Independent lane accumulators one reduction may be spread over, so
+ * consecutive vector FMAs into one element do not wait for each other. */
+#define KT_CG_MAX_ACC_SPLIT 4
 
 #define KT_CG_MAX_REGS 256
 
@@ -37,6 +51,9 @@ struct cg {
     int analysing;             /* pass 1 of a micro-kernel */
     int kernel_var;
     int nchunk;                /* counter for chunk-loop names */
+    int *unroll_factor;        /* per loop variable: #pragma GCC unroll n */
+    int64_t max_block;         /* largest straight-line block, weighted */
+    int64_t total_weight;      /* all the code, unrolled, weighted */
     int rc;
     char *err;
     size_t errlen;
@@ -51,6 +68,21 @@ void kt__cg_line(struct cg *g, const char *fmt, ...)
  * dropped and generation goes on to the end. */
 void kt__cg_fail(struct cg *g, const char *msg);
 
+/* Lanes for a vectorized loop of extent e (1: not vectorized). */
+int kt__cg_lanes_for(const struct cg *g, int64_t e);
+int kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n);
+int kt__cg_only_stores(const struct kt_node *n);
+/* Statements n expands to when fully unrolled, or -1 if it cannot be. */
+int64_t kt__cg_expand_count(const struct cg *g, const struct kt_node *n);
+
+/* ---- ir/codegen_size.c ------------------------------------------------- */
+
+/* Chooses the #pragma GCC unroll factor of every unrolled loop under n so
+ * that no straight-line block gcc sees after unrolling weighs more than
+ * the budget (unless its body alone does), and records the heaviest block
+ * in g->max_block. */
+void kt__cg_plan_unroll(struct cg *g, const struct kt_node *n);
+
 /* ---- ir/codegen_expr.c ------------------------------------------------- */
 
 /* Writes a with every bound variable except keep_var (-1: none) replaced
@@ -59,6 +91,10 @@ void kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
                   struct kt_affine *out);
 /* Appends a as C, terms sorted by variable number. */
 void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
+/* Declares the registers kept for a micro-kernel before its loop
+ * (loaded from memory) or writes them back after it. */
+void kt__cg_load_regs(struct cg *g);
+void kt__cg_store_regs(struct cg *g);
 /* Emits store n; lane_var >= 0 is the variable vectorized with w lanes.
  * While g->analysing, only notes the accesses for scalar replacement. */
 void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,

@@ -233,3 +233,16 @@ kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep, int nrep)
         rc = kt_expr_subst_axes(e->b, rep, nrep);
     return rc;
 }
+
+int64_t
+kt_load_flat_coef(const struct kt_expr *e, const int64_t *shape, int var)
+{
+    int64_t stride = 1, c = 0;
+    int d;
+
+    for (d = e->ndim - 1; d >= 0; d--) {
+        c += kt_aff_coef(&e->idx[d], var) * stride;
+        stride *= shape[d];
+    }
+    return c;
+}

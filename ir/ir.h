@@ -94,6 +94,9 @@ double kt_xop_eval(enum kt_xop op, double a, double b);
 int kt_expr_reads(const struct kt_expr *e, int t);
 /* Arithmetic operations per evaluation (a load or constant costs 0). */
 int kt_expr_flops(const struct kt_expr *e);
+/* Coefficient of variable var in the row-major flat element offset of load
+ * e into a tensor (or buffer) of the given shape (e->ndim dimensions). */
+int64_t kt_load_flat_coef(const struct kt_expr *e, const int64_t *shape, int var);
 
 /* ---- Compute DAG ------------------------------------------------------- */
 enum kt_tensor_kind {
@@ -448,6 +451,15 @@ struct kt_codegen_opts {
 
 /* Defaults for the machine this process runs on. */
 void kt_codegen_default_opts(struct kt_codegen_opts *o);
+
+/* The weight of the largest straight-line block the C compiler sees for
+ * lt after the generator's expansion and the unroll pragmas it emits
+ * (statements; a load gathered lane by lane weighs its lanes), and in
+ * *total_weight (may be NULL) that of all the code: predictors of build
+ * time that the search uses to drop candidates before building. */
+int64_t kt_codegen_block_size(const struct kt_looptree *lt,
+                              const struct kt_codegen_opts *o,
+                              int64_t *total_weight);
 
 /* Appends "static void fname(float *const *args) {...}" for lt.  Errors
  * (KT_ESCHEDULE) mean the tree uses something the generator cannot emit. */

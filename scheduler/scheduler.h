@@ -155,7 +155,8 @@ double kt_task_sched_gradient(const struct kt_task_sched *s, int i);
  *
  * Ansor's sketch policy for CPUs: sketches (always-inline, multi-level
  * tiling "SSRSRS" and the k-panel order "SRSRS", fusion of an elementwise
- * consumer, cache write), an initial population from the init rules, an
+ * consumer, cache write, rfactor "SSRSR" with a vectorized reduction), an
+ * initial population from the init rules, an
  * evolutionary search scored by the cost model, eps-greedy picking and
  * deduplication against everything measured.  One struct kt_search per
  * task; every call locks the instance, so the engine may run it on a pool

@@ -34,6 +34,27 @@ hash_steps(const struct kt_state *st)
     return h;
 }
 
+/* Code-size bound, checked before anything is built: a candidate whose
+ * code (after the generator clamps its unroll pragmas) still weighs more
+ * than this many times the micro-kernel statement budget takes gcc
+ * seconds (on a loaded machine, past the builder's deadline), so it is
+ * dropped here instead of timing out in the builder.  The fastest
+ * programs are far smaller (docs/search.md). */
+#define SK_MAX_WEIGHT_PER_STMT 2
+
+static int
+code_size_ok(const struct kt_search *s, const struct kt_looptree *lt)
+{
+    struct kt_codegen_opts o;
+    int64_t total;
+
+    kt_codegen_default_opts(&o);
+    if (s->o.vector_bytes > 0)
+        o.vector_bytes = s->o.vector_bytes;
+    kt_codegen_block_size(lt, &o, &total);
+    return total <= SK_MAX_WEIGHT_PER_STMT * (int64_t)o.max_unrolled_stmts;
+}
+
 static void *
 work_run(void *arg)
 {
@@ -51,7 +72,7 @@ work_run(void *arg)
         if (st == NULL)
             continue;
         m->hash = hash_steps(st);
-        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK) {
+        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK && code_size_ok(w->s, lt)) {
             if (!w->features)
                 m->valid = 1;
             else if (kt_features_extract(lt, &w->rows[i], &w->nrows[i], err,

@@ -123,7 +123,8 @@ sk_free_factors(struct kt_search *s)
 
 /* ---- sampling ---------------------------------------------------------- */
 
-/* Floats in the innermost spatial tile of slot (the register tile). */
+/* Floats in the innermost spatial tile of slot (the register tile); under
+ * rfactor every element of it is a vector of lane accumulators. */
 static int64_t
 reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
@@ -135,7 +136,27 @@ reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
 
     for (a = 0; a < ss->nspatial; a++)
         p *= g->tiles[slot][a][nS - 1];
+    if (sk->plan[i].structure == SK_STRUCT_RF)
+        p *= s->o.vector_bytes > 0 ? s->o.vector_bytes / 4 : 1;
     return p;
+}
+
+/* Under rfactor, the vectorized innermost reduction part should fill
+ * whole vectors (4-lane ones when the extent has no room for wider). */
+static int
+rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot];
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int nR = nparts_of(&sk->plan[i], 1), r = ss->naxes - 1;
+    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+
+    if (sk->plan[i].structure != SK_STRUCT_RF || s->fac[g->sketch][slot][r]->n < nR)
+        return 1;
+    if (ss->axes[r].extent % lanes != 0)
+        lanes = 4;
+    return g->tiles[slot][r][nR - 1] % lanes == 0;
 }
 
 static void
@@ -170,9 +191,10 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
     g->sketch = (int32_t)kt_rng_below(r, (uint64_t)s->nsketches);
     sk = &s->sk[g->sketch];
     for (slot = 0; slot < sk->nslots; slot++) {
-        for (tries = 0; tries < 8; tries++) {
+        for (tries = 0; tries < 16; tries++) {
             fill_tiles(s, r, g, slot);
-            if (reg_tile(s, g, slot) <= s->o.max_register_tile)
+            if (reg_tile(s, g, slot) <= s->o.max_register_tile &&
+                rf_vectorizes(s, g, slot))
                 break;
         }
     }

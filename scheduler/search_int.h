@@ -47,7 +47,11 @@ struct sk_sketch {
     char desc[160];
 };
 
-extern const char *const sk_structures[];   /* "SSRSRS", "SRSRS" */
+extern const char *const sk_structures[];   /* "SSRSRS", "SRSRS", "SSRSR" */
+#define SK_NSTRUCT_MLT 2      /* the structures of multi-level tiling */
+/* The rfactor structure: S0 S1 R0 S2 R1 with the innermost reduction part
+ * vectorized (lane accumulators, reduced across lanes once). */
+#define SK_STRUCT_RF 2
 extern const int sk_unroll_values[4];       /* 0, 16, 64, 512 */
 
 struct sk_genome {

@@ -10,13 +10,17 @@
  * (no such consumer: a "_local" stage fused into the copy at level 1 or 2)
  * and MultiLevelTiling (no fusion); other stages are skipped.  Each tiling
  * exists in two loop orders: Ansor's "SSRSRS" and "SRSRS", whose order
- * j0 k0 i1 k1 i2 j2 (with i0 = 1) keeps a k-panel of B in cache for GEMM. */
+ * j0 k0 i1 k1 i2 j2 (with i0 = 1) keeps a k-panel of B in cache for GEMM.
+ * A reduction read contiguously along its innermost reduction axis but
+ * gathered along its innermost spatial one (dense with weights [out, in],
+ * softmax) also gets the rfactor sketch "SSRSR" with that reduction part
+ * vectorized into lane accumulators (docs/search.md). */
 #include <stdio.h>
 #include <string.h>
 
 #include "scheduler/search_int.h"
 
-const char *const sk_structures[] = {"SSRSRS", "SRSRS"};
+const char *const sk_structures[] = {"SSRSRS", "SRSRS", "SSRSR"};
 const int sk_unroll_values[4] = {0, 16, 64, 512};
 
 /* ---- DAG analysis on a state ------------------------------------------- */
@@ -192,7 +196,7 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
     char d2[160], one[96];
     int structure, level;
 
-    for (structure = 0; structure < 2; structure++) {
+    for (structure = 0; structure < SK_NSTRUCT_MLT; structure++) {
         for (level = c >= 0 ? 1 : 0; level <= (c >= 0 ? 2 : 0); level++) {
             memcpy(p2, plan, sizeof(p2));
             p2[s].role = SK_MLT;
@@ -214,6 +218,76 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
             with_desc(d2, sizeof(d2), desc, one);
             gen_stage(G, st, p2, s - 1, d2);
         }
+    }
+}
+
+/* Ors into *unit whether some load reads axis r with unit stride and into
+ * *gather whether some load reads axis sp with a stride other than 0, 1. */
+static void
+scan_strides(const struct kt_state *st, const struct kt_expr *e, int r, int sp,
+             int *unit, int *gather)
+{
+    int64_t c;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD) {
+        const int64_t *shape = st->tensors[e->src].shape;
+        *unit |= kt_load_flat_coef(e, shape, r) == 1;
+        c = sp >= 0 ? kt_load_flat_coef(e, shape, sp) : 0;
+        *gather |= c != 0 && c != 1;
+    }
+    scan_strides(st, e->a, r, sp, unit, gather);
+    scan_strides(st, e->b, r, sp, unit, gather);
+}
+
+#define SK_RF_MIN_EXTENT 16
+
+/* A reduction whose innermost reduction axis is read contiguously while
+ * vectorizing its innermost spatial axis would gather lane by lane (GEMV,
+ * dense with weights [out, in], softmax, global pooling): worth the
+ * rfactor sketch, which vectorizes the reduction instead. */
+static int
+wants_rfactor(const struct kt_state *st, int s)
+{
+    const struct kt_sstage *ss = &st->stages[s];
+    int r = ss->naxes - 1, sp, unit = 0, gather = 0;
+
+    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN || ss->naxes == ss->nspatial ||
+        ss->axes[r].extent < SK_RF_MIN_EXTENT || ss->axes[r].extent % 4 != 0)
+        return 0;
+    for (sp = ss->nspatial - 1; sp >= 0 && ss->axes[sp].extent <= 1; sp--)
+        ;
+    scan_strides(st, ss->body, r, sp, &unit, &gather);
+    return unit && (gather || sp < 0);
+}
+
+/* The rfactor sketch of stage s, unfused and, when it has a fusable
+ * elementwise consumer c, fused into c's outer tile (one parallel loop for
+ * both, the reduction's outputs in a local tile). */
+static void
+plan_rfactor(struct gen *G, struct kt_state *st, const struct sk_plan *plan,
+             int s, int c, const char *desc)
+{
+    struct sk_plan p2[KT_MAX_STAGES];
+    char d2[160], one[96];
+    int fused;
+
+    for (fused = 0; fused <= (c >= 0); fused++) {
+        memcpy(p2, plan, sizeof(p2));
+        p2[s].role = SK_MLT;
+        p2[s].structure = SK_STRUCT_RF;
+        p2[s].partner = fused ? c : -1;
+        p2[s].level = fused;
+        if (fused) {
+            p2[c].role = SK_FOLLOW;
+            p2[c].partner = s;
+            p2[c].level = 1;
+        }
+        snprintf(one, sizeof(one), "%s: rfactor %s%s", st->stages[s].name,
+                 sk_structures[SK_STRUCT_RF], fused ? ", fused at level 1" : "");
+        with_desc(d2, sizeof(d2), desc, one);
+        gen_stage(G, st, p2, s - 1, d2);
     }
 }
 
@@ -269,8 +343,12 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             kt_state_free(cw);
         }
         plan_mlt(G, st, plan, s, -1, desc, 0);
+        if (wants_rfactor(st, s))
+            plan_rfactor(G, st, plan, s, c, desc);
         return;
     }
+    if (wants_rfactor(st, s))
+        plan_rfactor(G, st, plan, s, fusable_consumer(st, s), desc);
     /* SkipStage */
     plan[s].role = SK_PLAIN;
     plan[s].partner = -1;
@@ -509,10 +587,15 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             continue;
         if (par_on[i])
             APPLY(st, {KT_STEP_ANNOTATE, i, 0, 0, {KT_ANN_PARALLEL}});
-        if (g->vec[i] && last >= 0 && ss->iters[last].reduce == 0 &&
+        if (g->vec[i] && last >= 0 &&
+            (ss->iters[last].reduce == 0 ||
+             (p->role == SK_MLT && p->structure == SK_STRUCT_RF)) &&
             ss->iters[last].extent > 1 && ss->iters[last].ann == KT_ANN_NONE)
             APPLY(st, {KT_STEP_ANNOTATE, i, last, 0, {KT_ANN_VECTORIZE}});
-        if (p->role == SK_MLT && g->unroll_inner[i]) {
+        /* rfactor: the spatial register tile is always unrolled, so the
+         * lane accumulators of all its elements live in registers */
+        if (p->role == SK_MLT &&
+            (g->unroll_inner[i] || p->structure == SK_STRUCT_RF)) {
             /* the innermost spatial level, but its last iterator */
             for (j = last - 1; j >= 0 && ss->iters[j].reduce == 0 &&
                  ss->iters[j].nparts == 1; j--) {

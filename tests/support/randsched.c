@@ -87,6 +87,36 @@ shuffle(struct kt_rng *r, int64_t *v, int n)
     }
 }
 
+/* The rfactor sketch's shape: every axis split in two, order spatial
+ * outers, other reductions, the last reduction's outer part, spatial
+ * inners, the last reduction's inner part (vectorized later: lane
+ * accumulators). */
+static void
+rfactor_shape(struct kt_state *st, struct kt_rng *r, int s)
+{
+    const struct kt_sstage *ss = &st->stages[s];
+    struct kt_step re = step(KT_STEP_REORDER, s, 0);
+    int a, nsp = ss->nspatial, last = ss->naxes - 1;
+
+    for (a = last; a >= 0; a--) {
+        struct kt_step sp = step(KT_STEP_SPLIT, s, a);
+        sp.n = 1;
+        sp.v[0] = rand_divisor(r, st->stages[s].axes[a].extent);
+        apply(st, sp);
+    }
+    for (a = 0; a < nsp; a++)
+        re.v[re.n++] = 2 * a;
+    for (a = nsp; a < last; a++) {
+        re.v[re.n++] = 2 * a;
+        re.v[re.n++] = 2 * a + 1;
+    }
+    re.v[re.n++] = 2 * last;
+    for (a = 0; a < nsp; a++)
+        re.v[re.n++] = 2 * a + 1;
+    re.v[re.n++] = 2 * last + 1;
+    apply(st, re);
+}
+
 struct kt_state *
 ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
 {
@@ -167,6 +197,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
                 apply(st, fu);
             }
             attach_at[s] = (int)kt_rng_below(r, (uint64_t)(nsp - fuse + 1));
+        } else if (nred > 0 && attach_to[s] < 0 && kt_rng_unit(r) < 0.25) {
+            rfactor_shape(st, r, s);
         } else {
             int64_t lim[KT_MAX_AXES];
             for (a = 0; a < ss->naxes; a++)

@@ -171,6 +171,202 @@ test_codegen_softmax(void **state)
     sweep_def(&d, 40);
 }
 
+/* Checks the candidates of dag against the interpreter and that the
+ * generated code of every one contains 'needle'. */
+static void
+check_contains(const struct kt_dag *dag, struct kt_state **cands, int n,
+               const char *needle)
+{
+    int *gen = calloc((size_t)n, sizeof(*gen)), skipped = 0;
+    char *src = ktt_module_many(dag, cands, n, gen, &skipped);
+
+    assert_non_null(src);
+    assert_int_equal(skipped, 0);
+    assert_non_null(strstr(src, needle));
+    free(src);
+    free(gen);
+    assert_int_equal(ktt_check_many(dag, cands, n, 7, &skipped), 0);
+    assert_int_equal(skipped, 0);
+}
+
+/* Vectorized reads with a small constant stride become contiguous loads
+ * and shuffles; the tight shapes put the last lane on the source's last
+ * element, so a load past the span would be caught by the comparison
+ * (and by ASan/valgrind runs). */
+static void
+test_codegen_strided_shuffle(void **state)
+{
+    static const int64_t strides[] = {2, 3, 4};
+    static const int64_t widths[] = {4, 8, 16, 32};
+    unsigned si, wi;
+    (void)state;
+    for (si = 0; si < KT_ARRAY_LEN(strides); si++) {
+        for (wi = 0; wi < KT_ARRAY_LEN(widths); wi++) {
+            int64_t s = strides[si], w = widths[wi];
+            struct kt_shape sh[2] = {{"A", 2, {3, s * (w - 1) + 1}},
+                                     {"O", 2, {3, w}}};
+            struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
+            struct kt_state *st[1];
+            struct kt_dag *dag = NULL;
+            char text[96], err[512];
+            snprintf(text, sizeof(text), "O[i,j] = A[i,%lld*j] * 2.0",
+                     (long long)s);
+            if (kt_dag_parse(text, sh, 2, &dag, err, sizeof(err)) != KT_OK)
+                fail_msg("%s: %s", text, err);
+            if (kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+                fail_msg("%s: %s", text, err);
+            check_contains(dag, st, 1, "__builtin_shufflevector(");
+            kt_state_free(st[0]);
+            kt_dag_free(dag);
+        }
+    }
+}
+
+/* A vectorized reduction into one element inside a micro-kernel keeps
+ * vector lane accumulators (split for ILP when unrolled) and reduces across
+ * lanes once after the loop. */
+static void
+test_codegen_lane_accumulators(void **state)
+{
+    static const char *const defs[] = {
+        "O[i] += A[i,k] * B[k]", "O[i] max= A[i,k] - B[k]",
+        "O[i] min= A[i,k] * B[k]",
+    };
+    static const char *const scheds[] = {
+        "{\"v\":1,\"steps\":[[\"SP\",0,1,[4,16]],[\"AN\",0,3,\"vectorize\"],"
+        "[\"AN\",0,2,\"unroll\"]]}",
+        "{\"v\":1,\"steps\":[[\"SP\",0,1,[64]],[\"AN\",0,2,\"vectorize\"]]}",
+        "{\"v\":1,\"steps\":[[\"SP\",0,0,[2]],[\"SP\",0,2,[32]],"
+        "[\"RE\",0,[0,2,1,3]],[\"AN\",0,0,\"parallel\"],"
+        "[\"AN\",0,2,\"unroll\"],[\"AN\",0,3,\"vectorize\"]]}",
+    };
+    unsigned di, si;
+    (void)state;
+    for (di = 0; di < KT_ARRAY_LEN(defs); di++) {
+        for (si = 0; si < KT_ARRAY_LEN(scheds); si++) {
+            struct kt_shape sh[2] = {{"A", 2, {8, 256}}, {"B", 1, {256}}};
+            struct kt_state *st[1];
+            struct kt_dag *dag = NULL;
+            struct kt_step *steps = NULL;
+            char err[512];
+            int n = 0;
+            if (kt_dag_parse(defs[di], sh, 2, &dag, err, sizeof(err)) != KT_OK ||
+                kt_steps_from_json(scheds[si], &steps, &n, err, sizeof(err)) != KT_OK ||
+                kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+                fail_msg("%s / %s: %s", defs[di], scheds[si], err);
+            check_contains(dag, st, 1, "] = kt_h");
+            kt_state_free(st[0]);
+            free(steps);
+            kt_dag_free(dag);
+        }
+    }
+}
+
+/* The accumulator tile of a micro-kernel under a perfect nest of
+ * reduction loops (a conv's c, r, s) is held in registers across the whole
+ * nest: loaded before the outermost reduction loop, not around the
+ * innermost one. */
+static void
+test_codegen_register_nest(void **state)
+{
+    struct kt_shape sh[2] = {{"A", 3, {3, 3, 16}}, {"B", 3, {4, 3, 3}}};
+    const char *json = "{\"v\":1,\"steps\":[[\"RE\",0,[2,3,0,1]],"
+                       "[\"AN\",0,2,\"unroll\"],[\"AN\",0,3,\"vectorize\"]]}";
+    struct kt_state *st[1];
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    int gen[1], skipped = 0, n = 0;
+    char err[512], *src;
+    const char *body, *reg, *outer;
+
+    (void)state;
+    if (kt_dag_parse("O[i,j] += B[i,k,l] * A[k,l,j]", sh, 2, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    src = ktt_module_many(dag, st, 1, gen, &skipped);
+    assert_non_null(src);
+    body = strstr(src, "cand_0(");
+    assert_non_null(body);
+    reg = strstr(body, "r0 = kt_ld");
+    outer = strstr(body, "for (long k");
+    assert_non_null(reg);
+    assert_non_null(outer);
+    assert_true(reg < outer);
+    free(src);
+    check_contains(dag, st, 1, "r3 += ");
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+}
+
+static int64_t
+block_size_of(const struct kt_op_def *d, const char *json, char **src)
+{
+    struct kt_codegen_opts o;
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = NULL;
+    struct kt_looptree *lt = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_buf b;
+    char err[512];
+    int64_t size;
+    int n = 0;
+
+    if (kt_op_build(d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK ||
+        kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d->name, err);
+    kt_codegen_default_opts(&o);
+    o.vector_bytes = 64;
+    kt_buf_init(&b);
+    assert_int_equal(kt_codegen_function(lt, &o, "k", &b, err, sizeof(err)), KT_OK);
+    size = kt_codegen_block_size(lt, &o, NULL);
+    *src = kt_buf_take(&b);
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    free(steps);
+    kt_dag_free(dag);
+    return size;
+}
+
+/* Unroll pragmas are clamped to the block budget: a stem conv schedule whose
+ * auto-unroll (512) unrolled a 56-statement scalar block 7 times (it took
+ * gcc past the build deadline on a loaded machine) keeps that loop rolled;
+ * a micro-kernel of lane-by-lane gathers is reported too heavy to build. */
+static void
+test_codegen_block_size(void **state)
+{
+    struct kt_conv2d_params p = {1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1,
+                                 KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_op_def d;
+    char *src;
+    int64_t size;
+    (void)state;
+
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    size = block_size_of(&d,
+        "{\"v\":1,\"steps\":[[\"FU\",2,0,2],[\"SP\",1,6,[7]],[\"SP\",1,5,[7]],"
+        "[\"SP\",1,4,[3]],[\"SP\",1,3,[2,28,2]],[\"SP\",1,2,[4,7,4]],"
+        "[\"SP\",1,1,[2,1,1]],[\"RE\",1,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,18,4,8,12]],"
+        "[\"FU\",1,0,2],[\"FU\",0,0,3],[\"AN\",0,0,\"parallel\"],"
+        "[\"AN\",0,1,\"vectorize\"],[\"AN\",1,0,\"parallel\"],"
+        "[\"AN\",1,17,\"vectorize\"],[\"AN\",1,16,\"unroll\"],[\"PR\",1,0,512],"
+        "[\"AN\",2,0,\"parallel\"],[\"AN\",2,2,\"vectorize\"]]}", &src);
+    assert_null(strstr(src, "#pragma GCC unroll 7"));
+    assert_true(size > 0 && size <= 2 * 256);
+    free(src);
+
+    assert_int_equal(kt_op_dense(&d, 1, 1024, 2048, 0), KT_OK);
+    size = block_size_of(&d,
+        "{\"v\":1,\"steps\":[[\"SP\",0,2,[64]],[\"SP\",0,1,[16]],"
+        "[\"RE\",0,[0,1,3,4,2]],[\"AN\",0,3,\"unroll\"],[\"AN\",0,4,\"vectorize\"]]}",
+        &src);
+    assert_true(size > 4 * 256);
+    free(src);
+}
+
 int
 main(void)
 {
@@ -184,6 +380,10 @@ main(void)
         cmocka_unit_test(test_codegen_pool),
         cmocka_unit_test(test_codegen_elementwise),
         cmocka_unit_test(test_codegen_softmax),
+        cmocka_unit_test(test_codegen_strided_shuffle),
+        cmocka_unit_test(test_codegen_lane_accumulators),
+        cmocka_unit_test(test_codegen_register_nest),
+        cmocka_unit_test(test_codegen_block_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -353,7 +353,7 @@ test_features_empty_tree_and_names(void **state)
     assert_null(rows);
     tb_free(lt);
 
-    assert_int_equal(KT_FEATURE_LEN, 157);
+    assert_int_equal(KT_FEATURE_LEN, 160);
     kt_feature_name(KT_F_BUF0 + 2 * KT_F_BUF_LEN + KT_FB_REUSE_DIS_BYTES,
                     name, sizeof(name));
     assert_string_equal(name, "B2.reuse_dis_bytes");
@@ -361,10 +361,72 @@ test_features_empty_tree_and_names(void **state)
     assert_string_equal(name, "parallel_type.mixed");
     kt_feature_name(KT_F_REDUCE_PROD, name, sizeof(name));
     assert_string_equal(name, "reduce_prod");
+    kt_feature_name(KT_F_VEC_LANE_REDUCE, name, sizeof(name));
+    assert_string_equal(name, "vec_lane_reduce");
     for (i = 0; i < KT_FEATURE_LEN; i++)
         onehot += kt_feature_is_onehot(i);
-    assert_int_equal(onehot, 3 * 8 + 5 * 7 + 2);
+    assert_int_equal(onehot, 3 * 8 + 5 * 7 + 3);
     assert_float_equal(kt_feature_scale(7), 3.0f, 1e-6);
+}
+
+/* The update row of "def" lowered with the schedule "json" (one row per
+ * store: init, update). */
+static float *
+update_row(const char *def, const struct kt_shape *sh, int nsh, const char *json,
+           int row)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = NULL;
+    struct kt_looptree *lt = NULL;
+    struct kt_step *steps = NULL;
+    float *rows = NULL, *r;
+    char err[256];
+    int n = 0, nrows = 0;
+
+    if (kt_dag_parse(def, sh, nsh, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK ||
+        kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", def, err);
+    assert_int_equal(kt_features_extract(lt, &rows, &nrows, err, sizeof(err)), 0);
+    assert_true(row < nrows);
+    r = malloc(KT_FEATURE_LEN * sizeof(float));
+    memcpy(r, rows + (size_t)row * KT_FEATURE_LEN, KT_FEATURE_LEN * sizeof(float));
+    free(rows);
+    free(steps);
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    kt_dag_free(dag);
+    return r;
+}
+
+/* Group 7 sees how the vectorized loop reads: shuffled stride-2 loads,
+ * lane-by-lane gathers, and lane accumulators of a vectorized reduction. */
+static void
+test_features_vector_access(void **state)
+{
+    struct kt_shape sh[2] = {{"A", 2, {8, 256}}, {"B", 1, {256}}};
+    struct kt_shape sh2[2] = {{"A", 2, {8, 256}}, {"O", 2, {8, 128}}};
+    float *r;
+
+    (void)state;
+    r = update_row("O[i] += A[i,k] * B[k]", sh, 2,
+                   "{\"v\":1,\"steps\":[[\"AN\",0,1,\"vectorize\"]]}", 1);
+    EXPECT_F(r, KT_F_VEC_LANE_REDUCE, 1);
+    EXPECT_F(r, KT_F_VEC_GATHER, 0);
+    EXPECT_F(r, KT_F_VEC_SHUFFLE, 0);
+    free(r);
+    r = update_row("O[i] += A[k,i] * B[k]", (struct kt_shape[]){{"A", 2, {256, 8}},
+                   {"B", 1, {256}}}, 2,
+                   "{\"v\":1,\"steps\":[[\"AN\",0,1,\"vectorize\"]]}", 1);
+    EXPECT_F(r, KT_F_VEC_LANE_REDUCE, 1);
+    EXPECT_F(r, KT_F_VEC_GATHER, 8 * 256);
+    free(r);
+    r = update_row("O[i,j] = A[i,2*j]", sh2, 2,
+                   "{\"v\":1,\"steps\":[[\"AN\",0,1,\"vectorize\"]]}", 0);
+    EXPECT_F(r, KT_F_VEC_SHUFFLE, 8 * 128);
+    EXPECT_F(r, KT_F_VEC_LANE_REDUCE, 0);
+    free(r);
 }
 
 /* The roofline estimate orders obvious schedule changes. */
@@ -414,6 +476,7 @@ main(void)
         cmocka_unit_test(test_features_deterministic_and_finite),
         cmocka_unit_test(test_features_bad_trees),
         cmocka_unit_test(test_features_empty_tree_and_names),
+        cmocka_unit_test(test_features_vector_access),
         cmocka_unit_test(test_prescore_orders_schedules),
     };
 

@@ -1,0 +1,141 @@
+/* codegen_size.c - the size of the straight-line code the C compiler sees,
+ * predicted before anything is built.  gcc's build time grows faster than
+ * linearly with the length of a basic block full of memory references
+ * (a 7x unrolled 56-statement scalar block took 4 s more than the rolled
+ * loop), so the generator clamps every "#pragma GCC unroll" to keep each
+ * block within a weighted budget, and kt_codegen_block_size() reports the
+ * heaviest block so the search can drop candidates whose micro-kernels
+ * alone are too heavy (e.g. many lane-by-lane gathers). */
+#include "ir/codegen_int.h"
+
+/* Budget per block, in weighted statements (see store_weight). */
+#define KT_CG_BLOCK_BUDGET_PER_STMT 2
+#define KT_CG_MAX_PRAGMA_UNROLL 64
+
+/* Loads of e, each weighing 1, or its lanes when it is gathered lane by
+ * lane, or its loads when it is read as shuffled vectors; a guarded
+ * (padding) read also weighs its bounds checks. */
+static int64_t
+load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
+{
+    int64_t c, sum = 0, one;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD) {
+        c = lane_var >= 0
+            ? kt_load_flat_coef(e, g->lt->bufs[e->src].shape, lane_var) : 0;
+        one = e->guarded ? 1 + e->ndim : 1;
+        if (c == 0)
+            return one;
+        if (c == 1 && !e->guarded)
+            return 1;
+        if (!e->guarded && c >= 2 && c <= 4)
+            return c;
+        return w * one;
+    }
+    sum += load_weight(g, e->a, lane_var, w);
+    sum += load_weight(g, e->b, lane_var, w);
+    return sum;
+}
+
+static int64_t
+store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
+{
+    return 1 + load_weight(g, n->expr, lane_var, w);
+}
+
+/* Weight of n fully expanded (n expands: kt__cg_expand_count >= 0). */
+static int64_t
+expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
+{
+    int64_t sum = 0;
+    int k, lw;
+
+    if (n->kind == KT_N_STORE)
+        return store_weight(g, n, lane_var, w);
+    if (n->kind != KT_N_LOOP)
+        return 0;
+    lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
+         ? kt__cg_lanes_for(g, n->extent) : 1;
+    for (k = 0; k < n->nkids; k++)
+        sum += lw > 1 ? expand_weight(g, n->kids[k], n->var, lw)
+                      : expand_weight(g, n->kids[k], lane_var, w);
+    return n->extent / lw * sum;
+}
+
+/* The largest divisor of extent that keeps body * factor in budget. */
+static int
+pick_factor(int64_t extent, int64_t body, int64_t budget)
+{
+    int64_t f = extent < KT_CG_MAX_PRAGMA_UNROLL ? extent : KT_CG_MAX_PRAGMA_UNROLL;
+
+    for (; f > 1; f--)
+        if (extent % f == 0 && f * body <= budget)
+            return (int)f;
+    return 1;
+}
+
+/* Returns the heaviest block of n; adds the weight of all the code n
+ * becomes, unrolled as gcc will, to g->total_weight. */
+static int64_t
+plan(struct cg *g, const struct kt_node *n)
+{
+    int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT * (int64_t)g->o->max_unrolled_stmts;
+    int64_t sub = 0, c, count = 0, before;
+    int k, w;
+
+    switch (n->kind) {
+    case KT_N_STORE:
+        g->total_weight += store_weight(g, n, -1, 1);
+        return store_weight(g, n, -1, 1);
+    case KT_N_LET:
+        return 0;
+    case KT_N_LOOP:
+        break;
+    default:
+        for (k = 0; k < n->nkids; k++) {
+            c = plan(g, n->kids[k]);
+            sub = c > sub ? c : sub;
+        }
+        return sub;
+    }
+    before = g->total_weight;
+    /* The same choices as emit_loop: a vector loop, a micro-kernel loop
+     * (body expanded) or a plain loop. */
+    if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
+        (w = kt__cg_lanes_for(g, n->extent)) > 1) {
+        for (k = 0; k < n->nkids; k++)
+            sub += store_weight(g, n->kids[k], n->var, w);
+        g->total_weight += sub;
+        return sub;
+    }
+    for (k = 0; k < n->nkids && count >= 0; k++) {
+        c = kt__cg_expand_count(g, n->kids[k]);
+        count = c < 0 ? -1 : count + c;
+    }
+    if (count >= 0 && count <= g->o->max_unrolled_stmts) {
+        for (k = 0; k < n->nkids; k++)
+            sub += expand_weight(g, n->kids[k], -1, 1);
+        g->total_weight += sub;
+    } else {
+        for (k = 0; k < n->nkids; k++) {
+            c = plan(g, n->kids[k]);
+            sub = c > sub ? c : sub;
+        }
+    }
+    g->unroll_factor[n->var] = 1;
+    if (kt__cg_is_unrolled(g, n))
+        g->unroll_factor[n->var] = pick_factor(n->extent, sub, budget);
+    g->total_weight = before + (g->total_weight - before) * g->unroll_factor[n->var];
+    return sub * g->unroll_factor[n->var];
+}
+
+void
+kt__cg_plan_unroll(struct cg *g, const struct kt_node *n)
+{
+    int64_t b = plan(g, n);
+
+    if (b > g->max_block)
+        g->max_block = b;
+}
