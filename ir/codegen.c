@@ -391,11 +391,36 @@ kt_codegen_default_opts(struct kt_codegen_opts *o)
     o->max_unrolled_stmts = 256;
 }
 
+/* Prepacked buffers live in module storage "<kernel>_pk_<name>": the pack
+ * routine allocates and fills them once, the kernel reads them. */
+static void
+declare_packed(struct cg *g, const char *kname, int pack)
+{
+    int i;
+
+    for (i = 0; i < g->lt->nbufs; i++) {
+        const struct kt_lbuf *b = &g->lt->bufs[i];
+        if (b->scope != KT_BUF_PACKED)
+            continue;
+        if (pack) {
+            kt__cg_line(g, "if (%s_pk_%s == NULL)", kname, b->name);
+            kt__cg_line(g, "    %s_pk_%s = aligned_alloc(64, %lld);", kname,
+                        b->name, (long long)((buf_elems(b) * 4 + 63) / 64 * 64));
+            kt__cg_line(g, "if (%s_pk_%s == NULL) abort();", kname, b->name);
+        }
+        kt__cg_line(g, "float *restrict t_%s = (float *)__builtin_assume_aligned(%s_pk_%s, 64);",
+                    b->name, kname, b->name);
+    }
+}
+
+/* The kernel (pack = 0, from lt->root) or its pack routine "<fname>_pack"
+ * (pack = 1, from lt->pack_root). */
 static int
 gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
-             const char *fname, int reference, struct kt_buf *out, char *err,
-             size_t errlen)
+             const char *fname, int reference, int pack, struct kt_buf *out,
+             char *err, size_t errlen)
 {
+    const struct kt_node *root = pack ? lt->pack_root : lt->root;
     struct cg g;
     int i;
 
@@ -410,9 +435,10 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
     if (!reference)
-        mark_unroll(&g, lt->root, 0);
+        mark_unroll(&g, root, 0);
 
-    kt__cg_line(&g, "static void\n%s(float *const *args)\n{", fname);
+    kt__cg_line(&g, "static void\n%s%s(float *const *args)\n{", fname,
+                pack ? "_pack" : "");
     g.indent = 1;
     for (i = 0; i < lt->nargs; i++)
         kt__cg_line(&g, "float *restrict t_%s = (float *)__builtin_assume_aligned(args[%d], 64);",
@@ -425,7 +451,8 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     b->name, (long long)((buf_elems(b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
     }
-    emit_node(&g, lt->root);
+    declare_packed(&g, fname, pack);
+    emit_node(&g, root);
     for (i = 0; i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_HEAP)
             kt__cg_line(&g, "free(t_%s);", lt->bufs[i].name);
@@ -441,12 +468,22 @@ int
 kt_codegen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     const char *fname, struct kt_buf *out, char *err, size_t errlen)
 {
-    return gen_function(lt, o, fname, 0, out, err, errlen);
+    int i, rc;
+
+    if (lt->pack_root == NULL)
+        return gen_function(lt, o, fname, 0, 0, out, err, errlen);
+    for (i = 0; i < lt->nbufs; i++)
+        if (lt->bufs[i].scope == KT_BUF_PACKED)
+            kt_buf_printf(out, "static float *%s_pk_%s;\n", fname, lt->bufs[i].name);
+    rc = gen_function(lt, o, fname, 0, 1, out, err, errlen);
+    if (rc == KT_OK)
+        rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);
+    return rc;
 }
 
 int
 kt__codegen_reference(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                       const char *fname, struct kt_buf *out, char *err, size_t errlen)
 {
-    return gen_function(lt, o, fname, 1, out, err, errlen);
+    return gen_function(lt, o, fname, 1, 0, out, err, errlen);
 }

@@ -35,6 +35,7 @@ struct builder {
     struct kt_dag *d;
     int map[KT_MAX_TENSORS];                  /* raw -> DAG tensor */
     int given[KT_MAX_TENSORS];                /* shape came with the text */
+    int is_const[KT_MAX_TENSORS];             /* ... marked a weight */
     int64_t shape[KT_MAX_TENSORS][KT_MAX_DIMS];
     char *err;
     size_t errlen;
@@ -83,6 +84,7 @@ apply_shapes(struct builder *bd, const struct kt_shape *shapes, int nshapes)
             bd->shape[t][k] = s->dims[k];
         }
         bd->given[t] = 1;
+        bd->is_const[t] = s->is_const;
     }
     return KT_OK;
 }
@@ -107,6 +109,7 @@ add_inputs(struct builder *bd)
         x->ndim = p->ndim[t];
         memcpy(x->shape, bd->shape[t], sizeof(x->shape));
         x->producer = -1;
+        x->is_const = bd->is_const[t] != 0;
         bd->map[t] = bd->d->ntensors++;
     }
     return KT_OK;
@@ -440,6 +443,8 @@ finish(struct kt_dag *d)
         for (a = 0; a < d->tensors[t].ndim; a++)
             kt_buf_printf(&b, "%s%lld", a ? "x" : "",
                           (long long)d->tensors[t].shape[a]);
+        if (d->tensors[t].is_const)
+            kt_buf_puts(&b, ":const");
     }
     d->key = kt_buf_take(&b);
     kt_hash_hex(kt_hash64(d->key, strlen(d->key)), d->hash);

@@ -2,6 +2,7 @@
  *
  * A key is the canonical statements followed by the input shapes, all
  * separated by ';' (docs/compute.md):  C[a0,a1]+=A[a0,a2]*B[a2,a1];A:4x8;B:8x4
+ * (a constant weight's shape ends in ":const")
  * so stored trials of any workload can be lowered again: for the cost
  * model's warm start, for reports and for exports. */
 #include "ir/ir.h"
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "NAME:D1xD2x..." with no brackets: a shape entry. */
+/* "NAME:D1xD2x...[:const]" with no brackets: a shape entry. */
 static int
 parse_shape(const char *tok, size_t len, struct kt_shape *s)
 {
@@ -26,6 +27,10 @@ parse_shape(const char *tok, size_t len, struct kt_shape *s)
     memset(s, 0, sizeof(*s));
     memcpy(s->name, tok, i);
     i++;
+    if (len > 6 && memcmp(tok + len - 6, ":const", 6) == 0) {
+        s->is_const = 1;
+        len -= 6;
+    }
     while (i < len) {
         char *end;
         long long v = strtoll(tok + i, &end, 10);

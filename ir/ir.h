@@ -108,6 +108,7 @@ struct kt_tensor {
     int ndim;
     int64_t shape[KT_MAX_DIMS];
     int producer;              /* stage index, or -1 for inputs */
+    int is_const;              /* input known before any call (weights) */
 };
 
 enum kt_reduce {
@@ -152,6 +153,7 @@ struct kt_shape {
     char name[KT_MAX_NAME];
     int ndim;
     int64_t dims[KT_MAX_DIMS];
+    int is_const;              /* a constant weight (see kt_tensor) */
 };
 
 /* Parses a multi-stage definition (one statement per line; lines may also
@@ -234,6 +236,8 @@ enum kt_step_kind {
     KT_STEP_CACHE_WRITE,  /* "CHW": stage */
     KT_STEP_ANNOTATE,     /* "AN": stage, iter, v[0] = enum kt_annot */
     KT_STEP_PRAGMA,       /* "PR": stage, iter, v[0] = auto_unroll_max_step */
+    KT_STEP_CACHE_READ,   /* "CHR": stage (the reader), v[0] = tensor read */
+    KT_STEP_LAYOUT_REWRITE, /* "LR": stage (a cache_read stage of a weight) */
     KT_STEP_NKINDS
 };
 
@@ -284,6 +288,9 @@ struct kt_sstage {
     int attach_stage;         /* -1 = root */
     int attach_iter;
     int transformed;          /* any split/reorder/fuse applied */
+    int cache_read;           /* 1: a "_pack" copy made by cache_read */
+    int prepacked;            /* cache_read stage moved out of the kernel
+                               * into its pack routine (layout rewrite) */
 };
 
 struct kt_state {
@@ -305,6 +312,11 @@ void kt_state_free(struct kt_state *st);
  * err says which step and why. */
 int kt_state_apply(struct kt_state *st, const struct kt_step *step, char *err,
                    size_t errlen);
+/* Internal to ir/: the cache_read and layout_rewrite steps (ir/pack.c). */
+int kt__do_cache_read(struct kt_state *st, const struct kt_step *sp, char *err,
+                      size_t errlen);
+int kt__do_layout_rewrite(struct kt_state *st, const struct kt_step *sp,
+                          char *err, size_t errlen);
 /* Record code of a step kind ("SP", "RE", ...). */
 const char *kt_step_name(enum kt_step_kind k);
 /* Replays steps on a fresh state of dag. */
@@ -325,7 +337,8 @@ void kt_steps_hash(const struct kt_step *steps, int nsteps, char out[17]);
 enum kt_buf_scope {
     KT_BUF_ARG,       /* input or output: a kernel argument */
     KT_BUF_HEAP,      /* intermediate at root: allocated per call */
-    KT_BUF_LOCAL      /* attached stage: a local tile inside a loop */
+    KT_BUF_LOCAL,     /* attached stage: a local tile inside a loop */
+    KT_BUF_PACKED     /* prepacked weights: filled once by the pack routine */
 };
 
 struct kt_lbuf {
@@ -378,6 +391,8 @@ struct kt_looptree {
     int args[KT_MAX_TENSORS]; /* buffer number of each argument */
     struct kt_node *root;
     double flops;
+    struct kt_node *pack_root; /* the pack routine's nest (NULL: none) */
+    int64_t pack_elems;       /* floats of all KT_BUF_PACKED buffers */
 };
 
 /* Lowers a state to a loop tree: applies inlining, infers the regions of
