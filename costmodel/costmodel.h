@@ -24,7 +24,7 @@
  * One row of KT_FEATURE_LEN floats per store node of the loop tree.  Any
  * change of meaning or layout bumps KT_FEATURE_VERSION (models trained on
  * another version are refused by kt_xgb_load). */
-#define KT_FEATURE_VERSION 1
+#define KT_FEATURE_VERSION 2
 
 /* Group 1: computation.  Op counts are per evaluation of the stored value
  * times the product of the enclosing loop extents. */
@@ -58,6 +58,9 @@ enum kt_feature_index {
     KT_F_STORE_INIT,        /* 1 for a plain store of a constant */
     KT_F_INNER_EXTENT,      /* extent of the innermost enclosing loop */
     KT_F_REDUCE_PROD,       /* product of enclosing reduction loop extents */
+    /* Group 7: layout rewrite. */
+    KT_F_PREPACKED,         /* 1 if the store reads a prepacked buffer */
+    KT_F_PREPACKED_BYTES,   /* bytes read from prepacked buffers */
     KT_FEATURE_LEN
 };
 

@@ -1,0 +1,121 @@
+/* search_pack.c - packing in the sketches and genomes (docs/search.md).
+ *
+ * Rule: a stage that gets multi-level tiling reads its vector operand (the
+ * input whose index moves with the innermost spatial axis and a reduction
+ * axis: B of a GEMM, the weights W[out, in] of a dense layer) through a
+ * cache_read "_pack" stage.  The genome decides per pack stage: 0 = no
+ * pack (the copy is inlined back), 1 = packed inside the kernel at the
+ * chosen consumer loop (panel packing), 2 = layout rewrite (the packed
+ * tiles are built once by the pack routine; constant weights only). */
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+/* 1 if some index of a load of t in e uses axis a. */
+static int
+load_uses_axis(const struct kt_expr *e, int t, int a, int *guarded)
+{
+    int d;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t) {
+        *guarded |= e->guarded;
+        for (d = 0; d < e->ndim; d++)
+            if (kt_aff_coef(&e->idx[d], a) != 0)
+                return 1;
+    }
+    return load_uses_axis(e->a, t, a, guarded) ||
+           load_uses_axis(e->b, t, a, guarded);
+}
+
+int
+sk_pack_operand(const struct kt_state *st, int s)
+{
+    const struct kt_sstage *ss = &st->stages[s];
+    int t, a, last = -1;
+
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1)
+            last = a;
+    if (last < 0)
+        return -1;
+    for (t = 0; t < st->ntensors; t++) {
+        int guarded = 0, red = 0;
+        if (st->tensors[t].kind != KT_TENSOR_INPUT ||
+            !load_uses_axis(ss->body, t, last, &guarded))
+            continue;
+        for (a = ss->nspatial; a < ss->naxes; a++)
+            red |= load_uses_axis(ss->body, t, a, &guarded);
+        if (red && !guarded)
+            return t;
+    }
+    return -1;
+}
+
+/* Where a pack may be attached: every loop of its consumer but the
+ * innermost tile level of each axis (packing there copies per point). */
+int
+sk_pack_attach_points(const struct kt_sstage *cs, int *cand)
+{
+    int j, n = 0;
+
+    for (j = 0; j < cs->niters; j++) {
+        const struct kt_iter *it = &cs->iters[j];
+        if (it->extent <= 1 || it->nparts != 1 ||
+            it->parts[0].part == cs->nparts[it->parts[0].axis] - 1)
+            continue;
+        cand[n++] = j;
+    }
+    return n;
+}
+
+static int
+packs_weight(const struct kt_state *st, int i)
+{
+    const struct kt_sstage *ss = &st->stages[i];
+
+    return ss->cache_read && ss->body->op == KT_X_LOAD &&
+           st->tensors[ss->body->src].is_const;
+}
+
+static uint8_t
+random_mode(const struct kt_state *st, int i, struct kt_rng *r)
+{
+    if (packs_weight(st, i))      /* weights: mostly rewritten */
+        return (uint8_t)(kt_rng_below(r, 4) < 2 ? 2 : kt_rng_below(r, 2));
+    return (uint8_t)kt_rng_below(r, 2);
+}
+
+void
+sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g)
+{
+    int i;
+
+    for (i = 0; i < sk->base->nstages; i++) {
+        if (!sk->base->stages[i].cache_read)
+            continue;
+        g->pack[i] = random_mode(sk->base, i, r);
+        if (g->pack[i] != 0 && g->loc[i] == 0)
+            g->loc[i] = (uint8_t)(1 + kt_rng_below(r, 64));
+    }
+}
+
+int
+sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g)
+{
+    int cand[KT_MAX_STAGES], n = 0, i;
+    uint8_t v;
+
+    for (i = 0; i < sk->base->nstages; i++)
+        if (sk->base->stages[i].cache_read && !sk->base->stages[i].inlined)
+            cand[n++] = i;
+    if (n == 0)
+        return -1;
+    i = cand[kt_rng_below(r, (uint64_t)n)];
+    v = random_mode(sk->base, i, r);
+    if (v == g->pack[i])
+        return -1;
+    g->pack[i] = v;
+    return 0;
+}
