@@ -99,6 +99,9 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -lopenblas $(LDLIBS) -o $@
 
+# oneDNN's sgemm is a baseline of the packing benchmark (OpenMP runtime).
+$(BUILD)/bench/bench_pack: LDLIBS += -ldnnl -fopenmp
+
 # Unit tests: each binary is a cmocka group; KT_TEST_LEVEL picks the sweep size.
 unit: all $(UNIT_BINS)
 	@BUILD=$(BUILD) sh tests/run-unit.sh $(UNIT_BINS)

@@ -5,7 +5,7 @@ set -eu
 
 PACKAGES="build-essential pkg-config clang libclang-rt-14-dev
   libuv1-dev libsqlite3-dev sqlite3 libcjson-dev libxgboost-dev libcmocka-dev
-  libsystemd-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
+  libsystemd-dev libopenblas-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler
   valgrind gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   systemd python3"
 
