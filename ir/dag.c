@@ -42,7 +42,8 @@ struct builder {
 };
 
 static int
-apply_shapes(struct builder *bd, const struct kt_shape *shapes, int nshapes)
+apply_shapes(struct builder *bd, const struct kt_shape *shapes,
+             const int *is_const, int nshapes)
 {
     struct kt__prog *p = bd->p;
     const struct kt_shape *s;
@@ -84,7 +85,7 @@ apply_shapes(struct builder *bd, const struct kt_shape *shapes, int nshapes)
             bd->shape[t][k] = s->dims[k];
         }
         bd->given[t] = 1;
-        bd->is_const[t] = s->is_const;
+        bd->is_const[t] = is_const != NULL && is_const[i];
     }
     return KT_OK;
 }
@@ -454,6 +455,14 @@ int
 kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
              struct kt_dag **out, char *err, size_t errlen)
 {
+    return kt_dag_parse_weights(text, shapes, NULL, nshapes, out, err, errlen);
+}
+
+int
+kt_dag_parse_weights(const char *text, const struct kt_shape *shapes,
+                     const int *is_const, int nshapes, struct kt_dag **out,
+                     char *err, size_t errlen)
+{
     struct builder *bd;
     int rc, s;
 
@@ -467,7 +476,7 @@ kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
     bd->err = err;
     bd->errlen = errlen;
     if ((rc = kt__prog_parse(text, bd->p, err, errlen)) != KT_OK ||
-        (rc = apply_shapes(bd, shapes, nshapes)) != KT_OK ||
+        (rc = apply_shapes(bd, shapes, is_const, nshapes)) != KT_OK ||
         (rc = add_inputs(bd)) != KT_OK)
         goto fail;
     for (s = 0; s < bd->p->nstmts; s++)

@@ -153,7 +153,6 @@ struct kt_shape {
     char name[KT_MAX_NAME];
     int ndim;
     int64_t dims[KT_MAX_DIMS];
-    int is_const;              /* a constant weight (see kt_tensor) */
 };
 
 /* Parses a multi-stage definition (one statement per line; lines may also
@@ -165,6 +164,11 @@ struct kt_shape {
  * Caller frees *out with kt_dag_free. */
 int kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
                  struct kt_dag **out, char *err, size_t errlen);
+/* kt_dag_parse with is_const[i] (may be NULL) saying that the input of
+ * shapes[i] is a constant weight (kt_tensor.is_const, ":const" in the key). */
+int kt_dag_parse_weights(const char *text, const struct kt_shape *shapes,
+                         const int *is_const, int nshapes, struct kt_dag **out,
+                         char *err, size_t errlen);
 void kt_dag_free(struct kt_dag *dag);
 /* Rebuilds the DAG of a workload key (kt_dag.key), e.g. of a stored trial;
  * the result's key equals key.  KT_EPARSE when it does not rebuild. */
@@ -196,6 +200,7 @@ struct kt_op_def {
     char text[1024];
     int nshapes;
     struct kt_shape shapes[KT_MAX_TENSORS];
+    int is_const[KT_MAX_TENSORS];   /* shapes[i] is a layer's weight */
 };
 
 struct kt_conv2d_params {

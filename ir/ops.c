@@ -42,7 +42,7 @@ static void
 add_weight(struct kt_op_def *d, const char *name, int ndim, const int64_t *dims)
 {
     add_shape(d, name, ndim, dims);
-    d->shapes[d->nshapes - 1].is_const = 1;
+    d->is_const[d->nshapes - 1] = 1;
 }
 
 /* Appends formatted text to d->text. */
@@ -352,5 +352,6 @@ kt_op_build(const struct kt_op_def *d, struct kt_dag **out, char *err,
     if (d->nshapes < 0 || d->nshapes > KT_MAX_TENSORS)
         return kt_seterr(err, errlen, KT_EINVAL, "%s: bad shape count %d",
                          d->name, d->nshapes);
-    return kt_dag_parse(d->text, d->shapes, d->nshapes, out, err, errlen);
+    return kt_dag_parse_weights(d->text, d->shapes, d->is_const, d->nshapes,
+                                out, err, errlen);
 }

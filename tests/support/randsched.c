@@ -103,11 +103,16 @@ random_read(const struct kt_expr *e, struct kt_rng *r, int *seen)
     return sub >= 0 ? sub : pick;
 }
 
-/* cache_read of one tensor a reduction reads, now and then. */
+/* cache_read of one tensor a reduction reads, now and then.  The draws
+ * come from a stream of their own (r's state is not advanced), so the
+ * schedules without a pack are the ones the sweep drew before packs. */
 static void
-random_cache_reads(struct kt_state *st, struct kt_rng *r)
+random_cache_reads(struct kt_state *st, const struct kt_rng *parent)
 {
+    struct kt_rng own = *parent, *r = &own;
     int s;
+
+    kt_rng_seed(r, kt_rng_next(r) ^ 0x9e3779b97f4a7c15ULL);
 
     for (s = st->nstages - 1; s >= 0; s--) {
         struct kt_step chr = step(KT_STEP_CACHE_READ, s, 0);

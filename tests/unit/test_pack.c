@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "costmodel/costmodel.h"
+#include "measure/worker/worker.h"
 #include "scheduler/scheduler.h"
 #include "tests/support/ktt.h"
 
@@ -237,6 +240,90 @@ test_pack_features(void **state)
     kt_dag_free(dag);
 }
 
+/* Forks the worker's runner child on so, as the worker does; returns its
+ * result message (caller frees with kt_msg_free). */
+static void
+run_child(const char *so, const char *dir, struct kt_msg *m)
+{
+    struct kt_run_req r;
+    char buf[8192], err[256];
+    int pfd[2], status;
+    size_t used, got = 0;
+    ssize_t n;
+    pid_t p;
+
+    memset(&r, 0, sizeof(r));
+    r.so_path = so;
+    r.cache_dir = dir;
+    r.number = 1;
+    r.repeat = 2;
+    r.min_repeat_ms = 1;
+    r.threads = 1;
+    r.seed = 5;
+    r.tol = 1e-4;
+    assert_int_equal(pipe(pfd), 0);
+    p = fork();
+    if (p == 0) {
+        struct kt_msg res;
+        struct kt_buf b;
+        close(pfd[0]);
+        kt_run_child(&r, &res);
+        kt_buf_init(&b);
+        kt_msg_encode(&res, &b);
+        (void)!write(pfd[1], b.p, b.len);
+        _exit(0);
+    }
+    close(pfd[1]);
+    while ((n = read(pfd[0], buf + got, sizeof(buf) - got)) > 0)
+        got += (size_t)n;
+    close(pfd[0]);
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_int_equal(kt_wire_take((unsigned char *)buf, got, &used, m, err,
+                                  sizeof(err)), 1);
+}
+
+/* The runner packs the weights with the module's kt_pack once, checks the
+ * kernel (reading the packed tiles) against the reference on the original
+ * layout and reports the pack time apart. */
+static void
+test_pack_runner_calls_pack(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_state *st = replay(dag, dense_rewritten);
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char dir[] = "/tmp/kt-test-pack.XXXXXX", path[128], so[128], cmd[400],
+         err[512];
+    struct kt_msg m;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&src);
+    assert_int_equal(kt_codegen_module(st, dag, &o, &src, err, sizeof(err)), KT_OK);
+    snprintf(path, sizeof(path), "%s/k.c", dir);
+    snprintf(so, sizeof(so), "%s/k.so", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(src.p, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "cc -O2 -march=native -fopenmp -shared -fPIC "
+             "-o %s %s", so, path);
+    assert_int_equal(system(cmd), 0);
+    run_child(so, dir, &m);
+    if (strcmp(kt_msg_get(&m, "err_no"), "0") != 0)
+        fail_msg("runner: %s", kt_msg_get(&m, "err_text"));
+    assert_non_null(kt_msg_get(&m, "pack_s"));
+    assert_true(atof(kt_msg_get(&m, "rel_err")) < 1e-5);
+    kt_msg_free(&m);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    kt_buf_free(&src);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
 /* The sketches read the dense layer's weights through a pack, and the
  * first batch holds schedules without a pack, with one in the kernel and
  * with a layout rewrite. */
@@ -281,6 +368,7 @@ main(void)
         cmocka_unit_test(test_pack_lowering_shapes),
         cmocka_unit_test(test_pack_kernels_match),
         cmocka_unit_test(test_pack_features),
+        cmocka_unit_test(test_pack_runner_calls_pack),
         cmocka_unit_test(test_pack_search_reaches_modes),
     };
 
