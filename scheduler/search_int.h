@@ -130,7 +130,7 @@ void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 
 /* ---- search_pack.c ---- */
-/* The input stage s should read through a pack, or -1. */
+/* The next input stage s should read through a pack, or -1. */
 int sk_pack_operand(const struct kt_state *st, int s);
 /* Consumer iterators a pack may be attached at (into cand); their count. */
 int sk_pack_attach_points(const struct kt_sstage *cs, int *cand);

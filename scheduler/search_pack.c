@@ -1,9 +1,11 @@
 /* search_pack.c - packing in the sketches and genomes (docs/search.md).
  *
- * Rule: a stage that gets multi-level tiling reads its vector operand (the
- * input whose index moves with the innermost spatial axis and a reduction
- * axis: B of a GEMM, the weights W[out, in] of a dense layer) through a
- * cache_read "_pack" stage.  The genome decides per pack stage: 0 = no
+ * Rule: a stage that gets multi-level tiling reads every input operand
+ * indexed by a reduction axis (without padding guards) through a
+ * cache_read "_pack" stage: first its vector operand (whose index also
+ * moves with the innermost spatial axis: B of a GEMM, the weights
+ * W[out, in] of a dense layer), then the others (A of a GEMM, a conv's
+ * weights).  The genome decides per pack stage: 0 = no
  * pack (the copy is inlined back), 1 = packed inside the kernel at the
  * chosen consumer loop (panel packing), 2 = layout rewrite (the packed
  * tiles are built once by the pack routine; constant weights only). */
@@ -33,23 +35,26 @@ int
 sk_pack_operand(const struct kt_state *st, int s)
 {
     const struct kt_sstage *ss = &st->stages[s];
-    int t, a, last = -1;
+    int t, a, pass, last = -1;
 
     for (a = 0; a < ss->nspatial; a++)
         if (ss->axes[a].extent > 1)
             last = a;
     if (last < 0)
         return -1;
-    for (t = 0; t < st->ntensors; t++) {
-        int guarded = 0, red = 0;
-        if (st->tensors[t].kind != KT_TENSOR_INPUT ||
-            !load_uses_axis(ss->body, t, last, &guarded))
-            continue;
-        for (a = ss->nspatial; a < ss->naxes; a++)
-            red |= load_uses_axis(ss->body, t, a, &guarded);
-        if (red && !guarded)
-            return t;
-    }
+    /* The vector operand first, then the other operands (A of a GEMM,
+     * the weights of a conv). */
+    for (pass = 0; pass < 2; pass++)
+        for (t = 0; t < st->ntensors; t++) {
+            int guarded = 0, red = 0;
+            if (st->tensors[t].kind != KT_TENSOR_INPUT ||
+                (pass == 0 && !load_uses_axis(ss->body, t, last, &guarded)))
+                continue;
+            for (a = ss->nspatial; a < ss->naxes; a++)
+                red |= load_uses_axis(ss->body, t, a, &guarded);
+            if (red && !guarded)
+                return t;
+        }
     return -1;
 }
 
