@@ -317,6 +317,9 @@ void kt_state_free(struct kt_state *st);
  * err says which step and why. */
 int kt_state_apply(struct kt_state *st, const struct kt_step *step, char *err,
                    size_t errlen);
+/* Internal to ir/: opens slot idx of the stage list (later stages move up
+ * one, references to them follow), for steps that insert a stage. */
+void kt__state_open_stage(struct kt_state *st, int idx);
 /* Internal to ir/: the cache_read and layout_rewrite steps (ir/pack.c). */
 int kt__do_cache_read(struct kt_state *st, const struct kt_step *sp, char *err,
                       size_t errlen);

@@ -194,6 +194,26 @@ buf_index(const struct lower *L, int t, const struct kt_affine *idx, int ndim,
     return nl + ndim;
 }
 
+/* A new buffer for the output of stage ps; NULL when the table is full. */
+static struct kt_lbuf *
+new_stage_buf(struct lower *L, const struct kt_sstage *ps,
+              enum kt_buf_scope scope, int ndim)
+{
+    struct kt_lbuf *b;
+
+    if (L->lt->nbufs == (int)KT_ARRAY_LEN(L->lt->bufs))
+        return NULL;
+    b = &L->lt->bufs[L->lt->nbufs];
+    memset(b, 0, sizeof(*b));
+    snprintf(b->name, sizeof(b->name), "%s", ps->name);
+    b->scope = scope;
+    b->tensor = ps->out;
+    b->arg = -1;
+    b->ndim = ndim;
+    L->tbuf[ps->out] = L->lt->nbufs++;
+    return b;
+}
+
 static int
 is_tile(const struct lower *L, int b)
 {
@@ -415,15 +435,9 @@ emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
     if (nv + t->ndim > KT_MAX_DIMS)
         return FAIL(L, "layout rewrite of %s: %d tile variables and %d dims "
                     "exceed %d dims", ps->name, nv, t->ndim, KT_MAX_DIMS);
-    if (L->lt->nbufs == (int)KT_ARRAY_LEN(L->lt->bufs))
+    b = new_stage_buf(L, ps, KT_BUF_PACKED, nv + t->ndim);
+    if (b == NULL)
         return FAIL(L, "too many buffers");
-    b = &L->lt->bufs[L->lt->nbufs];
-    memset(b, 0, sizeof(*b));
-    snprintf(b->name, sizeof(b->name), "%s", ps->name);
-    b->scope = KT_BUF_PACKED;
-    b->tensor = ps->out;
-    b->arg = -1;
-    b->ndim = nv + t->ndim;
     for (i = 0; i < nv; i++) {
         b->shape[i] = L->var_ext[vars[i]];
         L->tlead[ps->out][i] = vars[i];
@@ -433,7 +447,6 @@ emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
     for (d = 0; d < b->ndim; d++)
         elems *= b->shape[d];
     L->tnlead[ps->out] = nv;
-    L->tbuf[ps->out] = L->lt->nbufs++;
     L->lt->pack_elems += elems;
     if (L->lt->pack_root == NULL)
         L->lt->pack_root = node_new(KT_N_SEQ, -1);
@@ -500,16 +513,11 @@ emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
                 return rc;
             continue;
         }
-        b = &L->lt->bufs[L->lt->nbufs];
-        memset(b, 0, sizeof(*b));
-        snprintf(b->name, sizeof(b->name), "%s", ps->name);
-        b->scope = KT_BUF_LOCAL;
-        b->tensor = ps->out;
-        b->arg = -1;
-        b->ndim = t->ndim;
+        b = new_stage_buf(L, ps, KT_BUF_LOCAL, t->ndim);
+        if (b == NULL)
+            return FAIL(L, "too many buffers");
         for (d = 0; d < t->ndim; d++)
             b->shape[d] = range[L->tperm[ps->out][d]];
-        L->tbuf[ps->out] = L->lt->nbufs++;
 
         alloc = node_new(KT_N_ALLOC, p);
         alloc->buf = L->tbuf[ps->out];

@@ -73,7 +73,7 @@ kt__do_cache_read(struct kt_state *st, const struct kt_step *sp, char *err,
                   size_t errlen)
 {
     struct kt_sstage *c = &st->stages[sp->stage];
-    int t = (int)sp->v[0], idx = sp->stage, pt, i;
+    int t = (int)sp->v[0], idx = sp->stage, pt;
     struct kt_tensor *nt;
     char name[KT_MAX_NAME];
 
@@ -98,18 +98,10 @@ kt__do_cache_read(struct kt_state *st, const struct kt_step *sp, char *err,
     nt->kind = KT_TENSOR_INTERMEDIATE;
     nt->is_const = 0;
 
-    memmove(&st->stages[idx + 1], &st->stages[idx],
-            sizeof(*st->stages) * (size_t)(st->nstages - idx));
-    st->nstages++;
+    kt__state_open_stage(st, idx);
     init_pack_stage(&st->stages[idx], &st->tensors[t], t, pt);
     snprintf(st->stages[idx].name, sizeof(st->stages[idx].name), "%s", name);
     retarget_loads(st->stages[idx + 1].body, t, pt);
-    for (i = 0; i < st->nstages; i++)
-        if (st->stages[i].attach_stage >= idx && i != idx)
-            st->stages[i].attach_stage++;
-    for (i = 0; i < st->ntensors; i++)
-        if (st->tensors[i].producer >= idx)
-            st->tensors[i].producer++;
     nt->producer = idx;
     return KT_OK;
 }

@@ -381,6 +381,22 @@ do_compute_inline(struct kt_state *st, const struct kt_step *sp, char *err,
     return KT_OK;
 }
 
+void
+kt__state_open_stage(struct kt_state *st, int idx)
+{
+    int i;
+
+    memmove(&st->stages[idx + 1], &st->stages[idx],
+            sizeof(*st->stages) * (size_t)(st->nstages - idx));
+    st->nstages++;
+    for (i = 0; i < st->nstages; i++)
+        if (st->stages[i].attach_stage >= idx && i != idx)
+            st->stages[i].attach_stage++;
+    for (i = 0; i < st->ntensors; i++)
+        if (st->tensors[i].producer >= idx)
+            st->tensors[i].producer++;
+}
+
 static int
 do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
                size_t errlen)
@@ -421,17 +437,9 @@ do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
         kt_aff_var(&copy.body->idx[i], i, 1);
     init_iters(&copy);
 
-    memmove(&st->stages[idx + 1], &st->stages[idx],
-            sizeof(*st->stages) * (size_t)(st->nstages - idx));
-    st->nstages++;
+    kt__state_open_stage(st, idx);
     st->stages[idx] = local;
     st->stages[idx + 1] = copy;
-    for (i = 0; i < st->nstages; i++)
-        if (st->stages[i].attach_stage >= idx && i != idx)
-            st->stages[i].attach_stage++;
-    for (i = 0; i < st->ntensors; i++)
-        if (st->tensors[i].producer >= idx)
-            st->tensors[i].producer++;
     t->producer = idx;
     return KT_OK;
 }
