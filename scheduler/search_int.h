@@ -132,8 +132,9 @@ int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 /* ---- search_pack.c ---- */
 /* The next input stage s should read through a pack, or -1. */
 int sk_pack_operand(const struct kt_state *st, int s);
-/* Consumer iterators a pack may be attached at (into cand); their count. */
-int sk_pack_attach_points(const struct kt_sstage *cs, int *cand);
+/* Consumer iterators the pack of tensor t may be attached at (into cand);
+ * their count. */
+int sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand);
 /* Pack genes of a fresh genome (after its loc genes are drawn). */
 void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
                     struct sk_genome *g);

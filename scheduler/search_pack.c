@@ -8,7 +8,8 @@
  * weights).  The genome decides per pack stage: 0 = no
  * pack (the copy is inlined back), 1 = packed inside the kernel at the
  * chosen consumer loop (panel packing), 2 = layout rewrite (the packed
- * tiles are built once by the pack routine; constant weights only). */
+ * tiles are built once by the pack routine; constant weights only).  A
+ * pack with no good place in its consumer's loops is inlined. */
 #include <string.h>
 
 #include "scheduler/search_int.h"
@@ -58,19 +59,41 @@ sk_pack_operand(const struct kt_state *st, int s)
     return -1;
 }
 
-/* Where a pack may be attached: every loop of its consumer but the
- * innermost tile level of each axis (packing there copies per point). */
-int
-sk_pack_attach_points(const struct kt_sstage *cs, int *cand)
+static int
+iter_indexes(const struct kt_sstage *cs, int j, int t)
 {
-    int j, n = 0;
+    int q, guarded = 0;
+
+    for (q = 0; q < cs->iters[j].nparts; q++)
+        if (load_uses_axis(cs->body, t, cs->iters[j].parts[q].axis, &guarded))
+            return 1;
+    return 0;
+}
+
+/* Where the pack of tensor t may be attached: loops of its consumer but
+ * the innermost tile level of each axis, where the packed tile is reused
+ * by an inner loop that does not index it and is built at most 4 times
+ * over (loops outside that do not index t repeat the same copy). */
+int
+sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand)
+{
+    int j, k, n = 0;
 
     for (j = 0; j < cs->niters; j++) {
         const struct kt_iter *it = &cs->iters[j];
+        int64_t repeat = 1, reuse = 1;
         if (it->extent <= 1 || it->nparts != 1 ||
             it->parts[0].part == cs->nparts[it->parts[0].axis] - 1)
             continue;
-        cand[n++] = j;
+        for (k = 0; k < cs->niters; k++)
+            if (!iter_indexes(cs, k, t)) {
+                if (k <= j)
+                    repeat *= cs->iters[k].extent;
+                else
+                    reuse *= cs->iters[k].extent;
+            }
+        if (repeat <= 4 && reuse >= 2)
+            cand[n++] = j;
     }
     return n;
 }

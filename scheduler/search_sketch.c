@@ -468,11 +468,14 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
 
     for (i = n - 1; i >= 0; i--) {
         const struct sk_plan *p = &k->plan[i];
-        int tgt = -1, titer = -1, m, kf, ap_pre = -1;
+        int tgt = -1, titer = -1, m, kf, ap_pre = -1, ap_cand[KT_MAX_ITERS];
         ap[i] = -1;
         if (st->stages[i].inlined)
             continue;
-        if (st->stages[i].cache_read && g->pack[i] == 0) {
+        if (st->stages[i].cache_read &&
+            (g->pack[i] == 0 || !p->may_move ||
+             sk_pack_attach_points(&st->stages[p->consumer], st->stages[i].out,
+                                   ap_cand) == 0)) {
             APPLY(st, {KT_STEP_COMPUTE_INLINE, i, 0, 0, {0}});
             continue;
         }
@@ -483,7 +486,7 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             const struct kt_sstage *cs = &st->stages[p->consumer];
             int cand[KT_MAX_ITERS], nc = 0;
             if (st->stages[i].cache_read)
-                nc = sk_pack_attach_points(cs, cand);
+                nc = sk_pack_attach_points(cs, st->stages[i].out, cand);
             else
                 for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
                     if (cs->iters[j].extent > 1)
