@@ -391,25 +391,19 @@ kt_codegen_default_opts(struct kt_codegen_opts *o)
     o->max_unrolled_stmts = 256;
 }
 
-/* Prepacked buffers live in module storage "<kernel>_pk_<name>": the pack
- * routine allocates and fills them once, the kernel reads them. */
+/* Prepacked buffers live in module storage "<kernel>_pk_<name>" (static,
+ * so they come and go with the module): the pack routine fills them once,
+ * the kernel reads them. */
 static void
-declare_packed(struct cg *g, const char *kname, int pack)
+declare_packed(struct cg *g, const char *kname)
 {
     int i;
 
     for (i = 0; i < g->lt->nbufs; i++) {
         const struct kt_lbuf *b = &g->lt->bufs[i];
-        if (b->scope != KT_BUF_PACKED)
-            continue;
-        if (pack) {
-            kt__cg_line(g, "if (%s_pk_%s == NULL)", kname, b->name);
-            kt__cg_line(g, "    %s_pk_%s = aligned_alloc(64, %lld);", kname,
-                        b->name, (long long)((buf_elems(b) * 4 + 63) / 64 * 64));
-            kt__cg_line(g, "if (%s_pk_%s == NULL) abort();", kname, b->name);
-        }
-        kt__cg_line(g, "float *restrict t_%s = (float *)__builtin_assume_aligned(%s_pk_%s, 64);",
-                    b->name, kname, b->name);
+        if (b->scope == KT_BUF_PACKED)
+            kt__cg_line(g, "float *restrict t_%s = %s_pk_%s;", b->name, kname,
+                        b->name);
     }
 }
 
@@ -451,7 +445,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     b->name, (long long)((buf_elems(b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
     }
-    declare_packed(&g, fname, pack);
+    declare_packed(&g, fname);
     emit_node(&g, root);
     for (i = 0; i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_HEAP)
@@ -474,7 +468,8 @@ kt_codegen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *
         return gen_function(lt, o, fname, 0, 0, out, err, errlen);
     for (i = 0; i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_PACKED)
-            kt_buf_printf(out, "static float *%s_pk_%s;\n", fname, lt->bufs[i].name);
+            kt_buf_printf(out, "static float %s_pk_%s[%lld] __attribute__((aligned(64)));\n",
+                          fname, lt->bufs[i].name, (long long)buf_elems(&lt->bufs[i]));
     rc = gen_function(lt, o, fname, 0, 1, out, err, errlen);
     if (rc == KT_OK)
         rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);
