@@ -422,8 +422,10 @@ struct kt_codegen_opts {
 /* Defaults for the machine this process runs on. */
 void kt_codegen_default_opts(struct kt_codegen_opts *o);
 
-/* Appends "static void fname(float *const *args) {...}" for lt.  Errors
- * (KT_ESCHEDULE) mean the tree uses something the generator cannot emit. */
+/* Appends "static void fname(float *const *args) {...}" for lt (and, when
+ * lt has a pack routine, its storage and "static void fname_pack(...)"
+ * before it).  Errors (KT_ESCHEDULE) mean the tree uses something the
+ * generator cannot emit. */
 int kt_codegen_function(const struct kt_looptree *lt,
                         const struct kt_codegen_opts *o, const char *fname,
                         struct kt_buf *out, char *err, size_t errlen);
@@ -443,6 +445,12 @@ int kt__codegen_reference(const struct kt_looptree *lt,
  *   void kt_reference(float *const *bufs); naive loops, no schedule
  *   void kt_kernel(float *const *bufs);    the candidate
  *   void kt_set_threads(int n);            OpenMP threads for kt_kernel
+ *
+ * and, when the schedule rewrites a constant weight's layout (LR):
+ *
+ *   const long long kt_pack_elems;
+ *   void kt_pack(float *const *bufs);      fills the packed weights; call
+ *                                          once before kt_kernel
  *
  * st may be NULL to emit only the reference (kt_kernel is then the
  * reference too). */
