@@ -252,7 +252,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
         }
     }
     if (needs_mlt(&st->stages[s]) && sk_pack_operand(st, s) >= 0) {
-        /* AddCacheRead: the vector operand through a "_pack" stage
+        /* AddCacheRead: the next operand through a "_pack" stage
          * inserted at s; the stage itself moves to s + 1. */
         struct kt_state *cr = kt_state_clone(st);
         step.kind = KT_STEP_CACHE_READ;
