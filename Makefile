@@ -120,6 +120,8 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_HELPERS) $(SUPPORT_OBJS) $(LIB)
 $(BUILD)/bench/suite_time: $(BUILD)/bench/suite_time.o $(BUILD)/bench/suite_dnnl.o \
                            $(BENCH_HELPERS) $(SUPPORT_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) $^ -lopenblas -ldnnl -lgomp $(LDLIBS) -o $@
+# oneDNN's sgemm is a baseline of the packing benchmark (OpenMP runtime).
+$(BUILD)/bench/bench_pack: LDLIBS += -ldnnl -fopenmp
 
 # Unit tests: each binary is a cmocka group; KT_TEST_LEVEL picks the sweep size.
 unit: all $(UNIT_BINS)

@@ -62,6 +62,9 @@ enum kt_feature_index {
     KT_F_VEC_GATHER,        /* loads gathered lane by lane, x outer_prod */
     KT_F_VEC_SHUFFLE,       /* stride 2..4 loads (vector loads + shuffles) */
     KT_F_VEC_LANE_REDUCE,   /* 1: a reduction into one element (lane accs) */
+    /* Group 8: layout rewrite. */
+    KT_F_PREPACKED,         /* 1 if the store reads a prepacked buffer */
+    KT_F_PREPACKED_BYTES,   /* bytes read from prepacked buffers */
     KT_FEATURE_LEN
 };
 

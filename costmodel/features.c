@@ -50,7 +50,7 @@ kt_feature_is_onehot(int i)
                b == KT_FB_IS_LOCAL;
     }
     return i == KT_F_STORE_REDUCE || i == KT_F_STORE_INIT ||
-           i == KT_F_VEC_LANE_REDUCE;
+           i == KT_F_VEC_LANE_REDUCE || i == KT_F_PREPACKED;
 }
 
 void
@@ -75,7 +75,7 @@ kt_feature_name(int i, char *buf, size_t len)
         "alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod",
         "outer_prod", "num_loops", "auto_unroll_max_step", "store_reduce",
         "store_init", "inner_extent", "reduce_prod", "vec_gather",
-        "vec_shuffle", "vec_lane_reduce"};
+        "vec_shuffle", "vec_lane_reduce", "prepacked", "prepacked_bytes"};
 
     if (i < 0 || i >= KT_FEATURE_LEN)
         snprintf(buf, len, "invalid");
@@ -358,6 +358,11 @@ store_row(const struct kt__store_ctx *c, void *arg)
         else
             ag[j].nread++;
         ag[j].lines += access_lines(c, &c->acc[i], outer);
+        if (!c->acc[i].is_write &&
+            c->lt->bufs[c->acc[i].buf].scope == KT_BUF_PACKED) {
+            f[KT_F_PREPACKED] = 1;
+            f[KT_F_PREPACKED_BYTES] += outer * KT_F_ELEM_BYTES;
+        }
         st = c->depth > 0 ? fabs(kt__stride(c, &c->acc[i], c->depth - 1))
                           : 0;
         if (ag[j].stride < 0 || st < ag[j].stride)

@@ -441,11 +441,30 @@ kt_codegen_default_opts(struct kt_codegen_opts *o)
     o->max_unrolled_stmts = 256;
 }
 
+/* Prepacked buffers live in module storage "<kernel>_pk_<name>" (static,
+ * so they come and go with the module): the pack routine fills them once,
+ * the kernel reads them. */
+static void
+declare_packed(struct cg *g, const char *kname)
+{
+    int i;
+
+    for (i = 0; i < g->lt->nbufs; i++) {
+        const struct kt_lbuf *b = &g->lt->bufs[i];
+        if (b->scope == KT_BUF_PACKED)
+            kt__cg_line(g, "float *restrict t_%s = %s_pk_%s;", b->name, kname,
+                        b->name);
+    }
+}
+
+/* The kernel (pack = 0, from lt->root) or its pack routine "<fname>_pack"
+ * (pack = 1, from lt->pack_root). */
 static int
 gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
-             const char *fname, int reference, struct kt_buf *out, char *err,
-             size_t errlen)
+             const char *fname, int reference, int pack, struct kt_buf *out,
+             char *err, size_t errlen)
 {
+    const struct kt_node *root = pack ? lt->pack_root : lt->root;
     struct cg g;
     int i;
 
@@ -461,11 +480,12 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
     if (!reference) {
-        mark_unroll(&g, lt->root, 0);
-        kt__cg_plan_unroll(&g, lt->root);
+        mark_unroll(&g, root, 0);
+        kt__cg_plan_unroll(&g, root);
     }
 
-    kt__cg_line(&g, "static void\n%s(float *const *args)\n{", fname);
+    kt__cg_line(&g, "static void\n%s%s(float *const *args)\n{", fname,
+                pack ? "_pack" : "");
     g.indent = 1;
     for (i = 0; i < lt->nargs; i++)
         kt__cg_line(&g, "float *restrict t_%s = (float *)__builtin_assume_aligned(args[%d], 64);",
@@ -478,7 +498,8 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     b->name, (long long)((buf_elems(b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
     }
-    emit_node(&g, lt->root);
+    declare_packed(&g, fname);
+    emit_node(&g, root);
     for (i = 0; i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_HEAP)
             kt__cg_line(&g, "free(t_%s);", lt->bufs[i].name);
@@ -515,12 +536,23 @@ int
 kt_codegen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     const char *fname, struct kt_buf *out, char *err, size_t errlen)
 {
-    return gen_function(lt, o, fname, 0, out, err, errlen);
+    int i, rc;
+
+    if (lt->pack_root == NULL)
+        return gen_function(lt, o, fname, 0, 0, out, err, errlen);
+    for (i = 0; i < lt->nbufs; i++)
+        if (lt->bufs[i].scope == KT_BUF_PACKED)
+            kt_buf_printf(out, "static float %s_pk_%s[%lld] __attribute__((aligned(64)));\n",
+                          fname, lt->bufs[i].name, (long long)buf_elems(&lt->bufs[i]));
+    rc = gen_function(lt, o, fname, 0, 1, out, err, errlen);
+    if (rc == KT_OK)
+        rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);
+    return rc;
 }
 
 int
 kt__codegen_reference(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                       const char *fname, struct kt_buf *out, char *err, size_t errlen)
 {
-    return gen_function(lt, o, fname, 1, out, err, errlen);
+    return gen_function(lt, o, fname, 1, 0, out, err, errlen);
 }

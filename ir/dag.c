@@ -35,13 +35,15 @@ struct builder {
     struct kt_dag *d;
     int map[KT_MAX_TENSORS];                  /* raw -> DAG tensor */
     int given[KT_MAX_TENSORS];                /* shape came with the text */
+    int is_const[KT_MAX_TENSORS];             /* ... marked a weight */
     int64_t shape[KT_MAX_TENSORS][KT_MAX_DIMS];
     char *err;
     size_t errlen;
 };
 
 static int
-apply_shapes(struct builder *bd, const struct kt_shape *shapes, int nshapes)
+apply_shapes(struct builder *bd, const struct kt_shape *shapes,
+             const int *is_const, int nshapes)
 {
     struct kt__prog *p = bd->p;
     const struct kt_shape *s;
@@ -83,6 +85,7 @@ apply_shapes(struct builder *bd, const struct kt_shape *shapes, int nshapes)
             bd->shape[t][k] = s->dims[k];
         }
         bd->given[t] = 1;
+        bd->is_const[t] = is_const != NULL && is_const[i];
     }
     return KT_OK;
 }
@@ -107,6 +110,7 @@ add_inputs(struct builder *bd)
         x->ndim = p->ndim[t];
         memcpy(x->shape, bd->shape[t], sizeof(x->shape));
         x->producer = -1;
+        x->is_const = bd->is_const[t] != 0;
         bd->map[t] = bd->d->ntensors++;
     }
     return KT_OK;
@@ -440,6 +444,8 @@ finish(struct kt_dag *d)
         for (a = 0; a < d->tensors[t].ndim; a++)
             kt_buf_printf(&b, "%s%lld", a ? "x" : "",
                           (long long)d->tensors[t].shape[a]);
+        if (d->tensors[t].is_const)
+            kt_buf_puts(&b, ":const");
     }
     d->key = kt_buf_take(&b);
     kt_hash_hex(kt_hash64(d->key, strlen(d->key)), d->hash);
@@ -448,6 +454,14 @@ finish(struct kt_dag *d)
 int
 kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
              struct kt_dag **out, char *err, size_t errlen)
+{
+    return kt_dag_parse_weights(text, shapes, NULL, nshapes, out, err, errlen);
+}
+
+int
+kt_dag_parse_weights(const char *text, const struct kt_shape *shapes,
+                     const int *is_const, int nshapes, struct kt_dag **out,
+                     char *err, size_t errlen)
 {
     struct builder *bd;
     int rc, s;
@@ -462,7 +476,7 @@ kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
     bd->err = err;
     bd->errlen = errlen;
     if ((rc = kt__prog_parse(text, bd->p, err, errlen)) != KT_OK ||
-        (rc = apply_shapes(bd, shapes, nshapes)) != KT_OK ||
+        (rc = apply_shapes(bd, shapes, is_const, nshapes)) != KT_OK ||
         (rc = add_inputs(bd)) != KT_OK)
         goto fail;
     for (s = 0; s < bd->p->nstmts; s++)

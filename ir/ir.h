@@ -111,6 +111,7 @@ struct kt_tensor {
     int ndim;
     int64_t shape[KT_MAX_DIMS];
     int producer;              /* stage index, or -1 for inputs */
+    int is_const;              /* input known before any call (weights) */
 };
 
 enum kt_reduce {
@@ -166,6 +167,11 @@ struct kt_shape {
  * Caller frees *out with kt_dag_free. */
 int kt_dag_parse(const char *text, const struct kt_shape *shapes, int nshapes,
                  struct kt_dag **out, char *err, size_t errlen);
+/* kt_dag_parse with is_const[i] (may be NULL) saying that the input of
+ * shapes[i] is a constant weight (kt_tensor.is_const, ":const" in the key). */
+int kt_dag_parse_weights(const char *text, const struct kt_shape *shapes,
+                         const int *is_const, int nshapes, struct kt_dag **out,
+                         char *err, size_t errlen);
 void kt_dag_free(struct kt_dag *dag);
 /* Rebuilds the DAG of a workload key (kt_dag.key), e.g. of a stored trial;
  * the result's key equals key.  KT_EPARSE when it does not rebuild. */
@@ -197,6 +203,7 @@ struct kt_op_def {
     char text[4096];
     int nshapes;
     struct kt_shape shapes[KT_MAX_TENSORS];
+    int is_const[KT_MAX_TENSORS];   /* shapes[i] is a layer's weight */
 };
 
 struct kt_conv2d_params {
@@ -287,6 +294,8 @@ enum kt_step_kind {
     KT_STEP_CACHE_WRITE,  /* "CHW": stage */
     KT_STEP_ANNOTATE,     /* "AN": stage, iter, v[0] = enum kt_annot */
     KT_STEP_PRAGMA,       /* "PR": stage, iter, v[0] = auto_unroll_max_step */
+    KT_STEP_CACHE_READ,   /* "CHR": stage (the reader), v[0] = tensor read */
+    KT_STEP_LAYOUT_REWRITE, /* "LR": stage (a cache_read stage of a weight) */
     KT_STEP_NKINDS
 };
 
@@ -337,6 +346,9 @@ struct kt_sstage {
     int attach_stage;         /* -1 = root */
     int attach_iter;
     int transformed;          /* any split/reorder/fuse applied */
+    int cache_read;           /* 1: a "_pack" copy made by cache_read */
+    int prepacked;            /* cache_read stage moved out of the kernel
+                               * into its pack routine (layout rewrite) */
 };
 
 struct kt_state {
@@ -358,6 +370,14 @@ void kt_state_free(struct kt_state *st);
  * err says which step and why. */
 int kt_state_apply(struct kt_state *st, const struct kt_step *step, char *err,
                    size_t errlen);
+/* Internal to ir/: opens slot idx of the stage list (later stages move up
+ * one, references to them follow), for steps that insert a stage. */
+void kt__state_open_stage(struct kt_state *st, int idx);
+/* Internal to ir/: the cache_read and layout_rewrite steps (ir/pack.c). */
+int kt__do_cache_read(struct kt_state *st, const struct kt_step *sp, char *err,
+                      size_t errlen);
+int kt__do_layout_rewrite(struct kt_state *st, const struct kt_step *sp,
+                          char *err, size_t errlen);
 /* Record code of a step kind ("SP", "RE", ...). */
 const char *kt_step_name(enum kt_step_kind k);
 /* Replays steps on a fresh state of dag. */
@@ -378,7 +398,8 @@ void kt_steps_hash(const struct kt_step *steps, int nsteps, char out[17]);
 enum kt_buf_scope {
     KT_BUF_ARG,       /* input or output: a kernel argument */
     KT_BUF_HEAP,      /* intermediate at root: allocated per call */
-    KT_BUF_LOCAL      /* attached stage: a local tile inside a loop */
+    KT_BUF_LOCAL,     /* attached stage: a local tile inside a loop */
+    KT_BUF_PACKED     /* prepacked weights: filled once by the pack routine */
 };
 
 struct kt_lbuf {
@@ -431,6 +452,8 @@ struct kt_looptree {
     int args[KT_MAX_TENSORS]; /* buffer number of each argument */
     struct kt_node *root;
     double flops;
+    struct kt_node *pack_root; /* the pack routine's nest (NULL: none) */
+    int64_t pack_elems;       /* floats of all KT_BUF_PACKED buffers */
 };
 
 /* Lowers a state to a loop tree: applies inlining, infers the regions of
@@ -461,8 +484,10 @@ int64_t kt_codegen_block_size(const struct kt_looptree *lt,
                               const struct kt_codegen_opts *o,
                               int64_t *total_weight);
 
-/* Appends "static void fname(float *const *args) {...}" for lt.  Errors
- * (KT_ESCHEDULE) mean the tree uses something the generator cannot emit. */
+/* Appends "static void fname(float *const *args) {...}" for lt (and, when
+ * lt has a pack routine, its storage and "static void fname_pack(...)"
+ * before it).  Errors (KT_ESCHEDULE) mean the tree uses something the
+ * generator cannot emit. */
 int kt_codegen_function(const struct kt_looptree *lt,
                         const struct kt_codegen_opts *o, const char *fname,
                         struct kt_buf *out, char *err, size_t errlen);
@@ -482,6 +507,12 @@ int kt__codegen_reference(const struct kt_looptree *lt,
  *   void kt_reference(float *const *bufs); naive loops, no schedule
  *   void kt_kernel(float *const *bufs);    the candidate
  *   void kt_set_threads(int n);            OpenMP threads for kt_kernel
+ *
+ * and, when the schedule rewrites a constant weight's layout (LR):
+ *
+ *   const long long kt_pack_elems;
+ *   void kt_pack(float *const *bufs);      fills the packed weights; call
+ *                                          once before kt_kernel
  *
  * st may be NULL to emit only the reference (kt_kernel is then the
  * reference too). */

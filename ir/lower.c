@@ -23,6 +23,11 @@ struct lower {
     struct kt_looptree *lt;
     int tbuf[KT_MAX_TENSORS];
     struct kt_affine toff[KT_MAX_TENSORS][KT_MAX_DIMS];
+    int tperm[KT_MAX_TENSORS][KT_MAX_DIMS]; /* buffer dim i: tensor dim */
+    int tnlead[KT_MAX_TENSORS];     /* prepacked: leading tile-index dims */
+    int tlead[KT_MAX_TENSORS][KT_MAX_DIMS];  /* ... and their variables */
+    int64_t *var_ext;               /* range of each loop-tree variable */
+    int capvar;
     int in_parallel;
     char *err;
     size_t errlen;
@@ -158,8 +163,66 @@ all_axis_exprs(const struct snest *n, int pseudo, struct kt_affine *ax)
     return KT_OK;
 }
 
+static void
+note_ext(struct lower *L, int v, int64_t extent)
+{
+    if (v >= L->capvar) {
+        L->capvar = v + 64;
+        L->var_ext = kt_xrealloc(L->var_ext, sizeof(*L->var_ext) * (size_t)L->capvar);
+    }
+    L->var_ext[v] = extent;
+}
+
+/* Index into tensor t's buffer of the element at idx (ndim entries): for
+ * local and packed tiles shifted by the region offset, dims in buffer
+ * order, a prepacked buffer's tile variables first.  Returns the buffer's
+ * ndim, -1 when an index grows too long. */
+static int
+buf_index(const struct lower *L, int t, const struct kt_affine *idx, int ndim,
+          struct kt_affine *out)
+{
+    int i, nl = L->tnlead[t];
+
+    for (i = 0; i < nl; i++)
+        kt_aff_var(&out[i], L->tlead[t][i], 1);
+    for (i = 0; i < ndim; i++) {
+        int d = L->tperm[t][i];
+        out[nl + i] = idx[d];
+        if (kt_aff_add(&out[nl + i], &L->toff[t][d], -1) != KT_OK)
+            return -1;
+    }
+    return nl + ndim;
+}
+
+/* A new buffer for the output of stage ps; NULL when the table is full. */
+static struct kt_lbuf *
+new_stage_buf(struct lower *L, const struct kt_sstage *ps,
+              enum kt_buf_scope scope, int ndim)
+{
+    struct kt_lbuf *b;
+
+    if (L->lt->nbufs == (int)KT_ARRAY_LEN(L->lt->bufs))
+        return NULL;
+    b = &L->lt->bufs[L->lt->nbufs];
+    memset(b, 0, sizeof(*b));
+    snprintf(b->name, sizeof(b->name), "%s", ps->name);
+    b->scope = scope;
+    b->tensor = ps->out;
+    b->arg = -1;
+    b->ndim = ndim;
+    L->tbuf[ps->out] = L->lt->nbufs++;
+    return b;
+}
+
+static int
+is_tile(const struct lower *L, int b)
+{
+    return L->lt->bufs[b].scope == KT_BUF_LOCAL ||
+           L->lt->bufs[b].scope == KT_BUF_PACKED;
+}
+
 /* Rewrites loads: tensor numbers become buffer numbers, and reads of local
- * buffers are shifted by their region offsets. */
+ * and packed tiles are shifted by their region offsets. */
 static int
 map_loads(struct lower *L, struct kt_expr *e)
 {
@@ -173,15 +236,18 @@ map_loads(struct lower *L, struct kt_expr *e)
         if (b < 0)
             return FAIL(L, "%s is read before it is computed",
                         L->st->tensors[t].name);
-        if (L->lt->bufs[b].scope == KT_BUF_LOCAL) {
+        if (is_tile(L, b)) {
+            struct kt_affine idx[KT_MAX_DIMS];
             if (e->guarded)
                 return FAIL(L, "guarded read of local tile %s",
                             L->lt->bufs[b].name);
-            for (d = 0; d < e->ndim; d++) {
-                rc = kt_aff_add(&e->idx[d], &L->toff[t][d], -1);
-                if (rc != KT_OK)
-                    return FAIL(L, "index expression too long");
-            }
+            d = buf_index(L, t, e->idx, e->ndim, idx);
+            if (d < 0)
+                return FAIL(L, "index expression too long");
+            if (d != e->ndim)
+                e->idx = kt_xrealloc(e->idx, sizeof(*e->idx) * (size_t)d);
+            memcpy(e->idx, idx, sizeof(*idx) * (size_t)d);
+            e->ndim = d;
         }
         e->src = b;
     }
@@ -277,6 +343,128 @@ collect_region(struct lower *L, const struct snest *n, const struct kt_expr *e,
 static int emit_stage(struct lower *L, int s, struct kt_node *parent,
                       const struct kt_affine *off, const int64_t *range);
 
+/* Position of the iterator of n's stage that covers part p of axis a. */
+static int
+iter_of_part(const struct snest *n, int a, int p)
+{
+    int j, q;
+
+    for (j = 0; j < n->ss->niters; j++)
+        for (q = 0; q < n->ss->iters[j].nparts; q++)
+            if (n->ss->iters[j].parts[q].axis == a &&
+                n->ss->iters[j].parts[q].part == p)
+                return j;
+    return -1;
+}
+
+/* Dimension order of a pack of tensor t read by n's stage: dims sorted by
+ * the innermost reader loop that moves along them (stable), so the reader's
+ * inner loops walk the packed tile contiguously. */
+static void
+pack_dim_order(const struct snest *n, int t, const struct kt_affine *ax,
+               int *perm, int ndim)
+{
+    const struct kt_expr *stack[64], *e, *load = NULL;
+    int key[KT_MAX_DIMS], sp = 0, d, i, k;
+
+    stack[sp++] = n->ss->body;
+    while (sp > 0 && load == NULL) {
+        e = stack[--sp];
+        if (e == NULL)
+            continue;
+        if (e->op == KT_X_LOAD && e->src == t)
+            load = e;
+        else if (sp + 2 <= (int)KT_ARRAY_LEN(stack)) {
+            stack[sp++] = e->b;
+            stack[sp++] = e->a;
+        }
+    }
+    for (d = 0; d < ndim; d++) {
+        struct kt_affine idx;
+        perm[d] = d;
+        key[d] = -1;
+        if (load == NULL || kt_aff_compose(&idx, &load->idx[d], ax,
+                                           n->ss->naxes) != KT_OK)
+            continue;
+        for (i = 0; i < idx.n; i++) {
+            int v = idx.var[i] - PSEUDO, pos;
+            if (idx.var[i] < PSEUDO || idx.k[i] == 0)
+                continue;
+            pos = iter_of_part(n, v / KT_MAX_PARTS, v % KT_MAX_PARTS);
+            if (pos > key[d])
+                key[d] = pos;
+        }
+    }
+    for (d = 1; d < ndim; d++)          /* insertion sort: stable */
+        for (k = d; k > 0 && key[perm[k - 1]] > key[perm[k]]; k--) {
+            int tmp = perm[k];
+            perm[k] = perm[k - 1];
+            perm[k - 1] = tmp;
+        }
+}
+
+static int
+cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* Layout rewrite of the pack stage p attached with region (off, range):
+ * its buffer holds every tile the kernel visits, indexed by the variables
+ * the region's offset depends on, and is filled by the pack routine
+ * (lt->pack_root) with loops over those variables around the copy. */
+static int
+emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
+               const int64_t *range)
+{
+    const struct kt_sstage *ps = &L->st->stages[p];
+    const struct kt_tensor *t = &L->st->tensors[ps->out];
+    struct kt_lbuf *b;
+    struct kt_node *parent;
+    int vars[KT_MAX_DIMS * KT_AFF_TERMS], nv = 0, d, i, k, rc, was;
+    int64_t elems = 1;
+
+    for (d = 0; d < t->ndim; d++)
+        for (i = 0; i < off[d].n; i++) {
+            for (k = 0; k < nv && vars[k] != off[d].var[i]; k++)
+                ;
+            if (k == nv && off[d].k[i] != 0)
+                vars[nv++] = off[d].var[i];
+        }
+    qsort(vars, (size_t)nv, sizeof(*vars), cmp_int);
+    if (nv + t->ndim > KT_MAX_DIMS)
+        return FAIL(L, "layout rewrite of %s: %d tile variables and %d dims "
+                    "exceed %d dims", ps->name, nv, t->ndim, KT_MAX_DIMS);
+    b = new_stage_buf(L, ps, KT_BUF_PACKED, nv + t->ndim);
+    if (b == NULL)
+        return FAIL(L, "too many buffers");
+    for (i = 0; i < nv; i++) {
+        b->shape[i] = L->var_ext[vars[i]];
+        L->tlead[ps->out][i] = vars[i];
+    }
+    for (d = 0; d < t->ndim; d++)
+        b->shape[nv + d] = range[L->tperm[ps->out][d]];
+    for (d = 0; d < b->ndim; d++)
+        elems *= b->shape[d];
+    L->tnlead[ps->out] = nv;
+    L->lt->pack_elems += elems;
+    if (L->lt->pack_root == NULL)
+        L->lt->pack_root = node_new(KT_N_SEQ, -1);
+    parent = L->lt->pack_root;
+    for (i = 0; i < nv; i++) {
+        struct kt_node *loop = node_new(KT_N_LOOP, p);
+        loop->var = vars[i];
+        loop->extent = L->var_ext[vars[i]];
+        node_add(parent, loop);
+        parent = loop;
+    }
+    was = L->in_parallel;
+    L->in_parallel = 0;
+    rc = emit_stage(L, p, parent, off, range);
+    L->in_parallel = was;
+    return rc;
+}
+
 /* Emits every stage attached at iterator j of n's stage into *body,
  * wrapping the rest of the nest in their buffers' scopes. */
 static int
@@ -316,16 +504,20 @@ emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
                 return FAIL(L, "region of %s dim %d (%lld) exceeds its shape",
                             ps->name, d, (long long)range[d]);
         }
-        b = &L->lt->bufs[L->lt->nbufs];
-        memset(b, 0, sizeof(*b));
-        snprintf(b->name, sizeof(b->name), "%s", ps->name);
-        b->scope = KT_BUF_LOCAL;
-        b->tensor = ps->out;
-        b->arg = -1;
-        b->ndim = t->ndim;
-        memcpy(b->shape, range, sizeof(range[0]) * (size_t)t->ndim);
-        L->tbuf[ps->out] = L->lt->nbufs++;
+        if (ps->cache_read)
+            pack_dim_order(n, ps->out, ax, L->tperm[ps->out], t->ndim);
         memcpy(L->toff[ps->out], off, sizeof(off[0]) * (size_t)t->ndim);
+        if (ps->prepacked) {
+            rc = emit_prepacked(L, p, off, range);
+            if (rc != KT_OK)
+                return rc;
+            continue;
+        }
+        b = new_stage_buf(L, ps, KT_BUF_LOCAL, t->ndim);
+        if (b == NULL)
+            return FAIL(L, "too many buffers");
+        for (d = 0; d < t->ndim; d++)
+            b->shape[d] = range[L->tperm[ps->out][d]];
 
         alloc = node_new(KT_N_ALLOC, p);
         alloc->buf = L->tbuf[ps->out];
@@ -364,6 +556,7 @@ bind_iter(struct lower *L, struct snest *n, int j, struct kt_node *parent,
     else
         loop->var = new_var(L->lt, "fused", 0);
     loop->extent = n->iext[j];
+    note_ext(L, loop->var, loop->extent);
     loop->ann = it->ann;
     loop->auto_unroll_max_step = it->auto_unroll_max_step;
     loop->reduce = it->reduce != 0;
@@ -388,6 +581,7 @@ bind_iter(struct lower *L, struct snest *n, int j, struct kt_node *parent,
             let->src_var = loop->var;
             let->div = inner;
             let->mod = e;
+            note_ext(L, let->var, e);
             node_add(loop, let);
             kt_aff_var(&n->partval[a][p], let->var, 1);
         }
@@ -420,10 +614,13 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
     store = node_new(KT_N_STORE, n->s);
     store->buf = b;
     store->ndim = s->nspatial;
-    for (d = 0; d < s->nspatial; d++) {
+    for (d = 0; d < s->nspatial; d++)
         store->idx[d] = ax[d];
-        if (L->lt->bufs[b].scope == KT_BUF_LOCAL)
-            kt_aff_add(&store->idx[d], &L->toff[s->out][d], -1);
+    if (is_tile(L, b))
+        store->ndim = buf_index(L, s->out, ax, s->nspatial, store->idx);
+    if (store->ndim < 0) {
+        node_free(store);
+        return FAIL(L, "index expression too long");
     }
     if (init) {
         store->op = KT_ASSIGN;
@@ -548,8 +745,11 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
     lt->flops = st->dag->flops;
 
     /* Arguments: inputs, then outputs; root intermediates live on the heap. */
-    for (t = 0; t < st->ntensors; t++)
+    for (t = 0; t < st->ntensors; t++) {
         L->tbuf[t] = -1;
+        for (s = 0; s < KT_MAX_DIMS; s++)
+            L->tperm[t][s] = s;
+    }
     for (s = 0; s < 2; s++) {
         for (t = 0; t < st->ntensors; t++) {
             const struct kt_tensor *tt = &st->tensors[t];
@@ -578,17 +778,22 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
             continue;
         b = &lt->bufs[lt->nbufs];
         snprintf(b->name, sizeof(b->name), "%s", tt->name);
-        b->scope = KT_BUF_HEAP;
+        b->scope = p->prepacked ? KT_BUF_PACKED : KT_BUF_HEAP;
         b->tensor = t;
         b->arg = -1;
         b->ndim = tt->ndim;
         memcpy(b->shape, tt->shape, sizeof(tt->shape));
+        if (p->prepacked)
+            lt->pack_elems += kt_tensor_elems(tt);
         L->tbuf[t] = lt->nbufs++;
     }
     for (s = 0; s < st->nstages && rc == KT_OK; s++) {
         if (st->stages[s].inlined || st->stages[s].attach_stage >= 0)
             continue;
-        rc = emit_stage(L, s, lt->root, NULL, NULL);
+        if (st->stages[s].prepacked && lt->pack_root == NULL)
+            lt->pack_root = node_new(KT_N_SEQ, -1);
+        rc = emit_stage(L, s, st->stages[s].prepacked ? lt->pack_root : lt->root,
+                        NULL, NULL);
     }
     /* Every attached stage must have found its place. */
     for (s = 0; s < st->nstages && rc == KT_OK; s++) {
@@ -597,6 +802,7 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
             rc = FAIL(L, "stage %s: its compute_at point was never reached",
                       ss->name);
     }
+    free(L->var_ext);
     free(L);
     if (rc != KT_OK) {
         kt_looptree_free(lt);
@@ -612,6 +818,7 @@ kt_looptree_free(struct kt_looptree *lt)
     if (lt == NULL)
         return;
     node_free(lt->root);
+    node_free(lt->pack_root);
     free(lt->var_names);
     free(lt);
 }

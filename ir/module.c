@@ -92,6 +92,10 @@ kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
                   "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
                   "    (void)n;\n#endif\n}\n",
                   cand != NULL ? "kt__kernel" : "kt__reference");
+    if (cand != NULL && cand->pack_root != NULL)
+        kt_buf_printf(out, "const long long kt_pack_elems = %lldLL;\n"
+                      "void kt_pack(float *const *bufs) { kt__kernel_pack(bufs); }\n",
+                      (long long)cand->pack_elems);
 out:
     kt_looptree_free(ref);
     kt_looptree_free(cand);

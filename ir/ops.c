@@ -36,6 +36,15 @@ add_shape(struct kt_op_def *d, const char *name, int ndim,
     memcpy(s->dims, dims, sizeof(*dims) * (size_t)ndim);
 }
 
+/* A layer's weights are the same on every call: their layout may be
+ * rewritten once, outside the timed kernel (cache_read + layout_rewrite). */
+static void
+add_weight(struct kt_op_def *d, const char *name, int ndim, const int64_t *dims)
+{
+    add_shape(d, name, ndim, dims);
+    d->is_const[d->nshapes - 1] = 1;
+}
+
 /* Appends formatted text to d->text. */
 static void
 put(struct kt_op_def *d, const char *fmt, ...)
@@ -95,7 +104,7 @@ kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K,
              (long long)K, epilogue & KT_EPI_BIAS ? "_bias" : "",
              epilogue & KT_EPI_RELU ? "_relu" : "");
     add_shape(d, "A", 2, (int64_t[]){M, K});
-    add_shape(d, "W", 2, (int64_t[]){N, K});
+    add_weight(d, "W", 2, (int64_t[]){N, K});
     if (epilogue & KT_EPI_BIAS)
         add_shape(d, "B", 1, (int64_t[]){N});
     put(d, "%s[i,j] += A[i,k] * W[j,k]", epilogue ? "T" : "O");
@@ -224,7 +233,7 @@ kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
     res = p->epilogue ? "T" : "O";
     if (G == 1) {
         add_shape(d, "I", 4, (int64_t[]){p->N, p->C, p->H, p->W});
-        add_shape(d, "W", 4, (int64_t[]){p->K, p->C, p->R, p->S});
+        add_weight(d, "W", 4, (int64_t[]){p->K, p->C, p->R, p->S});
         add_shape(d, res, 4, (int64_t[]){p->N, p->K, OH, OW});
         if (p->epilogue & KT_EPI_BIAS)
             add_shape(d, "B", 1, (int64_t[]){p->K});
@@ -234,7 +243,7 @@ kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
         return KT_OK;
     }
     add_shape(d, "I", 5, (int64_t[]){p->N, G, p->C / G, p->H, p->W});
-    add_shape(d, "W", 5, (int64_t[]){G, p->K / G, p->C / G, p->R, p->S});
+    add_weight(d, "W", 5, (int64_t[]){G, p->K / G, p->C / G, p->R, p->S});
     add_shape(d, res, 5, (int64_t[]){p->N, G, p->K / G, OH, OW});
     if (p->epilogue & KT_EPI_BIAS)
         add_shape(d, "B", 2, (int64_t[]){G, p->K / G});
@@ -357,7 +366,8 @@ kt_op_build(const struct kt_op_def *d, struct kt_dag **out, char *err,
     if (d->nshapes < 0 || d->nshapes > KT_MAX_TENSORS)
         return kt_seterr(err, errlen, KT_EINVAL, "%s: bad shape count %d",
                          d->name, d->nshapes);
-    return kt_dag_parse(d->text, d->shapes, d->nshapes, out, err, errlen);
+    return kt_dag_parse_weights(d->text, d->shapes, d->is_const, d->nshapes,
+                                out, err, errlen);
 }
 
 /* ---- Operators for imported models (ONNX) ------------------------------ */

@@ -15,7 +15,8 @@ static const char *const step_names[KT_STEP_NKINDS] = {
     [KT_STEP_FUSE] = "FU",         [KT_STEP_COMPUTE_AT] = "CA",
     [KT_STEP_COMPUTE_INLINE] = "CI", [KT_STEP_COMPUTE_ROOT] = "CR",
     [KT_STEP_CACHE_WRITE] = "CHW", [KT_STEP_ANNOTATE] = "AN",
-    [KT_STEP_PRAGMA] = "PR",
+    [KT_STEP_PRAGMA] = "PR",       [KT_STEP_CACHE_READ] = "CHR",
+    [KT_STEP_LAYOUT_REWRITE] = "LR",
 };
 
 static void
@@ -380,6 +381,22 @@ do_compute_inline(struct kt_state *st, const struct kt_step *sp, char *err,
     return KT_OK;
 }
 
+void
+kt__state_open_stage(struct kt_state *st, int idx)
+{
+    int i;
+
+    memmove(&st->stages[idx + 1], &st->stages[idx],
+            sizeof(*st->stages) * (size_t)(st->nstages - idx));
+    st->nstages++;
+    for (i = 0; i < st->nstages; i++)
+        if (st->stages[i].attach_stage >= idx && i != idx)
+            st->stages[i].attach_stage++;
+    for (i = 0; i < st->ntensors; i++)
+        if (st->tensors[i].producer >= idx)
+            st->tensors[i].producer++;
+}
+
 static int
 do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
                size_t errlen)
@@ -391,8 +408,8 @@ do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
 
     if (s->transformed || s->inlined || s->attach_stage >= 0)
         return FAIL("cache_write: %s must be untransformed and at root", s->name);
-    if (s->is_pad)
-        return FAIL("cache_write: %s is a padding stage", s->name);
+    if (s->is_pad || s->cache_read)
+        return FAIL("cache_write: %s is a padding or pack stage", s->name);
     for (i = 0; i < st->nstages; i++)
         if (st->stages[i].attach_stage == idx)
             return FAIL("cache_write: %s has stages attached to it", s->name);
@@ -420,17 +437,9 @@ do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
         kt_aff_var(&copy.body->idx[i], i, 1);
     init_iters(&copy);
 
-    memmove(&st->stages[idx + 1], &st->stages[idx],
-            sizeof(*st->stages) * (size_t)(st->nstages - idx));
-    st->nstages++;
+    kt__state_open_stage(st, idx);
     st->stages[idx] = local;
     st->stages[idx + 1] = copy;
-    for (i = 0; i < st->nstages; i++)
-        if (st->stages[i].attach_stage >= idx && i != idx)
-            st->stages[i].attach_stage++;
-    for (i = 0; i < st->ntensors; i++)
-        if (st->tensors[i].producer >= idx)
-            st->tensors[i].producer++;
     t->producer = idx;
     return KT_OK;
 }
@@ -479,6 +488,10 @@ kt_state_apply(struct kt_state *st, const struct kt_step *sp, char *err,
         }
         break;
     case KT_STEP_CACHE_WRITE: rc = do_cache_write(st, sp, msg, sizeof(msg)); break;
+    case KT_STEP_CACHE_READ: rc = kt__do_cache_read(st, sp, msg, sizeof(msg)); break;
+    case KT_STEP_LAYOUT_REWRITE:
+        rc = kt__do_layout_rewrite(st, sp, msg, sizeof(msg));
+        break;
     case KT_STEP_ANNOTATE:
         rc = check_iter(s, sp->iter, "annotate", msg, sizeof(msg));
         if (rc == KT_OK && (sp->v[0] < KT_ANN_NONE || sp->v[0] > KT_ANN_UNROLL)) {

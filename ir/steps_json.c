@@ -2,7 +2,8 @@
  *
  *   {"v":1,"steps":[["SP",0,1,[8,16]],["RE",0,[0,2,1]],["FU",0,0,2],
  *                   ["CA",0,1,3],["CI",2],["CR",2],["CHW",0],
- *                   ["AN",0,3,"vectorize"],["PR",0,0,64]]}
+ *                   ["AN",0,3,"vectorize"],["PR",0,0,64],["CHR",1,2],
+ *                   ["LR",1]]}
  *
  * The writer emits no spaces and fixed field orders, so equal schedules give
  * byte-equal text; the hash of that text identifies a candidate. */
@@ -48,6 +49,9 @@ kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b)
             break;
         case KT_STEP_PRAGMA:
             kt_buf_printf(b, ",%d,%lld", s->iter, (long long)s->v[0]);
+            break;
+        case KT_STEP_CACHE_READ:
+            kt_buf_printf(b, ",%lld", (long long)s->v[0]);
             break;
         default:
             break;
@@ -164,6 +168,12 @@ parse_step(const cJSON *a, struct kt_step *s, char *what, size_t wlen)
         if (k == 4)
             goto bad;
         s->v[0] = k;
+        return 0;
+    case KT_STEP_CACHE_READ:
+        if (n != 3)
+            goto arity;
+        if (get_int(cJSON_GetArrayItem(a, 2), 0, KT_MAX_TENSORS - 1, &s->v[0]))
+            goto bad;
         return 0;
     default:
         if (n != 2)

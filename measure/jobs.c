@@ -374,7 +374,7 @@ result_key_cap(const char *k)
     static const char *const small[] = {
         "build_s", "compiler_status", "signal", "number", "run_s",
         "rel_err", "ref_cached", "workload", "flops", "cost", "cv",
-        "mem_limit"};
+        "mem_limit", "pack_s"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)

@@ -207,6 +207,7 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         g->unroll_inner[i] = (uint8_t)kt_rng_below(r, 2);
         g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
     }
+    sk_pack_sample(sk, r, g);
 }
 
 /* ---- mutation ---------------------------------------------------------- */
@@ -294,6 +295,8 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 
     if (u < 0.90)
         return mutate_tile(s, r, g);
+    if (u < 0.92 && sk_pack_mutate(sk, r, g) == 0)   /* MutatePack */
+        return 0;
     if (u < 0.94) {                 /* MutateAutoUnroll (+ inner unroll) */
         i = pick_stage(sk, r, 0);
         if (i < 0)

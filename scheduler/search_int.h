@@ -62,6 +62,8 @@ struct sk_genome {
     uint8_t vec[KT_MAX_STAGES];
     uint8_t unroll_inner[KT_MAX_STAGES];
     uint8_t unroll[KT_MAX_STAGES];  /* index into sk_unroll_values */
+    uint8_t pack[KT_MAX_STAGES];    /* cache_read stages: 0 no pack, 1 in
+                                     * the kernel, 2 layout rewrite */
 };
 
 /* Factorizations of one extent into n ordered parts (outer first) whose
@@ -118,6 +120,19 @@ void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 /* Applies one mutation (weights as Ansor's CPU rules); 0 on success,
  * -1 when the picked rule could not change anything. */
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+
+/* ---- search_pack.c ---- */
+/* The next input stage s should read through a pack, or -1. */
+int sk_pack_operand(const struct kt_state *st, int s);
+/* Consumer iterators the pack of tensor t may be attached at (into cand);
+ * their count. */
+int sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand);
+/* Pack genes of a fresh genome (after its loc genes are drawn). */
+void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
+                    struct sk_genome *g);
+/* Changes one pack stage's mode; -1 when there is none or nothing changed. */
+int sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
+                   struct sk_genome *g);
 
 /* ---- search_evo.c ---- */
 struct sk_cache_ent {

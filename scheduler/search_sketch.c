@@ -306,8 +306,9 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
     }
     memset(&step, 0, sizeof(step));
     step.stage = s;
-    /* AlwaysInline */
-    if (is_elementwise(&st->stages[s]) && !is_output(st, s)) {
+    /* AlwaysInline (a pack is kept: the genome inlines it or not) */
+    if (is_elementwise(&st->stages[s]) && !is_output(st, s) &&
+        !st->stages[s].cache_read) {
         struct kt_state *c = kt_state_clone(st);
         step.kind = KT_STEP_COMPUTE_INLINE;
         if (kt_state_apply(c, &step, err, sizeof(err)) == KT_OK) {
@@ -323,6 +324,28 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
         } else {
             kt_state_free(c);
         }
+    }
+    if (needs_mlt(&st->stages[s]) && sk_pack_operand(st, s) >= 0) {
+        /* AddCacheRead: the next operand through a "_pack" stage
+         * inserted at s; the stage itself moves to s + 1. */
+        struct kt_state *cr = kt_state_clone(st);
+        step.kind = KT_STEP_CACHE_READ;
+        step.v[0] = sk_pack_operand(st, s);
+        if (kt_state_apply(cr, &step, err, sizeof(err)) == KT_OK) {
+            struct sk_plan p2[KT_MAX_STAGES];
+            char d2[160];
+            memcpy(p2, plan, sizeof(*plan) * (size_t)s);
+            memcpy(p2 + s + 1, plan + s,
+                   sizeof(*plan) * (size_t)(KT_MAX_STAGES - s - 1));
+            memset(&p2[s], 0, sizeof(p2[s]));
+            p2[s].partner = -1;
+            with_desc(d2, sizeof(d2), desc, cr->stages[s].name);
+            gen_stage(G, cr, p2, s + 1, d2);
+            kt_state_free(cr);
+            return;
+        }
+        kt_state_free(cr);
+        step.v[0] = 0;
     }
     if (needs_mlt(&st->stages[s])) {
         int c = fusable_consumer(st, s);
@@ -523,19 +546,29 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
 
     for (i = n - 1; i >= 0; i--) {
         const struct sk_plan *p = &k->plan[i];
-        int tgt = -1, titer = -1, m, kf, ap_pre = -1;
+        int tgt = -1, titer = -1, m, kf, ap_pre = -1, ap_cand[KT_MAX_ITERS];
         ap[i] = -1;
         if (st->stages[i].inlined)
             continue;
+        if (st->stages[i].cache_read &&
+            (g->pack[i] == 0 || !p->may_move ||
+             sk_pack_attach_points(&st->stages[p->consumer], st->stages[i].out,
+                                   ap_cand) == 0)) {
+            APPLY(st, {KT_STEP_COMPUTE_INLINE, i, 0, 0, {0}});
+            continue;
+        }
         if (p->role == SK_MLT && p->partner >= 0) {
             tgt = p->partner;
             titer = ap[tgt];
         } else if (p->role == SK_PLAIN && p->may_move && g->loc[i] > 0) {
             const struct kt_sstage *cs = &st->stages[p->consumer];
             int cand[KT_MAX_ITERS], nc = 0;
-            for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
-                if (cs->iters[j].extent > 1)
-                    cand[nc++] = j;
+            if (st->stages[i].cache_read)
+                nc = sk_pack_attach_points(cs, st->stages[i].out, cand);
+            else
+                for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
+                    if (cs->iters[j].extent > 1)
+                        cand[nc++] = j;
             if (nc > 0) {
                 tgt = p->consumer;
                 titer = cand[(g->loc[i] - 1) % nc];
@@ -578,6 +611,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             }
             APPLY(st, {KT_STEP_COMPUTE_AT, i, 0, 2, {tgt, titer}});
         }
+        if (st->stages[i].cache_read && g->pack[i] == 2)
+            APPLY(st, {KT_STEP_LAYOUT_REWRITE, i, 0, 0, {0}});
     }
     for (i = 0; i < n; i++) {
         const struct sk_plan *p = &k->plan[i];

@@ -123,17 +123,19 @@ ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
                 int ncand, int *generated, int *skipped)
 {
     struct kt_codegen_opts o;
-    struct kt_buf b, names;
+    struct kt_buf b, names, packs;
     char err[512], fname[32];
     int i, ok = 0;
 
     kt_codegen_default_opts(&o);
     kt_buf_init(&b);
     kt_buf_init(&names);
+    kt_buf_init(&packs);
     *skipped = 0;
     if (kt_codegen_module(NULL, dag, &o, &b, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "reference: %s\n", err);
         kt_buf_free(&names);
+        kt_buf_free(&packs);
         kt_buf_free(&b);
         return NULL;
     }
@@ -154,13 +156,18 @@ ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
             kt_looptree_free(lt);
             continue;
         }
+        kt_buf_printf(&packs, "%s%s%s", ok ? ", " : "",
+                      lt->pack_root ? fname : "0", lt->pack_root ? "_pack" : "");
         kt_looptree_free(lt);
         kt_buf_printf(&names, "%s%s", ok ? ", " : "", fname);
         generated[ok++] = i;
     }
     kt_buf_printf(&b, "void (*ktt_cands[])(float *const *) = {%s%s};\n",
                   names.p, ok ? "" : "0");
+    kt_buf_printf(&b, "void (*ktt_packs[])(float *const *) = {%s%s};\n",
+                  packs.p, ok ? "" : "0");
     kt_buf_free(&names);
+    kt_buf_free(&packs);
     return kt_buf_take(&b);
 }
 
@@ -206,7 +213,7 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
     int *generated = calloc((size_t)ncand + 1, sizeof(int));
     struct ktt_bufs want, got;
     float *args[KT_MAX_TENSORS];
-    void (**fns)(float *const *);
+    void (**fns)(float *const *), (**packs)(float *const *);
     void (*ref)(float *const *);
     char err[4096];
     char *src;
@@ -228,8 +235,9 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
         return -1;
     }
     fns = (void (**)(float *const *))dlsym(h, "ktt_cands");
+    packs = (void (**)(float *const *))dlsym(h, "ktt_packs");
     ref = (void (*)(float *const *))dlsym(h, "kt_reference");
-    if (fns == NULL || ref == NULL) {
+    if (fns == NULL || packs == NULL || ref == NULL) {
         fprintf(stderr, "%s: ktt_cands or kt_reference missing\n", dag->key);
         dlclose(h);
         free(generated);
@@ -250,6 +258,8 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
                 memset(got.t[t], 0xff, (size_t)got.elems[t] * sizeof(float));
         if (getenv("KT_TEST_VERBOSE"))
             print_cand(dag->key, cands, generated[i], "running");
+        if (packs[i] != NULL)
+            packs[i](args);     /* the layout rewrite, once */
         fns[i](args);
         if (!outputs_match(dag, &got, &want, &e)) {
             char what[64];

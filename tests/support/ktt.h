@@ -36,7 +36,8 @@ double ktt_rel_l2(const float *got, const float *want, int64_t n);
 struct kt_state *ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *rng);
 
 /* Source holding the reference and ncand candidate kernels (cand_0 ...),
- * reachable through "ktt_cands" (an array of function pointers).  Candidates
+ * reachable through "ktt_cands" (an array of function pointers), and their
+ * pack routines through "ktt_packs" (NULL for a kernel without one).  Candidates
  * that fail to lower or generate are left out and counted in *skipped
  * (messages go to stderr).  Caller frees the text. */
 char *ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,

@@ -117,6 +117,44 @@ rfactor_shape(struct kt_state *st, struct kt_rng *r, int s)
     apply(st, re);
 }
 
+/* A random tensor read by e (reservoir sampling over its loads). */
+static int
+random_read(const struct kt_expr *e, struct kt_rng *r, int *seen)
+{
+    int pick = -1, sub;
+
+    if (e == NULL)
+        return -1;
+    if (e->op == KT_X_LOAD && kt_rng_below(r, (uint64_t)++*seen) == 0)
+        pick = e->src;
+    sub = random_read(e->a, r, seen);
+    pick = sub >= 0 ? sub : pick;
+    sub = random_read(e->b, r, seen);
+    return sub >= 0 ? sub : pick;
+}
+
+/* cache_read of one tensor a reduction reads, now and then.  The draws
+ * come from a stream of their own (r's state is not advanced), so the
+ * schedules without a pack are the ones the sweep drew before packs. */
+static void
+random_cache_reads(struct kt_state *st, const struct kt_rng *parent)
+{
+    struct kt_rng own = *parent, *r = &own;
+    int s;
+
+    kt_rng_seed(r, kt_rng_next(r) ^ 0x9e3779b97f4a7c15ULL);
+
+    for (s = st->nstages - 1; s >= 0; s--) {
+        struct kt_step chr = step(KT_STEP_CACHE_READ, s, 0);
+        int seen = 0;
+        if (st->stages[s].op == KT_ASSIGN || kt_rng_unit(r) >= 0.5)
+            continue;
+        chr.v[0] = random_read(st->stages[s].body, r, &seen);
+        if (chr.v[0] >= 0)
+            apply(st, chr);
+    }
+}
+
 struct kt_state *
 ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
 {
@@ -125,6 +163,7 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
     int64_t tile[KT_MAX_STAGES][KT_MAX_AXES];
     int s, p, a, i;
 
+    random_cache_reads(st, r);
     /* Cache writes on reduction outputs, from the last stage down so that
      * inserted stages do not move the ones still to visit. */
     for (s = st->nstages - 1; s >= 0; s--) {
@@ -135,7 +174,7 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
     /* Inline elementwise stages (padding included) now and then. */
     for (s = 0; s < st->nstages; s++) {
         const struct kt_sstage *ss = &st->stages[s];
-        double pr = ss->is_pad ? 0.3 : 0.5;
+        double pr = ss->is_pad ? 0.3 : ss->cache_read ? 0.1 : 0.5;
         if (ss->op == KT_ASSIGN && st->tensors[ss->out].kind != KT_TENSOR_OUTPUT &&
             kt_rng_unit(r) < pr)
             apply(st, step(KT_STEP_COMPUTE_INLINE, s, 0));
@@ -154,6 +193,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
             attach_to[s] = c;
         else if (ss->is_pad && kt_rng_unit(r) < 0.3)
             attach_to[s] = c;
+        else if (ss->cache_read && kt_rng_unit(r) < 0.7)
+            attach_to[s] = c;
         else if (!ss->is_pad && st->stages[c].naxes == st->stages[c].nspatial &&
                  st->stages[c].nspatial == ss->nspatial && kt_rng_unit(r) < 0.5)
             attach_to[s] = c;
@@ -166,10 +207,11 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
         if (ss->inlined)
             continue;
         for (p = 0; p < st->nstages; p++)
-            if (attach_to[p] == s && !st->stages[p].is_pad)
+            if (attach_to[p] == s && !st->stages[p].is_pad &&
+                !st->stages[p].cache_read)
                 consumer = 1;
-        if (attach_to[s] >= 0 && ss->is_pad)
-            continue;      /* padding stays unsplit: any region fits */
+        if (attach_to[s] >= 0 && (ss->is_pad || ss->cache_read))
+            continue;      /* padding and packs stay unsplit: any region fits */
         if (consumer) {
             struct kt_step re = step(KT_STEP_REORDER, s, 0);
             int fuse;
@@ -238,7 +280,7 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
         if (c < 0)
             continue;
         ca.v[0] = c;
-        if (st->stages[s].is_pad)
+        if (st->stages[s].is_pad || st->stages[s].cache_read)
             ca.v[1] = (int)kt_rng_below(r, (uint64_t)st->stages[c].niters);
         else
             ca.v[1] = attach_at[c];
@@ -250,6 +292,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
         int last = ss->niters - 1;
         if (ss->inlined)
             continue;
+        if (ss->cache_read && kt_rng_unit(r) < 0.6)
+            apply(st, step(KT_STEP_LAYOUT_REWRITE, s, 0));  /* weights only */
         if (ss->attach_stage < 0 && !ss->iters[0].reduce && kt_rng_unit(r) < 0.7)
             apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, 0, 0, {KT_ANN_PARALLEL}});
         if (last > 0 && kt_rng_unit(r) < 0.7)

@@ -353,7 +353,7 @@ test_features_empty_tree_and_names(void **state)
     assert_null(rows);
     tb_free(lt);
 
-    assert_int_equal(KT_FEATURE_LEN, 160);
+    assert_int_equal(KT_FEATURE_LEN, 162);
     kt_feature_name(KT_F_BUF0 + 2 * KT_F_BUF_LEN + KT_FB_REUSE_DIS_BYTES,
                     name, sizeof(name));
     assert_string_equal(name, "B2.reuse_dis_bytes");
@@ -363,9 +363,11 @@ test_features_empty_tree_and_names(void **state)
     assert_string_equal(name, "reduce_prod");
     kt_feature_name(KT_F_VEC_LANE_REDUCE, name, sizeof(name));
     assert_string_equal(name, "vec_lane_reduce");
+    kt_feature_name(KT_F_PREPACKED_BYTES, name, sizeof(name));
+    assert_string_equal(name, "prepacked_bytes");
     for (i = 0; i < KT_FEATURE_LEN; i++)
         onehot += kt_feature_is_onehot(i);
-    assert_int_equal(onehot, 3 * 8 + 5 * 7 + 3);
+    assert_int_equal(onehot, 3 * 8 + 5 * 7 + 4);
     assert_float_equal(kt_feature_scale(7), 3.0f, 1e-6);
 }
 

@@ -146,6 +146,7 @@ static void
 test_ops_flops_bounds_roundtrip(void **state)
 {
     struct kt_shape sh[KT_MAX_TENSORS];
+    int weight[KT_MAX_TENSORS];
     struct kt_op_def od;
     struct kt_dag *d, *d2;
     struct kt_buf b;
@@ -182,9 +183,10 @@ test_ops_flops_bounds_roundtrip(void **state)
             sh[n] = (struct kt_shape){"", d->tensors[t].ndim, {0}};
             memcpy(sh[n].name, d->tensors[t].name, sizeof(sh[n].name));
             memcpy(sh[n].dims, d->tensors[t].shape, sizeof(sh[n].dims));
+            weight[n] = d->tensors[t].is_const;
             n++;
         }
-        if (kt_dag_parse(b.p, sh, n, &d2, err, sizeof(err)) != KT_OK)
+        if (kt_dag_parse_weights(b.p, sh, weight, n, &d2, err, sizeof(err)) != KT_OK)
             fail_msg("%s: reparse of\n%s failed: %s", od.name, b.p, err);
         assert_string_equal(d->key, d2->key);
         assert_int_equal(d->nstages, d2->nstages);

@@ -1,0 +1,149 @@
+/* search_pack.c - packing in the sketches and genomes (docs/search.md).
+ *
+ * Rule: a stage that gets multi-level tiling reads every input operand
+ * indexed by a reduction axis (without padding guards) through a
+ * cache_read "_pack" stage: first its vector operand (whose index also
+ * moves with the innermost spatial axis: B of a GEMM, the weights
+ * W[out, in] of a dense layer), then the others (A of a GEMM, a conv's
+ * weights).  The genome decides per pack stage: 0 = no
+ * pack (the copy is inlined back), 1 = packed inside the kernel at the
+ * chosen consumer loop (panel packing), 2 = layout rewrite (the packed
+ * tiles are built once by the pack routine; constant weights only).  A
+ * pack with no good place in its consumer's loops is inlined. */
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+/* 1 if some index of a load of t in e uses axis a. */
+static int
+load_uses_axis(const struct kt_expr *e, int t, int a, int *guarded)
+{
+    int d;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t) {
+        *guarded |= e->guarded;
+        for (d = 0; d < e->ndim; d++)
+            if (kt_aff_coef(&e->idx[d], a) != 0)
+                return 1;
+    }
+    return load_uses_axis(e->a, t, a, guarded) ||
+           load_uses_axis(e->b, t, a, guarded);
+}
+
+int
+sk_pack_operand(const struct kt_state *st, int s)
+{
+    const struct kt_sstage *ss = &st->stages[s];
+    int t, a, pass, last = -1;
+
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1)
+            last = a;
+    if (last < 0)
+        return -1;
+    /* The vector operand first, then the other operands (A of a GEMM,
+     * the weights of a conv). */
+    for (pass = 0; pass < 2; pass++)
+        for (t = 0; t < st->ntensors; t++) {
+            int guarded = 0, red = 0;
+            if (st->tensors[t].kind != KT_TENSOR_INPUT ||
+                (pass == 0 && !load_uses_axis(ss->body, t, last, &guarded)))
+                continue;
+            for (a = ss->nspatial; a < ss->naxes; a++)
+                red |= load_uses_axis(ss->body, t, a, &guarded);
+            if (red && !guarded)
+                return t;
+        }
+    return -1;
+}
+
+static int
+iter_indexes(const struct kt_sstage *cs, int j, int t)
+{
+    int q, guarded = 0;
+
+    for (q = 0; q < cs->iters[j].nparts; q++)
+        if (load_uses_axis(cs->body, t, cs->iters[j].parts[q].axis, &guarded))
+            return 1;
+    return 0;
+}
+
+/* Where the pack of tensor t may be attached: loops of its consumer but
+ * the innermost tile level of each axis, where the packed tile is reused
+ * by an inner loop that does not index it and is built at most 4 times
+ * over (loops outside that do not index t repeat the same copy). */
+int
+sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand)
+{
+    int j, k, n = 0;
+
+    for (j = 0; j < cs->niters; j++) {
+        const struct kt_iter *it = &cs->iters[j];
+        int64_t repeat = 1, reuse = 1;
+        if (it->extent <= 1 || it->nparts != 1 ||
+            it->parts[0].part == cs->nparts[it->parts[0].axis] - 1)
+            continue;
+        for (k = 0; k < cs->niters; k++)
+            if (!iter_indexes(cs, k, t)) {
+                if (k <= j)
+                    repeat *= cs->iters[k].extent;
+                else
+                    reuse *= cs->iters[k].extent;
+            }
+        if (repeat <= 4 && reuse >= 2)
+            cand[n++] = j;
+    }
+    return n;
+}
+
+static int
+packs_weight(const struct kt_state *st, int i)
+{
+    const struct kt_sstage *ss = &st->stages[i];
+
+    return ss->cache_read && ss->body->op == KT_X_LOAD &&
+           st->tensors[ss->body->src].is_const;
+}
+
+static uint8_t
+random_mode(const struct kt_state *st, int i, struct kt_rng *r)
+{
+    if (packs_weight(st, i))      /* weights: mostly rewritten */
+        return (uint8_t)(kt_rng_below(r, 4) < 2 ? 2 : kt_rng_below(r, 2));
+    return (uint8_t)kt_rng_below(r, 2);
+}
+
+void
+sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g)
+{
+    int i;
+
+    for (i = 0; i < sk->base->nstages; i++) {
+        if (!sk->base->stages[i].cache_read)
+            continue;
+        g->pack[i] = random_mode(sk->base, i, r);
+        if (g->pack[i] != 0 && g->loc[i] == 0)
+            g->loc[i] = (uint8_t)(1 + kt_rng_below(r, 64));
+    }
+}
+
+int
+sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g)
+{
+    int cand[KT_MAX_STAGES], n = 0, i;
+    uint8_t v;
+
+    for (i = 0; i < sk->base->nstages; i++)
+        if (sk->base->stages[i].cache_read && !sk->base->stages[i].inlined)
+            cand[n++] = i;
+    if (n == 0)
+        return -1;
+    i = cand[kt_rng_below(r, (uint64_t)n)];
+    v = random_mode(sk->base, i, r);
+    if (v == g->pack[i])
+        return -1;
+    g->pack[i] = v;
+    return 0;
+}

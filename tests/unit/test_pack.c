@@ -1,0 +1,376 @@
+/* test_pack.c - the cache_read (CHR) and layout_rewrite (LR) steps: JSON
+ * round trip, validation, lowering (packed tile shapes and dim order),
+ * generated kernels and pack routines checked against the interpreter,
+ * the cost-model features that see them, and the search's pack genes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "costmodel/costmodel.h"
+#include "measure/worker/worker.h"
+#include "scheduler/scheduler.h"
+#include "tests/support/ktt.h"
+
+/* Dense T[i,j] += A[i,k] * W[j,k]: W is packed at the k0 loop of the
+ * order j0 k0 i0 k1 i1 j1 (an 8 x 32 register tile, k tiles of 64). */
+#define DENSE_PACKED                                                          \
+    "[\"CHR\",0,1],[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],[\"SP\",1,4,[64]],"     \
+    "[\"RE\",1,[2,4,0,5,1,3]],[\"CA\",0,1,1],"
+#define DENSE_ANN                                                             \
+    "[\"AN\",1,4,\"unroll\"],[\"AN\",1,5,\"vectorize\"],"                     \
+    "[\"AN\",1,0,\"parallel\"],[\"AN\",0,1,\"vectorize\"]"
+
+static const char dense_in_kernel[] = "{\"v\":1,\"steps\":[" DENSE_PACKED DENSE_ANN "]}";
+static const char dense_rewritten[] =
+    "{\"v\":1,\"steps\":[" DENSE_PACKED "[\"LR\",0]," DENSE_ANN "]}";
+
+static struct kt_dag *
+dense(int64_t M, int64_t N, int64_t K)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[256];
+
+    assert_int_equal(kt_op_dense(&d, M, N, K, 0), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    return dag;
+}
+
+static struct kt_state *
+replay(const struct kt_dag *dag, const char *json)
+{
+    struct kt_step *steps;
+    struct kt_state *st = NULL;
+    char err[256];
+    int n;
+
+    assert_int_equal(kt_steps_from_json(json, &steps, &n, err, sizeof(err)), KT_OK);
+    if (kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    free(steps);
+    return st;
+}
+
+static void
+test_pack_json_round_trip(void **state)
+{
+    struct kt_step *steps;
+    struct kt_buf b;
+    char err[256];
+    int n;
+
+    (void)state;
+    assert_int_equal(kt_steps_from_json(dense_rewritten, &steps, &n, err,
+                                        sizeof(err)), KT_OK);
+    assert_int_equal(steps[0].kind, KT_STEP_CACHE_READ);
+    assert_int_equal(steps[0].v[0], 1);
+    assert_int_equal(steps[6].kind, KT_STEP_LAYOUT_REWRITE);
+    kt_buf_init(&b);
+    kt_steps_to_json(steps, n, &b);
+    assert_string_equal(b.p, dense_rewritten);
+    kt_buf_free(&b);
+    free(steps);
+    assert_int_equal(kt_steps_from_json("{\"v\":1,\"steps\":[[\"CHR\",0]]}",
+                                        &steps, &n, err, sizeof(err)), KT_EPARSE);
+    assert_non_null(strstr(err, "CHR: wrong number of fields"));
+    assert_int_equal(kt_steps_from_json("{\"v\":1,\"steps\":[[\"LR\",0,1]]}",
+                                        &steps, &n, err, sizeof(err)), KT_EPARSE);
+}
+
+static void
+test_pack_validation(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 32), *mm;
+    struct kt_state *st = kt_state_new(dag);
+    struct kt_op_def d;
+    char err[256];
+
+    (void)state;
+    /* the weight is constant, the activations are not */
+    assert_true(dag->tensors[kt_dag_find_tensor(dag, "W")].is_const);
+    assert_false(dag->tensors[kt_dag_find_tensor(dag, "A")].is_const);
+    assert_non_null(strstr(dag->key, ";W:64x32:const"));
+    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_CACHE_READ, 0, 0, 0, {2}},
+                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_non_null(strstr(err, "does not read"));
+    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_LAYOUT_REWRITE, 0, 0, 0, {0}},
+                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_non_null(strstr(err, "not a cache_read stage"));
+    /* pack A (not constant): inserted before the reader, no rewrite */
+    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_CACHE_READ, 0, 0, 0, {0}},
+                                    err, sizeof(err)), KT_OK);
+    assert_int_equal(st->nstages, 2);
+    assert_string_equal(st->stages[0].name, "A_pack");
+    assert_true(kt_expr_reads(st->stages[1].body, st->stages[0].out));
+    assert_false(kt_expr_reads(st->stages[1].body, 0));
+    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_LAYOUT_REWRITE, 0, 0, 0, {0}},
+                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_non_null(strstr(err, "not a constant weight"));
+    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_CACHE_WRITE, 0, 0, 0, {0}},
+                                    err, sizeof(err)), KT_ESCHEDULE);
+    kt_state_free(st);
+    /* a key with ":const" rebuilds to itself */
+    assert_int_equal(kt_dag_from_key(dag->key, &mm, err, sizeof(err)), KT_OK);
+    assert_true(mm->tensors[kt_dag_find_tensor(mm, "W")].is_const);
+    kt_dag_free(mm);
+    kt_dag_free(dag);
+    /* a plain matmul has no weights */
+    assert_int_equal(kt_op_matmul(&d, 8, 8, 8), KT_OK);
+    assert_int_equal(kt_op_build(&d, &mm, err, sizeof(err)), KT_OK);
+    assert_null(strstr(mm->key, ":const"));
+    kt_dag_free(mm);
+}
+
+static const struct kt_lbuf *
+find_buf(const struct kt_looptree *lt, const char *name)
+{
+    int i;
+
+    for (i = 0; i < lt->nbufs; i++)
+        if (strcmp(lt->bufs[i].name, name) == 0)
+            return &lt->bufs[i];
+    fail_msg("no buffer %s", name);
+    return NULL;
+}
+
+static void
+test_pack_lowering_shapes(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_state *st = replay(dag, dense_in_kernel);
+    struct kt_looptree *lt;
+    const struct kt_lbuf *b;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_OK);
+    b = find_buf(lt, "W_pack");
+    /* W[j,k] tile 32 x 64 stored k-major: the reader's j1 is innermost */
+    assert_int_equal(b->scope, KT_BUF_LOCAL);
+    assert_int_equal(b->ndim, 2);
+    assert_int_equal(b->shape[0], 64);
+    assert_int_equal(b->shape[1], 32);
+    assert_null(lt->pack_root);
+    kt_looptree_free(lt);
+    kt_state_free(st);
+
+    st = replay(dag, dense_rewritten);
+    assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_OK);
+    b = find_buf(lt, "W_pack");
+    /* every tile: [j0 = 2][k0 = 2][64][32], built by the pack routine */
+    assert_int_equal(b->scope, KT_BUF_PACKED);
+    assert_int_equal(b->ndim, 4);
+    assert_int_equal(b->shape[0] * b->shape[1], 4);
+    assert_int_equal(b->shape[2], 64);
+    assert_int_equal(b->shape[3], 32);
+    assert_non_null(lt->pack_root);
+    assert_int_equal(lt->pack_elems, 64 * 128);
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
+static void
+test_pack_kernels_match(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_state *c[2];
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char err[512];
+    int skipped;
+
+    (void)state;
+    c[0] = replay(dag, dense_in_kernel);
+    c[1] = replay(dag, dense_rewritten);
+    assert_int_equal(ktt_check_many(dag, c, 2, 11, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    /* the module exports the pack routine only with a rewrite */
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&src);
+    assert_int_equal(kt_codegen_module(c[0], dag, &o, &src, err, sizeof(err)), KT_OK);
+    assert_null(strstr(src.p, "kt_pack("));
+    kt_buf_reset(&src);
+    assert_int_equal(kt_codegen_module(c[1], dag, &o, &src, err, sizeof(err)), KT_OK);
+    assert_non_null(strstr(src.p, "void kt_pack(float *const *bufs)"));
+    assert_non_null(strstr(src.p, "const long long kt_pack_elems = 8192LL;"));
+    kt_buf_free(&src);
+    kt_state_free(c[0]);
+    kt_state_free(c[1]);
+    kt_dag_free(dag);
+}
+
+static void
+test_pack_features(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 128);
+    const char *json[2] = {dense_in_kernel, dense_rewritten};
+    int k;
+
+    (void)state;
+    for (k = 0; k < 2; k++) {
+        struct kt_state *st = replay(dag, json[k]);
+        struct kt_looptree *lt;
+        float *rows;
+        char err[256];
+        int n, i, prepacked = 0;
+        assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)), 0);
+        for (i = 0; i < n; i++)
+            if (rows[(size_t)i * KT_FEATURE_LEN + KT_F_PREPACKED] == 1.0f) {
+                prepacked++;
+                assert_true(rows[(size_t)i * KT_FEATURE_LEN + KT_F_PREPACKED_BYTES] > 10.0f);
+            }
+        /* rewritten: only the update reads the packed tiles (the copy
+         * runs in the pack routine, which is not timed nor scored) */
+        assert_int_equal(prepacked, k == 1 ? 1 : 0);
+        assert_int_equal(n, k == 1 ? 2 : 3);
+        free(rows);
+        kt_looptree_free(lt);
+        kt_state_free(st);
+    }
+    kt_dag_free(dag);
+}
+
+/* Forks the worker's runner child on so, as the worker does; returns its
+ * result message (caller frees with kt_msg_free). */
+static void
+run_child(const char *so, const char *dir, struct kt_msg *m)
+{
+    struct kt_run_req r;
+    char buf[8192], err[256];
+    int pfd[2], status;
+    size_t used, got = 0;
+    ssize_t n;
+    pid_t p;
+
+    memset(&r, 0, sizeof(r));
+    r.so_path = so;
+    r.cache_dir = dir;
+    r.number = 1;
+    r.repeat = 2;
+    r.min_repeat_ms = 1;
+    r.threads = 1;
+    r.seed = 5;
+    r.tol = 1e-4;
+    assert_int_equal(pipe(pfd), 0);
+    p = fork();
+    if (p == 0) {
+        struct kt_msg res;
+        struct kt_buf b;
+        close(pfd[0]);
+        kt_run_child(&r, &res);
+        kt_buf_init(&b);
+        kt_msg_encode(&res, &b);
+        (void)!write(pfd[1], b.p, b.len);
+        _exit(0);
+    }
+    close(pfd[1]);
+    while ((n = read(pfd[0], buf + got, sizeof(buf) - got)) > 0)
+        got += (size_t)n;
+    close(pfd[0]);
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_int_equal(kt_wire_take((unsigned char *)buf, got, &used, m, err,
+                                  sizeof(err)), 1);
+}
+
+/* The runner packs the weights with the module's kt_pack once, checks the
+ * kernel (reading the packed tiles) against the reference on the original
+ * layout and reports the pack time apart. */
+static void
+test_pack_runner_calls_pack(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_state *st = replay(dag, dense_rewritten);
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char dir[] = "/tmp/kt-test-pack.XXXXXX", path[128], so[128], cmd[400],
+         err[512];
+    struct kt_msg m;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&src);
+    assert_int_equal(kt_codegen_module(st, dag, &o, &src, err, sizeof(err)), KT_OK);
+    snprintf(path, sizeof(path), "%s/k.c", dir);
+    snprintf(so, sizeof(so), "%s/k.so", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(src.p, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "cc -O2 -march=native -fopenmp -shared -fPIC "
+             "-o %s %s", so, path);
+    assert_int_equal(system(cmd), 0);
+    run_child(so, dir, &m);
+    if (strcmp(kt_msg_get(&m, "err_no"), "0") != 0)
+        fail_msg("runner: %s", kt_msg_get(&m, "err_text"));
+    assert_non_null(kt_msg_get(&m, "pack_s"));
+    assert_true(atof(kt_msg_get(&m, "rel_err")) < 1e-5);
+    kt_msg_free(&m);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    kt_buf_free(&src);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
+/* The sketches read the dense layer's weights through a pack, and the
+ * first batch holds schedules without a pack, with one in the kernel and
+ * with a layout rewrite. */
+static void
+test_pack_search_reaches_modes(void **state)
+{
+    struct kt_dag *dag = dense(64, 256, 256);
+    struct kt_search_opts o;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[256];
+    int i, j, seen[3] = {0, 0, 0};
+
+    (void)state;
+    kt_search_opts_default(&o);
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        assert_non_null(strstr(kt_search_sketch_desc(s, i), "W_pack"));
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 64, &b, NULL, err,
+                                          sizeof(err)), KT_OK);
+    assert_true(b.n >= 32);
+    for (i = 0; i < b.n; i++) {
+        int ci = 0, lr = 0;
+        for (j = 0; j < b.v[i].nsteps; j++) {
+            ci += b.v[i].steps[j].kind == KT_STEP_COMPUTE_INLINE;
+            lr += b.v[i].steps[j].kind == KT_STEP_LAYOUT_REWRITE;
+        }
+        seen[lr ? 2 : ci ? 0 : 1]++;
+    }
+    assert_true(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pack_json_round_trip),
+        cmocka_unit_test(test_pack_validation),
+        cmocka_unit_test(test_pack_lowering_shapes),
+        cmocka_unit_test(test_pack_kernels_match),
+        cmocka_unit_test(test_pack_features),
+        cmocka_unit_test(test_pack_runner_calls_pack),
+        cmocka_unit_test(test_pack_search_reaches_modes),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
