@@ -30,13 +30,17 @@ kt_bench_time(void (*run)(void *), void *arg, int repeats)
 static int64_t
 conv_out_h(const struct kt_conv2d_params *p)
 {
-    return (p->H + 2 * p->pad_h - p->dilation_h * (p->R - 1) - 1) / p->stride_h + 1;
+    return (p->H + 2 * p->pad_h - p->dilation_h * (p->R - 1) - 1) /
+               p->stride_h +
+           1;
 }
 
 static int64_t
 conv_out_w(const struct kt_conv2d_params *p)
 {
-    return (p->W + 2 * p->pad_w - p->dilation_w * (p->S - 1) - 1) / p->stride_w + 1;
+    return (p->W + 2 * p->pad_w - p->dilation_w * (p->S - 1) - 1) /
+               p->stride_w +
+           1;
 }
 
 static int
@@ -49,12 +53,14 @@ conv_is_pointwise(const struct kt_conv2d_params *p)
 size_t
 kt_bench_conv_col_floats(const struct kt_conv2d_params *p)
 {
-    return (size_t)(p->C / p->groups * p->R * p->S * conv_out_h(p) * conv_out_w(p));
+    return (size_t)(p->C / p->groups * p->R * p->S * conv_out_h(p) *
+                    conv_out_w(p));
 }
 
 /* col[(c*R + r)*S + s][y*OW + x] = the padded input of channels c0.. */
 static void
-im2col(const struct kt_conv2d_params *p, const float *in, int64_t c0, float *col)
+im2col(const struct kt_conv2d_params *p, const float *in, int64_t c0,
+       float *col)
 {
     int64_t OH = conv_out_h(p), OW = conv_out_w(p), cg = p->C / p->groups;
     int64_t c, r, s, y, x;
@@ -67,20 +73,24 @@ im2col(const struct kt_conv2d_params *p, const float *in, int64_t c0, float *col
                 for (y = 0; y < OH; y++) {
                     int64_t iy = y * p->stride_h + r * p->dilation_h - p->pad_h;
                     for (x = 0; x < OW; x++) {
-                        int64_t ix = x * p->stride_w + s * p->dilation_w - p->pad_w;
-                        dst[y * OW + x] = iy < 0 || iy >= p->H || ix < 0 || ix >= p->W
-                                          ? 0.0f : src[iy * p->W + ix];
+                        int64_t ix = x * p->stride_w + s * p->dilation_w -
+                                     p->pad_w;
+                        dst[y * OW + x] = iy < 0 || iy >= p->H || ix < 0 ||
+                                                  ix >= p->W
+                                              ? 0.0f
+                                              : src[iy * p->W + ix];
                     }
                 }
             }
 }
 
 void
-kt_bench_conv_im2col(const struct kt_conv2d_params *p, const float *in, const float *wt,
-                     const float *bias, float *col, float *out)
+kt_bench_conv_im2col(const struct kt_conv2d_params *p, const float *in,
+                     const float *wt, const float *bias, float *col, float *out)
 {
     int64_t OH = conv_out_h(p), OW = conv_out_w(p);
-    int64_t cg = p->C / p->groups, kg = p->K / p->groups, depth = cg * p->R * p->S;
+    int64_t cg = p->C / p->groups, kg = p->K / p->groups,
+            depth = cg * p->R * p->S;
     int64_t n, g;
 
     for (n = 0; n < p->N; n++) {
@@ -92,11 +102,13 @@ kt_bench_conv_im2col(const struct kt_conv2d_params *p, const float *in, const fl
                 im2col(p, img, g * cg, col);
                 b = col;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kg, (int)(OH * OW),
-                        (int)depth, 1.0f, wt + g * kg * depth, (int)depth, b,
-                        (int)(OH * OW), 0.0f, o + g * kg * OH * OW, (int)(OH * OW));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kg,
+                        (int)(OH * OW), (int)depth, 1.0f, wt + g * kg * depth,
+                        (int)depth, b, (int)(OH * OW), 0.0f,
+                        o + g * kg * OH * OW, (int)(OH * OW));
         }
-        kt_bench_epilogue(o, p->K, OH * OW, p->epilogue & KT_EPI_BIAS ? bias : NULL, 1,
+        kt_bench_epilogue(o, p->K, OH * OW,
+                          p->epilogue & KT_EPI_BIAS ? bias : NULL, 1,
                           p->epilogue & KT_EPI_RELU);
     }
 }
@@ -120,7 +132,7 @@ kt_bench_epilogue(float *out, int64_t rows, int64_t cols, const float *bias,
 
 /* ---- FMA peak ------------------------------------------------------------ */
 
-enum { FMA_CHAINS = 12 };  /* independent accumulators: > latency x FMA ports */
+enum { FMA_CHAINS = 12 }; /* independent accumulators: > latency x FMA ports */
 
 #if defined(__AVX512F__)
 #define FMA_ISA "avx512"

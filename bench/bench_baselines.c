@@ -23,9 +23,20 @@ enum { C = 64, K = 64, H = 56, W = 56, R = 3, P = 1 };
 enum { DN = 1000, DK = 2048 };
 
 static float *in, *wt, *bias, *col, *out, *x, *dw, *y;
-static struct kt_conv2d_params cp = {.N = 1, .C = C, .H = H, .W = W, .K = K, .R = R, .S = R,
-                                     .stride_h = 1, .stride_w = 1, .pad_h = P, .pad_w = P,
-                                     .dilation_h = 1, .dilation_w = 1, .groups = 1,
+static struct kt_conv2d_params cp = {.N = 1,
+                                     .C = C,
+                                     .H = H,
+                                     .W = W,
+                                     .K = K,
+                                     .R = R,
+                                     .S = R,
+                                     .stride_h = 1,
+                                     .stride_w = 1,
+                                     .pad_h = P,
+                                     .pad_w = P,
+                                     .dilation_h = 1,
+                                     .dilation_w = 1,
+                                     .groups = 1,
                                      .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
 
 static void
@@ -39,7 +50,8 @@ static void
 dense_gemv(void *arg)
 {
     (void)arg;
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, DN, DK, 1.0f, dw, DK, x, 1, 0.0f, y, 1);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, DN, DK, 1.0f, dw, DK, x, 1, 0.0f,
+                y, 1);
     kt_bench_epilogue(y, 1, DN, bias, 0, 0);
 }
 
@@ -56,7 +68,9 @@ stored_best(const char *db, const struct kt_op_def *d)
     if (db == NULL || kt_op_build(d, &dag, err, sizeof(err)) != KT_OK)
         return 0;
     if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, "select min(cost) from logs where err_no = 0 and workload = ?",
+        sqlite3_prepare_v2(h,
+                           "select min(cost) from logs where err_no = 0 and "
+                           "workload = ?",
                            -1, &q, NULL) == SQLITE_OK) {
         sqlite3_bind_text(q, 1, dag->key, -1, SQLITE_STATIC);
         if (sqlite3_step(q) == SQLITE_ROW)
@@ -71,7 +85,8 @@ stored_best(const char *db, const struct kt_op_def *d)
 int
 main(int argc, char **argv)
 {
-    const double conv_flops = 2.0 * K * H * W * C * R * R, gemv_flops = 2.0 * DN * DK;
+    const double conv_flops = 2.0 * K * H * W * C * R * R,
+                 gemv_flops = 2.0 * DN * DK;
     struct kt_op_def conv_def, dense_def;
     const char *db = argc > 1 ? argv[1] : NULL;
     double tc[3], tg[3], kc, kg;
@@ -102,9 +117,11 @@ main(int argc, char **argv)
     }
     printf("baselines (best of 20 timed batches, this machine, this run)\n");
     for (t = 1; t <= 2; t++) {
-        printf("%dT conv2d 3x3 64->64 56x56 +bias+relu, im2col + OpenBLAS sgemm: %7.1f GFLOPS (%.3f ms)\n",
+        printf("%dT conv2d 3x3 64->64 56x56 +bias+relu, im2col + OpenBLAS "
+               "sgemm: %7.1f GFLOPS (%.3f ms)\n",
                t, conv_flops / tc[t] / 1e9, tc[t] * 1e3);
-        printf("%dT dense 1x2048->1000 +bias, OpenBLAS sgemv:                    %7.1f GFLOPS (%.4f ms)\n",
+        printf("%dT dense 1x2048->1000 +bias, OpenBLAS sgemv:                  "
+               "  %7.1f GFLOPS (%.4f ms)\n",
                t, gemv_flops / tg[t] / 1e9, tg[t] * 1e3);
     }
     kt_op_conv2d(&conv_def, &cp);
@@ -112,10 +129,12 @@ main(int argc, char **argv)
     kc = stored_best(db, &conv_def);
     kg = stored_best(db, &dense_def);
     if (kc > 0)
-        printf("kerntune best stored conv2d: %.1f GFLOPS = %.2fx im2col+OpenBLAS (2T)\n",
+        printf("kerntune best stored conv2d: %.1f GFLOPS = %.2fx "
+               "im2col+OpenBLAS (2T)\n",
                conv_flops / kc / 1e9, tc[2] / kc);
     if (kg > 0)
-        printf("kerntune best stored dense:  %.1f GFLOPS = %.2fx OpenBLAS sgemv (2T)\n",
+        printf("kerntune best stored dense:  %.1f GFLOPS = %.2fx OpenBLAS "
+               "sgemv (2T)\n",
                gemv_flops / kg / 1e9, tg[2] / kg);
     if (db != NULL && kc <= 0 && kg <= 0)
         printf("%s holds no successful trial of these workloads\n", db);

@@ -25,8 +25,10 @@ pick(struct kt_rng *r, const int64_t *v, int n)
 static struct kt_looptree *
 random_gemm(struct kt_rng *r, int *task)
 {
-    static const int64_t dims[][3] = {
-        {512, 512, 512}, {1024, 1024, 1024}, {128, 768, 3072}, {64, 1000, 2048}};
+    static const int64_t dims[][3] = {{512, 512, 512},
+                                      {1024, 1024, 1024},
+                                      {128, 768, 3072},
+                                      {64, 1000, 2048}};
     static const int64_t t[] = {1, 2, 4, 8, 16, 32, 64};
     struct tb_gemm g;
     int d = (int)kt_rng_below(r, 4);
@@ -111,8 +113,8 @@ main(void)
     }
     dt = kt_now() - t0;
     printf("feature extraction: %.0f programs/s (%d GEMM trees, 3 stores "
-           "each, %d programs in %.2f s, one thread)\n", n / dt, NTREES, n,
-           dt);
+           "each, %d programs in %.2f s, one thread)\n",
+           n / dt, NTREES, n, dt);
 
     /* 2. Pre-score rate. */
     t0 = kt_now();
@@ -162,8 +164,8 @@ main(void)
     }
     dt = kt_now() - t0;
     printf("xgb train: %d programs, %d rows: %.2f s, %d rounds (best %d, "
-           "train p-rmse %.4f), nthread 1\n", nprog, st.nrows, dt, st.rounds,
-           st.best_round, st.best_prmse);
+           "train p-rmse %.4f), nthread 1\n",
+           nprog, st.nrows, dt, st.rounds, st.best_round, st.best_prmse);
 
     /* 4. Batched prediction rate and held-out ranking. */
     scores = kt_xmalloc(NTEST * sizeof(float));

@@ -13,7 +13,8 @@ main(void)
 
     for (t = 1; t <= 2; t++) {
         double g = kt_bench_fma_peak(t, &isa);
-        printf("%dT FMA peak (%s, register-only loop): %7.1f GFLOPS\n", t, isa, g);
+        printf("%dT FMA peak (%s, register-only loop): %7.1f GFLOPS\n", t, isa,
+               g);
     }
     return 0;
 }

@@ -60,7 +60,7 @@ gemm_schedule(struct kt_state *st, int ti, int tj, int tk, int parallel)
         {KT_STEP_SPLIT, 0, 0, 1, {ti}},
         {KT_STEP_SPLIT, 0, 2, 1, {tj}},
         {KT_STEP_SPLIT, 0, 4, 1, {tk}},
-        {KT_STEP_REORDER, 0, 0, 6, {2, 4, 0, 5, 1, 3}},  /* j0 k0 i0 k1 i1 j1 */
+        {KT_STEP_REORDER, 0, 0, 6, {2, 4, 0, 5, 1, 3}}, /* j0 k0 i0 k1 i1 j1 */
         {KT_STEP_ANNOTATE, 0, 4, 0, {KT_ANN_UNROLL}},
         {KT_STEP_ANNOTATE, 0, 5, 0, {KT_ANN_VECTORIZE}},
         {KT_STEP_ANNOTATE, 0, 0, 0, {parallel ? KT_ANN_PARALLEL : KT_ANN_NONE}},
@@ -78,8 +78,11 @@ gemm_schedule(struct kt_state *st, int ti, int tj, int tk, int parallel)
 int
 main(void)
 {
-    static const int tiles[][3] = {{8, 32, 256}, {4, 64, 512}, {8, 64, 256},
-                                   {16, 32, 256}, {8, 32, 512}};
+    static const int tiles[][3] = {{8, 32, 256},
+                                   {4, 64, 512},
+                                   {8, 64, 256},
+                                   {16, 32, 256},
+                                   {8, 32, 512}};
     double flops = 2.0 * N * N * N, tb[3], tn, tk[3] = {1e30, 1e30, 1e30};
     struct kt_op_def d;
     struct kt_dag *dag;
@@ -157,7 +160,8 @@ main(void)
         }
     }
     tn = kt_bench_time(run_naive, NULL, 1);
-    printf("\n1024x1024x1024 fp32 GEMM (best of 10 timed batches each, measured in this run)\n");
+    printf("\n1024x1024x1024 fp32 GEMM (best of 10 timed batches each, "
+           "measured in this run)\n");
     printf("%-28s %10s %10s\n", "", "GFLOPS", "vs OpenBLAS");
     for (threads = 1; threads <= 2; threads++) {
         printf("%dT OpenBLAS cblas_sgemm     %10.1f %10.2fx\n", threads,

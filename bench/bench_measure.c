@@ -22,17 +22,17 @@
 #define NT 30
 #define NN 20
 
-static const char *tiny =
-    "const char kt_workload_hash[17] = \"benchadd00000000\";\n"
-    "const int kt_nbufs = 3;\n"
-    "const long long kt_buf_elems[] = {1000, 1000, 1000};\n"
-    "const unsigned char kt_buf_is_output[] = {0, 0, 1};\n"
-    "const double kt_flops = 1000;\n"
-    "void kt_set_threads(int n) { (void)n; }\n"
-    "void kt_reference(float *const *b) {\n"
-    "  for (int i = 0; i < 1000; i++) b[2][i] = b[0][i] + b[1][i]; }\n"
-    "void kt_kernel(float *const *b) {\n"
-    "  for (int i = 0; i < 1000; i++) b[2][i] = b[0][i] + b[1][i]; }\n";
+static const char
+    *tiny = "const char kt_workload_hash[17] = \"benchadd00000000\";\n"
+            "const int kt_nbufs = 3;\n"
+            "const long long kt_buf_elems[] = {1000, 1000, 1000};\n"
+            "const unsigned char kt_buf_is_output[] = {0, 0, 1};\n"
+            "const double kt_flops = 1000;\n"
+            "void kt_set_threads(int n) { (void)n; }\n"
+            "void kt_reference(float *const *b) {\n"
+            "  for (int i = 0; i < 1000; i++) b[2][i] = b[0][i] + b[1][i]; }\n"
+            "void kt_kernel(float *const *b) {\n"
+            "  for (int i = 0; i < 1000; i++) b[2][i] = b[0][i] + b[1][i]; }\n";
 
 static const char *gemm =
     "#include <string.h>\n#define S 128\n"
@@ -102,8 +102,8 @@ run_batch(uv_loop_t *loop, struct kt_tracker *t, const char *src, int n,
         c[i].cc = "cc -O3 -march=native";
     }
     t0 = kt_now();
-    if (kt_tracker_submit(t, "local", c, n, o, on_done, s, err,
-                          sizeof(err)) < 0) {
+    if (kt_tracker_submit(t, "local", c, n, o, on_done, s, err, sizeof(err)) <
+        0) {
         fprintf(stderr, "submit: %s\n", err);
         return -1;
     }
@@ -149,9 +149,9 @@ main(void)
     if (run_batch(&loop, t, tiny, NT, &o, &s, &wall) < 0)
         goto out;
     printf("measure overhead, %d trials of a 1000-float add, one local "
-           "worker:\n", NT);
-    printf("  end-to-end wall per trial         %8.2f ms\n",
-           wall / NT * 1e3);
+           "worker:\n",
+           NT);
+    printf("  end-to-end wall per trial         %8.2f ms\n", wall / NT * 1e3);
     printf("  compiler (build_s)                %8.2f ms\n",
            s.build_s / NT * 1e3);
     printf("  run job minus kernel time         %8.2f ms  (fork, dlopen, "
@@ -172,8 +172,7 @@ main(void)
     }
     for (i = 0; i < NN; i++)
         sd += (s.cost[i] - mean) * (s.cost[i] - mean) / (NN - 1);
-    printf("timing noise, 128^3 GEMM, %d trials x repeat 5 x >=50 ms:\n",
-           NN);
+    printf("timing noise, 128^3 GEMM, %d trials x repeat 5 x >=50 ms:\n", NN);
     printf("  mean cost                          %8.4f ms (%.2f GFLOPS)\n",
            mean * 1e3, 2.0 * 128 * 128 * 128 / mean / 1e9);
     printf("  CV of repeats within a trial (mean) %7.4f\n", cvin);

@@ -29,17 +29,18 @@ void openblas_set_num_threads(int);
 struct workload {
     const char *name;
     int64_t M, N, K;
-    int dense;                /* B is W[N, K] (transposed), else B[K, N] */
-    const char *hand;         /* a packed schedule written by hand */
+    int dense;        /* B is W[N, K] (transposed), else B[K, N] */
+    const char *hand; /* a packed schedule written by hand */
 };
 
 /* Hand schedules (THREADS:hand): tiles i 8, j 32, k 256 in the order
  * j0 k0 i1 k1 i2 j2 (bench_gemm's), the B or W panel packed at k0 (GEMM:
  * in the kernel; dense: layout rewrite), all reachable by the sketches. */
-#define HAND(LR)                                                              \
+#define HAND(LR)                                                               \
     "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],"    \
-    "[\"SP\",1,4,[256]],[\"RE\",1,[2,4,0,5,1,3]],[\"CA\",0,1,1]," LR                \
-    "[\"AN\",1,4,\"unroll\"],[\"AN\",1,5,\"vectorize\"],[\"AN\",1,0,\"parallel\"]," \
+    "[\"SP\",1,4,[256]],[\"RE\",1,[2,4,0,5,1,3]],[\"CA\",0,1,1]," LR           \
+    "[\"AN\",1,4,\"unroll\"],[\"AN\",1,5,\"vectorize\"],[\"AN\",1,0,"          \
+    "\"parallel\"],"                                                           \
     "[\"AN\",0,1,\"vectorize\"]]}"
 
 static const struct workload workloads[] = {
@@ -72,9 +73,10 @@ best_config(const char *db, const struct kt_dag *dag, double *cost)
     char *cfg = NULL, *plain = key_without_weights(dag->key);
 
     if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, "select config, cost from logs where err_no = 0 "
-                           "and workload in (?, ?) order by cost limit 1", -1,
-                           &q, NULL) == SQLITE_OK) {
+        sqlite3_prepare_v2(h,
+                           "select config, cost from logs where err_no = 0 "
+                           "and workload in (?, ?) order by cost limit 1",
+                           -1, &q, NULL) == SQLITE_OK) {
         sqlite3_bind_text(q, 1, dag->key, -1, SQLITE_STATIC);
         sqlite3_bind_text(q, 2, plain, -1, SQLITE_STATIC);
         if (sqlite3_step(q) == SQLITE_ROW) {
@@ -132,7 +134,7 @@ run_one(const struct workload *w, int threads, const char *db)
 
     if (w->dense) {
         kt_op_dense(&d, w->M, w->N, w->K, 0);
-    } else {              /* as bench/gemm1024.json writes it */
+    } else { /* as bench/gemm1024.json writes it */
         memset(&d, 0, sizeof(d));
         snprintf(d.text, sizeof(d.text), "C[i,j] += A[i,k] * B[k,j]");
         d.nshapes = 2;
@@ -184,8 +186,9 @@ run_one(const struct workload *w, int threads, const char *db)
         kernel(args);
         tk = fmin(tk, kt_now() - t0);
         t0 = kt_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, w->dense ? CblasTrans : CblasNoTrans,
-                    (int)w->M, (int)w->N, (int)w->K, 1.0f, A, (int)w->K, B,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                    w->dense ? CblasTrans : CblasNoTrans, (int)w->M, (int)w->N,
+                    (int)w->K, 1.0f, A, (int)w->K, B,
                     (int)(w->dense ? w->K : w->N), 0.0f, R, (int)w->N);
         tb = fmin(tb, kt_now() - t0);
         t0 = kt_now();
@@ -198,16 +201,18 @@ run_one(const struct workload *w, int threads, const char *db)
         den += (double)R[i] * R[i];
     }
     best_lib = fmin(tb, td);
-    printf("%-32s %dT %8.1f %8.1f %8.1f %7.2fx %7.2fx %8.3f %8.1f %s\n", w->name,
-           threads, flops / tk / 1e9, flops / tb / 1e9, flops / td / 1e9,
-           best_lib / tk, stored > 0 ? best_lib / stored : 0, tp * 1e3,
-           stored > 0 ? flops / stored / 1e9 : 0,
+    printf("%-32s %dT %8.1f %8.1f %8.1f %7.2fx %7.2fx %8.3f %8.1f %s\n",
+           w->name, threads, flops / tk / 1e9, flops / tb / 1e9,
+           flops / td / 1e9, best_lib / tk, stored > 0 ? best_lib / stored : 0,
+           tp * 1e3, stored > 0 ? flops / stored / 1e9 : 0,
            sqrt(num / den) < 1e-4 ? "ok" : "WRONG");
-    fprintf(stderr, "{\"workload\":\"%s\",\"threads\":%d,\"kerntune_gflops\":%.2f,"
+    fprintf(stderr,
+            "{\"workload\":\"%s\",\"threads\":%d,\"kerntune_gflops\":%.2f,"
             "\"openblas_gflops\":%.2f,\"onednn_gflops\":%.2f,\"ratio\":%.3f,"
             "\"pack_ms\":%.3f,\"tuner_gflops\":%.2f,\"rel_err\":%.3g,"
-            "\"schedule\":%s}\n", w->name, threads, flops / tk / 1e9,
-            flops / tb / 1e9, flops / td / 1e9, best_lib / tk, tp * 1e3,
+            "\"schedule\":%s}\n",
+            w->name, threads, flops / tk / 1e9, flops / tb / 1e9,
+            flops / td / 1e9, best_lib / tk, tp * 1e3,
             stored > 0 ? flops / stored / 1e9 : 0, sqrt(num / den), cfg);
     free(A);
     free(B);

@@ -37,9 +37,12 @@ load(const char *path)
         fprintf(stderr, "bench_rank: %s\n", err);
         exit(1);
     }
-    if (sqlite3_prepare_v2(kt_storage_db(st), "select workload, config, cost from logs "
-                           "where err_no = 0 order by workload, id", -1, &q, NULL) != SQLITE_OK) {
-        fprintf(stderr, "bench_rank: %s: %s\n", path, sqlite3_errmsg(kt_storage_db(st)));
+    if (sqlite3_prepare_v2(kt_storage_db(st),
+                           "select workload, config, cost from logs "
+                           "where err_no = 0 order by workload, id",
+                           -1, &q, NULL) != SQLITE_OK) {
+        fprintf(stderr, "bench_rank: %s: %s\n", path,
+                sqlite3_errmsg(kt_storage_db(st)));
         exit(1);
     }
     while (sqlite3_step(q) == SQLITE_ROW) {
@@ -62,7 +65,8 @@ load(const char *path)
         if (kt_steps_from_json(config, &steps, &n, err, sizeof(err)) == KT_OK &&
             kt_state_replay(dag, steps, n, &s, err, sizeof(err)) == KT_OK &&
             kt_lower(s, &lt, err, sizeof(err)) == KT_OK &&
-            kt_features_extract(lt, &p.rows, &p.nrows, err, sizeof(err)) == KT_OK) {
+            kt_features_extract(lt, &p.rows, &p.nrows, err, sizeof(err)) ==
+                KT_OK) {
             p.group = (int64_t)(kt_hash64(dag->key, strlen(dag->key)) >> 1);
             p.cost = sqlite3_column_double(q, 2);
             if (nprogs == capprogs) {
@@ -95,13 +99,15 @@ main(int argc, char **argv)
     double t0;
 
     if (argc < 2) {
-        printf("bench_rank: skipped (pass tuning databases; bench/compare_policies.sh does)\n");
+        printf("bench_rank: skipped (pass tuning databases; "
+               "bench/compare_policies.sh does)\n");
         return 0;
     }
     for (i = 1; i < argc; i++)
         load(argv[i]);
     if (nprogs < 20) {
-        printf("bench_rank: only %d successful trials; need at least 20\n", nprogs);
+        printf("bench_rank: only %d successful trials; need at least 20\n",
+               nprogs);
         return 0;
     }
     kt_rng_seed(&r, 42);
@@ -116,7 +122,8 @@ main(int argc, char **argv)
     ntest = nprogs - ntrain;
     kt_train_set_init(&set);
     for (i = 0; i < ntrain; i++)
-        kt_train_set_add(&set, progs[i].rows, progs[i].nrows, progs[i].group, progs[i].cost);
+        kt_train_set_add(&set, progs[i].rows, progs[i].nrows, progs[i].group,
+                         progs[i].cost);
     kt_train_set_label(&set, 0.0f);
     kt_xgb_params_default(&xp);
     m = kt_xgb_new(&xp);
@@ -145,7 +152,8 @@ main(int argc, char **argv)
             if ((a->cost < b->cost) == (scores[i] > scores[j]))
                 right++;
         }
-    printf("pairwise ranking accuracy on the held-out 20%%: %.3f (%lld pairs, %d programs)\n",
+    printf("pairwise ranking accuracy on the held-out 20%%: %.3f (%lld pairs, "
+           "%d programs)\n",
            pairs ? (double)right / (double)pairs : 0.0, pairs, ntest);
     kt_train_set_free(&set);
     kt_xgb_free(m);

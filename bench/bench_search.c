@@ -25,8 +25,8 @@ static void
 print_stats(const char *what, const struct kt_search_stats *st, int n)
 {
     printf("%-28s %6.3f s total  (sample %.3f s, evolution %.3f s, of which "
-           "build+lower+features+predict %.3f s)\n", what, st->total_s,
-           st->sample_s, st->evo_s, st->score_s);
+           "build+lower+features+predict %.3f s)\n",
+           what, st->total_s, st->sample_s, st->evo_s, st->score_s);
     printf("    sketches %d, sampled %d (fail %d), GA iters %d, mutations "
            "+%d/-%d, programs scored %d, returned %d, best score %.4g\n",
            st->sketches, st->sampled, st->sample_fail, st->iters,
@@ -38,9 +38,20 @@ int
 main(void)
 {
     struct kt_conv2d_params p = {
-        .N = 1, .C = 64, .H = 56, .W = 56, .K = 64, .R = 3, .S = 3,
-        .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1,
-        .dilation_h = 1, .dilation_w = 1, .groups = 1,
+        .N = 1,
+        .C = 64,
+        .H = 56,
+        .W = 56,
+        .K = 64,
+        .R = 3,
+        .S = 3,
+        .stride_h = 1,
+        .stride_w = 1,
+        .pad_h = 1,
+        .pad_w = 1,
+        .dilation_h = 1,
+        .dilation_w = 1,
+        .groups = 1,
         .epilogue = KT_EPI_BIAS | KT_EPI_RELU,
     };
     struct kt_op_def d;
@@ -70,8 +81,9 @@ main(void)
         return 1;
     }
     printf("task %s: %d sketches, population %d, %d GA iterations, %d "
-           "scoring threads\n", d.name, kt_search_nsketches(s), o.population,
-           o.num_iters, o.nthreads);
+           "scoring threads\n",
+           d.name, kt_search_nsketches(s), o.population, o.num_iters,
+           o.nthreads);
 
     /* Round 1: random model (no trained model yet), as Ansor's first round. */
     if (kt_search_next_batch(s, NULL, NULL, 0, 512, &b, &st, err, sizeof(err))) {
@@ -113,8 +125,8 @@ main(void)
         kt_search_record(s, b.v[i].steps, b.v[i].nsteps, sec);
     }
     printf("feature extraction: %d lowered conv2d candidates, %.1f rows each, "
-           "%.0f programs/s (one core)\n", nprog, (double)nrows_total / nprog,
-           nprog / tx);
+           "%.0f programs/s (one core)\n",
+           nprog, (double)nrows_total / nprog, nprog / tx);
     kt_train_set_label(&set, 0);
     if (kt_xgb_train(model, &set, NULL, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "train: %s\n", err);
@@ -130,8 +142,8 @@ main(void)
     }
     print_stats("round 2 (xgb, 4 it, 64 out)", &st, b.n);
     printf("one search round (population %d x %d iterations, scoring "
-           "included): %.3f s (target <= 0.5 s)\n", o.population, st.iters,
-           st.total_s);
+           "included): %.3f s (target <= 0.5 s)\n",
+           o.population, st.iters, st.total_s);
     kt_search_batch_free(&b);
     kt_search_free(s);
     kt_xgb_free(model);

@@ -48,8 +48,8 @@ insert(const char *path, int sync, long n, double *secs, char *err,
     *secs = 0;
     rc = kt_storage_open(&st, path, &o, err, errlen);
     if (rc == 0)
-        rc = kt_storage_job_open(st, "bench", "resnet18", TS_TARGET, &job,
-                                 err, errlen);
+        rc = kt_storage_job_open(st, "bench", "resnet18", TS_TARGET, &job, err,
+                                 errlen);
     for (i = 0; rc == 0 && i < NWORKLOADS; i++) {
         char key[160];
         struct kt_task_info ti = {.job_id = job,
@@ -105,16 +105,15 @@ main(int argc, char **argv)
             return fail("insert", err);
         printf("insert: %ld trials in batches of %d, synchronous=%s: %.3f s "
                "in write_batch = %.0f trials/s\n",
-               n, BATCH, sync == 2 ? "FULL" : "NORMAL", secs,
-               (double)n / secs);
+               n, BATCH, sync == 2 ? "FULL" : "NORMAL", secs, (double)n / secs);
     }
     snprintf(path, sizeof(path), "%s/bench1.db", dir);
     {
         struct stat sb;
 
         if (stat(path, &sb) == 0)
-            printf("file: %.1f MB for %ld trials\n",
-                   (double)sb.st_size / 1e6, n);
+            printf("file: %.1f MB for %ld trials\n", (double)sb.st_size / 1e6,
+                   n);
     }
 
     /* Resume: open (schema check), per-workload best and counts, every

@@ -11,7 +11,7 @@
 
 struct suite_dnnl {
     const struct suite_op *op;
-    int sgemm;                  /* 1: dnnl_sgemm calls, no primitive */
+    int sgemm; /* 1: dnnl_sgemm calls, no primitive */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     dnnl_primitive_t prim;
@@ -20,13 +20,13 @@ struct suite_dnnl {
     dnnl_memory_t mem[4];
 };
 
-#define DNNL_TRY(call)                                                          \
-    do {                                                                        \
-        dnnl_status_t s_ = (call);                                              \
-        if (s_ != dnnl_success) {                                               \
-            snprintf(err, errlen, "%s: oneDNN status %d", #call, (int)s_);      \
-            goto fail;                                                          \
-        }                                                                       \
+#define DNNL_TRY(call)                                                         \
+    do {                                                                       \
+        dnnl_status_t s_ = (call);                                             \
+        if (s_ != dnnl_success) {                                              \
+            snprintf(err, errlen, "%s: oneDNN status %d", #call, (int)s_);     \
+            goto fail;                                                         \
+        }                                                                      \
     } while (0)
 
 static int
@@ -40,9 +40,14 @@ int
 suite_dnnl_variants(const struct suite_op *op)
 {
     switch (op->layer->op) {
-    case KT_LAYER_MATMUL: case KT_LAYER_DENSE: case KT_LAYER_BATCH_MATMUL: return 2;
-    case KT_LAYER_CONV2D: case KT_LAYER_MAXPOOL: case KT_LAYER_AVGPOOL:
-    case KT_LAYER_GLOBAL_AVG_POOL: case KT_LAYER_SOFTMAX: return 1;
+    case KT_LAYER_MATMUL:
+    case KT_LAYER_DENSE:
+    case KT_LAYER_BATCH_MATMUL: return 2;
+    case KT_LAYER_CONV2D:
+    case KT_LAYER_MAXPOOL:
+    case KT_LAYER_AVGPOOL:
+    case KT_LAYER_GLOBAL_AVG_POOL:
+    case KT_LAYER_SOFTMAX: return 1;
     default: return 0;
     }
 }
@@ -50,14 +55,15 @@ suite_dnnl_variants(const struct suite_op *op)
 /* Batch, M, N, K of a matrix product and whether its second operand is
  * stored [N, K] (dense weights, attention's K^T). */
 static void
-product_dims(const struct kt_layer *L, int64_t *b, int64_t *m, int64_t *n, int64_t *k,
-             int *trans_b)
+product_dims(const struct kt_layer *L, int64_t *b, int64_t *m, int64_t *n,
+             int64_t *k, int *trans_b)
 {
     *b = L->op == KT_LAYER_BATCH_MATMUL ? L->B : 1;
     *m = L->M;
     *n = L->N;
     *k = L->K;
-    *trans_b = L->op == KT_LAYER_DENSE || (L->op == KT_LAYER_BATCH_MATMUL && L->transpose_b);
+    *trans_b = L->op == KT_LAYER_DENSE ||
+               (L->op == KT_LAYER_BATCH_MATMUL && L->transpose_b);
 }
 
 static void
@@ -89,7 +95,8 @@ suite_dnnl_run(void *arg)
 }
 
 static dnnl_status_t
-add_arg(struct suite_dnnl *d, int arg, const dnnl_memory_desc_t *md, const void *p)
+add_arg(struct suite_dnnl *d, int arg, const dnnl_memory_desc_t *md,
+        const void *p)
 {
     dnnl_memory_t m;
     dnnl_status_t s = dnnl_memory_create(&m, md, d->eng, (void *)p);
@@ -104,7 +111,8 @@ add_arg(struct suite_dnnl *d, int arg, const dnnl_memory_desc_t *md, const void 
 }
 
 static dnnl_status_t
-md_plain(dnnl_memory_desc_t *md, int nd, const int64_t *dims, dnnl_format_tag_t tag)
+md_plain(dnnl_memory_desc_t *md, int nd, const int64_t *dims,
+         dnnl_format_tag_t tag)
 {
     dnnl_dims_t dd;
     int i;
@@ -118,10 +126,11 @@ md_plain(dnnl_memory_desc_t *md, int nd, const int64_t *dims, dnnl_format_tag_t 
  * primitive wants and passes those as DNNL_ARG_WEIGHTS. */
 static int
 add_reordered_weights(struct suite_dnnl *d, dnnl_primitive_desc_t pd,
-                      const dnnl_memory_desc_t *user_md, const void *p, char *err,
-                      size_t errlen)
+                      const dnnl_memory_desc_t *user_md, const void *p,
+                      char *err, size_t errlen)
 {
-    const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t
+        *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t r = NULL;
     dnnl_memory_t from = NULL, to = NULL;
@@ -130,7 +139,8 @@ add_reordered_weights(struct suite_dnnl *d, dnnl_primitive_desc_t pd,
 
     DNNL_TRY(dnnl_memory_create(&from, user_md, d->eng, (void *)p));
     DNNL_TRY(dnnl_memory_create(&to, want, d->eng, DNNL_MEMORY_ALLOCATE));
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, user_md, d->eng, want, d->eng, NULL));
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, user_md, d->eng, want,
+                                                d->eng, NULL));
     DNNL_TRY(dnnl_primitive_create(&r, rpd));
     a[0].arg = DNNL_ARG_FROM;
     a[0].memory = from;
@@ -155,8 +165,8 @@ fail:
 /* The convolution primitive with the bias and relu post-op, NCHW src and
  * dst, weights in the layout it picks (reordered once). */
 static int
-make_conv(struct suite_dnnl *d, const struct suite_op *op, dnnl_primitive_desc_t *pd,
-          char *err, size_t errlen)
+make_conv(struct suite_dnnl *d, const struct suite_op *op,
+          dnnl_primitive_desc_t *pd, char *err, size_t errlen)
 {
     struct kt_conv2d_params p;
     int64_t OH, OW, g;
@@ -175,8 +185,10 @@ make_conv(struct suite_dnnl *d, const struct suite_op *op, dnnl_primitive_desc_t
     DNNL_TRY(md_plain(&dst, 4, (int64_t[]){p.N, p.K, OH, OW}, dnnl_nchw));
     DNNL_TRY(md_plain(&bias, 1, (int64_t[]){p.K}, dnnl_x));
     if (g == 1) {
-        DNNL_TRY(md_plain(&wuser, 4, (int64_t[]){p.K, p.C, p.R, p.S}, dnnl_oihw));
-        DNNL_TRY(md_plain(&wany, 4, (int64_t[]){p.K, p.C, p.R, p.S}, dnnl_format_tag_any));
+        DNNL_TRY(
+            md_plain(&wuser, 4, (int64_t[]){p.K, p.C, p.R, p.S}, dnnl_oihw));
+        DNNL_TRY(md_plain(&wany, 4, (int64_t[]){p.K, p.C, p.R, p.S},
+                          dnnl_format_tag_any));
     } else {
         int64_t wd[5] = {g, p.K / g, p.C / g, p.R, p.S};
         DNNL_TRY(md_plain(&wuser, 5, wd, dnnl_goihw));
@@ -185,13 +197,18 @@ make_conv(struct suite_dnnl *d, const struct suite_op *op, dnnl_primitive_desc_t
     strides[0] = p.stride_h, strides[1] = p.stride_w;
     dil[0] = p.dilation_h - 1, dil[1] = p.dilation_w - 1;
     pad[0] = p.pad_h, pad[1] = p.pad_w;
-    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(
-        &cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wany,
-        op->bias ? &bias : NULL, &dst, strides, dil, pad, pad));
+    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd,
+                                                        dnnl_forward_inference,
+                                                        dnnl_convolution_direct,
+                                                        &src, &wany,
+                                                        op->bias ? &bias : NULL,
+                                                        &dst, strides, dil, pad,
+                                                        pad));
     DNNL_TRY(dnnl_primitive_attr_create(&attr));
     if (p.epilogue & KT_EPI_RELU) {
         DNNL_TRY(dnnl_post_ops_create(&po));
-        DNNL_TRY(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+        DNNL_TRY(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f,
+                                              0.0f));
         DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
     }
     DNNL_TRY(dnnl_primitive_desc_create(pd, &cd, attr, d->eng, NULL));
@@ -211,8 +228,8 @@ fail:
 /* The matmul primitive on plain row-major tensors (dense weights [N, K]
  * and attention's K are read through strides, as stored). */
 static int
-make_matmul(struct suite_dnnl *d, const struct suite_op *op, dnnl_primitive_desc_t *pd,
-            char *err, size_t errlen)
+make_matmul(struct suite_dnnl *d, const struct suite_op *op,
+            dnnl_primitive_desc_t *pd, char *err, size_t errlen)
 {
     int64_t b, m, n, k;
     int tb;
@@ -227,7 +244,8 @@ make_matmul(struct suite_dnnl *d, const struct suite_op *op, dnnl_primitive_desc
     wd[0] = b, wd[1] = k, wd[2] = n;
     ws[0] = k * n, ws[1] = tb ? 1 : n, ws[2] = tb ? k : 1;
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&wei, 3, wd, dnnl_f32, ws));
-    DNNL_TRY(dnnl_matmul_desc_init(&md, &src, &wei, op->bias ? &bias : NULL, &dst));
+    DNNL_TRY(
+        dnnl_matmul_desc_init(&md, &src, &wei, op->bias ? &bias : NULL, &dst));
     DNNL_TRY(dnnl_primitive_desc_create(pd, &md, NULL, d->eng, NULL));
     DNNL_TRY(add_arg(d, DNNL_ARG_SRC, &src, op->x));
     DNNL_TRY(add_arg(d, DNNL_ARG_WEIGHTS, &wei, op->w));
@@ -252,7 +270,8 @@ make_pool_softmax(struct suite_dnnl *d, const struct suite_op *op,
     if (L->op == KT_LAYER_SOFTMAX) {
         dnnl_softmax_desc_t sd;
         DNNL_TRY(md_plain(&src, 2, (int64_t[]){L->rows, L->cols}, dnnl_nc));
-        DNNL_TRY(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &src, 1));
+        DNNL_TRY(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference,
+                                                &src, 1));
         DNNL_TRY(dnnl_primitive_desc_create(pd, &sd, NULL, d->eng, NULL));
         dst = src;
     } else {
@@ -260,16 +279,21 @@ make_pool_softmax(struct suite_dnnl *d, const struct suite_op *op,
         int global = L->op == KT_LAYER_GLOBAL_AVG_POOL;
         int64_t kk = global ? L->H : L->kernel, st = global ? 1 : L->stride[0];
         int64_t pp = global ? 0 : L->pad[0];
-        int64_t OH = (L->H + 2 * pp - kk) / st + 1, OW = (L->W + 2 * pp - (global ? L->W : kk)) / st + 1;
-        DNNL_TRY(md_plain(&src, 4, (int64_t[]){L->N, L->C, L->H, L->W}, dnnl_nchw));
+        int64_t OH = (L->H + 2 * pp - kk) / st + 1,
+                OW = (L->W + 2 * pp - (global ? L->W : kk)) / st + 1;
+        DNNL_TRY(
+            md_plain(&src, 4, (int64_t[]){L->N, L->C, L->H, L->W}, dnnl_nchw));
         DNNL_TRY(md_plain(&dst, 4, (int64_t[]){L->N, L->C, OH, OW}, dnnl_nchw));
         strides[0] = strides[1] = st;
         kernel[0] = kk, kernel[1] = global ? L->W : kk;
         pad[0] = pad[1] = pp;
-        DNNL_TRY(dnnl_pooling_forward_desc_init(
-            &pl, dnnl_forward_inference,
-            L->op == KT_LAYER_MAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_include_padding,
-            &src, &dst, strides, kernel, pad, pad));
+        DNNL_TRY(
+            dnnl_pooling_forward_desc_init(&pl, dnnl_forward_inference,
+                                           L->op == KT_LAYER_MAXPOOL
+                                               ? dnnl_pooling_max
+                                               : dnnl_pooling_avg_include_padding,
+                                           &src, &dst, strides, kernel, pad,
+                                           pad));
         DNNL_TRY(dnnl_primitive_desc_create(pd, &pl, NULL, d->eng, NULL));
     }
     DNNL_TRY(add_arg(d, DNNL_ARG_SRC, &src, op->x));
@@ -280,8 +304,8 @@ fail:
 }
 
 struct suite_dnnl *
-suite_dnnl_new(const struct suite_op *op, int variant, char *name, size_t namelen,
-               char *err, size_t errlen)
+suite_dnnl_new(const struct suite_op *op, int variant, char *name,
+               size_t namelen, char *err, size_t errlen)
 {
     struct suite_dnnl *d = calloc(1, sizeof(*d));
     dnnl_primitive_desc_t pd = NULL;
@@ -307,8 +331,11 @@ suite_dnnl_new(const struct suite_op *op, int variant, char *name, size_t namele
     DNNL_TRY(dnnl_primitive_create(&d->prim, pd));
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     snprintf(name, namelen, "%s %s",
-             op->layer->op == KT_LAYER_CONV2D ? "conv" : is_matrix_product(op->layer)
-             ? "matmul" : op->layer->op == KT_LAYER_SOFTMAX ? "softmax" : "pool", impl);
+             op->layer->op == KT_LAYER_CONV2D    ? "conv"
+             : is_matrix_product(op->layer)      ? "matmul"
+             : op->layer->op == KT_LAYER_SOFTMAX ? "softmax"
+                                                 : "pool",
+             impl);
     dnnl_primitive_desc_destroy(pd);
     return d;
 fail:

@@ -32,16 +32,16 @@ enum { MAX_THREADS = 2, REPEATS = 15 };
 /* What was tuned for a task, from its database. */
 struct tuned {
     long long trials, ok, build_timeouts;
-    double tune_s;              /* first start to last finish */
-    double stored_cost;         /* best stored cost, seconds (0: none) */
+    double tune_s;      /* first start to last finish */
+    double stored_cost; /* best stored cost, seconds (0: none) */
     long long trial_id;
 };
 
 /* One implementation measured on 1..MAX_THREADS threads. */
 struct impl {
     char name[96];
-    double t[MAX_THREADS + 1];  /* seconds; 0 = not measured */
-    double err[MAX_THREADS + 1];/* relative L2 error against the interpreter */
+    double t[MAX_THREADS + 1];   /* seconds; 0 = not measured */
+    double err[MAX_THREADS + 1]; /* relative L2 error against the interpreter */
 };
 
 struct task_result {
@@ -57,10 +57,12 @@ void
 suite_conv_params(const struct kt_layer *L, struct kt_conv2d_params *p)
 {
     memset(p, 0, sizeof(*p));
-    p->N = L->N, p->C = L->C, p->H = L->H, p->W = L->W, p->K = L->K, p->R = L->R;
+    p->N = L->N, p->C = L->C, p->H = L->H, p->W = L->W, p->K = L->K,
+    p->R = L->R;
     p->S = L->S, p->stride_h = L->stride[0], p->stride_w = L->stride[1];
     p->pad_h = L->pad[0], p->pad_w = L->pad[1], p->dilation_h = L->dilation[0];
-    p->dilation_w = L->dilation[1], p->groups = L->groups, p->epilogue = L->epilogue;
+    p->dilation_w = L->dilation[1], p->groups = L->groups,
+    p->epilogue = L->epilogue;
 }
 
 /* ---- OpenBLAS --------------------------------------------------------------- */
@@ -85,36 +87,38 @@ run_blas(void *arg)
         break;
     case KT_LAYER_DENSE:
         if (L->M == 1)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)L->N, (int)L->K, 1.0f, op->w,
-                        (int)L->K, op->x, 1, 0.0f, op->out, 1);
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)L->N, (int)L->K, 1.0f,
+                        op->w, (int)L->K, op->x, 1, 0.0f, op->out, 1);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L->M, (int)L->N,
-                        (int)L->K, 1.0f, op->x, (int)L->K, op->w, (int)L->K, 0.0f, op->out,
-                        (int)L->N);
-        kt_bench_epilogue(op->out, L->M, L->N, op->bias, 0, L->epilogue & KT_EPI_RELU);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L->M,
+                        (int)L->N, (int)L->K, 1.0f, op->x, (int)L->K, op->w,
+                        (int)L->K, 0.0f, op->out, (int)L->N);
+        kt_bench_epilogue(op->out, L->M, L->N, op->bias, 0,
+                          L->epilogue & KT_EPI_RELU);
         break;
     case KT_LAYER_MATMUL:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L->M, (int)L->N,
-                    (int)L->K, 1.0f, op->x, (int)L->K, op->w, (int)L->N, 0.0f, op->out,
-                    (int)L->N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L->M,
+                    (int)L->N, (int)L->K, 1.0f, op->x, (int)L->K, op->w,
+                    (int)L->N, 0.0f, op->out, (int)L->N);
         break;
     case KT_LAYER_BATCH_MATMUL:
         for (b = 0; b < L->B; b++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, L->transpose_b ? CblasTrans : CblasNoTrans,
-                        (int)L->M, (int)L->N, (int)L->K, 1.0f, op->x + b * L->M * L->K,
-                        (int)L->K, op->w + b * L->K * L->N, (int)(L->transpose_b ? L->K : L->N),
-                        0.0f, op->out + b * L->M * L->N, (int)L->N);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                        L->transpose_b ? CblasTrans : CblasNoTrans, (int)L->M,
+                        (int)L->N, (int)L->K, 1.0f, op->x + b * L->M * L->K,
+                        (int)L->K, op->w + b * L->K * L->N,
+                        (int)(L->transpose_b ? L->K : L->N), 0.0f,
+                        op->out + b * L->M * L->N, (int)L->N);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
 static int
 blas_has(const struct kt_layer *L)
 {
-    return L->op == KT_LAYER_CONV2D || L->op == KT_LAYER_DENSE || L->op == KT_LAYER_MATMUL ||
-           L->op == KT_LAYER_BATCH_MATMUL;
+    return L->op == KT_LAYER_CONV2D || L->op == KT_LAYER_DENSE ||
+           L->op == KT_LAYER_MATMUL || L->op == KT_LAYER_BATCH_MATMUL;
 }
 
 /* ---- kerntune's kernel ------------------------------------------------------ */
@@ -146,7 +150,8 @@ static void
 measure(struct impl *im, int t, void (*run)(void *), void *arg, float *out,
         const float *want, int64_t n)
 {
-    memset(out, 0xff, (size_t)n * sizeof(float));  /* NaN: a skipped write shows */
+    memset(out, 0xff,
+           (size_t)n * sizeof(float)); /* NaN: a skipped write shows */
     im->t[t] = kt_bench_time(run, arg, REPEATS);
     im->err[t] = ktt_rel_l2(out, want, n);
 }
@@ -156,8 +161,10 @@ read_tuned(sqlite3 *db, const char *hash, struct tuned *tu)
 {
     sqlite3_stmt *q = NULL;
 
-    if (sqlite3_prepare_v2(db, "select count(*), sum(err_no = 0), sum(err_no = 6), "
-                           "max(finished) - min(started) from logs where workload_hash = ?",
+    if (sqlite3_prepare_v2(db,
+                           "select count(*), sum(err_no = 0), sum(err_no = 6), "
+                           "max(finished) - min(started) from logs where "
+                           "workload_hash = ?",
                            -1, &q, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
@@ -173,8 +180,8 @@ read_tuned(sqlite3 *db, const char *hash, struct tuned *tu)
 /* Builds the best stored kernel of dag from db; returns its dlopen handle or
  * NULL (message on stderr). */
 static void *
-build_best(const char *db_path, const struct kt_model_conf *conf, const struct kt_dag *dag,
-           struct tuned *tu)
+build_best(const char *db_path, const struct kt_model_conf *conf,
+           const struct kt_dag *dag, struct tuned *tu)
 {
     struct kt_codegen_opts cg;
     struct kt_shown t;
@@ -190,7 +197,8 @@ build_best(const char *db_path, const struct kt_model_conf *conf, const struct k
         return NULL;
     }
     read_tuned(db, dag->hash, tu);
-    if (kt_show_load_best(db, db_path, dag->hash, &t, err, sizeof(err)) != KT_OK ||
+    if (kt_show_load_best(db, db_path, dag->hash, &t, err, sizeof(err)) !=
+            KT_OK ||
         kt_show_module(&t, &cg, &src, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "suite: %s\n", err);
     } else {
@@ -198,8 +206,8 @@ build_best(const char *db_path, const struct kt_model_conf *conf, const struct k
         tu->trial_id = (long long)t.id;
         h = ktt_build(src, err, sizeof(err));
         if (h == NULL)
-            fprintf(stderr, "suite: %s: trial %lld does not build:\n%.2000s\n", db_path,
-                    (long long)t.id, err);
+            fprintf(stderr, "suite: %s: trial %lld does not build:\n%.2000s\n",
+                    db_path, (long long)t.id, err);
     }
     free(src);
     kt_shown_free(&t);
@@ -222,16 +230,17 @@ bind_op(struct suite_op *op, const struct kt_layer *L, const struct kt_dag *dag,
     int product = L->op == KT_LAYER_MATMUL || L->op == KT_LAYER_BATCH_MATMUL;
 
     op->layer = L;
-    op->x = tensor(dag, b, "A") ? tensor(dag, b, "A")
-            : tensor(dag, b, "I") ? tensor(dag, b, "I") : tensor(dag, b, "X");
+    op->x = tensor(dag, b, "A")   ? tensor(dag, b, "A")
+            : tensor(dag, b, "I") ? tensor(dag, b, "I")
+                                  : tensor(dag, b, "X");
     op->w = product ? tensor(dag, b, "B") : tensor(dag, b, "W");
     op->bias = product ? NULL : tensor(dag, b, "B");
     op->out = tensor(dag, b, "O");
 }
 
 static void
-time_libraries(struct task_result *r, const struct suite_op *op, const float *want,
-               int64_t n)
+time_libraries(struct task_result *r, const struct suite_op *op,
+               const float *want, int64_t n)
 {
     struct blas_run br = {.op = op};
     char name[96], err[512];
@@ -240,10 +249,14 @@ time_libraries(struct task_result *r, const struct suite_op *op, const float *wa
     if (blas_has(op->layer)) {
         snprintf(r->blas.name, sizeof(r->blas.name), "%s",
                  op->layer->op == KT_LAYER_CONV2D ? "im2col+sgemm"
-                 : op->layer->op == KT_LAYER_DENSE && op->layer->M == 1 ? "sgemv" : "sgemm");
+                 : op->layer->op == KT_LAYER_DENSE && op->layer->M == 1
+                     ? "sgemv"
+                     : "sgemm");
         if (op->layer->op == KT_LAYER_CONV2D) {
             suite_conv_params(op->layer, &br.conv);
-            br.col = kt_xaligned(64, kt_bench_conv_col_floats(&br.conv) * sizeof(float) + 64);
+            br.col = kt_xaligned(64, kt_bench_conv_col_floats(&br.conv) *
+                                             sizeof(float) +
+                                         64);
         }
         for (t = 1; t <= MAX_THREADS; t++) {
             set_threads(t, NULL);
@@ -252,10 +265,12 @@ time_libraries(struct task_result *r, const struct suite_op *op, const float *wa
         free(br.col);
     }
     for (v = 0; v < suite_dnnl_variants(op); v++) {
-        struct suite_dnnl *d = suite_dnnl_new(op, v, name, sizeof(name), err, sizeof(err));
+        struct suite_dnnl *d = suite_dnnl_new(op, v, name, sizeof(name), err,
+                                              sizeof(err));
         struct impl im = {.name = ""};
         if (d == NULL) {
-            fprintf(stderr, "suite: %s: oneDNN variant %d: %s\n", r->name, v, err);
+            fprintf(stderr, "suite: %s: oneDNN variant %d: %s\n", r->name, v,
+                    err);
             continue;
         }
         snprintf(im.name, sizeof(im.name), "%s", name);
@@ -265,7 +280,8 @@ time_libraries(struct task_result *r, const struct suite_op *op, const float *wa
         }
         suite_dnnl_free(d);
         /* the faster variant on all threads stands for oneDNN */
-        if (r->dnnl.t[MAX_THREADS] == 0 || im.t[MAX_THREADS] < r->dnnl.t[MAX_THREADS])
+        if (r->dnnl.t[MAX_THREADS] == 0 ||
+            im.t[MAX_THREADS] < r->dnnl.t[MAX_THREADS])
             r->dnnl = im;
     }
 }
@@ -289,7 +305,8 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
         goto done;
     }
     if (tasks.n != 1 || conf->nlayers != 1) {
-        fprintf(stderr, "suite: %s: a suite config has exactly one layer\n", cfg);
+        fprintf(stderr, "suite: %s: a suite config has exactly one layer\n",
+                cfg);
         goto done;
     }
     snprintf(r->name, sizeof(r->name), "%s", conf->name);
@@ -307,10 +324,12 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
         ktt_args(tasks.v[0].dag, &b, args);
         kr.fn = (void (*)(float *const *))dlsym(h, "kt_kernel");
         kr.args = args;
-        snprintf(r->ours.name, sizeof(r->ours.name), "trial %lld", r->tuned.trial_id);
+        snprintf(r->ours.name, sizeof(r->ours.name), "trial %lld",
+                 r->tuned.trial_id);
         for (t = 1; t <= MAX_THREADS; t++) {
             set_threads(t, threads);
-            measure(&r->ours, t, run_kernel, &kr, op.out, ref.t[out], b.elems[out]);
+            measure(&r->ours, t, run_kernel, &kr, op.out, ref.t[out],
+                    b.elems[out]);
         }
     }
     status = 0;
@@ -357,7 +376,9 @@ print_row(const struct task_result *r, int t)
 
     printf("%-15s %2d", r->name, t);
     put_gflops(t == MAX_THREADS && r->tuned.stored_cost > 0
-               ? r->flops / r->tuned.stored_cost / 1e9 : 0, 0);
+                   ? r->flops / r->tuned.stored_cost / 1e9
+                   : 0,
+               0);
     put_gflops(ours, r->ours.err[t]);
     put_gflops(gflops(r, &r->blas, t), r->blas.err[t]);
     put_gflops(gflops(r, &r->dnnl, t), r->dnnl.err[t]);
@@ -369,7 +390,8 @@ print_row(const struct task_result *r, int t)
         printf(" %6.1f%%", ours / fma_peak[t] * 100);
     else
         printf(" %7s", "-");
-    printf("  %4lld/%-4lld %4lld\n", r->tuned.ok, r->tuned.trials, r->tuned.build_timeouts);
+    printf("  %4lld/%-4lld %4lld\n", r->tuned.ok, r->tuned.trials,
+           r->tuned.build_timeouts);
 }
 
 static void
@@ -386,13 +408,18 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
 {
     const struct impl *best = best_library(r, t);
 
-    fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\",\"threads\":%d,\"flops\":%.0f", date,
-            r->name, t, r->flops);
-    fprintf(f, ",\"trials\":%lld,\"ok_trials\":%lld,\"build_timeouts\":%lld,\"trial_id\":%lld",
-            r->tuned.trials, r->tuned.ok, r->tuned.build_timeouts, r->tuned.trial_id);
+    fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\",\"threads\":%d,\"flops\":%.0f",
+            date, r->name, t, r->flops);
+    fprintf(f,
+            ",\"trials\":%lld,\"ok_trials\":%lld,\"build_timeouts\":%lld,"
+            "\"trial_id\":%lld",
+            r->tuned.trials, r->tuned.ok, r->tuned.build_timeouts,
+            r->tuned.trial_id);
     json_num(f, "tune_s", r->tuned.tune_s);
-    json_num(f, "kerntune_stored_gflops", t == MAX_THREADS && r->tuned.stored_cost > 0
-             ? r->flops / r->tuned.stored_cost / 1e9 : 0);
+    json_num(f, "kerntune_stored_gflops",
+             t == MAX_THREADS && r->tuned.stored_cost > 0
+                 ? r->flops / r->tuned.stored_cost / 1e9
+                 : 0);
     json_num(f, "kerntune_gflops", gflops(r, &r->ours, t));
     json_num(f, "openblas_gflops", gflops(r, &r->blas, t));
     fprintf(f, ",\"openblas_impl\":\"%s\"", r->blas.name);
@@ -403,8 +430,10 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
     json_num(f, "fma_peak_gflops", fma_peak[t]);
     json_num(f, "fraction_of_peak", gflops(r, &r->ours, t) / fma_peak[t]);
     fprintf(f, ",\"all_correct\":%s}\n",
-            r->ours.err[t] < 1e-3 && r->blas.err[t] < 1e-3 && r->dnnl.err[t] < 1e-3
-            ? "true" : "false");
+            r->ours.err[t] < 1e-3 && r->blas.err[t] < 1e-3 &&
+                    r->dnnl.err[t] < 1e-3
+                ? "true"
+                : "false");
 }
 
 static void
@@ -426,8 +455,8 @@ print_machine(const char *date)
         load[strcspn(load, "\n")] = '\0';
     if (f != NULL)
         fclose(f);
-    printf("%s; CPU: %s, %ld threads online; load (1/5/15 min, ...): %s\n", date, model,
-           sysconf(_SC_NPROCESSORS_ONLN), load);
+    printf("%s; CPU: %s, %ld threads online; load (1/5/15 min, ...): %s\n",
+           date, model, sysconf(_SC_NPROCESSORS_ONLN), load);
 }
 
 /* Raises fma_peak[] to this measurement where it is higher: on a shared
@@ -459,7 +488,8 @@ main(int argc, char **argv)
         first = 3;
     }
     if (argc - first < 2 || (argc - first) % 2 != 0) {
-        fprintf(stderr, "usage: suite_time [--json FILE] CONFIG DB [CONFIG DB ...]\n");
+        fprintf(stderr,
+                "usage: suite_time [--json FILE] CONFIG DB [CONFIG DB ...]\n");
         return 2;
     }
     strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -474,20 +504,26 @@ main(int argc, char **argv)
             memset(r, 0, sizeof(*r));
     }
     measure_peak(&isa);
-    printf("FMA peak (register-only %s FMA loop, best of the runs before and after the "
-           "tasks): %.1f GFLOPS on 1 thread, %.1f on 2\n", isa, fma_peak[1], fma_peak[2]);
-    printf("\nGFLOPS, best of %d timed batches per implementation, same process and buffers\n"
-           "(\"!\": output differs from the reference; stored = the tuner's own measurement)\n\n",
+    printf("FMA peak (register-only %s FMA loop, best of the runs before and "
+           "after the "
+           "tasks): %.1f GFLOPS on 1 thread, %.1f on 2\n",
+           isa, fma_peak[1], fma_peak[2]);
+    printf("\nGFLOPS, best of %d timed batches per implementation, same "
+           "process and buffers\n"
+           "(\"!\": output differs from the reference; stored = the tuner's "
+           "own measurement)\n\n",
            REPEATS);
     printf("%-15s %2s %9s %9s %9s %9s %9s %7s %9s %4s\n", "task", "T", "stored",
-           "kerntune", "OpenBLAS", "oneDNN", "ours/best", "%peak", "ok/trials", "bto");
+           "kerntune", "OpenBLAS", "oneDNN", "ours/best", "%peak", "ok/trials",
+           "bto");
     for (i = 0; i < n; i++)
         for (t = 1; t <= MAX_THREADS; t++)
             print_row(&res[i], t);
     printf("\nimplementations:\n");
     for (i = 0; i < n; i++)
-        printf("  %-15s kerntune %s (tuned %.0f s); OpenBLAS %s; oneDNN %s\n", res[i].name,
-               res[i].ours.name[0] ? res[i].ours.name : "-", res[i].tuned.tune_s,
+        printf("  %-15s kerntune %s (tuned %.0f s); OpenBLAS %s; oneDNN %s\n",
+               res[i].name, res[i].ours.name[0] ? res[i].ours.name : "-",
+               res[i].tuned.tune_s,
                res[i].blas.name[0] ? res[i].blas.name : "-",
                res[i].dnnl.name[0] ? res[i].dnnl.name : "-");
     if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)

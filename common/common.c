@@ -315,7 +315,8 @@ kt_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
         v = v * 10 + d;
     }
     {
-        int64_t x = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v)
+        int64_t x = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN
+                                                        : -(int64_t)v)
                         : (int64_t)v;
         if (x < min || x > max)
             return KT_EINVAL;

@@ -19,13 +19,13 @@ enum kt_err {
     KT_EINVAL = -EINVAL,
     KT_EIO = -EIO,
     KT_ENOENT = -ENOENT,
-    KT_EPARSE = -1001,       /* malformed input text */
-    KT_ESCHEDULE = -1002,    /* a schedule cannot be applied or lowered */
-    KT_ESHAPE = -1003,       /* tensor shapes disagree */
-    KT_ECONFIG = -1004,      /* a bad configuration value */
-    KT_EDB = -1005,          /* the database refused an operation */
-    KT_EPROTO = -1006,       /* a peer broke the wire protocol */
-    KT_ETOOBIG = -1007,      /* a bounded buffer or queue would overflow */
+    KT_EPARSE = -1001,    /* malformed input text */
+    KT_ESCHEDULE = -1002, /* a schedule cannot be applied or lowered */
+    KT_ESHAPE = -1003,    /* tensor shapes disagree */
+    KT_ECONFIG = -1004,   /* a bad configuration value */
+    KT_EDB = -1005,       /* the database refused an operation */
+    KT_EPROTO = -1006,    /* a peer broke the wire protocol */
+    KT_ETOOBIG = -1007,   /* a bounded buffer or queue would overflow */
     KT_ETIMEDOUT = -ETIMEDOUT,
     KT_ECANCELED = -ECANCELED,
 };
@@ -34,14 +34,14 @@ enum kt_err {
  * tracker and storage (logs.err_no). */
 enum kt_measure_errno {
     KT_MERR_NO_ERROR = 0,
-    KT_MERR_INSTANTIATION = 1,    /* the schedule cannot be lowered */
-    KT_MERR_COMPILE_HOST = 2,     /* the compiler failed */
+    KT_MERR_INSTANTIATION = 1, /* the schedule cannot be lowered */
+    KT_MERR_COMPILE_HOST = 2,  /* the compiler failed */
     KT_MERR_COMPILE_DEVICE = 3,
-    KT_MERR_RUNTIME_DEVICE = 4,   /* crashed (signal) or would not load */
+    KT_MERR_RUNTIME_DEVICE = 4, /* crashed (signal) or would not load */
     KT_MERR_WRONG_ANSWER = 5,
     KT_MERR_BUILD_TIMEOUT = 6,
     KT_MERR_RUN_TIMEOUT = 7,
-    KT_MERR_UNKNOWN = 8,          /* e.g. a worker lost for good */
+    KT_MERR_UNKNOWN = 8, /* e.g. a worker lost for good */
     KT_MERR_COUNT = 9
 };
 
@@ -115,17 +115,19 @@ int kt_token_read(const char *path, char *buf, size_t len, char *err,
  * ISO-8601 timestamp and the level name. */
 extern int kt_log_level;
 void kt_log_init(int level);
-void kt_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define KT_LOG(p, ...)                                                        \
-    do {                                                                      \
-        if ((p) <= kt_log_level)                                              \
-            kt_log((p), __VA_ARGS__);                                         \
+void kt_log(int prio, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define KT_LOG(p, ...)                                                         \
+    do {                                                                       \
+        if ((p) <= kt_log_level)                                               \
+            kt_log((p), __VA_ARGS__);                                          \
     } while (0)
 #define log_err(...) KT_LOG(LOG_ERR, __VA_ARGS__)
 #define log_warnx(...) KT_LOG(LOG_WARNING, __VA_ARGS__)
 #define log_info(...) KT_LOG(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) KT_LOG(LOG_DEBUG, __VA_ARGS__)
-_Noreturn void kt_fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void kt_fatalx(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 
 /* Formats into a caller-supplied error buffer (may be NULL); returns 'code'
  * so callers can write: return kt_seterr(err, len, KT_EPARSE, "..."). */

@@ -22,8 +22,8 @@ kt_log_init(int level)
 static const char *
 level_name(int prio)
 {
-    static const char *names[] = {"EMERG", "ALERT", "CRIT", "ERR",
-                                  "WARN", "NOTICE", "INFO", "DEBUG"};
+    static const char *names[] = {"EMERG", "ALERT",  "CRIT", "ERR",
+                                  "WARN",  "NOTICE", "INFO", "DEBUG"};
     if (prio < 0 || prio > LOG_DEBUG)
         return "?";
     return names[prio];

@@ -10,8 +10,7 @@
 #include <unistd.h>
 
 int
-kt_token_read(const char *path, char *buf, size_t len, char *err,
-              size_t errlen)
+kt_token_read(const char *path, char *buf, size_t len, char *err, size_t errlen)
 {
     struct stat st;
     size_t n = 0;
@@ -59,12 +58,12 @@ kt_token_read(const char *path, char *buf, size_t len, char *err,
     buf[n] = '\0';
     if (n == len - 1 && strchr(buf, '\n') == NULL)
         return kt_seterr(err, errlen, KT_ECONFIG,
-                         "token file %s: line 1 is longer than %zu bytes",
-                         path, len - 2);
+                         "token file %s: line 1 is longer than %zu bytes", path,
+                         len - 2);
     buf[strcspn(buf, "\n")] = '\0';
     n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
-                     buf[n - 1] == '\t'))
+    while (n > 0 &&
+           (buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
         buf[--n] = '\0';
     if (n == 0)
         return kt_seterr(err, errlen, KT_ECONFIG,

@@ -18,7 +18,7 @@
 
 #include "common/common.h"
 
-#define KT_CONFIG_MAX_BYTES (4u << 20)  /* larger config files are refused */
+#define KT_CONFIG_MAX_BYTES (4u << 20) /* larger config files are refused */
 #define KT_CONFIG_MAX_LAYERS 4096
 #define KT_CONFIG_MAX_TASKS 1024
 
@@ -30,10 +30,7 @@ struct kt_strlist {
 
 /* ---- Model config ------------------------------------------------------ */
 
-enum kt_strategy {
-    KT_STRATEGY_GRADIENT,
-    KT_STRATEGY_ROUND_ROBIN
-};
+enum kt_strategy { KT_STRATEGY_GRADIENT, KT_STRATEGY_ROUND_ROBIN };
 
 enum kt_policy {
     KT_POLICY_SKETCH_XGB,
@@ -42,23 +39,24 @@ enum kt_policy {
 };
 
 struct kt_target_conf {
-    char *kind;                /* "cpu" */
-    char *cc;                  /* compiler command, e.g. "gcc" */
+    char *kind; /* "cpu" */
+    char *cc;   /* compiler command, e.g. "gcc" */
     struct kt_strlist cflags;
-    char *sysroot;             /* NULL when not given */
-    int64_t threads;           /* 0 = all cores of the worker */
-    char *key;                 /* worker key ("local") */
-    int64_t vector_bytes;      /* 0 = detect on the host; else 16, 32, 64 */
+    char *sysroot;        /* NULL when not given */
+    int64_t threads;      /* 0 = all cores of the worker */
+    char *key;            /* worker key ("local") */
+    int64_t vector_bytes; /* 0 = detect on the host; else 16, 32, 64 */
 };
 
 struct kt_tuning_conf {
-    int64_t trials;            /* total measured trials for the model */
+    int64_t trials; /* total measured trials for the model */
     int64_t measures_per_round;
-    int strategy;              /* enum kt_strategy */
-    int policy;                /* enum kt_policy */
-    int64_t early_stopping;    /* per task: trials without gain; 0 = off */
+    int strategy;               /* enum kt_strategy */
+    int policy;                 /* enum kt_policy */
+    int64_t early_stopping;     /* per task: trials without gain; 0 = off */
     int64_t early_stopping_all; /* whole model; 0 = off */
-    int64_t max_failed_rounds; /* rounds with no valid program -> dead; 0 = never */
+    int64_t
+        max_failed_rounds; /* rounds with no valid program -> dead; 0 = never */
     int64_t seed;
     double alpha;
     double beta;
@@ -70,10 +68,10 @@ struct kt_measure_conf {
     int64_t repeat;
     int64_t min_repeat_ms;
     int64_t cooldown_ms;
-    int flush_cache;           /* boolean */
+    int flush_cache; /* boolean */
     double build_timeout_s;
     double run_timeout_s;
-    double tolerance;          /* relative error allowed against the reference */
+    double tolerance; /* relative error allowed against the reference */
 };
 
 enum kt_layer_op {
@@ -97,21 +95,21 @@ enum kt_layer_op {
  * others stay 0.  For "add", bias_operand says the second operand is a
  * per-channel bias (so the add can fuse into a producer's epilogue). */
 struct kt_layer {
-    int op;                    /* enum kt_layer_op */
-    char *name;                /* optional "name", else NULL */
-    int index;                 /* position in the "layers" array */
-    int line;                  /* line of the layer object in the file */
+    int op;     /* enum kt_layer_op */
+    char *name; /* optional "name", else NULL */
+    int index;  /* position in the "layers" array */
+    int line;   /* line of the layer object in the file */
     int64_t repeat;
     int64_t N, C, H, W, K, R, S, B, M;
     int64_t stride[2], pad[2], dilation[2];
     int64_t groups;
-    int epilogue;              /* KT_EPI_* bits of ir.h: 1 bias, 2 relu */
+    int epilogue; /* KT_EPI_* bits of ir.h: 1 bias, 2 relu */
     int transpose_b;
-    int64_t kernel;            /* pools */
-    int64_t rows, cols;        /* softmax */
-    int nshape;                /* elementwise shape, 1..4 dims */
+    int64_t kernel;     /* pools */
+    int64_t rows, cols; /* softmax */
+    int nshape;         /* elementwise shape, 1..4 dims */
     int64_t shape[4];
-    int bias_operand;          /* add: "operand": "bias" */
+    int bias_operand; /* add: "operand": "bias" */
 };
 
 /* One tensor shape of an explicit task. */
@@ -128,14 +126,14 @@ struct kt_task_conf {
     int nshapes;
     struct kt_task_shape *shapes;
     double weight;
-    char *group;               /* similarity group tag, NULL = none */
+    char *group; /* similarity group tag, NULL = none */
     int index;
 };
 
 struct kt_model_conf {
-    char *path;                /* the file it was read from */
+    char *path; /* the file it was read from */
     char *name;
-    char *source;              /* free text, NULL when absent */
+    char *source; /* free text, NULL when absent */
     struct kt_target_conf target;
     struct kt_tuning_conf tuning;
     struct kt_measure_conf measure;
@@ -143,11 +141,11 @@ struct kt_model_conf {
     struct kt_layer *layers;
     int ntasks;
     struct kt_task_conf *tasks;
-    char *onnx;                /* ONNX model path (resolved against the
+    char *onnx;  /* ONNX model path (resolved against the
                                 * config's directory), NULL when absent */
-    int ninputs;               /* "inputs": shapes of ONNX graph inputs */
+    int ninputs; /* "inputs": shapes of ONNX graph inputs */
     struct kt_task_shape *inputs;
-    int onnx_partial;          /* "partial": unsupported nodes run untuned */
+    int onnx_partial; /* "partial": unsupported nodes run untuned */
 };
 
 /* Name of a layer op ("conv2d", ...) or "?". */
@@ -160,13 +158,13 @@ const char *kt_policy_name(int policy);
  * KT_ECONFIG (bad content), KT_EPARSE (JSON syntax), -errno (cannot read)
  * or KT_ETOOBIG, writes "path:line:col: key.path: problem" to err, and
  * leaves *out NULL. */
-int kt_model_conf_load(const char *path, struct kt_model_conf **out,
-                       char *err, size_t errlen);
+int kt_model_conf_load(const char *path, struct kt_model_conf **out, char *err,
+                       size_t errlen);
 /* As kt_model_conf_load, from text in memory; 'path' names it in
  * messages and gives the default model name.  Copies text. */
 int kt_model_conf_parse(const char *path, const char *text,
                         struct kt_model_conf **out, char *err, size_t errlen);
-void kt_model_conf_free(struct kt_model_conf *m);   /* NULL is a no-op */
+void kt_model_conf_free(struct kt_model_conf *m); /* NULL is a no-op */
 /* The model of a command line: a JSON config, or an .onnx file taken with
  * default settings (as `tvmc tune model.onnx`).  input_specs are
  * "NAME=D1,D2,..." (--input), which set or replace ONNX input shapes;
@@ -179,8 +177,8 @@ int kt_model_conf_load_cli(const char *path, const char *const *input_specs,
 
 struct kt_daemon_conf {
     char *path;
-    char *listen;              /* "HOST:PORT" as written */
-    char *listen_host;         /* split from listen */
+    char *listen;      /* "HOST:PORT" as written */
+    char *listen_host; /* split from listen */
     int listen_port;
     char *token_file;
     struct kt_strlist key_tokens; /* "KEY=TOKEN_FILE": that key's own token */
@@ -188,13 +186,13 @@ struct kt_daemon_conf {
     char *log_dir;
     char *model_dir;
     char *control_socket;
-    char *worker_path;         /* kerntune-rpc binary for local workers */
+    char *worker_path; /* kerntune-rpc binary for local workers */
     char *local_worker_key;
     int64_t local_workers;
-    int64_t threads;           /* libuv thread-pool size */
-    int log_level;             /* LOG_ERR .. LOG_DEBUG */
-    int64_t max_job_retries;   /* re-queues of a lost worker's job */
-    double worker_timeout_s;   /* silent worker declared lost */
+    int64_t threads;         /* libuv thread-pool size */
+    int log_level;           /* LOG_ERR .. LOG_DEBUG */
+    int64_t max_job_retries; /* re-queues of a lost worker's job */
+    double worker_timeout_s; /* silent worker declared lost */
 };
 
 /* Reads and validates kerntuned.json; same contract as kt_model_conf_load
@@ -202,8 +200,7 @@ struct kt_daemon_conf {
 int kt_daemon_conf_load(const char *path, struct kt_daemon_conf **out,
                         char *err, size_t errlen);
 int kt_daemon_conf_parse(const char *path, const char *text,
-                         struct kt_daemon_conf **out, char *err,
-                         size_t errlen);
+                         struct kt_daemon_conf **out, char *err, size_t errlen);
 void kt_daemon_conf_free(struct kt_daemon_conf *d); /* NULL is a no-op */
 
 /* Appends Markdown tables of every accepted key (name, type, default,

@@ -34,8 +34,8 @@ kt_daemon_conf_parse(const char *path, const char *text,
     d->listen_host = kt_xmalloc(strlen(d->listen) + 1);
     if (kt_hostport_parse(d->listen, d->listen_host, strlen(d->listen) + 1,
                           &d->listen_port, why, sizeof(why)) != KT_OK) {
-        rc = kt__jerr(&doc, cJSON_GetObjectItemCaseSensitive(doc.root,
-                                                             "listen"),
+        rc = kt__jerr(&doc,
+                      cJSON_GetObjectItemCaseSensitive(doc.root, "listen"),
                       "listen", "%s", why);
         goto fail;
     }
@@ -48,10 +48,9 @@ kt_daemon_conf_parse(const char *path, const char *text,
                 k = &kt__tab_daemon.keys[j];
         v = *(char **)(void *)((char *)d + k->off);
         if (v[0] != '/') {
-            rc = kt__jerr(&doc, cJSON_GetObjectItemCaseSensitive(doc.root,
-                                                                 paths[i]),
-                          paths[i], "must be an absolute path (got \"%s\")",
-                          v);
+            rc = kt__jerr(&doc,
+                          cJSON_GetObjectItemCaseSensitive(doc.root, paths[i]),
+                          paths[i], "must be an absolute path (got \"%s\")", v);
             goto fail;
         }
     }

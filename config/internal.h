@@ -12,8 +12,8 @@
 
 struct kt__jpos {
     const cJSON *item;
-    int line, col;             /* of the value */
-    int kline, kcol;           /* of its key in an object (else = value) */
+    int line, col;   /* of the value */
+    int kline, kcol; /* of its key in an object (else = value) */
 };
 
 /* One parsed document: the tree plus the position of every value. */
@@ -21,7 +21,7 @@ struct kt__jdoc {
     const char *file;
     cJSON *root;
     int npos;
-    struct kt__jpos *pos;      /* sorted by item pointer */
+    struct kt__jpos *pos; /* sorted by item pointer */
     char *err;
     size_t errlen;
 };
@@ -50,27 +50,27 @@ const char *kt__suggest(const char *word, const char *const *cands, int n);
 
 /* ---- Key tables -------------------------------------------------------- */
 enum kt__ktype {
-    KT_K_INT,       /* int64_t */
-    KT_K_NUM,       /* double */
-    KT_K_BOOL,      /* int */
-    KT_K_STR,       /* char *, malloc'd; NULL default allowed */
-    KT_K_ENUM,      /* int: index into enums */
-    KT_K_STRLIST,   /* struct kt_strlist */
-    KT_K_PAIR,      /* int64_t[2]: a number for both, or [h, w] */
-    KT_K_EPILOGUE,  /* int bits: ["bias", "relu"] in that order */
-    KT_K_SHAPE,     /* int nshape + int64_t shape[4] (off = nshape) */
-    KT_K_OBJECT,    /* a nested object, read by its own code */
-    KT_K_ARRAY,     /* an array read by its own code */
-    KT_K_IGNORED    /* accepted and ignored (comments) */
+    KT_K_INT,      /* int64_t */
+    KT_K_NUM,      /* double */
+    KT_K_BOOL,     /* int */
+    KT_K_STR,      /* char *, malloc'd; NULL default allowed */
+    KT_K_ENUM,     /* int: index into enums */
+    KT_K_STRLIST,  /* struct kt_strlist */
+    KT_K_PAIR,     /* int64_t[2]: a number for both, or [h, w] */
+    KT_K_EPILOGUE, /* int bits: ["bias", "relu"] in that order */
+    KT_K_SHAPE,    /* int nshape + int64_t shape[4] (off = nshape) */
+    KT_K_OBJECT,   /* a nested object, read by its own code */
+    KT_K_ARRAY,    /* an array read by its own code */
+    KT_K_IGNORED   /* accepted and ignored (comments) */
 };
 
 struct kt__key {
     const char *name;
     enum kt__ktype type;
     size_t off;
-    double min, max;           /* for INT/NUM/PAIR/SHAPE entries */
-    const char *def;           /* default as JSON-ish text; NULL = required */
-    const char *const *enums;  /* NULL-terminated, for KT_K_ENUM */
+    double min, max;          /* for INT/NUM/PAIR/SHAPE entries */
+    const char *def;          /* default as JSON-ish text; NULL = required */
+    const char *const *enums; /* NULL-terminated, for KT_K_ENUM */
     const char *doc;
 };
 

@@ -16,11 +16,11 @@ struct walk {
     const char *t;
     size_t i;
     struct kt__jdoc *doc;
-    size_t *offs;              /* offset of each recorded value */
-    size_t *koffs;             /* offset of its key */
-    size_t key;                /* offset of the key just read */
+    size_t *offs;  /* offset of each recorded value */
+    size_t *koffs; /* offset of its key */
+    size_t key;    /* offset of the key just read */
     int cap;
-    char dup[600];             /* duplicate-key message */
+    char dup[600]; /* duplicate-key message */
 };
 
 static void
@@ -53,8 +53,7 @@ record(struct walk *w, const cJSON *item)
         w->cap = w->cap ? 2 * w->cap : 64;
         d->pos = kt_xrealloc(d->pos, (size_t)w->cap * sizeof(*d->pos));
         w->offs = kt_xrealloc(w->offs, (size_t)w->cap * sizeof(*w->offs));
-        w->koffs = kt_xrealloc(w->koffs,
-                               (size_t)w->cap * sizeof(*w->koffs));
+        w->koffs = kt_xrealloc(w->koffs, (size_t)w->cap * sizeof(*w->koffs));
     }
     d->pos[d->npos].item = item;
     w->offs[d->npos] = w->i;
@@ -85,9 +84,10 @@ walk_value(struct walk *w, const cJSON *item, const char *path)
                     if (strcmp(p->string, c->string) == 0) {
                         w->key = w->i;
                         record(w, c); /* at the repeated key */
-                        snprintf(w->dup, sizeof(w->dup), "%s%s\"%s\": "
-                                 "duplicate key", path, path[0] ? ": " : "",
-                                 c->string);
+                        snprintf(w->dup, sizeof(w->dup),
+                                 "%s%s\"%s\": "
+                                 "duplicate key",
+                                 path, path[0] ? ": " : "", c->string);
                         return KT_ECONFIG;
                     }
                 }
@@ -160,8 +160,10 @@ kt__jdoc_parse(struct kt__jdoc *doc, const char *file, const char *text,
     doc->err = err;
     doc->errlen = errlen;
     if (strlen(text) > KT_CONFIG_MAX_BYTES)
-        return kt_seterr(err, errlen, KT_ETOOBIG, "%s: file larger than %u "
-                         "bytes", file, KT_CONFIG_MAX_BYTES);
+        return kt_seterr(err, errlen, KT_ETOOBIG,
+                         "%s: file larger than %u "
+                         "bytes",
+                         file, KT_CONFIG_MAX_BYTES);
     if ((unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
         (unsigned char)text[2] == 0xBF)
         start = 3;
@@ -172,15 +174,19 @@ kt__jdoc_parse(struct kt__jdoc *doc, const char *file, const char *text,
         size_t k;
         offset_linecol(text, off, &line, &col);
         for (k = 0; k + 1 < sizeof(near) && text[off + k] != '\0' &&
-                    text[off + k] != '\n'; k++)
+                    text[off + k] != '\n';
+             k++)
             near[k] = text[off + k];
         near[k] = '\0';
         if (near[0] == '\0')
-            return kt_seterr(err, errlen, KT_EPARSE, "%s:%d:%d: JSON syntax "
-                             "error: unexpected end of input", file, line,
-                             col);
-        return kt_seterr(err, errlen, KT_EPARSE, "%s:%d:%d: JSON syntax "
-                         "error near '%s'", file, line, col, near);
+            return kt_seterr(err, errlen, KT_EPARSE,
+                             "%s:%d:%d: JSON syntax "
+                             "error: unexpected end of input",
+                             file, line, col);
+        return kt_seterr(err, errlen, KT_EPARSE,
+                         "%s:%d:%d: JSON syntax "
+                         "error near '%s'",
+                         file, line, col, near);
     }
     memset(&w, 0, sizeof(w));
     w.t = text;
@@ -258,9 +264,9 @@ kt__jline(const struct kt__jdoc *doc, const cJSON *item)
     return p != NULL ? p->line : 0;
 }
 
-static int
-vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key, const char *path,
-      const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+static int vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key,
+                 const char *path, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 
 static int
 vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key, const char *path,
@@ -376,8 +382,10 @@ kt__read_file(const char *path, char **out, char *err, size_t errlen)
     }
     if ((uintmax_t)st.st_size > KT_CONFIG_MAX_BYTES) {
         close(fd);
-        return kt_seterr(err, errlen, KT_ETOOBIG, "%s: file larger than %u "
-                         "bytes", path, KT_CONFIG_MAX_BYTES);
+        return kt_seterr(err, errlen, KT_ETOOBIG,
+                         "%s: file larger than %u "
+                         "bytes",
+                         path, KT_CONFIG_MAX_BYTES);
     }
     buf = kt_xmalloc((size_t)st.st_size + 1);
     while (got < (size_t)st.st_size) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DIM_MAX 16777216.0     /* 2^24: any one tensor dimension */
+#define DIM_MAX 16777216.0 /* 2^24: any one tensor dimension */
 #define NOLIM 0.0, 0.0
 
 /* ---- model: top level -------------------------------------------------- */
@@ -22,24 +22,31 @@ static const struct kt__key model_keys[] = {
      NULL, "Where the layer shapes come from (paper, code); free text."},
     {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL,
      "Free text (string, or array of strings), ignored."},
-    {"target", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "Compiler and worker "
+    {"target", KT_K_OBJECT, 0, NOLIM, "{}", NULL,
+     "Compiler and worker "
      "selection; see *target*."},
-    {"tuning", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "Search budget and "
+    {"tuning", KT_K_OBJECT, 0, NOLIM, "{}", NULL,
+     "Search budget and "
      "strategy; see *tuning*."},
-    {"measure", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "Timing options; see "
+    {"measure", KT_K_OBJECT, 0, NOLIM, "{}", NULL,
+     "Timing options; see "
      "*measure*."},
-    {"layers", KT_K_ARRAY, 0, NOLIM, "[]", NULL, "The model as a list of "
+    {"layers", KT_K_ARRAY, 0, NOLIM, "[]", NULL,
+     "The model as a list of "
      "layers; they go through task extraction (fusion, dedup, weights)."},
-    {"tasks", KT_K_ARRAY, 0, NOLIM, "[]", NULL, "Explicit compute "
+    {"tasks", KT_K_ARRAY, 0, NOLIM, "[]", NULL,
+     "Explicit compute "
      "definitions, taken as written. At least one layer or task (or an "
      "onnx model) is required."},
-    {"onnx", KT_K_STR, offsetof(struct kt_model_conf, onnx), NOLIM, "null",
-     NULL, "An ONNX model file (relative to this config) whose operators "
+    {"onnx", KT_K_STR, offsetof(struct kt_model_conf, onnx), NOLIM, "null", NULL,
+     "An ONNX model file (relative to this config) whose operators "
      "become the tasks; see docs/onnx.md."},
-    {"inputs", KT_K_OBJECT, 0, NOLIM, "{}", NULL, "ONNX: shapes of graph "
+    {"inputs", KT_K_OBJECT, 0, NOLIM, "{}", NULL,
+     "ONNX: shapes of graph "
      "inputs, {\"x\": [1, 3, 224, 224]}; required for dynamic dims."},
-    {"partial", KT_K_BOOL, offsetof(struct kt_model_conf, onnx_partial),
-     NOLIM, "false", NULL, "ONNX: import a model with unsupported operators; "
+    {"partial", KT_K_BOOL, offsetof(struct kt_model_conf, onnx_partial), NOLIM,
+     "false", NULL,
+     "ONNX: import a model with unsupported operators; "
      "those nodes run untuned."},
 };
 
@@ -48,8 +55,8 @@ static const char *const target_kinds[] = {"cpu", NULL};
 static const struct kt__key target_keys[] = {
     {"kind", KT_K_STR, offsetof(struct kt_target_conf, kind), NOLIM, "\"cpu\"",
      target_kinds, "Target kind. Only \"cpu\" exists today."},
-    {"cc", KT_K_STR, offsetof(struct kt_target_conf, cc), NOLIM, "\"gcc\"",
-     NULL, "Compiler command (a cross compiler for a board, e.g. "
+    {"cc", KT_K_STR, offsetof(struct kt_target_conf, cc), NOLIM, "\"gcc\"", NULL,
+     "Compiler command (a cross compiler for a board, e.g. "
      "\"aarch64-linux-gnu-gcc\"); run without a shell."},
     {"cflags", KT_K_STRLIST, offsetof(struct kt_target_conf, cflags), NOLIM,
      "[\"-O3\", \"-march=native\", \"-fopenmp\"]", NULL,
@@ -58,11 +65,13 @@ static const struct kt__key target_keys[] = {
      "null", NULL, "Passed as --sysroot=PATH when set."},
     {"threads", KT_K_INT, offsetof(struct kt_target_conf, threads), 0, 1024,
      "0", NULL, "OpenMP threads per kernel; 0 = every core of the worker."},
-    {"key", KT_K_STR, offsetof(struct kt_target_conf, key), NOLIM,
-     "\"local\"", NULL, "Worker key: the workers (kerntune-rpc --key=KEY) "
+    {"key", KT_K_STR, offsetof(struct kt_target_conf, key), NOLIM, "\"local\"",
+     NULL,
+     "Worker key: the workers (kerntune-rpc --key=KEY) "
      "that build and run this model's candidates."},
-    {"vector_bytes", KT_K_INT, offsetof(struct kt_target_conf, vector_bytes),
-     0, 64, "0", NULL, "SIMD width for code generation: 16, 32 or 64; 0 = "
+    {"vector_bytes", KT_K_INT, offsetof(struct kt_target_conf, vector_bytes), 0,
+     64, "0", NULL,
+     "SIMD width for code generation: 16, 32 or 64; 0 = "
      "detect on the host (set it when cross compiling)."},
 };
 
@@ -79,14 +88,16 @@ static const struct kt__key tuning_keys[] = {
      "Trials per round of one task; the scheduler uses min(this, "
      "trials / number of tasks)."},
     {"strategy", KT_K_ENUM, offsetof(struct kt_tuning_conf, strategy), NOLIM,
-     "\"gradient\"", strategies, "Task scheduler: Ansor's gradient strategy "
+     "\"gradient\"", strategies,
+     "Task scheduler: Ansor's gradient strategy "
      "or round-robin."},
     {"policy", KT_K_ENUM, offsetof(struct kt_tuning_conf, policy), NOLIM,
-     "\"sketch.xgb\"", kt__policy_names, "Search policy: sketches + evolutionary "
+     "\"sketch.xgb\"", kt__policy_names,
+     "Search policy: sketches + evolutionary "
      "search scored by XGBoost, the same with a random model, or plain "
      "random sampling."},
-    {"early_stopping", KT_K_INT, offsetof(struct kt_tuning_conf,
-                                          early_stopping), 0, 1e9, "0", NULL,
+    {"early_stopping", KT_K_INT,
+     offsetof(struct kt_tuning_conf, early_stopping), 0, 1e9, "0", NULL,
      "Per task: a task that has gone this many trials without a better "
      "program is done (dead). 0 = off."},
     {"early_stopping_all", KT_K_INT,
@@ -101,10 +112,11 @@ static const struct kt__key tuning_keys[] = {
     {"seed", KT_K_INT, offsetof(struct kt_tuning_conf, seed), 0, 9.0e15, "1",
      NULL, "Seed of every random choice (search and scheduler ties)."},
     {"alpha", KT_K_NUM, offsetof(struct kt_tuning_conf, alpha), 0, 1, "0.2",
-     NULL, "Gradient strategy: weight of the backward gradient against the "
+     NULL,
+     "Gradient strategy: weight of the backward gradient against the "
      "forward gradient."},
-    {"beta", KT_K_NUM, offsetof(struct kt_tuning_conf, beta), 1, 1000, "2",
-     NULL, "Gradient strategy: similar-task speed-up factor and the threshold "
+    {"beta", KT_K_NUM, offsetof(struct kt_tuning_conf, beta), 1, 1000, "2", NULL,
+     "Gradient strategy: similar-task speed-up factor and the threshold "
      "for leaving a group."},
     {"backward_window_size", KT_K_INT,
      offsetof(struct kt_tuning_conf, backward_window_size), 1, 1000, "3", NULL,
@@ -113,26 +125,28 @@ static const struct kt__key tuning_keys[] = {
 
 static const struct kt__key measure_keys[] = {
     {"number", KT_K_INT, offsetof(struct kt_measure_conf, number), 1, 1e6, "1",
-     NULL, "Kernel calls per repeat (raised until a repeat lasts "
+     NULL,
+     "Kernel calls per repeat (raised until a repeat lasts "
      "min_repeat_ms)."},
-    {"repeat", KT_K_INT, offsetof(struct kt_measure_conf, repeat), 1, 1000,
-     "3", NULL, "Repeats; with 3 or more the fastest and slowest are dropped "
+    {"repeat", KT_K_INT, offsetof(struct kt_measure_conf, repeat), 1, 1000, "3",
+     NULL,
+     "Repeats; with 3 or more the fastest and slowest are dropped "
      "from the mean."},
-    {"min_repeat_ms", KT_K_INT, offsetof(struct kt_measure_conf,
-                                         min_repeat_ms), 0, 60000, "100", NULL,
-     "Minimum duration of one repeat, in milliseconds."},
+    {"min_repeat_ms", KT_K_INT, offsetof(struct kt_measure_conf, min_repeat_ms),
+     0, 60000, "100", NULL, "Minimum duration of one repeat, in milliseconds."},
     {"cooldown_ms", KT_K_INT, offsetof(struct kt_measure_conf, cooldown_ms), 0,
      60000, "0", NULL, "Pause between repeats, in milliseconds."},
     {"flush_cache", KT_K_BOOL, offsetof(struct kt_measure_conf, flush_cache),
      NOLIM, "false", NULL, "Flush the CPU caches before each repeat."},
-    {"build_timeout_s", KT_K_NUM, offsetof(struct kt_measure_conf,
-                                           build_timeout_s), 0.1, 3600, "15",
-     NULL, "Compile deadline per candidate, seconds (err_no 6 after)."},
-    {"run_timeout_s", KT_K_NUM, offsetof(struct kt_measure_conf,
-                                         run_timeout_s), 0.1, 3600, "10", NULL,
+    {"build_timeout_s", KT_K_NUM,
+     offsetof(struct kt_measure_conf, build_timeout_s), 0.1, 3600, "15", NULL,
+     "Compile deadline per candidate, seconds (err_no 6 after)."},
+    {"run_timeout_s", KT_K_NUM, offsetof(struct kt_measure_conf, run_timeout_s),
+     0.1, 3600, "10", NULL,
      "Run deadline per candidate, seconds (err_no 7 after)."},
     {"tolerance", KT_K_NUM, offsetof(struct kt_measure_conf, tolerance), 1e-9,
-     0.5, "0.001", NULL, "Relative error allowed against the reference "
+     0.5, "0.001", NULL,
+     "Relative error allowed against the reference "
      "kernel before err_no 5 (WRONG_ANSWER)."},
 };
 
@@ -148,7 +162,8 @@ static const struct kt__key task_keys[] = {
     {"weight", KT_K_NUM, offsetof(struct kt_task_conf, weight), 1e-9, 1e9, "1",
      NULL, "How many times the task runs per model inference."},
     {"group", KT_K_STR, offsetof(struct kt_task_conf, group), NOLIM, "null",
-     NULL, "Similarity group tag for the gradient scheduler (tasks with the "
+     NULL,
+     "Similarity group tag for the gradient scheduler (tasks with the "
      "same tag form a group); null = no group."},
     {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL, "Ignored."},
 };
@@ -156,24 +171,35 @@ static const struct kt__key task_keys[] = {
 /* ---- layers ------------------------------------------------------------ */
 #define L(f) offsetof(struct kt_layer, f)
 
-const char *const kt__layer_ops[KT_LAYER_NOPS + 1] = {
-    "conv2d", "dense", "matmul", "batch_matmul", "maxpool", "avgpool",
-    "global_avg_pool", "add", "mul", "relu", "hardswish", "sigmoid",
-    "softmax", NULL};
+const char *const kt__layer_ops[KT_LAYER_NOPS + 1] =
+    {"conv2d",  "dense",   "matmul",          "batch_matmul",
+     "maxpool", "avgpool", "global_avg_pool", "add",
+     "mul",     "relu",    "hardswish",       "sigmoid",
+     "softmax", NULL};
 
 static const struct kt__key layer_common_keys[] = {
     {"op", KT_K_ENUM, L(op), NOLIM, NULL, kt__layer_ops, "The operator."},
     {"name", KT_K_STR, L(name), NOLIM, "null", NULL, "Label for messages."},
-    {"repeat", KT_K_INT, L(repeat), 1, 100000, "1", NULL, "The layer occurs "
+    {"repeat", KT_K_INT, L(repeat), 1, 100000, "1", NULL,
+     "The layer occurs "
      "this many times in a row (a stack of identical layers)."},
     {"comment", KT_K_IGNORED, 0, NOLIM, "null", NULL, "Ignored."},
 };
 
-#define K_N(def) {"N", KT_K_INT, L(N), 1, DIM_MAX, def, NULL, "Batch."}
-#define K_DIM(nm, f, doc) {nm, KT_K_INT, L(f), 1, DIM_MAX, NULL, NULL, doc}
-#define K_EPI {"epilogue", KT_K_EPILOGUE, L(epilogue), NOLIM, "[]", NULL, \
-               "Fused elementwise tail: [], [\"bias\"], [\"relu\"] or "   \
-               "[\"bias\", \"relu\"] (in that order)."}
+#define K_N(def)                                                               \
+    {                                                                          \
+        "N", KT_K_INT, L(N), 1, DIM_MAX, def, NULL, "Batch."                   \
+    }
+#define K_DIM(nm, f, doc)                                                      \
+    {                                                                          \
+        nm, KT_K_INT, L(f), 1, DIM_MAX, NULL, NULL, doc                        \
+    }
+#define K_EPI                                                                  \
+    {                                                                          \
+        "epilogue", KT_K_EPILOGUE, L(epilogue), NOLIM, "[]", NULL,             \
+            "Fused elementwise tail: [], [\"bias\"], [\"relu\"] or "           \
+            "[\"bias\", \"relu\"] (in that order)."                            \
+    }
 
 static const struct kt__key conv2d_keys[] = {
     K_N("1"),
@@ -185,11 +211,13 @@ static const struct kt__key conv2d_keys[] = {
     K_DIM("S", S, "Kernel width."),
     {"stride", KT_K_PAIR, L(stride), 1, 64, "1", NULL,
      "Stride: a number, or [h, w]."},
-    {"pad", KT_K_PAIR, L(pad), 0, 64, "0", NULL, "Zero padding on each side: "
+    {"pad", KT_K_PAIR, L(pad), 0, 64, "0", NULL,
+     "Zero padding on each side: "
      "a number, or [h, w]."},
     {"dilation", KT_K_PAIR, L(dilation), 1, 64, "1", NULL,
      "Dilation: a number, or [h, w]."},
-    {"groups", KT_K_INT, L(groups), 1, DIM_MAX, "1", NULL, "Groups; C and K "
+    {"groups", KT_K_INT, L(groups), 1, DIM_MAX, "1", NULL,
+     "Groups; C and K "
      "must be multiples. groups = C = K is a depthwise convolution."},
     K_EPI,
 };
@@ -224,7 +252,8 @@ static const struct kt__key pool_keys[] = {
     {"kernel", KT_K_INT, L(kernel), 1, 64, NULL, NULL, "Window size."},
     {"stride", KT_K_PAIR, L(stride), 1, 64, "(kernel)", NULL,
      "Stride; defaults to the window size. Both values must be equal."},
-    {"pad", KT_K_PAIR, L(pad), 0, 64, "0", NULL, "Padding; both values must "
+    {"pad", KT_K_PAIR, L(pad), 0, 64, "0", NULL,
+     "Padding; both values must "
      "be equal."},
 };
 
@@ -235,9 +264,12 @@ static const struct kt__key gap_keys[] = {
     K_DIM("W", W, "Input width."),
 };
 
-#define K_SHAPE {"shape", KT_K_SHAPE, L(nshape), 1, DIM_MAX, NULL, NULL, \
-                 "Tensor shape, 1 to 4 dimensions (NCHW, or [M, N] after " \
-                 "a dense layer)."}
+#define K_SHAPE                                                                \
+    {                                                                          \
+        "shape", KT_K_SHAPE, L(nshape), 1, DIM_MAX, NULL, NULL,                \
+            "Tensor shape, 1 to 4 dimensions (NCHW, or [M, N] after "          \
+            "a dense layer)."                                                  \
+    }
 
 static const char *const add_operands[] = {"tensor", "bias", NULL};
 
@@ -257,15 +289,18 @@ static const struct kt__key softmax_keys[] = {
     K_DIM("cols", cols, "Columns."),
 };
 
-#define TAB(sec, arr) {sec, arr, (int)KT_ARRAY_LEN(arr)}
+#define TAB(sec, arr)                                                          \
+    {                                                                          \
+        sec, arr, (int)KT_ARRAY_LEN(arr)                                       \
+    }
 
 const struct kt__keytab kt__tab_model = TAB("model (top level)", model_keys);
 const struct kt__keytab kt__tab_target = TAB("target", target_keys);
 const struct kt__keytab kt__tab_tuning = TAB("tuning", tuning_keys);
 const struct kt__keytab kt__tab_measure = TAB("measure", measure_keys);
 const struct kt__keytab kt__tab_task = TAB("tasks[]", task_keys);
-const struct kt__keytab kt__tab_layer_common =
-    TAB("layers[] (every op)", layer_common_keys);
+const struct kt__keytab kt__tab_layer_common = TAB("layers[] (every op)",
+                                                   layer_common_keys);
 const struct kt__keytab kt__tab_layer[KT_LAYER_NOPS] = {
     TAB("layers[] op conv2d", conv2d_keys),
     TAB("layers[] op dense", dense_keys),
@@ -284,29 +319,31 @@ const struct kt__keytab kt__tab_layer[KT_LAYER_NOPS] = {
 
 /* ---- daemon ------------------------------------------------------------ */
 #define D(f) offsetof(struct kt_daemon_conf, f)
-static const char *const log_levels[] = {"err", "warning", "notice", "info",
-                                         "debug", NULL};
+static const char *const log_levels[] = {"err",  "warning", "notice",
+                                         "info", "debug",   NULL};
 
 static const struct kt__key daemon_keys[] = {
     {"listen", KT_K_STR, D(listen), NOLIM, "\"127.0.0.1:9190\"", NULL,
      "Tracker address workers connect to, HOST:PORT ([v6addr]:PORT for "
      "IPv6); port 0 picks a free port (then only local workers can join)."},
-    {"token_file", KT_K_STR, D(token_file), NOLIM,
-     "\"/etc/kerntune/token\"", NULL, "Shared secret for worker "
+    {"token_file", KT_K_STR, D(token_file), NOLIM, "\"/etc/kerntune/token\"",
+     NULL,
+     "Shared secret for worker "
      "authentication (challenge-response), accepted for every worker key "
      "that has no token of its own."},
     {"key_tokens", KT_K_STRLIST, D(key_tokens), NOLIM, "[]", NULL,
      "\"KEY=TOKEN_FILE\" entries: workers of KEY must prove that token "
      "(and it proves no other key). Local workers always get a random token "
      "bound to local_worker_key."},
-    {"database", KT_K_STR, D(database), NOLIM,
-     "\"/var/lib/kerntune/tune.db\"", NULL, "SQLite database of all trials."},
+    {"database", KT_K_STR, D(database), NOLIM, "\"/var/lib/kerntune/tune.db\"",
+     NULL, "SQLite database of all trials."},
     {"log_dir", KT_K_STR, D(log_dir), NOLIM, "\"/var/log/kerntune\"", NULL,
      "Task-table logs and total_latency.tsv, one set per job."},
     {"model_dir", KT_K_STR, D(model_dir), NOLIM, "\"/etc/kerntune/models\"",
      NULL, "Each *.json here is one tuning job (re-read on SIGHUP)."},
     {"control_socket", KT_K_STR, D(control_socket), NOLIM,
-     "\"/run/kerntune/control.sock\"", NULL, "Unix socket used by the "
+     "\"/run/kerntune/control.sock\"", NULL,
+     "Unix socket used by the "
      "kerntune CLI."},
     {"worker_path", KT_K_STR, D(worker_path), NOLIM, "null", NULL,
      "The worker program started for local workers; null: kerntune-rpc "
@@ -317,7 +354,8 @@ static const struct kt__key daemon_keys[] = {
     {"local_workers", KT_K_INT, D(local_workers), 0, 16, "1", NULL,
      "Workers the daemon starts itself; 0 = remote workers only (the "
      "production setup runs kerntune-rpc@local.service instead)."},
-    {"threads", KT_K_INT, D(threads), 1, 128, "2", NULL, "Thread-pool size "
+    {"threads", KT_K_INT, D(threads), 1, 128, "2", NULL,
+     "Thread-pool size "
      "for search, features and training (UV_THREADPOOL_SIZE)."},
     {"log_level", KT_K_ENUM, D(log_level), NOLIM, "\"info\"", log_levels,
      "Least important level logged."},
@@ -344,18 +382,12 @@ set_default(const struct kt__key *k, void *base)
     if (v == NULL)
         return; /* descriptive default, filled by the loader */
     switch (k->type) {
-    case KT_K_INT:
-        *(int64_t *)(void *)f = (int64_t)v->valuedouble;
-        break;
-    case KT_K_NUM:
-        *(double *)(void *)f = v->valuedouble;
-        break;
-    case KT_K_BOOL:
-        *(int *)(void *)f = cJSON_IsTrue(v);
-        break;
+    case KT_K_INT: *(int64_t *)(void *)f = (int64_t)v->valuedouble; break;
+    case KT_K_NUM: *(double *)(void *)f = v->valuedouble; break;
+    case KT_K_BOOL: *(int *)(void *)f = cJSON_IsTrue(v); break;
     case KT_K_STR:
-        *(char **)(void *)f =
-            cJSON_IsString(v) ? kt_xstrdup(v->valuestring) : NULL;
+        *(char **)(void *)f = cJSON_IsString(v) ? kt_xstrdup(v->valuestring)
+                                                : NULL;
         break;
     case KT_K_ENUM: {
         int i;
@@ -370,18 +402,16 @@ set_default(const struct kt__key *k, void *base)
         int i = 0;
         l->n = cJSON_GetArraySize(v);
         l->v = kt_xcalloc((size_t)l->n + 1, sizeof(char *));
-        cJSON_ArrayForEach(c, v) l->v[i++] = kt_xstrdup(c->valuestring);
+        cJSON_ArrayForEach (c, v)
+            l->v[i++] = kt_xstrdup(c->valuestring);
         break;
     }
     case KT_K_PAIR:
         ((int64_t *)(void *)f)[0] = (int64_t)v->valuedouble;
         ((int64_t *)(void *)f)[1] = (int64_t)v->valuedouble;
         break;
-    case KT_K_EPILOGUE:
-        *(int *)(void *)f = 0;
-        break;
-    default:
-        break;
+    case KT_K_EPILOGUE: *(int *)(void *)f = 0; break;
+    default: break;
     }
     cJSON_Delete(v);
 }
@@ -466,8 +496,7 @@ read_enum(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
         kt_buf_printf(&b, "%s\"%s\"", n ? ", " : "", k->enums[n]);
     s = cJSON_IsString(v) ? kt__suggest(v->valuestring, k->enums, n) : NULL;
     if (!cJSON_IsString(v))
-        kt__jerr(doc, v, path, "must be one of %s (got %s)", b.p,
-                 type_name(v));
+        kt__jerr(doc, v, path, "must be one of %s (got %s)", b.p, type_name(v));
     else if (s != NULL)
         kt__jerr(doc, v, path, "unknown value \"%s\" (did you mean \"%s\"?)",
                  v->valuestring, s);
@@ -485,7 +514,8 @@ read_str(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
     if (cJSON_IsNull(v) && k->def != NULL && strcmp(k->def, "null") == 0)
         return 0;
     if (!cJSON_IsString(v))
-        return kt__jerr(doc, v, path, "must be a string (got %s)", type_name(v));
+        return kt__jerr(doc, v, path, "must be a string (got %s)",
+                        type_name(v));
     if (v->valuestring[0] == '\0')
         return kt__jerr(doc, v, path, "must not be empty");
     if (k->enums != NULL) {
@@ -508,10 +538,12 @@ read_strlist(struct kt__jdoc *doc, const cJSON *v, const char *path,
     int i = 0;
 
     if (!cJSON_IsString(v) && !cJSON_IsArray(v))
-        return kt__jerr(doc, v, path, "must be an array of strings (got "
-                        "%s)", type_name(v));
+        return kt__jerr(doc, v, path,
+                        "must be an array of strings (got "
+                        "%s)",
+                        type_name(v));
     if (cJSON_IsArray(v)) {
-        cJSON_ArrayForEach(c, v) {
+        cJSON_ArrayForEach (c, v) {
             if (!cJSON_IsString(c)) {
                 snprintf(sub, sizeof(sub), "%s[%d]", path, i);
                 return kt__jerr(doc, c, sub, "must be a string (got %s)",
@@ -532,7 +564,8 @@ read_strlist(struct kt__jdoc *doc, const cJSON *v, const char *path,
     l->n = cJSON_GetArraySize(v);
     l->v = kt_xcalloc((size_t)l->n + 1, sizeof(char *));
     i = 0;
-    cJSON_ArrayForEach(c, v) l->v[i++] = kt_xstrdup(c->valuestring);
+    cJSON_ArrayForEach (c, v)
+        l->v[i++] = kt_xstrdup(c->valuestring);
     return 0;
 }
 
@@ -545,7 +578,7 @@ read_ints(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
     const cJSON *c;
     int rc, i = 0;
 
-    cJSON_ArrayForEach(c, v) {
+    cJSON_ArrayForEach (c, v) {
         snprintf(sub, sizeof(sub), "%s[%d]", path, i);
         rc = check_num(doc, k, c, sub, 1);
         if (rc < 0)
@@ -569,8 +602,10 @@ read_pair(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
         return rc;
     }
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
-        return kt__jerr(doc, v, path, "must be an integer or [h, w] "
-                        "(got %s)", type_name(v));
+        return kt__jerr(doc, v, path,
+                        "must be an integer or [h, w] "
+                        "(got %s)",
+                        type_name(v));
     return read_ints(doc, k, v, path, p);
 }
 
@@ -583,16 +618,21 @@ read_epilogue(struct kt__jdoc *doc, const cJSON *v, const char *path, int *out)
     int bits = 0, i = 0;
 
     if (!cJSON_IsArray(v))
-        return kt__jerr(doc, v, path, "must be an array such as "
-                        "[\"bias\", \"relu\"] (got %s)", type_name(v));
-    cJSON_ArrayForEach(c, v) {
+        return kt__jerr(doc, v, path,
+                        "must be an array such as "
+                        "[\"bias\", \"relu\"] (got %s)",
+                        type_name(v));
+    cJSON_ArrayForEach (c, v) {
         snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
         if (!cJSON_IsString(c))
-            return kt__jerr(doc, c, sub, "must be \"bias\" or \"relu\" "
-                            "(got %s)", type_name(c));
+            return kt__jerr(doc, c, sub,
+                            "must be \"bias\" or \"relu\" "
+                            "(got %s)",
+                            type_name(c));
         if (strcmp(c->valuestring, "bias") == 0) {
             if (bits != 0)
-                return kt__jerr(doc, c, sub, "\"bias\" must come first "
+                return kt__jerr(doc, c, sub,
+                                "\"bias\" must come first "
                                 "and only once");
             bits |= 1;
         } else if (strcmp(c->valuestring, "relu") == 0) {
@@ -600,7 +640,8 @@ read_epilogue(struct kt__jdoc *doc, const cJSON *v, const char *path, int *out)
                 return kt__jerr(doc, c, sub, "\"relu\" given twice");
             bits |= 2;
         } else {
-            return kt__jerr(doc, c, sub, "unknown epilogue \"%s\" "
+            return kt__jerr(doc, c, sub,
+                            "unknown epilogue \"%s\" "
                             "(supported: \"bias\", \"relu\")",
                             c->valuestring);
         }
@@ -614,15 +655,20 @@ static int
 read_shape(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
            const char *path, void *base, int *n)
 {
-    int64_t *d = (int64_t *)(void *)((char *)base + offsetof(struct kt_layer, shape));
+    int64_t *d = (int64_t *)(void *)((char *)base +
+                                     offsetof(struct kt_layer, shape));
     int cnt = cJSON_GetArraySize(v), rc;
 
     if (!cJSON_IsArray(v) || cnt < 1 || cnt > 4) {
         if (cJSON_IsArray(v))
-            return kt__jerr(doc, v, path, "must have 1 to 4 dimensions "
-                            "(got %d)", cnt);
-        return kt__jerr(doc, v, path, "must be an array of 1 to 4 "
-                        "dimensions (got %s)", type_name(v));
+            return kt__jerr(doc, v, path,
+                            "must have 1 to 4 dimensions "
+                            "(got %d)",
+                            cnt);
+        return kt__jerr(doc, v, path,
+                        "must be an array of 1 to 4 "
+                        "dimensions (got %s)",
+                        type_name(v));
     }
     rc = read_ints(doc, k, v, path, d);
     if (rc == 0)
@@ -654,18 +700,13 @@ read_value(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
                             type_name(v));
         *(int *)(void *)f = cJSON_IsTrue(v);
         return 0;
-    case KT_K_STR:
-        return read_str(doc, k, v, path, (char **)(void *)f);
-    case KT_K_ENUM:
-        return read_enum(doc, k, v, path, (int *)(void *)f);
+    case KT_K_STR: return read_str(doc, k, v, path, (char **)(void *)f);
+    case KT_K_ENUM: return read_enum(doc, k, v, path, (int *)(void *)f);
     case KT_K_STRLIST:
         return read_strlist(doc, v, path, (struct kt_strlist *)(void *)f);
-    case KT_K_PAIR:
-        return read_pair(doc, k, v, path, (int64_t *)(void *)f);
-    case KT_K_EPILOGUE:
-        return read_epilogue(doc, v, path, (int *)(void *)f);
-    case KT_K_SHAPE:
-        return read_shape(doc, k, v, path, base, (int *)(void *)f);
+    case KT_K_PAIR: return read_pair(doc, k, v, path, (int64_t *)(void *)f);
+    case KT_K_EPILOGUE: return read_epilogue(doc, v, path, (int *)(void *)f);
+    case KT_K_SHAPE: return read_shape(doc, k, v, path, base, (int *)(void *)f);
     case KT_K_OBJECT:
         if (!cJSON_IsObject(v))
             return kt__jerr(doc, v, path, "must be an object (got %s)",
@@ -676,8 +717,7 @@ read_value(struct kt__jdoc *doc, const struct kt__key *k, const cJSON *v,
             return kt__jerr(doc, v, path, "must be an array (got %s)",
                             type_name(v));
         return 0;
-    case KT_K_IGNORED:
-        return 0;
+    case KT_K_IGNORED: return 0;
     }
     return 0;
 }
@@ -708,15 +748,16 @@ kt__keys_read(struct kt__jdoc *doc, const cJSON *obj, const char *path,
     for (t = 0; t < ntabs; t++)
         for (i = 0; i < tabs[t]->nkeys && n < 64; i++)
             names[n++] = tabs[t]->keys[i].name;
-    cJSON_ArrayForEach(c, obj) {
+    cJSON_ArrayForEach (c, obj) {
         const struct kt__key *k = find_key(tabs, ntabs, c->string);
         if (k == NULL) {
             const char *s = kt__suggest(c->string, names, n);
             if (s != NULL)
-                return kt__jerr_key(doc, c, path, "unknown key \"%s\" (did "
-                                    "you mean \"%s\"?)", c->string, s);
-            return kt__jerr_key(doc, c, path, "unknown key \"%s\"",
-                                c->string);
+                return kt__jerr_key(doc, c, path,
+                                    "unknown key \"%s\" (did "
+                                    "you mean \"%s\"?)",
+                                    c->string, s);
+            return kt__jerr_key(doc, c, path, "unknown key \"%s\"", c->string);
         }
         snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "",
                  c->string);
@@ -783,8 +824,10 @@ static void
 doc_table(struct kt_buf *b, const struct kt__keytab *tab)
 {
     int i, j;
-    kt_buf_printf(b, "#### %s\n\n| key | type | default | range | meaning "
-                  "|\n|---|---|---|---|---|\n", tab->section);
+    kt_buf_printf(b,
+                  "#### %s\n\n| key | type | default | range | meaning "
+                  "|\n|---|---|---|---|---|\n",
+                  tab->section);
     for (i = 0; i < tab->nkeys; i++) {
         const struct kt__key *k = &tab->keys[i];
         char lo[32], hi[32];

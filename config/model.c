@@ -25,7 +25,8 @@ const char *
 kt_policy_name(int policy)
 {
     return policy >= KT_POLICY_SKETCH_XGB && policy <= KT_POLICY_RANDOM
-               ? kt__policy_names[policy] : "?";
+               ? kt__policy_names[policy]
+               : "?";
 }
 
 static int
@@ -81,22 +82,26 @@ check_layer(struct kt__jdoc *doc, const cJSON *obj, const char *path,
     case KT_LAYER_CONV2D:
         at = item(obj, "groups");
         if (l->C % l->groups != 0 || l->K % l->groups != 0)
-            return kt__jerr(doc, at, path, "groups (%lld) must divide C "
-                            "(%lld) and K (%lld)", (long long)l->groups,
-                            (long long)l->C, (long long)l->K);
-        if (out_extent(l->H, l->R, l->stride[0], l->pad[0],
-                       l->dilation[0]) < 1 ||
-            out_extent(l->W, l->S, l->stride[1], l->pad[1],
-                       l->dilation[1]) < 1)
-            return kt__jerr(doc, obj, path, "the %lldx%lld kernel (dilation "
+            return kt__jerr(doc, at, path,
+                            "groups (%lld) must divide C "
+                            "(%lld) and K (%lld)",
+                            (long long)l->groups, (long long)l->C,
+                            (long long)l->K);
+        if (out_extent(l->H, l->R, l->stride[0], l->pad[0], l->dilation[0]) <
+                1 ||
+            out_extent(l->W, l->S, l->stride[1], l->pad[1], l->dilation[1]) < 1)
+            return kt__jerr(doc, obj, path,
+                            "the %lldx%lld kernel (dilation "
                             "%lldx%lld) does not fit the padded %lldx%lld "
-                            "input", (long long)l->R, (long long)l->S,
+                            "input",
+                            (long long)l->R, (long long)l->S,
                             (long long)l->dilation[0],
                             (long long)l->dilation[1], (long long)l->H,
                             (long long)l->W);
         if (l->pad[0] >= l->R * l->dilation[0] ||
             l->pad[1] >= l->S * l->dilation[1])
-            return kt__jerr(doc, item(obj, "pad"), path, "pad must be "
+            return kt__jerr(doc, item(obj, "pad"), path,
+                            "pad must be "
                             "smaller than the kernel extent");
         break;
     case KT_LAYER_MAXPOOL:
@@ -104,22 +109,26 @@ check_layer(struct kt__jdoc *doc, const cJSON *obj, const char *path,
         if (item(obj, "stride") == NULL)
             l->stride[0] = l->stride[1] = l->kernel;
         if (l->stride[0] != l->stride[1] || l->pad[0] != l->pad[1])
-            return kt__jerr(doc, item(obj, l->stride[0] != l->stride[1] ?
-                                      "stride" : "pad"), path,
+            return kt__jerr(doc,
+                            item(obj, l->stride[0] != l->stride[1] ? "stride"
+                                                                   : "pad"),
+                            path,
                             "pools take one stride and one pad for both "
                             "dimensions");
         if (l->pad[0] >= l->kernel)
-            return kt__jerr(doc, item(obj, "pad"), path, "pad (%lld) must "
+            return kt__jerr(doc, item(obj, "pad"), path,
+                            "pad (%lld) must "
                             "be smaller than kernel (%lld)",
                             (long long)l->pad[0], (long long)l->kernel);
         if (out_extent(l->H, l->kernel, l->stride[0], l->pad[0], 1) < 1 ||
             out_extent(l->W, l->kernel, l->stride[0], l->pad[0], 1) < 1)
-            return kt__jerr(doc, obj, path, "the %lld window does not fit "
-                            "the %lldx%lld input", (long long)l->kernel,
-                            (long long)l->H, (long long)l->W);
+            return kt__jerr(doc, obj, path,
+                            "the %lld window does not fit "
+                            "the %lldx%lld input",
+                            (long long)l->kernel, (long long)l->H,
+                            (long long)l->W);
         break;
-    default:
-        break;
+    default: break;
     }
     return 0;
 }
@@ -134,7 +143,7 @@ read_layers(struct kt__jdoc *doc, const cJSON *arr, struct kt_model_conf *m)
         return kt__jerr(doc, arr, "layers", "too many layers (%d > %d)", n,
                         KT_CONFIG_MAX_LAYERS);
     m->layers = kt_xcalloc((size_t)n + 1, sizeof(*m->layers));
-    cJSON_ArrayForEach(obj, arr) {
+    cJSON_ArrayForEach (obj, arr) {
         struct kt_layer *l = &m->layers[i];
         const struct kt__keytab *tabs[2];
         const cJSON *op;
@@ -156,18 +165,23 @@ read_layers(struct kt__jdoc *doc, const cJSON *arr, struct kt_model_conf *m)
             if (strcmp(op->valuestring, kt__layer_ops[k]) == 0)
                 l->op = k;
         if (l->op < 0) {
-            const char *s = cJSON_IsString(op) ?
-                kt__suggest(op->valuestring, kt__layer_ops, KT_LAYER_NOPS) :
-                NULL;
+            const char *s = cJSON_IsString(op)
+                                ? kt__suggest(op->valuestring, kt__layer_ops,
+                                              KT_LAYER_NOPS)
+                                : NULL;
             if (!cJSON_IsString(op))
                 return kt__jerr(doc, op, path, "must be a string");
             if (s != NULL)
-                return kt__jerr(doc, op, path, "unknown op \"%s\" (did you "
-                                "mean \"%s\"?)", op->valuestring, s);
-            return kt__jerr(doc, op, path, "unknown op \"%s\" (supported: "
+                return kt__jerr(doc, op, path,
+                                "unknown op \"%s\" (did you "
+                                "mean \"%s\"?)",
+                                op->valuestring, s);
+            return kt__jerr(doc, op, path,
+                            "unknown op \"%s\" (supported: "
                             "conv2d, dense, matmul, batch_matmul, maxpool, "
                             "avgpool, global_avg_pool, add, mul, relu, "
-                            "hardswish, sigmoid, softmax)", op->valuestring);
+                            "hardswish, sigmoid, softmax)",
+                            op->valuestring);
         }
         path[strlen(path) - 3] = '\0';
         tabs[0] = &kt__tab_layer_common;
@@ -193,7 +207,7 @@ read_shapes(struct kt__jdoc *doc, const cJSON *obj, const char *path,
 
     t->shapes = kt_xcalloc((size_t)cJSON_GetArraySize(obj) + 1,
                            sizeof(*t->shapes));
-    cJSON_ArrayForEach(c, obj) {
+    cJSON_ArrayForEach (c, obj) {
         struct kt_task_shape *s = &t->shapes[i];
         char sub[600];
         int j = 0;
@@ -201,21 +215,25 @@ read_shapes(struct kt__jdoc *doc, const cJSON *obj, const char *path,
         s->name = kt_xstrdup(c->string);
         t->nshapes = ++i;
         if (strlen(c->string) >= 32)
-            return kt__jerr(doc, c, sub, "tensor name longer than 31 "
+            return kt__jerr(doc, c, sub,
+                            "tensor name longer than 31 "
                             "characters");
         if (!cJSON_IsArray(c) || cJSON_GetArraySize(c) < 1 ||
             cJSON_GetArraySize(c) > 8)
-            return kt__jerr(doc, c, sub, "must be an array of 1 to 8 "
+            return kt__jerr(doc, c, sub,
+                            "must be an array of 1 to 8 "
                             "dimensions");
-        cJSON_ArrayForEach(d, c) {
+        cJSON_ArrayForEach (d, c) {
             char dim[640];
             snprintf(dim, sizeof(dim), "%s[%d]", sub, j);
-            if (!cJSON_IsNumber(d) || d->valuedouble != (double)(int64_t)
-                d->valuedouble)
+            if (!cJSON_IsNumber(d) ||
+                d->valuedouble != (double)(int64_t)d->valuedouble)
                 return kt__jerr(doc, d, dim, "must be an integer");
             if (d->valuedouble < 1 || d->valuedouble > 16777216.0)
-                return kt__jerr(doc, d, dim, "must be >= 1 and <= 16777216 "
-                                "(got %.0f)", d->valuedouble);
+                return kt__jerr(doc, d, dim,
+                                "must be >= 1 and <= 16777216 "
+                                "(got %.0f)",
+                                d->valuedouble);
             s->dims[j++] = (int64_t)d->valuedouble;
         }
         s->ndim = j;
@@ -234,7 +252,7 @@ read_tasks(struct kt__jdoc *doc, const cJSON *arr, struct kt_model_conf *m)
         return kt__jerr(doc, arr, "tasks", "too many tasks (%d > %d)", n,
                         KT_CONFIG_MAX_TASKS);
     m->tasks = kt_xcalloc((size_t)n + 1, sizeof(*m->tasks));
-    cJSON_ArrayForEach(obj, arr) {
+    cJSON_ArrayForEach (obj, arr) {
         struct kt_task_conf *t = &m->tasks[i];
         char path[64];
         snprintf(path, sizeof(path), "tasks[%d]", i);
@@ -245,15 +263,19 @@ read_tasks(struct kt__jdoc *doc, const cJSON *arr, struct kt_model_conf *m)
         if (rc < 0)
             return rc;
         if (!valid_name(t->name))
-            return kt__jerr(doc, item(obj, "name"), path, "name \"%s\" may "
+            return kt__jerr(doc, item(obj, "name"), path,
+                            "name \"%s\" may "
                             "only use letters, digits, '_', '-' and '.'",
                             t->name);
         for (j = 0; j < t->index; j++)
             if (strcmp(m->tasks[j].name, t->name) == 0)
-                return kt__jerr(doc, item(obj, "name"), path, "name \"%s\" "
-                                "is already used by tasks[%d]", t->name, j);
+                return kt__jerr(doc, item(obj, "name"), path,
+                                "name \"%s\" "
+                                "is already used by tasks[%d]",
+                                t->name, j);
         if (t->compute.n == 0)
-            return kt__jerr(doc, item(obj, "compute"), path, "compute has "
+            return kt__jerr(doc, item(obj, "compute"), path,
+                            "compute has "
                             "no statements");
         snprintf(path + strlen(path), sizeof(path) - strlen(path), ".shapes");
         rc = read_shapes(doc, item(obj, "shapes"), path, t);
@@ -285,7 +307,8 @@ read_onnx(struct kt__jdoc *doc, struct kt_model_conf *m)
     if (c == NULL)
         return 0;
     if (m->onnx == NULL)
-        return kt__jerr(doc, c, "inputs", "input shapes need an \"onnx\" "
+        return kt__jerr(doc, c, "inputs",
+                        "input shapes need an \"onnx\" "
                         "model");
     memset(&t, 0, sizeof(t));
     rc = read_shapes(doc, c, "inputs", &t);
@@ -320,7 +343,8 @@ check_cflags(struct kt__jdoc *doc, const struct kt_model_conf *m)
         snprintf(key, sizeof(key), "target.cflags[%d]", i);
         return kt__jerr(doc, cJSON_GetArrayItem(c, i), key,
                         "\"%s\": one argument per string, without blanks "
-                        "(the worker splits the compiler line on blanks)", f);
+                        "(the worker splits the compiler line on blanks)",
+                        f);
     }
     return 0;
 }
@@ -361,15 +385,18 @@ kt_model_conf_parse(const char *path, const char *text,
     if (m->name == NULL)
         m->name = name_from_path(path);
     if (!valid_name(m->name)) {
-        rc = kt__jerr(&doc, item(doc.root, "name"), "name", "\"%s\" may only "
+        rc = kt__jerr(&doc, item(doc.root, "name"), "name",
+                      "\"%s\" may only "
                       "use letters, digits, '_', '-' and '.' (and not start "
-                      "with '.')", m->name);
+                      "with '.')",
+                      m->name);
         goto fail;
     }
     if (m->target.vector_bytes != 0 && m->target.vector_bytes != 16 &&
         m->target.vector_bytes != 32 && m->target.vector_bytes != 64) {
         c = item(item(doc.root, "target"), "vector_bytes");
-        rc = kt__jerr(&doc, c, "target.vector_bytes", "must be 0 (detect), "
+        rc = kt__jerr(&doc, c, "target.vector_bytes",
+                      "must be 0 (detect), "
                       "16, 32 or 64 (got %lld)",
                       (long long)m->target.vector_bytes);
         goto fail;
@@ -385,7 +412,8 @@ kt_model_conf_parse(const char *path, const char *text,
     if ((rc = read_onnx(&doc, m)) < 0)
         goto fail;
     if (m->nlayers + m->ntasks == 0 && m->onnx == NULL) {
-        rc = kt__jerr(&doc, doc.root, "(top level)", "the model has no "
+        rc = kt__jerr(&doc, doc.root, "(top level)",
+                      "the model has no "
                       "layers and no tasks (give \"layers\", \"tasks\" or "
                       "\"onnx\")");
         goto fail;
@@ -426,8 +454,8 @@ kt_model_conf_free(struct kt_model_conf *m)
         kt__keys_free(sections[s].tab, (char *)m + sections[s].off);
     for (i = 0; i < m->nlayers; i++) {
         kt__keys_free(&kt__tab_layer_common, &m->layers[i]);
-        kt__keys_free(&kt__tab_layer[m->layers[i].op >= 0 ?
-                                     m->layers[i].op : 0], &m->layers[i]);
+        kt__keys_free(&kt__tab_layer[m->layers[i].op >= 0 ? m->layers[i].op : 0],
+                      &m->layers[i]);
     }
     free(m->layers);
     for (i = 0; i < m->ntasks; i++) {
@@ -447,8 +475,7 @@ kt_model_conf_free(struct kt_model_conf *m)
 
 /* Sets or replaces one input shape from "NAME=D1,D2,...". */
 static int
-apply_input(struct kt_model_conf *m, const char *spec, char *err,
-            size_t errlen)
+apply_input(struct kt_model_conf *m, const char *spec, char *err, size_t errlen)
 {
     const char *eq = strchr(spec, '=');
     struct kt_task_shape sh;
@@ -475,8 +502,8 @@ apply_input(struct kt_model_conf *m, const char *spec, char *err,
         if (strcmp(m->inputs[i].name, sh.name) == 0)
             break;
     if (i == m->ninputs) {
-        m->inputs = kt_xrealloc(m->inputs, (size_t)(m->ninputs + 1) *
-                                sizeof(*m->inputs));
+        m->inputs = kt_xrealloc(m->inputs,
+                                (size_t)(m->ninputs + 1) * sizeof(*m->inputs));
         m->ninputs++;
     } else {
         free(m->inputs[i].name);
@@ -484,8 +511,10 @@ apply_input(struct kt_model_conf *m, const char *spec, char *err,
     m->inputs[i] = sh;
     return 0;
 bad:
-    return kt_seterr(err, errlen, KT_ECONFIG, "--input '%.200s': expected "
-                     "NAME=D1,D2,... (1 to 8 dims, each 1..16777216)", spec);
+    return kt_seterr(err, errlen, KT_ECONFIG,
+                     "--input '%.200s': expected "
+                     "NAME=D1,D2,... (1 to 8 dims, each 1..16777216)",
+                     spec);
 }
 
 int
@@ -516,8 +545,10 @@ kt_model_conf_load_cli(const char *path, const char *const *input_specs,
         if ((*out)->onnx == NULL) {
             kt_model_conf_free(*out);
             *out = NULL;
-            return kt_seterr(err, errlen, KT_ECONFIG, "%s: --input and "
-                             "--partial apply to ONNX models only", path);
+            return kt_seterr(err, errlen, KT_ECONFIG,
+                             "%s: --input and "
+                             "--partial apply to ONNX models only",
+                             path);
         }
     }
     for (i = 0; i < ninputs; i++) {

@@ -6,12 +6,12 @@
 
 #include "costmodel/costmodel.h"
 
-#define KT__MAX_DEPTH 64       /* loops enclosing one store */
-#define KT__MAX_ACC 64         /* buffer accesses of one store */
+#define KT__MAX_DEPTH 64 /* loops enclosing one store */
+#define KT__MAX_ACC 64   /* buffer accesses of one store */
 
 struct kt__loop {
     const struct kt_node *n;
-    int id;                    /* loop number in tree order */
+    int id; /* loop number in tree order */
 };
 
 struct kt__let {
@@ -35,10 +35,10 @@ struct kt__store_ctx {
     const struct kt_node *store;
     int depth;
     struct kt__loop loops[KT__MAX_DEPTH];
-    int *var_level;            /* nvars: loop level of a loop var, or -1 */
-    struct kt__let *lets;      /* nvars */
-    int64_t *alloc_outer;      /* nbufs: loop product at the ALLOC, 0 none */
-    const int *acc_count;      /* nloops x nbufs: accesses inside a loop */
+    int *var_level;       /* nvars: loop level of a loop var, or -1 */
+    struct kt__let *lets; /* nvars */
+    int64_t *alloc_outer; /* nbufs: loop product at the ALLOC, 0 none */
+    const int *acc_count; /* nloops x nbufs: accesses inside a loop */
     int nacc;
     struct kt__access acc[KT__MAX_ACC];
 };
@@ -54,8 +54,8 @@ int kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg,
 int64_t kt__ext(const struct kt__store_ctx *c, int l);
 /* Elements of buffer a->buf touched by access a while loops l..depth-1 run
  * (loops outside l fixed): the bounding box, clipped to the shape. */
-double kt__footprint(const struct kt__store_ctx *c,
-                     const struct kt__access *a, int l);
+double kt__footprint(const struct kt__store_ctx *c, const struct kt__access *a,
+                     int l);
 /* Elements in the last dimension of that box (the contiguous run). */
 double kt__footprint_last(const struct kt__store_ctx *c,
                           const struct kt__access *a, int l);

@@ -29,15 +29,15 @@
 /* Group 1: computation.  Op counts are per evaluation of the stored value
  * times the product of the enclosing loop extents. */
 enum kt_feature_index {
-    KT_F_FLOAT_MAD = 0,     /* a*b+c patterns (and += a*b) */
+    KT_F_FLOAT_MAD = 0, /* a*b+c patterns (and += a*b) */
     KT_F_FLOAT_ADDSUB,
     KT_F_FLOAT_MUL,
     KT_F_FLOAT_DIV,
-    KT_F_FLOAT_CMP,         /* max, min, relu, max=/min= reductions */
-    KT_F_FLOAT_MATH,        /* exp, log, sqrt, tanh, sigmoid */
-    KT_F_FLOAT_OTHER,       /* neg, abs */
-    KT_F_SELECT,            /* guarded (padding) loads */
-    KT_F_VEC_NUM,           /* then prod, len, 8 position one-hots */
+    KT_F_FLOAT_CMP,   /* max, min, relu, max=/min= reductions */
+    KT_F_FLOAT_MATH,  /* exp, log, sqrt, tanh, sigmoid */
+    KT_F_FLOAT_OTHER, /* neg, abs */
+    KT_F_SELECT,      /* guarded (padding) loads */
+    KT_F_VEC_NUM,     /* then prod, len, 8 position one-hots */
     KT_F_UNROLL_NUM = KT_F_VEC_NUM + 11,
     KT_F_PARALLEL_NUM = KT_F_UNROLL_NUM + 11,
     /* Group 2: per-buffer access features, KT_F_NBUF blocks. */
@@ -54,26 +54,33 @@ enum kt_feature_index {
     KT_F_NUM_LOOPS,
     KT_F_AUTO_UNROLL,
     /* Group 6: store kind. */
-    KT_F_STORE_REDUCE,      /* 1 for +=, max=, min= */
-    KT_F_STORE_INIT,        /* 1 for a plain store of a constant */
-    KT_F_INNER_EXTENT,      /* extent of the innermost enclosing loop */
-    KT_F_REDUCE_PROD,       /* product of enclosing reduction loop extents */
+    KT_F_STORE_REDUCE, /* 1 for +=, max=, min= */
+    KT_F_STORE_INIT,   /* 1 for a plain store of a constant */
+    KT_F_INNER_EXTENT, /* extent of the innermost enclosing loop */
+    KT_F_REDUCE_PROD,  /* product of enclosing reduction loop extents */
     /* Group 7: how the innermost vectorized loop reads and writes. */
-    KT_F_VEC_GATHER,        /* loads gathered lane by lane, x outer_prod */
-    KT_F_VEC_SHUFFLE,       /* stride 2..4 loads (vector loads + shuffles) */
-    KT_F_VEC_LANE_REDUCE,   /* 1: a reduction into one element (lane accs) */
+    KT_F_VEC_GATHER,      /* loads gathered lane by lane, x outer_prod */
+    KT_F_VEC_SHUFFLE,     /* stride 2..4 loads (vector loads + shuffles) */
+    KT_F_VEC_LANE_REDUCE, /* 1: a reduction into one element (lane accs) */
     /* Group 8: layout rewrite. */
-    KT_F_PREPACKED,         /* 1 if the store reads a prepacked buffer */
-    KT_F_PREPACKED_BYTES,   /* bytes read from prepacked buffers */
+    KT_F_PREPACKED,       /* 1 if the store reads a prepacked buffer */
+    KT_F_PREPACKED_BYTES, /* bytes read from prepacked buffers */
     KT_FEATURE_LEN
 };
 
 /* Offsets inside an annotation block (vec, unroll, parallel). */
 enum kt_feature_ann {
-    KT_FA_NUM = 0, KT_FA_PROD, KT_FA_LEN,
-    KT_FA_POS_NONE, KT_FA_POS_INNER_SPATIAL, KT_FA_POS_MIDDLE_SPATIAL,
-    KT_FA_POS_OUTER_SPATIAL, KT_FA_POS_INNER_REDUCE,
-    KT_FA_POS_MIDDLE_REDUCE, KT_FA_POS_OUTER_REDUCE, KT_FA_POS_MIXED
+    KT_FA_NUM = 0,
+    KT_FA_PROD,
+    KT_FA_LEN,
+    KT_FA_POS_NONE,
+    KT_FA_POS_INNER_SPATIAL,
+    KT_FA_POS_MIDDLE_SPATIAL,
+    KT_FA_POS_OUTER_SPATIAL,
+    KT_FA_POS_INNER_REDUCE,
+    KT_FA_POS_MIDDLE_REDUCE,
+    KT_FA_POS_OUTER_REDUCE,
+    KT_FA_POS_MIXED
 };
 
 /* Offsets inside one buffer block; block b starts at KT_F_BUF0 + b *
@@ -81,12 +88,25 @@ enum kt_feature_ann {
 #define KT_F_NBUF 5
 #define KT_F_BUF_LEN 19
 enum kt_feature_buf {
-    KT_FB_READ = 0, KT_FB_WRITE, KT_FB_READWRITE,
-    KT_FB_BYTES, KT_FB_UNIQUE_BYTES, KT_FB_LINES, KT_FB_UNIQUE_LINES,
-    KT_FB_REUSE_LOOP, KT_FB_REUSE_SERIAL, KT_FB_REUSE_NONE,
-    KT_FB_REUSE_DIS_ITER, KT_FB_REUSE_DIS_BYTES, KT_FB_REUSE_CT,
-    KT_FB_BYTES_D_REUSE, KT_FB_UNIQUE_BYTES_D_REUSE, KT_FB_LINES_D_REUSE,
-    KT_FB_UNIQUE_LINES_D_REUSE, KT_FB_STRIDE, KT_FB_IS_LOCAL
+    KT_FB_READ = 0,
+    KT_FB_WRITE,
+    KT_FB_READWRITE,
+    KT_FB_BYTES,
+    KT_FB_UNIQUE_BYTES,
+    KT_FB_LINES,
+    KT_FB_UNIQUE_LINES,
+    KT_FB_REUSE_LOOP,
+    KT_FB_REUSE_SERIAL,
+    KT_FB_REUSE_NONE,
+    KT_FB_REUSE_DIS_ITER,
+    KT_FB_REUSE_DIS_BYTES,
+    KT_FB_REUSE_CT,
+    KT_FB_BYTES_D_REUSE,
+    KT_FB_UNIQUE_BYTES_D_REUSE,
+    KT_FB_LINES_D_REUSE,
+    KT_FB_UNIQUE_LINES_D_REUSE,
+    KT_FB_STRIDE,
+    KT_FB_IS_LOCAL
 };
 
 /* Bytes of one element and of one cache line assumed by the features. */
@@ -107,19 +127,19 @@ void kt_feature_name(int i, char *buf, size_t len);
  * malformed tree (buffer or variable out of range, index rank that does
  * not match the buffer, nesting deeper than 64 loops) returns KT_EINVAL
  * with the stage and buffer named in err.  Borrows lt; thread-safe. */
-int kt_features_extract(const struct kt_looptree *lt, float **rows,
-                        int *nrows, char *err, size_t errlen);
+int kt_features_extract(const struct kt_looptree *lt, float **rows, int *nrows,
+                        char *err, size_t errlen);
 
 /* ---- Analytic pre-score (roofline) ---------------------------------------
  * The machine a schedule runs on.  Zero fields take the defaults of
  * kt_machine_default (a Sapphire Rapids class core). */
 struct kt_machine {
     int cores;
-    int vector_lanes;          /* float lanes per vector register */
-    double flops_per_cycle;    /* per core, full vector FMA throughput */
+    int vector_lanes;       /* float lanes per vector register */
+    double flops_per_cycle; /* per core, full vector FMA throughput */
     double ghz;
-    double cache_bytes[3];     /* L1, L2 (per core), L3 (shared) */
-    double bw_bytes_per_s[4];  /* L1, L2, L3, DRAM (per core for L1/L2) */
+    double cache_bytes[3];    /* L1, L2 (per core), L3 (shared) */
+    double bw_bytes_per_s[4]; /* L1, L2, L3, DRAM (per core for L1/L2) */
 };
 
 void kt_machine_default(struct kt_machine *m);
@@ -137,7 +157,7 @@ int kt_prescore(const struct kt_looptree *lt, const struct kt_machine *m,
 /* ---- Programs and training sets ----------------------------------------- */
 /* The feature rows of one program (borrowed by the functions below). */
 struct kt_prog_rows {
-    const float *rows;         /* nrows x KT_FEATURE_LEN */
+    const float *rows; /* nrows x KT_FEATURE_LEN */
     int nrows;
 };
 
@@ -146,16 +166,16 @@ struct kt_prog_rows {
  * directly, or computed from costs by kt_train_set_label. */
 struct kt_train_set {
     int n, cap;
-    float **rows;              /* owned copies */
+    float **rows; /* owned copies */
     int *nrows;
     int64_t *task;
-    double *cost;              /* seconds; <= 0 or non-finite = failed */
+    double *cost; /* seconds; <= 0 or non-finite = failed */
     float *label;
     float *weight;
 };
 
 void kt_train_set_init(struct kt_train_set *s);
-void kt_train_set_free(struct kt_train_set *s);   /* NULL is a no-op */
+void kt_train_set_free(struct kt_train_set *s); /* NULL is a no-op */
 /* Appends a program (copies rows).  cost <= 0 marks a failed program. */
 void kt_train_set_add(struct kt_train_set *s, const float *rows, int nrows,
                       int64_t task, double cost);
@@ -166,34 +186,34 @@ void kt_train_set_label(struct kt_train_set *s, float wfloor);
 
 /* ---- XGBoost model ------------------------------------------------------ */
 struct kt_xgb_params {
-    int max_depth;             /* 10 */
-    double gamma;              /* 0.001 */
-    double min_child_weight;   /* 0 */
-    double eta;                /* 0.2 */
-    int nthread;               /* 1 */
-    int seed;                  /* 43 */
-    int max_rounds;            /* 10000 */
-    int early_stop;            /* 50 rounds without a better train p-rmse */
-    int eval_every;            /* 2 */
-    const char *tree_method;   /* "hist" (see docs/features.md) */
+    int max_depth;           /* 10 */
+    double gamma;            /* 0.001 */
+    double min_child_weight; /* 0 */
+    double eta;              /* 0.2 */
+    int nthread;             /* 1 */
+    int seed;                /* 43 */
+    int max_rounds;          /* 10000 */
+    int early_stop;          /* 50 rounds without a better train p-rmse */
+    int eval_every;          /* 2 */
+    const char *tree_method; /* "hist" (see docs/features.md) */
 };
 
 /* Ansor's hyper-parameters (docs/features.md, Model) with nthread 1. */
 void kt_xgb_params_default(struct kt_xgb_params *p);
 
-struct kt_xgb_model;           /* opaque */
+struct kt_xgb_model; /* opaque */
 
 struct kt_xgb_train_stats {
-    int rounds;                /* boosting rounds run */
+    int rounds; /* boosting rounds run */
     int best_round;
-    double best_prmse;         /* p-rmse on the training set at best_round */
-    int nrows;                 /* feature rows used */
+    double best_prmse; /* p-rmse on the training set at best_round */
+    int nrows;         /* feature rows used */
 };
 
 /* New, untrained model (copies params; NULL = defaults).  Caller frees
  * with kt_xgb_free. */
 struct kt_xgb_model *kt_xgb_new(const struct kt_xgb_params *params);
-void kt_xgb_free(struct kt_xgb_model *m);         /* NULL is a no-op */
+void kt_xgb_free(struct kt_xgb_model *m); /* NULL is a no-op */
 /* 1 once the model has a booster (trained or loaded). */
 int kt_xgb_trained(struct kt_xgb_model *m);
 
@@ -221,8 +241,8 @@ int kt_xgb_save(struct kt_xgb_model *m, const char *path, char *err,
 int kt_xgb_load(struct kt_xgb_model *m, const char *path, char *err,
                 size_t errlen);
 /* The same as a malloc'd buffer (caller frees) and back, for storage. */
-int kt_xgb_save_buf(struct kt_xgb_model *m, void **buf, size_t *len,
-                    char *err, size_t errlen);
+int kt_xgb_save_buf(struct kt_xgb_model *m, void **buf, size_t *len, char *err,
+                    size_t errlen);
 int kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len,
                     char *err, size_t errlen);
 
@@ -238,7 +258,7 @@ void kt_xgb_packsum_grad(const float *pred, const int *pack, int nrows,
 struct kt_random_model;
 
 struct kt_random_model *kt_random_model_new(uint64_t seed);
-void kt_random_model_free(struct kt_random_model *m);  /* NULL is a no-op */
+void kt_random_model_free(struct kt_random_model *m); /* NULL is a no-op */
 /* Uniform scores in [0, 1), deterministic for a seed; programs with no
  * rows get -INFINITY as with the XGBoost model.  Not thread-safe: one
  * model per thread. */

@@ -18,7 +18,7 @@ struct bufagg {
     int buf;
     int nacc, nread, nwrite;
     double bytes, ubytes, lines, ulines;
-    int reuse;                 /* KT_FB_REUSE_* */
+    int reuse; /* KT_FB_REUSE_* */
     double dis_iter, dis_bytes, reuse_ct, stride;
 };
 
@@ -56,26 +56,48 @@ kt_feature_is_onehot(int i)
 void
 kt_feature_name(int i, char *buf, size_t len)
 {
-    static const char *const g1[] = {
-        "float_mad", "float_addsub", "float_mul", "float_div", "float_cmp",
-        "float_math", "float_other", "select"};
+    static const char *const g1[] = {"float_mad",   "float_addsub",
+                                     "float_mul",   "float_div",
+                                     "float_cmp",   "float_math",
+                                     "float_other", "select"};
     static const char *const ann[] = {"vec", "unroll", "parallel"};
-    static const char *const annf[] = {
-        "num", "prod", "len", "type.none", "type.inner_spatial",
-        "type.middle_spatial", "type.outer_spatial", "type.inner_reduce",
-        "type.middle_reduce", "type.outer_reduce", "type.mixed"};
-    static const char *const bf[] = {
-        "acc_type.read", "acc_type.write", "acc_type.readwrite", "bytes",
-        "unique_bytes", "lines", "unique_lines", "reuse_type.loop",
-        "reuse_type.serial", "reuse_type.none", "reuse_dis_iter",
-        "reuse_dis_bytes", "reuse_ct", "bytes_d_reuse_ct",
-        "unique_bytes_d_reuse_ct", "lines_d_reuse_ct",
-        "unique_lines_d_reuse_ct", "stride", "is_local"};
-    static const char *const tail[] = {
-        "alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod",
-        "outer_prod", "num_loops", "auto_unroll_max_step", "store_reduce",
-        "store_init", "inner_extent", "reduce_prod", "vec_gather",
-        "vec_shuffle", "vec_lane_reduce", "prepacked", "prepacked_bytes"};
+    static const char *const annf[] = {"num",
+                                       "prod",
+                                       "len",
+                                       "type.none",
+                                       "type.inner_spatial",
+                                       "type.middle_spatial",
+                                       "type.outer_spatial",
+                                       "type.inner_reduce",
+                                       "type.middle_reduce",
+                                       "type.outer_reduce",
+                                       "type.mixed"};
+    static const char *const bf[] = {"acc_type.read",
+                                     "acc_type.write",
+                                     "acc_type.readwrite",
+                                     "bytes",
+                                     "unique_bytes",
+                                     "lines",
+                                     "unique_lines",
+                                     "reuse_type.loop",
+                                     "reuse_type.serial",
+                                     "reuse_type.none",
+                                     "reuse_dis_iter",
+                                     "reuse_dis_bytes",
+                                     "reuse_ct",
+                                     "bytes_d_reuse_ct",
+                                     "unique_bytes_d_reuse_ct",
+                                     "lines_d_reuse_ct",
+                                     "unique_lines_d_reuse_ct",
+                                     "stride",
+                                     "is_local"};
+    static const char *const tail[] =
+        {"alloc_size",           "alloc_prod",      "alloc_outer_prod",
+         "alloc_inner_prod",     "outer_prod",      "num_loops",
+         "auto_unroll_max_step", "store_reduce",    "store_init",
+         "inner_extent",         "reduce_prod",     "vec_gather",
+         "vec_shuffle",          "vec_lane_reduce", "prepacked",
+         "prepacked_bytes"};
 
     if (i < 0 || i >= KT_FEATURE_LEN)
         snprintf(buf, len, "invalid");
@@ -204,9 +226,9 @@ buffer_block(const struct kt__store_ctx *c, const struct bufagg *g, double *f)
 {
     double r = g->reuse_ct > 0 ? g->reuse_ct : 1;
 
-    f[g->nwrite == 0 ? KT_FB_READ
+    f[g->nwrite == 0                                ? KT_FB_READ
       : (g->nread > 0 || c->store->op != KT_ASSIGN) ? KT_FB_READWRITE
-                                                     : KT_FB_WRITE] = 1;
+                                                    : KT_FB_WRITE] = 1;
     f[KT_FB_BYTES] = g->bytes;
     f[KT_FB_UNIQUE_BYTES] = g->ubytes;
     f[KT_FB_LINES] = g->lines;
@@ -363,8 +385,7 @@ store_row(const struct kt__store_ctx *c, void *arg)
             f[KT_F_PREPACKED] = 1;
             f[KT_F_PREPACKED_BYTES] += outer * KT_F_ELEM_BYTES;
         }
-        st = c->depth > 0 ? fabs(kt__stride(c, &c->acc[i], c->depth - 1))
-                          : 0;
+        st = c->depth > 0 ? fabs(kt__stride(c, &c->acc[i], c->depth - 1)) : 0;
         if (ag[j].stride < 0 || st < ag[j].stride)
             ag[j].stride = st;
     }
@@ -401,22 +422,20 @@ store_row(const struct kt__store_ctx *c, void *arg)
     f[KT_F_NUM_LOOPS] = c->depth;
     f[KT_F_AUTO_UNROLL] = aums;
     f[KT_F_STORE_REDUCE] = c->store->op != KT_ASSIGN;
-    f[KT_F_STORE_INIT] = c->store->op == KT_ASSIGN && c->store->expr != NULL
-                         && c->store->expr->op == KT_X_CONST;
-    f[KT_F_INNER_EXTENT] = c->depth > 0 ? (double)kt__ext(c, c->depth - 1)
-                                        : 1;
+    f[KT_F_STORE_INIT] = c->store->op == KT_ASSIGN && c->store->expr != NULL &&
+                         c->store->expr->op == KT_X_CONST;
+    f[KT_F_INNER_EXTENT] = c->depth > 0 ? (double)kt__ext(c, c->depth - 1) : 1;
     f[KT_F_REDUCE_PROD] = red;
     vector_block(c, outer, f + KT_F_VEC_GATHER);
 
     if (out->n == out->cap) {
         out->cap = out->cap ? out->cap * 2 : 8;
-        out->rows = kt_xrealloc(out->rows, (size_t)out->cap *
-                                KT_FEATURE_LEN * sizeof(float));
+        out->rows = kt_xrealloc(out->rows, (size_t)out->cap * KT_FEATURE_LEN *
+                                               sizeof(float));
     }
     row = out->rows + (size_t)out->n * KT_FEATURE_LEN;
     for (i = 0; i < KT_FEATURE_LEN; i++)
-        row[i] = kt_feature_is_onehot(i) ? (float)f[i]
-                                         : kt_feature_scale(f[i]);
+        row[i] = kt_feature_is_onehot(i) ? (float)f[i] : kt_feature_scale(f[i]);
     out->n++;
     return 0;
 }

@@ -26,8 +26,7 @@ kt_random_model_free(struct kt_random_model *m)
 
 void
 kt_random_model_predict(struct kt_random_model *m,
-                        const struct kt_prog_rows *progs, int n,
-                        float *scores)
+                        const struct kt_prog_rows *progs, int n, float *scores)
 {
     int i;
 

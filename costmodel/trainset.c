@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAILED_COST 1e10       /* Ansor's sentinel for failed programs */
+#define FAILED_COST 1e10 /* Ansor's sentinel for failed programs */
 
 void
 kt_train_set_init(struct kt_train_set *s)
@@ -53,8 +53,7 @@ kt_train_set_add(struct kt_train_set *s, const float *rows, int nrows,
         nrows = 0;
     s->rows[i] = NULL;
     if (nrows > 0) {
-        s->rows[i] = kt_xmalloc((size_t)nrows * KT_FEATURE_LEN *
-                                sizeof(float));
+        s->rows[i] = kt_xmalloc((size_t)nrows * KT_FEATURE_LEN * sizeof(float));
         memcpy(s->rows[i], rows,
                (size_t)nrows * KT_FEATURE_LEN * sizeof(float));
     }

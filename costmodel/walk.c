@@ -10,7 +10,7 @@
 
 struct walk {
     struct kt__store_ctx c;
-    int nloops;                /* loops numbered so far (pass 2) */
+    int nloops; /* loops numbered so far (pass 2) */
     int *acc_count;
     kt__store_fn fn;
     void *arg;
@@ -33,14 +33,14 @@ check_affine(const struct kt_looptree *lt, const struct kt_affine *a,
 
     if (a->n < 0 || a->n > KT_AFF_TERMS)
         return kt_seterr(err, errlen, KT_EINVAL,
-                         "costmodel: stage %d: %s index has %d terms",
-                         s->stage, what, a->n);
+                         "costmodel: stage %d: %s index has %d terms", s->stage,
+                         what, a->n);
     for (i = 0; i < a->n; i++)
         if (a->var[i] < 0 || a->var[i] >= lt->nvars)
             return kt_seterr(err, errlen, KT_EINVAL,
                              "costmodel: stage %d: %s index uses variable "
-                             "%d of %d", s->stage, what, a->var[i],
-                             lt->nvars);
+                             "%d of %d",
+                             s->stage, what, a->var[i], lt->nvars);
     return 0;
 }
 
@@ -61,8 +61,8 @@ add_access(const struct kt_looptree *lt, struct kt__store_ctx *c,
         (ndim > 0 && idx == NULL))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "costmodel: stage %d: buffer %s has %d dims but "
-                         "is indexed with %d", s->stage, name,
-                         lt->bufs[buf].ndim, ndim);
+                         "is indexed with %d",
+                         s->stage, name, lt->bufs[buf].ndim, ndim);
     for (d = 0; d < ndim; d++) {
         rc = check_affine(lt, &idx[d], s, name, err, errlen);
         if (rc < 0)
@@ -71,7 +71,8 @@ add_access(const struct kt_looptree *lt, struct kt__store_ctx *c,
     if (c->nacc >= KT__MAX_ACC)
         return kt_seterr(err, errlen, KT_EINVAL,
                          "costmodel: stage %d: more than %d accesses in one "
-                         "store", s->stage, KT__MAX_ACC);
+                         "store",
+                         s->stage, KT__MAX_ACC);
     c->acc[c->nacc].buf = buf;
     c->acc[c->nacc].is_write = is_write;
     c->acc[c->nacc].ndim = ndim;
@@ -95,8 +96,8 @@ collect_loads(const struct kt_looptree *lt, struct kt__store_ctx *c,
                          s->stage);
     if (e->op < 0 || e->op >= KT_X_NOPS)
         return kt_seterr(err, errlen, KT_EINVAL,
-                         "costmodel: stage %d: bad expression op %d",
-                         s->stage, (int)e->op);
+                         "costmodel: stage %d: bad expression op %d", s->stage,
+                         (int)e->op);
     if (e->op == KT_X_LOAD)
         return add_access(lt, c, s, e->src, 0, e->ndim, e->idx, err, errlen);
     rc = collect_loads(lt, c, s, e->a, depth + 1, err, errlen);
@@ -139,12 +140,13 @@ pass1(struct walk *w, const struct kt_node *n, int *stack, int depth)
         if (depth >= KT__MAX_DEPTH)
             return kt_seterr(w->err, w->errlen, KT_EINVAL,
                              "costmodel: stage %d: more than %d nested "
-                             "loops", n->stage, KT__MAX_DEPTH);
+                             "loops",
+                             n->stage, KT__MAX_DEPTH);
         if (n->var < 0 || n->var >= lt->nvars || n->extent < 1)
             return kt_seterr(w->err, w->errlen, KT_EINVAL,
                              "costmodel: stage %d: loop over variable %d "
-                             "with extent %lld", n->stage, n->var,
-                             (long long)n->extent);
+                             "with extent %lld",
+                             n->stage, n->var, (long long)n->extent);
         stack[depth++] = w->nloops++;
         break;
     case KT_N_LET:
@@ -152,14 +154,15 @@ pass1(struct walk *w, const struct kt_node *n, int *stack, int depth)
             n->src_var >= lt->nvars || n->div < 1)
             return kt_seterr(w->err, w->errlen, KT_EINVAL,
                              "costmodel: stage %d: bad let of variable %d "
-                             "(source %d, div %lld)", n->stage, n->var,
-                             n->src_var, (long long)n->div);
+                             "(source %d, div %lld)",
+                             n->stage, n->var, n->src_var, (long long)n->div);
         break;
     case KT_N_ALLOC:
         if (n->buf < 0 || n->buf >= lt->nbufs)
             return kt_seterr(w->err, w->errlen, KT_EINVAL,
                              "costmodel: stage %d: allocation of buffer %d "
-                             "of %d", n->stage, n->buf, lt->nbufs);
+                             "of %d",
+                             n->stage, n->buf, lt->nbufs);
         break;
     case KT_N_STORE:
         rc = collect(lt, &w->c, n, w->err, w->errlen);
@@ -170,12 +173,11 @@ pass1(struct walk *w, const struct kt_node *n, int *stack, int depth)
                 for (j = 0; j < depth; j++)
                     w->acc_count[stack[j] * lt->nbufs + w->c.acc[i].buf]++;
         break;
-    case KT_N_SEQ:
-        break;
+    case KT_N_SEQ: break;
     default:
         return kt_seterr(w->err, w->errlen, KT_EINVAL,
-                         "costmodel: stage %d: unknown node kind %d",
-                         n->stage, (int)n->kind);
+                         "costmodel: stage %d: unknown node kind %d", n->stage,
+                         (int)n->kind);
     }
     for (i = 0; i < n->nkids; i++) {
         rc = pass1(w, n->kids[i], stack, depth);
@@ -226,9 +228,7 @@ pass2(struct walk *w, const struct kt_node *n, int64_t outer)
         c->lets[n->var].div = n->div;
         c->lets[n->var].mod = n->mod;
         break;
-    case KT_N_ALLOC:
-        c->alloc_outer[n->buf] = outer;
-        break;
+    case KT_N_ALLOC: c->alloc_outer[n->buf] = outer; break;
     case KT_N_STORE:
         rc = collect(c->lt, c, n, w->err, w->errlen);
         if (rc == 0)
@@ -238,8 +238,7 @@ pass2(struct walk *w, const struct kt_node *n, int64_t outer)
         if (rc != 0)
             return rc;
         break;
-    default:
-        break;
+    default: break;
     }
     for (i = 0; i < n->nkids; i++) {
         rc = pass2(w, n->kids[i], outer);
@@ -254,15 +253,15 @@ pass2(struct walk *w, const struct kt_node *n, int64_t outer)
 }
 
 int
-kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg,
-         char *err, size_t errlen)
+kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg, char *err,
+         size_t errlen)
 {
     struct walk *w;
     int stack[KT__MAX_DEPTH];
     int i, rc;
 
-    if (lt == NULL || lt->nbufs < 0 || lt->nbufs > (int)KT_ARRAY_LEN(lt->bufs)
-        || lt->nvars < 0)
+    if (lt == NULL || lt->nbufs < 0 ||
+        lt->nbufs > (int)KT_ARRAY_LEN(lt->bufs) || lt->nvars < 0)
         return kt_seterr(err, errlen, KT_EINVAL, "costmodel: bad loop tree");
     if (lt->root == NULL)
         return 0;
@@ -353,8 +352,7 @@ dim_range(const struct kt__store_ctx *c, const struct kt__access *a, int d,
 }
 
 double
-kt__footprint(const struct kt__store_ctx *c, const struct kt__access *a,
-              int l)
+kt__footprint(const struct kt__store_ctx *c, const struct kt__access *a, int l)
 {
     double e = 1.0;
     int d;
@@ -444,8 +442,7 @@ ops_expr(const struct kt_expr *e, struct kt__ops *o)
     if (e == NULL)
         return;
     switch (e->op) {
-    case KT_X_CONST:
-        return;
+    case KT_X_CONST: return;
     case KT_X_LOAD:
         if (e->guarded)
             o->select += 1;
@@ -496,11 +493,8 @@ kt__count_ops(const struct kt_node *store, struct kt__ops *o)
         }
         break;
     case KT_MAXR:
-    case KT_MINR:
-        o->cmp += 1;
-        break;
-    default:
-        break;
+    case KT_MINR: o->cmp += 1; break;
+    default: break;
     }
 }
 

@@ -21,7 +21,7 @@ struct kt_xgb_model {
     struct kt_xgb_params p;
     char tree_method[16];
     pthread_mutex_t mu;
-    BoosterHandle bst;         /* NULL until trained or loaded */
+    BoosterHandle bst; /* NULL until trained or loaded */
 };
 
 static int
@@ -94,7 +94,7 @@ set_params(const struct kt_xgb_params *p, BoosterHandle h, char *err,
 {
     char v[8][32];
     const char *k[8] = {"max_depth", "gamma", "min_child_weight", "eta",
-                        "nthread", "seed", "tree_method", "base_score"};
+                        "nthread",   "seed",  "tree_method",      "base_score"};
     int i;
 
     snprintf(v[0], sizeof(v[0]), "%d", p->max_depth);
@@ -179,7 +179,8 @@ boost(const struct kt_xgb_params *p, DMatrixHandle dm, const int *pack,
             goto out;
         }
         if (len != (bst_ulong)nrows) {
-            rc = kt_seterr(err, errlen, KT_EIO, "costmodel: xgboost "
+            rc = kt_seterr(err, errlen, KT_EIO,
+                           "costmodel: xgboost "
                            "predicted %llu rows for %d",
                            (unsigned long long)len, nrows);
             goto out;
@@ -304,8 +305,8 @@ out:
 }
 
 int
-kt_xgb_predict(struct kt_xgb_model *m, const struct kt_prog_rows *progs,
-               int n, float *scores, char *err, size_t errlen)
+kt_xgb_predict(struct kt_xgb_model *m, const struct kt_prog_rows *progs, int n,
+               float *scores, char *err, size_t errlen)
 {
     char arr[160];
     const char *cfg = "{\"type\": 0, \"training\": false, "
@@ -342,8 +343,7 @@ kt_xgb_predict(struct kt_xgb_model *m, const struct kt_prog_rows *progs,
              (unsigned long long)(uintptr_t)x, nrows, KT_FEATURE_LEN);
     pthread_mutex_lock(&m->mu);
     if (m->bst == NULL) {
-        rc = kt_seterr(err, errlen, KT_EINVAL,
-                       "costmodel: model not trained");
+        rc = kt_seterr(err, errlen, KT_EINVAL, "costmodel: model not trained");
     } else if (XGBoosterPredictFromDense(m->bst, arr, cfg, NULL, &shape, &dim,
                                          &pred) != 0) {
         rc = xgb_err(err, errlen, "predict");
@@ -377,10 +377,9 @@ kt_xgb_save_buf(struct kt_xgb_model *m, void **buf, size_t *len, char *err,
     *len = 0;
     pthread_mutex_lock(&m->mu);
     if (m->bst == NULL) {
-        rc = kt_seterr(err, errlen, KT_EINVAL,
-                       "costmodel: model not trained");
-    } else if (XGBoosterSaveModelToBuffer(m->bst, "{\"format\": \"ubj\"}",
-                                          &n, &out) != 0) {
+        rc = kt_seterr(err, errlen, KT_EINVAL, "costmodel: model not trained");
+    } else if (XGBoosterSaveModelToBuffer(m->bst, "{\"format\": \"ubj\"}", &n,
+                                          &out) != 0) {
         rc = xgb_err(err, errlen, "save");
     } else {
         *buf = kt_xmalloc((size_t)n);
@@ -392,8 +391,8 @@ kt_xgb_save_buf(struct kt_xgb_model *m, void **buf, size_t *len, char *err,
 }
 
 int
-kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len,
-                char *err, size_t errlen)
+kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len, char *err,
+                size_t errlen)
 {
     BoosterHandle h = NULL;
     const char *ver;
@@ -412,8 +411,8 @@ kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len,
     if (!ok || strcmp(ver, KT_STR(KT_FEATURE_VERSION)) != 0) {
         rc = kt_seterr(err, errlen, KT_EINVAL,
                        "costmodel: model has feature version %s, this "
-                       "build extracts version %d", ok ? ver : "(none)",
-                       KT_FEATURE_VERSION);
+                       "build extracts version %d",
+                       ok ? ver : "(none)", KT_FEATURE_VERSION);
         goto fail;
     }
     rc = set_params(&m->p, h, err, errlen);
@@ -427,8 +426,7 @@ fail:
 }
 
 int
-kt_xgb_save(struct kt_xgb_model *m, const char *path, char *err,
-            size_t errlen)
+kt_xgb_save(struct kt_xgb_model *m, const char *path, char *err, size_t errlen)
 {
     char tmp[4096];
     void *buf = NULL;
@@ -473,8 +471,7 @@ out:
 }
 
 int
-kt_xgb_load(struct kt_xgb_model *m, const char *path, char *err,
-            size_t errlen)
+kt_xgb_load(struct kt_xgb_model *m, const char *path, char *err, size_t errlen)
 {
     FILE *f;
     char *buf = NULL;

@@ -18,11 +18,11 @@
 #define CTL_READ_CHUNK 65536
 
 struct ctl_client {
-    uv_pipe_t pipe;           /* pipe.data == this */
+    uv_pipe_t pipe; /* pipe.data == this */
     struct kt_ctl *ctl;
     struct ctl_client *prev, *next;
-    struct kt_buf in;         /* bytes of the unfinished line */
-    char peer[64];            /* "pid 123 uid 1000", for log lines */
+    struct kt_buf in; /* bytes of the unfinished line */
+    char peer[64];    /* "pid 123 uid 1000", for log lines */
     int closing;
 };
 
@@ -30,12 +30,12 @@ struct kt_ctl {
     uv_loop_t *loop;
     uv_pipe_t server;
     char *path;
-    dev_t dev;                /* identity of the socket file we bound */
+    dev_t dev; /* identity of the socket file we bound */
     ino_t ino;
     kt_ctl_handler_fn fn;
     void *arg;
     struct ctl_client *clients;
-    int nhandles;             /* open handles; c is freed when 0 */
+    int nhandles; /* open handles; c is freed when 0 */
     int closing;
     unsigned nclients, nrequests, nrejected;
     char rbuf[CTL_READ_CHUNK];
@@ -187,8 +187,8 @@ handle_line(struct ctl_client *cl, char *line, size_t len)
     if (req == NULL) {
         long col = end != NULL && end >= line ? (long)(end - line) + 1 : 0;
         c->nrejected++;
-        log_warnx("ctl: %s: malformed JSON request at column %ld",
-                  cl->peer, col);
+        log_warnx("ctl: %s: malformed JSON request at column %ld", cl->peer,
+                  col);
         snprintf(msg, sizeof(msg), "malformed JSON at column %ld", col);
         send_error(cl, NULL, msg);
         return;
@@ -198,8 +198,9 @@ handle_line(struct ctl_client *cl, char *line, size_t len)
         cmd->valuestring[0] == '\0') {
         c->nrejected++;
         log_warnx("ctl: %s: request without a string \"cmd\"", cl->peer);
-        send_error(cl, NULL, "a request is a JSON object with a string "
-                             "\"cmd\"");
+        send_error(cl, NULL,
+                   "a request is a JSON object with a string "
+                   "\"cmd\"");
         cJSON_Delete(req);
         return;
     }
@@ -216,8 +217,7 @@ handle_line(struct ctl_client *cl, char *line, size_t len)
     if (ok == NULL)
         cJSON_AddBoolToObject(resp, "ok", error == NULL);
     else if (error != NULL && cJSON_IsTrue(ok))
-        cJSON_ReplaceItemInObjectCaseSensitive(resp, "ok",
-                                               cJSON_CreateFalse());
+        cJSON_ReplaceItemInObjectCaseSensitive(resp, "ok", cJSON_CreateFalse());
     text = cJSON_PrintUnformatted(resp);
     cJSON_Delete(resp);
     c->nrequests++;
@@ -240,8 +240,7 @@ reject_oversize(struct ctl_client *cl)
     cl->ctl->nrejected++;
     log_warnx("ctl: %s: request line over %d bytes, closing the connection",
               cl->peer, KT_CTL_MAX_LINE);
-    snprintf(msg, sizeof(msg), "request line over %d bytes",
-             KT_CTL_MAX_LINE);
+    snprintf(msg, sizeof(msg), "request line over %d bytes", KT_CTL_MAX_LINE);
     send_error(cl, NULL, msg);
     client_close(cl);
 }
@@ -268,7 +267,8 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                      uv_strerror((int)nread));
         else if (cl->in.len > 0)
             log_warnx("ctl: %s: closed the connection in the middle of a "
-                      "request (%zu bytes dropped)", cl->peer, cl->in.len);
+                      "request (%zu bytes dropped)",
+                      cl->peer, cl->in.len);
         client_close(cl);
         return;
     }
@@ -307,8 +307,8 @@ describe_peer(struct ctl_client *cl)
     snprintf(cl->peer, sizeof(cl->peer), "client");
     if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) == 0 &&
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0)
-        snprintf(cl->peer, sizeof(cl->peer), "pid %ld uid %ld",
-                 (long)uc.pid, (long)uc.uid);
+        snprintf(cl->peer, sizeof(cl->peer), "pid %ld uid %ld", (long)uc.pid,
+                 (long)uc.uid);
 }
 
 static void
@@ -319,8 +319,7 @@ on_connection(uv_stream_t *server, int status)
     int rc;
 
     if (status < 0) {
-        log_warnx("ctl: accept on %s failed: %s", c->path,
-                  uv_strerror(status));
+        log_warnx("ctl: accept on %s failed: %s", c->path, uv_strerror(status));
         return;
     }
     cl = kt_xcalloc(1, sizeof(*cl));
@@ -355,13 +354,16 @@ on_connection(uv_stream_t *server, int status)
 }
 
 int
-kt__ctl_socket(const char *path, struct sockaddr_un *sa, char *err, size_t errlen)
+kt__ctl_socket(const char *path, struct sockaddr_un *sa, char *err,
+               size_t errlen)
 {
     int fd;
 
     if (strlen(path) >= sizeof(sa->sun_path))
-        return kt_seterr(err, errlen, KT_EINVAL, "control socket %s: path "
-                         "too long", path);
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "control socket %s: path "
+                         "too long",
+                         path);
     memset(sa, 0, sizeof(*sa));
     sa->sun_family = AF_UNIX;
     memcpy(sa->sun_path, path, strlen(path) + 1);
@@ -386,22 +388,28 @@ clear_stale(const char *path, char *err, size_t errlen)
                          strerror(errno));
     }
     if (!S_ISSOCK(st.st_mode))
-        return kt_seterr(err, errlen, -EEXIST, "control socket %s: exists "
-                         "and is not a socket; not removing it", path);
+        return kt_seterr(err, errlen, -EEXIST,
+                         "control socket %s: exists "
+                         "and is not a socket; not removing it",
+                         path);
     if ((fd = kt__ctl_socket(path, &sa, err, errlen)) < 0)
         return fd;
     rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     e = errno;
     close(fd);
     if (rc == 0 || e == EAGAIN)
-        return kt_seterr(err, errlen, -EADDRINUSE, "another kerntuned is "
-                         "listening on %s", path);
+        return kt_seterr(err, errlen, -EADDRINUSE,
+                         "another kerntuned is "
+                         "listening on %s",
+                         path);
     if (e != ECONNREFUSED)
         return kt_seterr(err, errlen, -e, "control socket %s: %s", path,
                          strerror(e));
     if (unlink(path) != 0 && errno != ENOENT)
-        return kt_seterr(err, errlen, -errno, "removing stale control "
-                         "socket %s: %s", path, strerror(errno));
+        return kt_seterr(err, errlen, -errno,
+                         "removing stale control "
+                         "socket %s: %s",
+                         path, strerror(errno));
     log_info("ctl: removed stale control socket %s", path);
     return 0;
 }
@@ -426,8 +434,8 @@ bind_socket(const char *path, char *err, size_t errlen)
     rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (rc != 0) {
-        rc = kt_seterr(err, errlen, -errno, "control socket %s: bind: %s",
-                       path, strerror(errno));
+        rc = kt_seterr(err, errlen, -errno, "control socket %s: bind: %s", path,
+                       strerror(errno));
         close(fd);
         return rc;
     }
@@ -461,12 +469,14 @@ kt_ctl_new(struct kt_ctl **out, uv_loop_t *loop, const char *path,
 
     *out = NULL;
     if (path == NULL || path[0] == '\0' || fn == NULL)
-        return kt_seterr(err, errlen, KT_EINVAL, "control socket: no path "
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "control socket: no path "
                          "or no handler");
     if (strlen(path) >= sizeof(sa.sun_path))
-        return kt_seterr(err, errlen, KT_EINVAL, "control socket %s: path "
-                         "longer than %zu bytes", path,
-                         sizeof(sa.sun_path) - 1);
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "control socket %s: path "
+                         "longer than %zu bytes",
+                         path, sizeof(sa.sun_path) - 1);
     rc = clear_stale(path, err, errlen);
     if (rc < 0)
         return rc;
@@ -517,8 +527,7 @@ kt_ctl_close(struct kt_ctl *c)
     c->closing = 1;
     /* Remove the file only if it is still ours: a newer daemon may have
      * replaced it. */
-    if (stat(c->path, &st) == 0 && st.st_dev == c->dev &&
-        st.st_ino == c->ino)
+    if (stat(c->path, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino)
         unlink(c->path);
     for (cl = c->clients; cl != NULL; cl = cl->next)
         client_close(cl);
@@ -526,8 +535,8 @@ kt_ctl_close(struct kt_ctl *c)
 }
 
 void
-kt_ctl_counters(const struct kt_ctl *c, unsigned *clients,
-                unsigned *requests, unsigned *rejected)
+kt_ctl_counters(const struct kt_ctl *c, unsigned *clients, unsigned *requests,
+                unsigned *rejected)
 {
     if (clients != NULL)
         *clients = c->nclients;

@@ -60,11 +60,15 @@ connect_path(const char *path, int timeout_ms, char *err, size_t errlen)
         int e = errno;
         close(fd);
         if (e == EAGAIN || e == EINPROGRESS)
-            return kt_seterr(err, errlen, KT_ETIMEDOUT, "control socket %s:"
-                             " connect timed out", path);
+            return kt_seterr(err, errlen, KT_ETIMEDOUT,
+                             "control socket %s:"
+                             " connect timed out",
+                             path);
         if (e == ENOENT || e == ECONNREFUSED)
-            return kt_seterr(err, errlen, -e, "control socket %s: %s (is "
-                             "kerntuned running?)", path, strerror(e));
+            return kt_seterr(err, errlen, -e,
+                             "control socket %s: %s (is "
+                             "kerntuned running?)",
+                             path, strerror(e));
         return kt_seterr(err, errlen, -e, "control socket %s: %s", path,
                          strerror(e));
     }
@@ -96,7 +100,8 @@ kt_ctl_request_timeout(const char *path, const char *request_json,
         return kt_seterr(err, errlen, KT_EINVAL, "timeout must be > 0");
     req = cJSON_ParseWithOpts(request_json, &end, 1);
     if (!cJSON_IsObject(req)) {
-        rc = kt_seterr(err, errlen, KT_EPARSE, "request is not a JSON "
+        rc = kt_seterr(err, errlen, KT_EPARSE,
+                       "request is not a JSON "
                        "object (column %ld)",
                        end != NULL ? (long)(end - request_json) + 1 : 0L);
         goto out;
@@ -119,14 +124,18 @@ kt_ctl_request_timeout(const char *path, const char *request_json,
             continue;
         }
         if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            rc = kt_seterr(err, errlen, -errno, "control socket %s: send: "
-                           "%s", path, strerror(errno));
+            rc = kt_seterr(err, errlen, -errno,
+                           "control socket %s: send: "
+                           "%s",
+                           path, strerror(errno));
             goto out;
         }
         rc = wait_fd(fd, POLLOUT, deadline);
         if (rc < 0) {
-            kt_seterr(err, errlen, rc, "control socket %s: sending the "
-                      "request: %s", path, kt_strerror(rc));
+            kt_seterr(err, errlen, rc,
+                      "control socket %s: sending the "
+                      "request: %s",
+                      path, kt_strerror(rc));
             goto out;
         }
     }
@@ -142,29 +151,36 @@ kt_ctl_request_timeout(const char *path, const char *request_json,
                 break;
             }
             if (in.len > KT_CTL_MAX_RESPONSE) {
-                rc = kt_seterr(err, errlen, KT_ETOOBIG, "control socket %s: "
-                               "response over %d bytes", path,
-                               KT_CTL_MAX_RESPONSE);
+                rc = kt_seterr(err, errlen, KT_ETOOBIG,
+                               "control socket %s: "
+                               "response over %d bytes",
+                               path, KT_CTL_MAX_RESPONSE);
                 goto out;
             }
             continue;
         }
         if (n == 0) {
-            rc = kt_seterr(err, errlen, KT_EPROTO, "control socket %s: the "
-                           "daemon closed the connection %s", path,
+            rc = kt_seterr(err, errlen, KT_EPROTO,
+                           "control socket %s: the "
+                           "daemon closed the connection %s",
+                           path,
                            in.len ? "in the middle of a response"
                                   : "without answering");
             goto out;
         }
         if (errno != EAGAIN && errno != EINTR) {
-            rc = kt_seterr(err, errlen, -errno, "control socket %s: recv: "
-                           "%s", path, strerror(errno));
+            rc = kt_seterr(err, errlen, -errno,
+                           "control socket %s: recv: "
+                           "%s",
+                           path, strerror(errno));
             goto out;
         }
         rc = wait_fd(fd, POLLIN, deadline);
         if (rc < 0) {
-            kt_seterr(err, errlen, rc, "control socket %s: no response "
-                      "within %d ms", path, timeout_ms);
+            kt_seterr(err, errlen, rc,
+                      "control socket %s: no response "
+                      "within %d ms",
+                      path, timeout_ms);
             goto out;
         }
     }
@@ -179,8 +195,8 @@ out:
 }
 
 int
-kt_ctl_request(const char *path, const char *request_json,
-               char **response_json, char *err, size_t errlen)
+kt_ctl_request(const char *path, const char *request_json, char **response_json,
+               char *err, size_t errlen)
 {
     return kt_ctl_request_timeout(path, request_json, KT_CTL_TIMEOUT_MS,
                                   response_json, err, errlen);
@@ -212,18 +228,10 @@ cell(char *out, size_t n, const cJSON *obj, const struct col *c)
         if (c->kind != COL_INT && c->kind != COL_STR && d < 0)
             return;
         switch (c->kind) {
-        case COL_MS:
-            snprintf(out, n, "%.3f", d);
-            break;
-        case COL_F2:
-            snprintf(out, n, "%.2f", d);
-            break;
-        case COL_S:
-            snprintf(out, n, "%.0f", d);
-            break;
-        default:
-            snprintf(out, n, "%.15g", d);
-            break;
+        case COL_MS: snprintf(out, n, "%.3f", d); break;
+        case COL_F2: snprintf(out, n, "%.2f", d); break;
+        case COL_S: snprintf(out, n, "%.0f", d); break;
+        default: snprintf(out, n, "%.15g", d); break;
         }
     }
 }
@@ -241,7 +249,7 @@ print_table(FILE *out, const cJSON *arr, const struct col *cols, int ncol)
 
     for (i = 0; i < ncol; i++)
         w[i] = strlen(cols[i].head);
-    cJSON_ArrayForEach(row, arr) {
+    cJSON_ArrayForEach (row, arr) {
         for (i = 0; i < ncol; i++) {
             cell(text, sizeof(text), row, &cols[i]);
             if (strlen(text) > w[i])
@@ -256,7 +264,7 @@ print_table(FILE *out, const cJSON *arr, const struct col *cols, int ncol)
     for (i = 0; (size_t)i < total; i++)
         fputc('-', out);
     fputc('\n', out);
-    cJSON_ArrayForEach(row, arr) {
+    cJSON_ArrayForEach (row, arr) {
         for (i = 0; i < ncol; i++) {
             cell(text, sizeof(text), row, &cols[i]);
             if (cols[i].kind == COL_STR)
@@ -279,10 +287,10 @@ print_kv(FILE *out, const cJSON *obj, const char *prefix)
     const cJSON *v;
     char *s;
 
-    cJSON_ArrayForEach(v, obj) {
-        if (prefix[0] == '\0' && (strcmp(v->string, "ok") == 0 ||
-                                  strcmp(v->string, "cmd") == 0 ||
-                                  strcmp(v->string, "id") == 0))
+    cJSON_ArrayForEach (v, obj) {
+        if (prefix[0] == '\0' &&
+            (strcmp(v->string, "ok") == 0 || strcmp(v->string, "cmd") == 0 ||
+             strcmp(v->string, "id") == 0))
             continue;
         if (cJSON_IsObject(v)) {
             char p[128];
@@ -309,7 +317,7 @@ print_notes(FILE *out, const cJSON *arr, const char *key, const char *field,
 {
     const cJSON *row;
 
-    cJSON_ArrayForEach(row, arr) {
+    cJSON_ArrayForEach (row, arr) {
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(row, key);
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, field);
         if (!cJSON_IsString(v) || v->valuestring[0] == '\0')
@@ -348,7 +356,7 @@ print_tasks(FILE *out, const cJSON *r)
     int i = 0, n = cJSON_GetArraySize(arr);
 
     rows = kt_xcalloc((size_t)n + 1, sizeof(*rows));
-    cJSON_ArrayForEach(o, arr) {
+    cJSON_ArrayForEach (o, arr) {
         rows[i].id = (int)num(o, "id", i);
         rows[i].name = str(o, "name", NULL);
         rows[i].weight = num(o, "weight", 1);
@@ -377,27 +385,32 @@ int
 kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
 {
     static const struct col jobs[] = {
-        {"name", "Job", COL_STR},          {"state", "State", COL_STR},
-        {"tasks", "Tasks", COL_INT},       {"trials", "Trials", COL_INT},
+        {"name", "Job", COL_STR},
+        {"state", "State", COL_STR},
+        {"tasks", "Tasks", COL_INT},
+        {"trials", "Trials", COL_INT},
         {"trials_target", "Target", COL_INT},
         {"errors", "Errors", COL_INT},
         {"total_latency_ms", "Latency (ms)", COL_MS},
-        {"used_s", "Used (s)", COL_S},     {"key", "Key", COL_STR},
+        {"used_s", "Used (s)", COL_S},
+        {"key", "Key", COL_STR},
     };
     static const struct col best[] = {
-        {"id", "ID", COL_INT},             {"name", "Task", COL_STR},
+        {"id", "ID", COL_INT},
+        {"name", "Task", COL_STR},
         {"latency_ms", "Latency (ms)", COL_MS},
         {"gflops", "Speed (GFLOPS)", COL_F2},
-        {"trials", "Trials", COL_INT},     {"errors", "Errors", COL_INT},
+        {"trials", "Trials", COL_INT},
+        {"errors", "Errors", COL_INT},
     };
     static const struct col workers[] = {
-        {"key", "Key", COL_STR},           {"name", "Worker", COL_STR},
-        {"addr", "Address", COL_STR},      {"state", "State", COL_STR},
+        {"key", "Key", COL_STR},      {"name", "Worker", COL_STR},
+        {"addr", "Address", COL_STR}, {"state", "State", COL_STR},
         {"done", "Done", COL_INT},
     };
     static const struct col queues[] = {
-        {"key", "Key", COL_STR},           {"workers", "Workers", COL_INT},
-        {"free", "Free", COL_INT},         {"pending", "Pending", COL_INT},
+        {"key", "Key", COL_STR},         {"workers", "Workers", COL_INT},
+        {"free", "Free", COL_INT},       {"pending", "Pending", COL_INT},
         {"running", "Running", COL_INT},
     };
     const cJSON *ok = cJSON_GetObjectItemCaseSensitive(r, "ok");
@@ -415,22 +428,24 @@ kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
     if (strcmp(cmd, "status") == 0) {
         print_kv(out, r, "");
     } else if (strcmp(cmd, "jobs") == 0 &&
-               cJSON_IsArray(arr = cJSON_GetObjectItemCaseSensitive(r, "jobs"))) {
+               cJSON_IsArray(
+                   arr = cJSON_GetObjectItemCaseSensitive(r, "jobs"))) {
         print_table(out, arr, jobs, (int)KT_ARRAY_LEN(jobs));
         print_notes(out, arr, "name", "error", "error");
     } else if (strcmp(cmd, "tasks") == 0 &&
                cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r, "tasks"))) {
         print_tasks(out, r);
     } else if (strcmp(cmd, "best") == 0 &&
-               cJSON_IsArray(arr = cJSON_GetObjectItemCaseSensitive(r, "best"))) {
+               cJSON_IsArray(
+                   arr = cJSON_GetObjectItemCaseSensitive(r, "best"))) {
         if (str(r, "job", NULL) != NULL)
             fprintf(out, "job %s\n", str(r, "job", ""));
         print_table(out, arr, best, (int)KT_ARRAY_LEN(best));
         print_notes(out, arr, "id", "config", "schedule");
     } else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0) {
         fprintf(out, "job %s: %s\n", str(r, "job", "?"),
-                str(r, "state", strcmp(cmd, "pause") == 0 ? "paused"
-                                                           : "running"));
+                str(r, "state",
+                    strcmp(cmd, "pause") == 0 ? "paused" : "running"));
     } else if (strcmp(cmd, "rpc-status") == 0 &&
                cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r, "workers"))) {
         fprintf(out, "Workers\n");

@@ -25,14 +25,15 @@
  * negative kt_err (-errno) when sending failed.  Built with libsystemd
  * (KT_HAVE_SYSTEMD) they go through sd_notify(3); otherwise through
  * kt_notify_send_raw.  The environment is never modified. */
-int kt_notify_ready(void);                  /* "READY=1" */
-int kt_notify_stopping(void);               /* "STOPPING=1" */
-int kt_notify_watchdog(void);               /* "WATCHDOG=1" */
+int kt_notify_ready(void);    /* "READY=1" */
+int kt_notify_stopping(void); /* "STOPPING=1" */
+int kt_notify_watchdog(void); /* "WATCHDOG=1" */
 /* "RELOADING=1\nMONOTONIC_USEC=<CLOCK_MONOTONIC in us>" (systemd 252 wants
  * READY=1 once the reload is done, whether it succeeded or not). */
 int kt_notify_reloading(void);
 /* "STATUS=<text>"; the text is cut at the first newline and to 1 KiB. */
-int kt_notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int kt_notify_status(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 /* The watchdog interval in microseconds from $WATCHDOG_USEC (when
  * $WATCHDOG_PID is unset or names this process), else 0.  Ping with
  * kt_notify_watchdog at least every usec/2 (a uv_timer_t on the loop). */
@@ -121,12 +122,12 @@ int kt_ctl_print(FILE *out, const char *cmd, const cJSON *response);
 /* One row of the task table (the task scheduler's view of a task). */
 struct kt_tasklog_task {
     int id;
-    const char *name;        /* NULL or "" prints "-" */
+    const char *name; /* NULL or "" prints "-" */
     double weight;
-    double latency_ms;       /* best measured cost; < 0: none yet ("-") */
-    double gflops;           /* at the best cost; < 0: none yet ("-") */
-    int64_t trials;          /* measured trials of this task */
-    int64_t errors;          /* trials that failed (any err_no) */
+    double latency_ms; /* best measured cost; < 0: none yet ("-") */
+    double gflops;     /* at the best cost; < 0: none yet ("-") */
+    int64_t trials;    /* measured trials of this task */
+    int64_t errors;    /* trials that failed (any err_no) */
 };
 
 /* The "[ Task Scheduler ]" block. */
@@ -144,36 +145,36 @@ struct kt_tasklog_table {
 struct kt_tasklog_ga_iter {
     int iter;
     double max_score;
-    double min_score;        /* the worst score kept in the output heap */
+    double min_score; /* the worst score kept in the output heap */
     int64_t pop;
-    int64_t mut_ok;          /* #M+: successful mutations per pass */
-    int64_t mut_fail;        /* #M-: invalid mutations per pass */
+    int64_t mut_ok;   /* #M+: successful mutations per pass */
+    int64_t mut_fail; /* #M-: invalid mutations per pass */
 };
 
 /* The "[ Search ]" block. */
 struct kt_tasklog_search {
-    int64_t sketches;        /* > 0 prints "Generate Sketches\t\t#s: N" */
-    int64_t init_samples;    /* initial population size */
-    int64_t init_fail;       /* fail_ct while sampling it */
+    int64_t sketches;     /* > 0 prints "Generate Sketches\t\t#s: N" */
+    int64_t init_samples; /* initial population size */
+    int64_t init_fail;    /* fail_ct while sampling it */
     double init_s;
     int niters;
     const struct kt_tasklog_ga_iter *iters;
-    int64_t out_states;      /* states returned by the search */
-    double time_s;           /* the whole evolutionary search */
-    double best_score;       /* best predicted score of the output */
+    int64_t out_states; /* states returned by the search */
+    double time_s;      /* the whole evolutionary search */
+    double best_score;  /* best predicted score of the output */
 };
 
 /* Outcome of one step of one candidate, for the "[ Measure ]" marks. */
 enum kt_tasklog_mark {
-    KT_MARK_NONE = 0,        /* the step did not happen (run after a
+    KT_MARK_NONE = 0, /* the step did not happen (run after a
                                 failed build): prints nothing */
-    KT_MARK_OK,              /* '.' for build, '*' for run */
-    KT_MARK_ERROR,           /* ".E" / "*E" */
-    KT_MARK_TIMEOUT          /* ".T" / "*T" */
+    KT_MARK_OK,       /* '.' for build, '*' for run */
+    KT_MARK_ERROR,    /* ".E" / "*E" */
+    KT_MARK_TIMEOUT   /* ".T" / "*T" */
 };
 struct kt_tasklog_cand {
-    int build;               /* enum kt_tasklog_mark */
-    int run;                 /* enum kt_tasklog_mark */
+    int build; /* enum kt_tasklog_mark */
+    int run;   /* enum kt_tasklog_mark */
 };
 
 /* The "[ Measure ]" block: Ansor's progress marks.  Candidates go in
@@ -182,21 +183,21 @@ struct kt_tasklog_cand {
 struct kt_tasklog_measure {
     int ncand;
     const struct kt_tasklog_cand *cand;
-    int batch;               /* candidates per batch; <= 0: one batch */
+    int batch; /* candidates per batch; <= 0: one batch */
     double time_s;
 };
 
 /* The "[ Train cost model ]" block. */
 struct kt_tasklog_train {
     double time_s;
-    int64_t records;         /* training records (all tasks) */
+    int64_t records; /* training records (all tasks) */
 };
 
 /* One round of a job.  Optional blocks are NULL when the round had none. */
 struct kt_tasklog_round {
     const char *job;
-    int64_t round;           /* 1-based round number of the job */
-    double wall_time;        /* seconds since the epoch (kt_wall_now) */
+    int64_t round;    /* 1-based round number of the job */
+    double wall_time; /* seconds since the epoch (kt_wall_now) */
     struct kt_tasklog_table table;
     const struct kt_tasklog_search *search;
     const struct kt_tasklog_measure *measure;
@@ -204,7 +205,7 @@ struct kt_tasklog_round {
 };
 
 /* Options of the task table layout. */
-#define KT_TASKLOG_ANSOR 1   /* only Ansor's four columns */
+#define KT_TASKLOG_ANSOR 1 /* only Ansor's four columns */
 
 /* Appends the task table (header, rows, the "Estimated total latency"
  * line) to b, in Ansor's layout plus the Errors, Weight and Task columns on

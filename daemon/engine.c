@@ -15,7 +15,7 @@ const char *
 kt_job_state_name(enum kt_job_state s)
 {
     static const char *const names[] = {"starting", "running", "paused",
-                                        "stopping", "done", "failed"};
+                                        "stopping", "done",    "failed"};
     return (unsigned)s < KT_ARRAY_LEN(names) ? names[s] : "?";
 }
 
@@ -44,7 +44,8 @@ kt__job_vector_bytes(const struct kt_job *job)
 }
 
 void
-kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task, double cost)
+kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
+                   double cost)
 {
     struct kt_record *r = kt_xmalloc(sizeof(*r));
 
@@ -54,7 +55,8 @@ kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task, double 
     r->cost = cost;
     if (job->nrecs == job->caprecs) {
         job->caprecs = job->caprecs ? job->caprecs * 2 : 1024;
-        job->recs = kt_xrealloc(job->recs, sizeof(*job->recs) * (size_t)job->caprecs);
+        job->recs = kt_xrealloc(job->recs,
+                                sizeof(*job->recs) * (size_t)job->caprecs);
     }
     job->recs[job->nrecs++] = r;
 }
@@ -159,7 +161,8 @@ kt__job_maybe_end(struct kt_job *job)
     job->ready = NULL;
     job->ended = 1;
     if (job->state == KT_JOB_DONE &&
-        kt_storage_job_set_state(job->e->o.db, job->job_id, "done", err, sizeof(err)))
+        kt_storage_job_set_state(job->e->o.db, job->job_id, "done", err,
+                                 sizeof(err)))
         log_warnx("engine: job %s: %s", job->name, err);
     if (job->end_cb != NULL)
         job->end_cb(job->end_arg, job);
@@ -207,14 +210,15 @@ train_done(uv_work_t *w, int status)
         log_debug("engine: job %s: trained on %d records in %.2f s", job->name,
                   t->nrecs, t->time_s);
     } else if (status == 0) {
-        log_warnx("engine: job %s: cost model training failed: %s", job->name, t->err);
+        log_warnx("engine: job %s: cost model training failed: %s", job->name,
+                  t->err);
     }
     free(t->recs);
     free(t);
     /* Rounds applied while this one trained: train on them too (unless
      * no round will use the model any more). */
-    if (job->train_again && (job->state == KT_JOB_RUNNING ||
-                             job->state == KT_JOB_PAUSED))
+    if (job->train_again &&
+        (job->state == KT_JOB_RUNNING || job->state == KT_JOB_PAUSED))
         kt__job_start_training(job);
     job->train_again = 0;
     kt__job_maybe_end(job);
@@ -301,10 +305,12 @@ submit(struct kt_job *job, struct kt_round *r)
     job->measuring = r;
     if (job->e->o.submit != NULL)
         rc = job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, c,
-                              r->ncand, &job->mo, kt__job_measure_done, r, err, sizeof(err));
+                              r->ncand, &job->mo, kt__job_measure_done, r, err,
+                              sizeof(err));
     else
-        rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c, r->ncand,
-                               &job->mo, kt__job_measure_done, r, err, sizeof(err));
+        rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c,
+                               r->ncand, &job->mo, kt__job_measure_done, r, err,
+                               sizeof(err));
     free(c);
     if (rc != KT_OK) {
         job->measuring = NULL;
@@ -365,7 +371,8 @@ start_search(struct kt_job *job, int task, int speculative)
     if (ts->search == NULL) {
         ts->search = kt__engine_search_new(job, task, err, sizeof(err));
         if (ts->search == NULL) {
-            kt__job_fail(job, "task %d (%s): %s", task, job->tasks.v[task].name, err);
+            kt__job_fail(job, "task %d (%s): %s", task, job->tasks.v[task].name,
+                         err);
             return;
         }
     }
@@ -442,11 +449,11 @@ kt__job_kick(struct kt_job *job)
     {
         struct kt_task_sched *what_if = kt_task_sched_clone(job->sched);
         int cur = job->measuring->task;
-        kt_task_sched_update(what_if, cur, KT_SCHED_NO_COST, job->measuring->ncand);
+        kt_task_sched_update(what_if, cur, KT_SCHED_NO_COST,
+                             job->measuring->ncand);
         t = kt_task_sched_next(what_if);
         kt_task_sched_free(what_if);
         if (t >= 0 && job->trials + job->measuring->ncand < job->budget)
             start_search(job, t, 1);
     }
 }
-

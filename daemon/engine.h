@@ -33,12 +33,12 @@ struct kt_job;
 #define KT_ENGINE_DB_BUSY_MS 250
 
 enum kt_job_state {
-    KT_JOB_STARTING,   /* resuming from the database, warm start */
+    KT_JOB_STARTING, /* resuming from the database, warm start */
     KT_JOB_RUNNING,
     KT_JOB_PAUSED,
-    KT_JOB_STOPPING,   /* no new rounds; waiting for the batch in flight */
-    KT_JOB_DONE,       /* budget used, or every task finished */
-    KT_JOB_FAILED      /* could not go on (message in the job) */
+    KT_JOB_STOPPING, /* no new rounds; waiting for the batch in flight */
+    KT_JOB_DONE,     /* budget used, or every task finished */
+    KT_JOB_FAILED    /* could not go on (message in the job) */
 };
 
 /* Queues a batch for measurement with the contract of kt_tracker_submit
@@ -51,12 +51,12 @@ typedef int (*kt_engine_submit_fn)(void *arg, const char *key,
 
 struct kt_engine_opts {
     uv_loop_t *loop;
-    struct kt_storage *db;       /* borrowed; loop thread only */
-    struct kt_tracker *tracker;  /* borrowed */
-    kt_engine_submit_fn submit;  /* NULL: kt_tracker_submit on tracker */
+    struct kt_storage *db;      /* borrowed; loop thread only */
+    struct kt_tracker *tracker; /* borrowed */
+    kt_engine_submit_fn submit; /* NULL: kt_tracker_submit on tracker */
     void *submit_arg;
-    const char *log_dir;         /* task-table logs; NULL = none */
-    int echo_log;                /* also write each round's table to stderr */
+    const char *log_dir; /* task-table logs; NULL = none */
+    int echo_log;        /* also write each round's table to stderr */
 };
 
 /* Called when a job reaches DONE, FAILED or is stopped (state tells). */
@@ -98,19 +98,19 @@ const struct kt_model_conf *kt_job_conf(const struct kt_job *job);
 /* Progress figures for status lines, the control socket and tests. */
 struct kt_job_stats {
     int ntasks;
-    int64_t trials;              /* measured this run (all err_no) */
+    int64_t trials; /* measured this run (all err_no) */
     int64_t budget;
     int64_t errors;
     int64_t rounds;
-    double total_latency_ms;     /* sum weight x best latency; -1 = unknown */
+    double total_latency_ms; /* sum weight x best latency; -1 = unknown */
     double elapsed_s;
-    double device_busy_s;        /* time with a batch at the workers */
+    double device_busy_s; /* time with a batch at the workers */
     int64_t speculation_hits, speculation_misses;
-    int64_t feature_errors;      /* measured programs without features */
-    int64_t warm_skipped;        /* stored trials the warm start could not rebuild */
-    int64_t trainings;           /* cost-model trainings that succeeded */
-    int64_t trained_records;     /* records the current model learnt from */
-    int64_t records;             /* training records held */
+    int64_t feature_errors; /* measured programs without features */
+    int64_t warm_skipped;   /* stored trials the warm start could not rebuild */
+    int64_t trainings;      /* cost-model trainings that succeeded */
+    int64_t trained_records; /* records the current model learnt from */
+    int64_t records;         /* training records held */
 };
 void kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s);
 
@@ -119,10 +119,10 @@ struct kt_job_task_info {
     const char *name;
     double weight;
     double flops;
-    double best_cost;            /* seconds; 0 = none yet */
-    double latency_ms;           /* best, -1 = none yet */
-    double gflops;               /* at the best, -1 = none yet */
-    const char *best_config;     /* NULL = none yet */
+    double best_cost;        /* seconds; 0 = none yet */
+    double latency_ms;       /* best, -1 = none yet */
+    double gflops;           /* at the best, -1 = none yet */
+    const char *best_config; /* NULL = none yet */
     int64_t trials;
     int64_t errors;
 };

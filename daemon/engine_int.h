@@ -10,14 +10,14 @@
 
 /* One candidate of a round: produced on the pool, read on the loop. */
 struct kt_cand {
-    struct kt_step *steps;     /* as the search proposed them */
+    struct kt_step *steps; /* as the search proposed them */
     int nsteps;
-    char *config;              /* canonical schedule JSON */
+    char *config; /* canonical schedule JSON */
     char hash[17];
-    char *source;              /* generated C; NULL when preset_err != 0 */
-    int preset_err;            /* INSTANTIATION_ERROR found before build */
+    char *source;   /* generated C; NULL when preset_err != 0 */
+    int preset_err; /* INSTANTIATION_ERROR found before build */
     char *preset_text;
-    float *rows;               /* cost-model features, nrows x KT_FEATURE_LEN */
+    float *rows; /* cost-model features, nrows x KT_FEATURE_LEN */
     int nrows;
 };
 
@@ -25,22 +25,22 @@ struct kt_round {
     uv_work_t work;
     struct kt_job *job;
     int task;
-    int speculative;           /* searched before the previous batch's result */
-    int dropped;               /* discard when the work returns */
-    int want;                  /* candidates asked for */
+    int speculative; /* searched before the previous batch's result */
+    int dropped;     /* discard when the work returns */
+    int want;        /* candidates asked for */
     /* inputs owned by the work while it runs */
-    void *search;              /* the task's struct kt_search (exclusive) */
-    struct kt_xgb_model *model;/* NULL: untrained, use random scores */
-    const uint64_t *measured;  /* the task's resumed measured set, borrowed */
+    void *search;               /* the task's struct kt_search (exclusive) */
+    struct kt_xgb_model *model; /* NULL: untrained, use random scores */
+    const uint64_t *measured;   /* the task's resumed measured set, borrowed */
     size_t nmeasured;
     struct kt_codegen_opts cg;
-    struct kt_feedback *feedback;  /* measured results the search learns
+    struct kt_feedback *feedback; /* measured results the search learns
                                     * first (moved from the task state) */
     int nfeedback;
     /* outputs */
     int rc;
-    int feature_errors;        /* candidates whose features failed */
-    char feature_err[256];     /* the first such message */
+    int feature_errors;    /* candidates whose features failed */
+    char feature_err[256]; /* the first such message */
     char err[512];
     int ncand;
     struct kt_cand *c;
@@ -56,9 +56,9 @@ struct kt_round {
     struct kt_trial *trials;
     int nres;
     struct kt_kv *kvs;
-    double *costs;             /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
+    double *costs; /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
     int owned;
-    uv_timer_t *retry;         /* storage retry while the database is busy */
+    uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
 };
 
@@ -67,13 +67,13 @@ struct kt_record {
     float *rows;
     int nrows;
     int task;
-    double cost;               /* seconds; <= 0 for failed trials */
+    double cost; /* seconds; <= 0 for failed trials */
 };
 
 struct kt_train_job {
     uv_work_t work;
     struct kt_job *job;
-    struct kt_record **recs;   /* snapshot of pointers (records immutable) */
+    struct kt_record **recs; /* snapshot of pointers (records immutable) */
     int nrecs;
     int rc;
     char err[512];
@@ -86,15 +86,15 @@ struct kt_warm_job {
     struct kt_job *job;
     int nrows_in;
     struct {
-        int task;              /* ours, or a label group for another workload */
-        char *workload;        /* key of another job's workload; NULL = ours */
+        int task;       /* ours, or a label group for another workload */
+        char *workload; /* key of another job's workload; NULL = ours */
         char *config;
         double cost;
-    } *in;
-    struct kt_record *out;     /* nout records, rows owned */
+    } * in;
+    struct kt_record *out; /* nout records, rows owned */
     int nout;
-    int skipped;               /* stored trials that could not be rebuilt */
-    char skip_err[256];        /* why the first one was skipped */
+    int skipped;        /* stored trials that could not be rebuilt */
+    char skip_err[256]; /* why the first one was skipped */
     double time_s;
 };
 
@@ -109,14 +109,14 @@ struct kt_feedback {
 };
 
 struct kt_task_state {
-    uint64_t *measured;        /* hashes stored before this run, until the
+    uint64_t *measured; /* hashes stored before this run, until the
                                 * task's first search has taken them */
     size_t nmeasured;
     int64_t next_trial_no;
-    char *best_config;         /* of the task scheduler's best cost */
-    int64_t errors;            /* (best cost and trials: the scheduler's) */
-    void *search;              /* struct kt_search *, created lazily */
-    struct kt_feedback *pending;   /* for the task's next search work */
+    char *best_config;           /* of the task scheduler's best cost */
+    int64_t errors;              /* (best cost and trials: the scheduler's) */
+    void *search;                /* struct kt_search *, created lazily */
+    struct kt_feedback *pending; /* for the task's next search work */
     int npending, cappending;
 };
 
@@ -129,9 +129,9 @@ struct kt_engine {
 struct kt_job {
     struct kt_engine *e;
     struct kt_model_conf *conf;
-    char *name;                /* the config's name */
-    char *target;              /* kind:key:compiler line (storage's target) */
-    char *cc;                  /* compiler line for the workers */
+    char *name;   /* the config's name */
+    char *target; /* kind:key:compiler line (storage's target) */
+    char *cc;     /* compiler line for the workers */
     int64_t job_id;
     int64_t budget;
     enum kt_job_state state;
@@ -161,7 +161,7 @@ struct kt_job {
     kt_job_end_cb end_cb;
     void *end_arg;
     int ended;
-    int abandoned;             /* results still to come are not stored */
+    int abandoned; /* results still to come are not stored */
 };
 
 /* Shared between engine.c (rounds), engine_results.c (measured batches),
@@ -176,14 +176,16 @@ int kt__job_uses_model(const struct kt_job *job);
 void kt__job_round_free(struct kt_round *r);
 void kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id);
 /* The tracker's callback for a round's batch (engine_results.c). */
-void kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n);
+void kt__job_measure_done(void *arg, const struct kt_measure_result *res,
+                          int n);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);
 void kt__engine_train_work(uv_work_t *w);
 void kt__engine_warm_work(uv_work_t *w);
 /* Creates the search object for task i of job (loop thread). */
-void *kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen);
+void *kt__engine_search_new(struct kt_job *job, int task, char *err,
+                            size_t errlen);
 void kt__engine_search_free(void *search);
 /* uv_queue_work on the job's loop; on failure the libuv error with a
  * message in err (the caller frees what it meant to queue and fails the

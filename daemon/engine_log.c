@@ -9,8 +9,10 @@
 void
 kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
 {
-    struct kt_tasklog_task *rows = kt_xcalloc((size_t)job->tasks.n, sizeof(*rows));
-    struct kt_tasklog_cand *marks = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*marks));
+    struct kt_tasklog_task *rows = kt_xcalloc((size_t)job->tasks.n,
+                                              sizeof(*rows));
+    struct kt_tasklog_cand *marks = kt_xcalloc((size_t)(r->nres ? r->nres : 1),
+                                               sizeof(*marks));
     struct kt_tasklog_round lr;
     struct kt_tasklog_measure m;
     char err[512];
@@ -29,13 +31,17 @@ kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
     }
     for (i = 0; i < r->nres; i++) {
         int e = r->trials[i].err_no;
-        int build_fail = e == KT_MERR_INSTANTIATION || e == KT_MERR_COMPILE_HOST ||
-                         e == KT_MERR_COMPILE_DEVICE || e == KT_MERR_BUILD_TIMEOUT;
+        int build_fail = e == KT_MERR_INSTANTIATION ||
+                         e == KT_MERR_COMPILE_HOST ||
+                         e == KT_MERR_COMPILE_DEVICE ||
+                         e == KT_MERR_BUILD_TIMEOUT;
         marks[i].build = e == KT_MERR_BUILD_TIMEOUT ? KT_MARK_TIMEOUT
-                         : build_fail ? KT_MARK_ERROR : KT_MARK_OK;
-        marks[i].run = build_fail ? KT_MARK_NONE
+                         : build_fail               ? KT_MARK_ERROR
+                                                    : KT_MARK_OK;
+        marks[i].run = build_fail                 ? KT_MARK_NONE
                        : e == KT_MERR_RUN_TIMEOUT ? KT_MARK_TIMEOUT
-                       : e ? KT_MARK_ERROR : KT_MARK_OK;
+                       : e                        ? KT_MARK_ERROR
+                                                  : KT_MARK_OK;
     }
     memset(&lr, 0, sizeof(lr));
     lr.job = job->name;
@@ -68,4 +74,3 @@ kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
     free(rows);
     free(marks);
 }
-

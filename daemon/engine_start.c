@@ -24,15 +24,16 @@ warm_done(uv_work_t *w, int status)
     if (status == 0 && wj->skipped > 0) {
         job->warm_skipped += wj->skipped;
         log_warnx("engine: job %s: warm start: %d stored trials could not be "
-                  "rebuilt and are not trained on (first: %s)", job->name,
-                  wj->skipped, wj->skip_err);
+                  "rebuilt and are not trained on (first: %s)",
+                  job->name, wj->skipped, wj->skip_err);
     }
     if (status == 0) {
         for (i = 0; i < wj->nout; i++)
-            kt__job_add_record(job, wj->out[i].rows, wj->out[i].nrows, wj->out[i].task,
-                       wj->out[i].cost);
+            kt__job_add_record(job, wj->out[i].rows, wj->out[i].nrows,
+                               wj->out[i].task, wj->out[i].cost);
         if (wj->nout > 0)
-            log_info("engine: job %s: warm start from %d stored trials (%.2f s)",
+            log_info("engine: job %s: warm start from %d stored trials (%.2f "
+                     "s)",
                      job->name, wj->nout, wj->time_s);
     } else {
         for (i = 0; i < wj->nout; i++)
@@ -67,7 +68,8 @@ collect_history(void *arg, const struct kt_history_row *row)
             break;
     if (wc->wj->nrows_in == wc->cap) {
         wc->cap = wc->cap ? wc->cap * 2 : 256;
-        wc->wj->in = kt_xrealloc(wc->wj->in, sizeof(*wc->wj->in) * (size_t)wc->cap);
+        wc->wj->in = kt_xrealloc(wc->wj->in,
+                                 sizeof(*wc->wj->in) * (size_t)wc->cap);
     }
     k = wc->wj->nrows_in++;
     wc->wj->in[k].workload = NULL;
@@ -89,11 +91,13 @@ resume(struct kt_job *job, char *err, size_t errlen)
     struct kt_resume *res = NULL;
     int i, rc;
 
-    rc = kt_storage_resume(job->e->o.db, job->target, job->job_id, &res, err, errlen);
+    rc = kt_storage_resume(job->e->o.db, job->target, job->job_id, &res, err,
+                           errlen);
     if (rc != KT_OK)
         return rc;
     for (i = 0; i < job->tasks.n; i++) {
-        const struct kt_resume_entry *en = kt_resume_find(res, job->tasks.v[i].dag->hash);
+        const struct kt_resume_entry *en = kt_resume_find(res, job->tasks.v[i]
+                                                                   .dag->hash);
         struct kt_task_state *ts = &job->ts[i];
         ts->next_trial_no = 0;
         if (en == NULL)
@@ -102,15 +106,19 @@ resume(struct kt_job *job, char *err, size_t errlen)
         job->trials += en->job_trials;
         if (en->best_cost > 0 && en->best_config != NULL)
             ts->best_config = kt_xstrdup(en->best_config);
-        rc = kt_storage_measured(job->e->o.db, job->target, job->tasks.v[i].dag->hash,
-                                 &ts->measured, &ts->nmeasured, err, errlen);
+        rc = kt_storage_measured(job->e->o.db, job->target,
+                                 job->tasks.v[i].dag->hash, &ts->measured,
+                                 &ts->nmeasured, err, errlen);
         if (rc != KT_OK)
             break;
         if (en->job_trials > 0 || en->best_cost > 0) {
             int64_t per = kt_task_sched_per_round(job->sched);
-            int64_t rounds = en->job_trials > 0 ? (en->job_trials + per - 1) / per : 0;
-            kt_task_sched_restore(job->sched, i, rounds, rounds,
-                                  NULL, en->best_cost > 0 ? en->best_cost : KT_SCHED_NO_COST,
+            int64_t rounds = en->job_trials > 0
+                                 ? (en->job_trials + per - 1) / per
+                                 : 0;
+            kt_task_sched_restore(job->sched, i, rounds, rounds, NULL,
+                                  en->best_cost > 0 ? en->best_cost
+                                                    : KT_SCHED_NO_COST,
                                   en->job_trials);
         }
     }
@@ -176,7 +184,8 @@ job_init_tasks(struct kt_job *job, int64_t trials, char *err, size_t errlen)
     kt_task_sched_opts_from_conf(&so, &conf->tuning);
     job->budget = trials > 0 ? trials : conf->tuning.trials;
     so.trials = job->budget;
-    rc = kt_task_sched_new(&job->sched, job->tasks.n, w, f, tags, &so, err, errlen);
+    rc = kt_task_sched_new(&job->sched, job->tasks.n, w, f, tags, &so, err,
+                           errlen);
     free(w);
     free(f);
     free(tags);
@@ -210,7 +219,8 @@ job_register(struct kt_job *job, char *err, size_t errlen)
     struct kt_storage *db = job->e->o.db;
     int i, rc;
 
-    rc = kt_storage_job_open(db, job->name, job->conf->path ? job->conf->path : job->name,
+    rc = kt_storage_job_open(db, job->name,
+                             job->conf->path ? job->conf->path : job->name,
                              job->target, &job->job_id, err, errlen);
     for (i = 0; i < job->tasks.n && rc == KT_OK; i++) {
         struct kt_task_info ti;
@@ -255,8 +265,8 @@ job_start_warm(struct kt_job *job, char *err, size_t errlen)
     wc.job = job;
     wc.wj = wj;
     if (kt__job_uses_model(job))
-        rc = kt_storage_history(job->e->o.db, job->target, NULL, 0, collect_history,
-                                &wc, err, errlen);
+        rc = kt_storage_history(job->e->o.db, job->target, NULL, 0,
+                                collect_history, &wc, err, errlen);
     if (rc == KT_OK && kt__job_queue_work(job, &wj->work, kt__engine_warm_work,
                                           warm_done, err, errlen) != 0)
         rc = KT_EIO;
@@ -305,13 +315,13 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
         goto fail;
     e->njobs++;
     log_info("engine: job %s: %d tasks, %.3f GFLOP per inference, budget %lld "
-             "trials (%lld done), target %s", job->name, job->tasks.n,
-             kt_tasks_total_flops(&job->tasks) / 1e9, (long long)job->budget,
-             (long long)job->trials, job->target);
+             "trials (%lld done), target %s",
+             job->name, job->tasks.n, kt_tasks_total_flops(&job->tasks) / 1e9,
+             (long long)job->budget, (long long)job->trials, job->target);
     *out = job;
     return KT_OK;
 fail:
-    job->conf = NULL;   /* the caller keeps the config on failure */
+    job->conf = NULL; /* the caller keeps the config on failure */
     kt_job_free(job);
     return rc;
 }
@@ -357,8 +367,8 @@ kt_job_abandon(struct kt_job *job)
         /* Results are in but the database keeps refusing them (its retry
          * timer is running): give them up too. */
         log_warnx("engine: job %s: %d measured results dropped: the database "
-                  "did not take them (%s)", job->name, job->measuring->nres,
-                  job->error);
+                  "did not take them (%s)",
+                  job->name, job->measuring->nres, job->error);
         kt__job_round_free(job->measuring);
         job->measuring = NULL;
     }

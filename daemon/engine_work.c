@@ -74,11 +74,12 @@ kt__engine_search_work(uv_work_t *w)
         kt_steps_to_json(sc->steps, sc->nsteps, &j);
         c->config = kt_buf_take(&j);
         memcpy(c->hash, sc->hash, sizeof(c->hash));
-        c->steps = sc->steps;      /* the candidate owns them from here */
+        c->steps = sc->steps; /* the candidate owns them from here */
         c->nsteps = sc->nsteps;
         sc->steps = NULL;
-        if (build_candidate(dag, sc->state, &r->cg, &c->source, &c->rows, &c->nrows,
-                            ferr, sizeof(ferr), err, sizeof(err)) != KT_OK) {
+        if (build_candidate(dag, sc->state, &r->cg, &c->source, &c->rows,
+                            &c->nrows, ferr, sizeof(ferr), err,
+                            sizeof(err)) != KT_OK) {
             /* The schedule cannot be instantiated: err_no 1, not built. */
             c->preset_err = KT_MERR_INSTANTIATION;
             c->preset_text = kt_xstrdup(err);
@@ -123,8 +124,8 @@ kt__engine_train_work(uv_work_t *w)
                          t->recs[i]->task, t->recs[i]->cost);
     kt_train_set_label(&set, 0.0f);
     memset(&stats, 0, sizeof(stats));
-    t->rc = kt_xgb_train(kt__job_model(t->job), &set, &stats,
-                         t->err, sizeof(t->err));
+    t->rc = kt_xgb_train(kt__job_model(t->job), &set, &stats, t->err,
+                         sizeof(t->err));
     kt_train_set_free(&set);
     t->time_s = kt_now() - t0;
 }
@@ -133,11 +134,12 @@ void
 kt__engine_warm_work(uv_work_t *w)
 {
     struct kt_warm_job *wj = (struct kt_warm_job *)w;
-    struct kt_dag *foreign = NULL;   /* DAG of the last other workload */
+    struct kt_dag *foreign = NULL; /* DAG of the last other workload */
     double t0 = kt_now();
     int i;
 
-    wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1), sizeof(*wj->out));
+    wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
+                         sizeof(*wj->out));
     for (i = 0; i < wj->nrows_in; i++) {
         const struct kt_dag *dag = NULL;
         struct kt_step *steps = NULL;
@@ -146,7 +148,8 @@ kt__engine_warm_work(uv_work_t *w)
         char err[256] = "";
         int n, rc;
         if (wj->in[i].workload != NULL) {
-            if (foreign == NULL || strcmp(foreign->key, wj->in[i].workload) != 0) {
+            if (foreign == NULL ||
+                strcmp(foreign->key, wj->in[i].workload) != 0) {
                 kt_dag_free(foreign);
                 foreign = NULL;
                 kt_dag_from_key(wj->in[i].workload, &foreign, err, sizeof(err));
@@ -156,7 +159,8 @@ kt__engine_warm_work(uv_work_t *w)
             dag = kt__job_dag(wj->job, wj->in[i].task);
         }
         rc = dag != NULL ? kt_steps_from_json(wj->in[i].config, &steps, &n, err,
-                                              sizeof(err)) : KT_EPARSE;
+                                              sizeof(err))
+                         : KT_EPARSE;
         if (rc == KT_OK)
             rc = kt_state_replay(dag, steps, n, &st, err, sizeof(err));
         if (rc == KT_OK)
@@ -189,7 +193,7 @@ kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen)
     o.seed = (uint64_t)conf->tuning.seed * 1000003u + (uint64_t)task;
     o.vector_bytes = kt__job_vector_bytes(job);
     o.cores = conf->target.threads > 0 ? (int)conf->target.threads
-              : (int)(cores > 0 ? cores : 1);
+                                       : (int)(cores > 0 ? cores : 1);
     if (kt_search_new(&s, kt__job_dag(job, task), &o, err, errlen) != KT_OK)
         return NULL;
     return s;

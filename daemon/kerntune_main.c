@@ -36,16 +36,22 @@ static void
 usage(FILE *f)
 {
     fputs("usage:\n"
-          "  kerntune tune MODEL.json|MODEL.onnx [--trials N] [--db FILE] [--log-dir DIR]\n"
-          "                [--workers N] [--quiet] [--input NAME=D1,D2,...] [--partial]\n"
-          "  kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,D2,...] [--partial]\n"
+          "  kerntune tune MODEL.json|MODEL.onnx [--trials N] [--db FILE] "
+          "[--log-dir DIR]\n"
+          "                [--workers N] [--quiet] [--input NAME=D1,D2,...] "
+          "[--partial]\n"
+          "  kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,D2,...] "
+          "[--partial]\n"
           "                 [--graph]\n"
           "  kerntune status|jobs [--socket PATH]\n"
           "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
-          "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] [--socket PATH]\n"
+          "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] "
+          "[--socket PATH]\n"
           "  kerntune export --db FILE [--target T]\n"
           "  kerntune import --db FILE RECORDS.jsonl\n"
-          "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) [--module] [--no-tree]\n", f);
+          "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) "
+          "[--module] [--no-tree]\n",
+          f);
 }
 
 /* A bad option value: says which and what was expected; exit status 2. */
@@ -101,7 +107,8 @@ on_signal(uv_signal_t *s, int signum)
         tune_close_all(t);
         return;
     }
-    log_info("kerntune: %s: stopping after the batch in flight (again to abandon it)",
+    log_info("kerntune: %s: stopping after the batch in flight (again to "
+             "abandon it)",
              signum == SIGINT ? "interrupt" : "terminate");
     t->interrupted = 1;
     t->stopping = 1;
@@ -121,13 +128,14 @@ print_summary(const struct kt_job *job, FILE *out)
         struct kt_job_task_info ti;
         kt_job_task(job, i, &ti);
         if (ti.latency_ms > 0)
-            fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld\n", ti.name, ti.weight,
-                    ti.latency_ms, ti.gflops, (long long)ti.trials);
+            fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld\n", ti.name,
+                    ti.weight, ti.latency_ms, ti.gflops, (long long)ti.trials);
         else
-            fprintf(out, "%-40.40s %8.0f %12s %10s %8lld\n", ti.name, ti.weight, "-",
-                    "-", (long long)ti.trials);
+            fprintf(out, "%-40.40s %8.0f %12s %10s %8lld\n", ti.name, ti.weight,
+                    "-", "-", (long long)ti.trials);
     }
-    fprintf(out, "\njob %s: %s", kt_job_name(job), kt_job_state_name(kt_job_state(job)));
+    fprintf(out, "\njob %s: %s", kt_job_name(job),
+            kt_job_state_name(kt_job_state(job)));
     if (kt_job_error(job)[0])
         fprintf(out, " (%s)", kt_job_error(job));
     fprintf(out, "\nestimated total latency: ");
@@ -135,14 +143,18 @@ print_summary(const struct kt_job *job, FILE *out)
         fprintf(out, "%.4f ms", s.total_latency_ms);
     else
         fprintf(out, "- (some task has no valid program yet)");
-    fprintf(out, "\ntrials: %lld (%lld errors), %lld rounds; wall time %.1f s; "
-            "workers busy %.0f%% of it; look-ahead searches used %lld of %lld\n",
-            (long long)s.trials, (long long)s.errors, (long long)s.rounds, s.elapsed_s,
+    fprintf(out,
+            "\ntrials: %lld (%lld errors), %lld rounds; wall time %.1f s; "
+            "workers busy %.0f%% of it; look-ahead searches used %lld of "
+            "%lld\n",
+            (long long)s.trials, (long long)s.errors, (long long)s.rounds,
+            s.elapsed_s,
             s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,
             (long long)s.speculation_hits,
             (long long)(s.speculation_hits + s.speculation_misses));
     if (s.feature_errors > 0 || s.warm_skipped > 0)
-        fprintf(out, "not trained on: %lld measured programs without features, "
+        fprintf(out,
+                "not trained on: %lld measured programs without features, "
                 "%lld stored trials that could not be rebuilt (see the log)\n",
                 (long long)s.feature_errors, (long long)s.warm_skipped);
 }
@@ -151,10 +163,14 @@ static int
 cmd_tune(const char *cmd, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"trials", required_argument, NULL, 't'}, {"db", required_argument, NULL, 'd'},
-        {"log-dir", required_argument, NULL, 'l'}, {"workers", required_argument, NULL, 'w'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
-        {"input", required_argument, NULL, 'I'}, {"partial", no_argument, NULL, 'P'},
+        {"trials", required_argument, NULL, 't'},
+        {"db", required_argument, NULL, 'd'},
+        {"log-dir", required_argument, NULL, 'l'},
+        {"workers", required_argument, NULL, 'w'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"input", required_argument, NULL, 'I'},
+        {"partial", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *inputs[16];
@@ -185,8 +201,11 @@ cmd_tune(const char *cmd, int argc, char **argv)
                 return bad_value("--workers", optarg, "a number from 1 to 64");
             break;
         case 'q': quiet = 1; break;
-        case 'I': if (ninputs == 16) return usage(stderr), 2;
-                  inputs[ninputs++] = optarg; break;
+        case 'I':
+            if (ninputs == 16)
+                return usage(stderr), 2;
+            inputs[ninputs++] = optarg;
+            break;
         case 'P': partial = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -196,8 +215,8 @@ cmd_tune(const char *cmd, int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf, err,
-                                sizeof(err));
+    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf,
+                                err, sizeof(err));
     if (rc != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
         return 1;
@@ -218,8 +237,8 @@ cmd_tune(const char *cmd, int argc, char **argv)
         fprintf(stderr, "kerntune: tracker: %s\n", err);
         goto out;
     }
-    if (kt_tracker_spawn_local(t.tracker, (int)workers, NULL, conf->target.key, "build,run",
-                               err, sizeof(err)) != KT_OK) {
+    if (kt_tracker_spawn_local(t.tracker, (int)workers, NULL, conf->target.key,
+                               "build,run", err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: local workers: %s\n", err);
         kt_tracker_close(t.tracker);
         uv_run(&t.loop, UV_RUN_DEFAULT);
@@ -232,14 +251,15 @@ cmd_tune(const char *cmd, int argc, char **argv)
     eo.log_dir = log_dir;
     eo.echo_log = !quiet;
     kt_engine_new(&t.engine, &eo);
-    rc = kt_job_start(t.engine, conf, trials, tune_ended, &t, &t.job, err, sizeof(err));
+    rc = kt_job_start(t.engine, conf, trials, tune_ended, &t, &t.job, err,
+                      sizeof(err));
     if (rc != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
         kt_tracker_close(t.tracker);
         uv_run(&t.loop, UV_RUN_DEFAULT);
         goto out;
     }
-    conf = NULL;   /* the job owns it */
+    conf = NULL; /* the job owns it */
     uv_signal_init(&t.loop, &t.sigint);
     uv_signal_init(&t.loop, &t.sigterm);
     t.sigint.data = t.sigterm.data = &t;
@@ -266,8 +286,10 @@ static int
 cmd_check(const char *cmd, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"input", required_argument, NULL, 'I'}, {"partial", no_argument, NULL, 'P'},
-        {"graph", no_argument, NULL, 'g'}, {NULL, 0, NULL, 0},
+        {"input", required_argument, NULL, 'I'},
+        {"partial", no_argument, NULL, 'P'},
+        {"graph", no_argument, NULL, 'g'},
+        {NULL, 0, NULL, 0},
     };
     struct kt_model_conf *conf = NULL;
     const char *inputs[16];
@@ -287,8 +309,8 @@ cmd_check(const char *cmd, int argc, char **argv)
     }
     if (optind != argc - 1)
         return usage(stderr), 2;
-    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf, err,
-                                sizeof(err));
+    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf,
+                                err, sizeof(err));
     if (rc != KT_OK) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -298,13 +320,16 @@ cmd_check(const char *cmd, int argc, char **argv)
         kt_model_conf_free(conf);
         return 1;
     }
-    printf("%s: configuration OK: model %s, %d tasks, %.3f GFLOP per inference, "
-           "%lld trials, target %s %s\n", argv[optind], conf->name, tasks.n,
+    printf("%s: configuration OK: model %s, %d tasks, %.3f GFLOP per "
+           "inference, "
+           "%lld trials, target %s %s\n",
+           argv[optind], conf->name, tasks.n,
            kt_tasks_total_flops(&tasks) / 1e9, (long long)conf->tuning.trials,
            conf->target.kind, conf->target.key);
     for (i = 0; i < tasks.n; i++)
-        printf("  %3d  %-44s weight %3.0f  %10.2f MFLOP  %s\n", i, tasks.v[i].name,
-               tasks.v[i].weight, tasks.v[i].flops / 1e6, tasks.v[i].dag->hash);
+        printf("  %3d  %-44s weight %3.0f  %10.2f MFLOP  %s\n", i,
+               tasks.v[i].name, tasks.v[i].weight, tasks.v[i].flops / 1e6,
+               tasks.v[i].dag->hash);
     if (graph && kt_tasks_print_graph(conf, stdout, err, sizeof(err)) != KT_OK)
         fprintf(stderr, "%s\n", err);
     kt_tasks_free(&tasks);
@@ -318,7 +343,8 @@ static int
 cmd_ctl(const char *cmd, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
+        {"socket", required_argument, NULL, 's'},
+        {NULL, 0, NULL, 0},
     };
     const char *sock = getenv("KERNTUNE_SOCKET") ? getenv("KERNTUNE_SOCKET")
                                                  : DEFAULT_SOCKET;
@@ -373,7 +399,8 @@ cmd_rpc_status(const char *cmd, int argc, char **argv)
     static const struct option opts[] = {
         {"tracker", required_argument, NULL, 'r'},
         {"token-file", required_argument, NULL, 'k'},
-        {"socket", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
+        {"socket", required_argument, NULL, 's'},
+        {NULL, 0, NULL, 0},
     };
     const char *tracker = NULL, *token_file = NULL;
     char host[256], token[512] = "", err[512];
@@ -384,7 +411,7 @@ cmd_rpc_status(const char *cmd, int argc, char **argv)
         switch (c) {
         case 'r': tracker = optarg; break;
         case 'k': token_file = optarg; break;
-        case 's': break;   /* for the daemon's view, below */
+        case 's': break; /* for the daemon's view, below */
         default: usage(stderr); return 2;
         }
     }
@@ -394,7 +421,8 @@ cmd_rpc_status(const char *cmd, int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (kt_hostport_parse(tracker, host, sizeof(host), &port, err, sizeof(err)) != KT_OK) {
+    if (kt_hostport_parse(tracker, host, sizeof(host), &port, err,
+                          sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: --tracker: %s\n", err);
         return 2;
     }
@@ -416,7 +444,8 @@ static int
 cmd_records(const char *cmd, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"db", required_argument, NULL, 'd'}, {"target", required_argument, NULL, 't'},
+        {"db", required_argument, NULL, 'd'},
+        {"target", required_argument, NULL, 't'},
         {NULL, 0, NULL, 0},
     };
     const char *db_path = NULL, *target = NULL, *file = NULL;
@@ -426,7 +455,8 @@ cmd_records(const char *cmd, int argc, char **argv)
     int c, rc;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, is_export ? "d:t:" : "d:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, is_export ? "d:t:" : "d:", opts,
+                            NULL)) != -1) {
         switch (c) {
         case 'd': db_path = optarg; break;
         case 't': target = optarg; break;
@@ -460,10 +490,12 @@ cmd_records(const char *cmd, int argc, char **argv)
             kt_storage_close(db);
             return 1;
         }
-        rc = kt_storage_import(db, in, file, &added, &skipped, err, sizeof(err));
+        rc = kt_storage_import(db, in, file, &added, &skipped, err,
+                               sizeof(err));
         fclose(in);
         if (rc == KT_OK)
-            printf("imported %zu trials, skipped %zu already present\n", added, skipped);
+            printf("imported %zu trials, skipped %zu already present\n", added,
+                   skipped);
     }
     if (rc != KT_OK)
         fprintf(stderr, "kerntune: %s\n", err);
@@ -513,7 +545,8 @@ main(int argc, char **argv)
     for (i = 0; i < KT_ARRAY_LEN(commands); i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(cmd, argc - 1, argv + 1);
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
+        strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
     }

@@ -93,7 +93,8 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
             cJSON_AddNumberToObject(o, "trials", (double)s.trials);
             cJSON_AddNumberToObject(o, "trials_target", (double)s.budget);
             cJSON_AddNumberToObject(o, "errors", (double)s.errors);
-            cJSON_AddNumberToObject(o, "feature_errors", (double)s.feature_errors);
+            cJSON_AddNumberToObject(o, "feature_errors",
+                                    (double)s.feature_errors);
             cJSON_AddNumberToObject(o, "warm_skipped", (double)s.warm_skipped);
             cJSON_AddNumberToObject(o, "total_latency_ms", s.total_latency_ms);
             cJSON_AddNumberToObject(o, "used_s", s.elapsed_s);

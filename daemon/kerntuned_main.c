@@ -33,8 +33,7 @@ read_key_tokens(const struct kt_strlist *l, struct kt_key_token *tokens,
         const char *eq = strchr(l->v[i], '=');
         if (eq == NULL || eq == l->v[i] || eq[1] == '\0')
             return kt_seterr(err, errlen, KT_ECONFIG,
-                             "entry %d '%s' is not KEY=TOKEN_FILE", i,
-                             l->v[i]);
+                             "entry %d '%s' is not KEY=TOKEN_FILE", i, l->v[i]);
         if (kt_token_read(eq + 1, buf, sizeof(buf), err, errlen) < 0)
             return KT_ECONFIG;
         tokens[i].key = kt_xstrdup(l->v[i]);
@@ -80,13 +79,15 @@ check_runtime_files(const struct kt_daemon_conf *conf, char *err, size_t errlen)
             return KT_ECONFIG;
         free(token);
     }
-    if (kt__daemon_list_models(conf->model_dir, &names, &n, err, errlen) != KT_OK)
+    if (kt__daemon_list_models(conf->model_dir, &names, &n, err, errlen) !=
+        KT_OK)
         return KT_ECONFIG;
     for (i = 0; i < n; i++)
         free(names[i]);
     free(names);
     if (conf->local_workers > 0 && conf->worker_path != NULL &&
-        strchr(conf->worker_path, '/') != NULL && access(conf->worker_path, X_OK) != 0)
+        strchr(conf->worker_path, '/') != NULL &&
+        access(conf->worker_path, X_OK) != 0)
         return kt_seterr(err, errlen, KT_ECONFIG, "worker_path %s: %s",
                          conf->worker_path, strerror(errno));
     if (conf->local_workers > 0 && conf->worker_path == NULL) {
@@ -142,8 +143,8 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     eo.tracker = d->tracker;
     eo.log_dir = d->conf->log_dir;
     kt_engine_new(&d->engine, &eo);
-    if (kt_ctl_new(&d->ctl, &d->loop, d->conf->control_socket, kt__daemon_ctl_handle,
-                   d, err, errlen) != KT_OK)
+    if (kt_ctl_new(&d->ctl, &d->loop, d->conf->control_socket,
+                   kt__daemon_ctl_handle, d, err, errlen) != KT_OK)
         return KT_EIO;
     return KT_OK;
 }
@@ -171,8 +172,8 @@ daemon_start(struct daemon *d)
         uv_timer_start(&d->watchdog_timer, kt__daemon_watchdog_tick, 0,
                        wd / 2000 ? wd / 2000 : 1);
     kt__daemon_scan_models(d);
-    log_info("kerntuned: ready: workers on %s, %d jobs, database %s", d->conf->listen,
-             kt__daemon_running_jobs(d), d->conf->database);
+    log_info("kerntuned: ready: workers on %s, %d jobs, database %s",
+             d->conf->listen, kt__daemon_running_jobs(d), d->conf->database);
     kt_notify_ready();
 }
 
@@ -186,8 +187,10 @@ int
 main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"test", no_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},
+        {"test", no_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *conf_path = "/etc/kerntune/kerntuned.json";
     struct daemon d;
@@ -205,7 +208,8 @@ main(int argc, char **argv)
         }
     }
     if (optind != argc) {
-        fprintf(stderr, "kerntuned: unexpected argument \"%s\"\n", argv[optind]);
+        fprintf(stderr, "kerntuned: unexpected argument \"%s\"\n",
+                argv[optind]);
         usage(stderr);
         return 2;
     }

@@ -10,18 +10,20 @@
 #include "config/config.h"
 #include "scheduler/scheduler.h"
 
-#define SHOW_COLUMNS                                                              \
-    "select l.id, l.task_name, j.name, l.target, l.workload, l.workload_hash, "   \
-    "l.config, l.err_text, l.err_no, l.trial_no, l.cost "                         \
+#define SHOW_COLUMNS                                                           \
+    "select l.id, l.task_name, j.name, l.target, l.workload, "                 \
+    "l.workload_hash, "                                                        \
+    "l.config, l.err_text, l.err_no, l.trial_no, l.cost "                      \
     "from logs l left join jobs j on j.id = l.job_id "
 
 int
-kt_show_open_db(const char *path, struct sqlite3 **out, char *err, size_t errlen)
+kt_show_open_db(const char *path, struct sqlite3 **out, char *err,
+                size_t errlen)
 {
     *out = NULL;
     if (access(path, R_OK) != 0)
-        return kt_seterr(err, errlen, KT_ENOENT, "%s: no such database (or not readable)",
-                         path);
+        return kt_seterr(err, errlen, KT_ENOENT,
+                         "%s: no such database (or not readable)", path);
     if (sqlite3_open_v2(path, out, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         kt_seterr(err, errlen, KT_EDB, "%s: %s", path,
                   *out ? sqlite3_errmsg(*out) : "cannot open");
@@ -42,8 +44,8 @@ column_dup(sqlite3_stmt *q, int col)
 
 /* Runs a SHOW_COLUMNS query with one bound argument and reads its first row. */
 static int
-load_one(sqlite3 *db, const char *path, const char *where, int64_t id, const char *text,
-         struct kt_shown *out, char *err, size_t errlen)
+load_one(sqlite3 *db, const char *path, const char *where, int64_t id,
+         const char *text, struct kt_shown *out, char *err, size_t errlen)
 {
     char sql[512];
     sqlite3_stmt *q = NULL;
@@ -52,7 +54,8 @@ load_one(sqlite3 *db, const char *path, const char *where, int64_t id, const cha
     memset(out, 0, sizeof(*out));
     snprintf(sql, sizeof(sql), "%s%s", SHOW_COLUMNS, where);
     if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
-        return kt_seterr(err, errlen, KT_EDB, "%s: %s (not a kerntune database?)", path,
+        return kt_seterr(err, errlen, KT_EDB,
+                         "%s: %s (not a kerntune database?)", path,
                          sqlite3_errmsg(db));
     if (text != NULL)
         sqlite3_bind_text(q, 1, text, -1, SQLITE_STATIC);
@@ -71,9 +74,11 @@ load_one(sqlite3 *db, const char *path, const char *where, int64_t id, const cha
         out->err_no = sqlite3_column_int(q, 8);
         out->trial_no = sqlite3_column_int64(q, 9);
         out->cost = sqlite3_column_double(q, 10);
-        rc = out->workload && out->config ? KT_OK
-             : kt_seterr(err, errlen, KT_EDB, "%s: trial %lld has no workload or schedule",
-                         path, (long long)out->id);
+        rc = out->workload && out->config
+                 ? KT_OK
+                 : kt_seterr(err, errlen, KT_EDB,
+                             "%s: trial %lld has no workload or schedule", path,
+                             (long long)out->id);
     } else if (rc == SQLITE_DONE) {
         rc = KT_ENOENT;
     } else {
@@ -86,13 +91,14 @@ load_one(sqlite3 *db, const char *path, const char *where, int64_t id, const cha
 }
 
 int
-kt_show_load_trial(sqlite3 *db, const char *path, int64_t id, struct kt_shown *out,
-                   char *err, size_t errlen)
+kt_show_load_trial(sqlite3 *db, const char *path, int64_t id,
+                   struct kt_shown *out, char *err, size_t errlen)
 {
     int rc = load_one(db, path, "where l.id = ?", id, NULL, out, err, errlen);
 
     if (rc == KT_ENOENT)
-        kt_seterr(err, errlen, rc, "%s: no trial with id %lld", path, (long long)id);
+        kt_seterr(err, errlen, rc, "%s: no trial with id %lld", path,
+                  (long long)id);
     return rc;
 }
 
@@ -100,14 +106,15 @@ int
 kt_show_load_best(sqlite3 *db, const char *path, const char *workload_hash,
                   struct kt_shown *out, char *err, size_t errlen)
 {
-    int rc = load_one(db, path,
-                      "where l.workload_hash = ? and l.err_no = 0 and l.cost > 0 "
-                      "order by l.cost, l.id limit 1",
-                      0, workload_hash, out, err, errlen);
+    int rc =
+        load_one(db, path,
+                 "where l.workload_hash = ? and l.err_no = 0 and l.cost > 0 "
+                 "order by l.cost, l.id limit 1",
+                 0, workload_hash, out, err, errlen);
 
     if (rc == KT_ENOENT)
-        kt_seterr(err, errlen, rc, "%s: no successful trial of workload %s", path,
-                  workload_hash);
+        kt_seterr(err, errlen, rc, "%s: no successful trial of workload %s",
+                  path, workload_hash);
     return rc;
 }
 
@@ -127,8 +134,8 @@ kt_shown_free(struct kt_shown *t)
 }
 
 int
-kt_show_replay(const struct kt_shown *t, struct kt_dag **dag, struct kt_state **st,
-               char *err, size_t errlen)
+kt_show_replay(const struct kt_shown *t, struct kt_dag **dag,
+               struct kt_state **st, char *err, size_t errlen)
 {
     struct kt_step *steps = NULL;
     int nsteps = 0, rc;
@@ -138,7 +145,8 @@ kt_show_replay(const struct kt_shown *t, struct kt_dag **dag, struct kt_state **
     *st = NULL;
     rc = kt_dag_from_key(t->workload, dag, why, sizeof(why));
     if (rc != KT_OK)
-        return kt_seterr(err, errlen, rc, "trial %lld: the workload does not rebuild: %s",
+        return kt_seterr(err, errlen, rc,
+                         "trial %lld: the workload does not rebuild: %s",
                          (long long)t->id, why);
     rc = kt_steps_from_json(t->config, &steps, &nsteps, why, sizeof(why));
     if (rc == KT_OK)
@@ -147,15 +155,16 @@ kt_show_replay(const struct kt_shown *t, struct kt_dag **dag, struct kt_state **
     if (rc != KT_OK) {
         kt_dag_free(*dag);
         *dag = NULL;
-        return kt_seterr(err, errlen, rc, "trial %lld: the schedule does not replay: %s",
+        return kt_seterr(err, errlen, rc,
+                         "trial %lld: the schedule does not replay: %s",
                          (long long)t->id, why);
     }
     return KT_OK;
 }
 
 int
-kt_show_module(const struct kt_shown *t, const struct kt_codegen_opts *o, char **src,
-               char *err, size_t errlen)
+kt_show_module(const struct kt_shown *t, const struct kt_codegen_opts *o,
+               char **src, char *err, size_t errlen)
 {
     struct kt_dag *dag;
     struct kt_state *st;
@@ -181,8 +190,8 @@ kt_show_module(const struct kt_shown *t, const struct kt_codegen_opts *o, char *
 
 struct show_opts {
     const char *db_path;
-    int module;                 /* print the whole build unit */
-    int tree;                   /* print the loop tree */
+    int module; /* print the whole build unit */
+    int tree;   /* print the loop tree */
     struct kt_codegen_opts cg;
 };
 
@@ -201,15 +210,16 @@ put_prefixed(FILE *out, const char *prefix, const char *s)
 static void
 print_header(FILE *out, const struct kt_shown *t, const struct kt_dag *dag)
 {
-    fprintf(out, "/* trial %lld: task %s, job %s, trial_no %lld\n", (long long)t->id,
-            t->task_name ? t->task_name : "?", t->job_name ? t->job_name : "(none)",
-            (long long)t->trial_no);
+    fprintf(out, "/* trial %lld: task %s, job %s, trial_no %lld\n",
+            (long long)t->id, t->task_name ? t->task_name : "?",
+            t->job_name ? t->job_name : "(none)", (long long)t->trial_no);
     if (t->err_no == 0 && t->cost > 0)
-        fprintf(out, " * measured: %.6f ms, %.2f GFLOPS (%.4g MFLOP per call)\n",
+        fprintf(out,
+                " * measured: %.6f ms, %.2f GFLOPS (%.4g MFLOP per call)\n",
                 t->cost * 1e3, dag->flops / t->cost / 1e9, dag->flops / 1e6);
     else
-        fprintf(out, " * failed: err_no %d%s%s\n", t->err_no, t->err_text ? ": " : "",
-                t->err_text ? t->err_text : "");
+        fprintf(out, " * failed: err_no %d%s%s\n", t->err_no,
+                t->err_text ? ": " : "", t->err_text ? t->err_text : "");
     fprintf(out, " * target: %s\n * workload %s: %s\n * schedule: %s\n",
             t->target ? t->target : "?", dag->hash, t->workload, t->config);
 }
@@ -240,15 +250,16 @@ show_trial(const struct show_opts *so, const struct kt_shown *t, FILE *out)
             kt_buf_reset(&b);
         }
         fputs(" */\n", out);
-        rc = so->module ? kt_codegen_module(st, dag, &so->cg, &b, err, sizeof(err))
-                        : kt_codegen_function(lt, &so->cg, "kt_kernel", &b, err,
-                                              sizeof(err));
+        rc = so->module
+                 ? kt_codegen_module(st, dag, &so->cg, &b, err, sizeof(err))
+                 : kt_codegen_function(lt, &so->cg, "kt_kernel", &b, err,
+                                       sizeof(err));
     }
     if (rc == KT_OK)
         fputs(b.p ? b.p : "", out);
     else
-        fprintf(stderr, "kerntune: %s: trial %lld: %s\n", so->db_path, (long long)t->id,
-                err);
+        fprintf(stderr, "kerntune: %s: trial %lld: %s\n", so->db_path,
+                (long long)t->id, err);
     kt_buf_free(&b);
     kt_looptree_free(lt);
     kt_state_free(st);
@@ -266,11 +277,13 @@ task_matches(const struct kt_tasks *tasks, int i, const char *which)
 
     if (*which != '\0' && *end == '\0')
         return n == i;
-    return strcmp(tasks->v[i].name, which) == 0 || strcmp(tasks->v[i].dag->hash, which) == 0;
+    return strcmp(tasks->v[i].name, which) == 0 ||
+           strcmp(tasks->v[i].dag->hash, which) == 0;
 }
 
 static int
-show_model(const struct show_opts *so, sqlite3 *db, const char *model, const char *which)
+show_model(const struct show_opts *so, sqlite3 *db, const char *model,
+           const char *which)
 {
     struct kt_model_conf *conf = NULL;
     struct kt_tasks tasks = {0};
@@ -290,9 +303,11 @@ show_model(const struct show_opts *so, sqlite3 *db, const char *model, const cha
         if (which != NULL && !task_matches(&tasks, i, which))
             continue;
         found++;
-        rc = kt_show_load_best(db, so->db_path, tasks.v[i].dag->hash, &t, err, sizeof(err));
+        rc = kt_show_load_best(db, so->db_path, tasks.v[i].dag->hash, &t, err,
+                               sizeof(err));
         if (rc != KT_OK) {
-            fprintf(stderr, "kerntune: task %d (%s): %s\n", i, tasks.v[i].name, err);
+            fprintf(stderr, "kerntune: task %d (%s): %s\n", i, tasks.v[i].name,
+                    err);
             status = 1;
             continue;
         }
@@ -303,8 +318,10 @@ show_model(const struct show_opts *so, sqlite3 *db, const char *model, const cha
         kt_shown_free(&t);
     }
     if (which != NULL && found == 0) {
-        fprintf(stderr, "kerntune: %s has no task \"%s\" (an index, name or workload "
-                "hash from `kerntune check %s`)\n", model, which, model);
+        fprintf(stderr,
+                "kerntune: %s has no task \"%s\" (an index, name or workload "
+                "hash from `kerntune check %s`)\n",
+                model, which, model);
         status = 1;
     }
     kt_tasks_free(&tasks);
@@ -317,20 +334,25 @@ show_usage(FILE *f)
 {
     fputs("usage: kerntune show --db FILE MODEL.json [TASK] [options]\n"
           "       kerntune show --db FILE --trial ID [options]\n"
-          "  TASK                 index, name or workload hash (see `kerntune check`);\n"
+          "  TASK                 index, name or workload hash (see `kerntune "
+          "check`);\n"
           "                       default: every task of the model\n"
           "  --module             the whole build unit a worker compiles\n"
           "  --no-tree            leave out the loop tree\n"
-          "  --vector-bytes N     16, 32 or 64 (default: this machine's)\n", f);
+          "  --vector-bytes N     16, 32 or 64 (default: this machine's)\n",
+          f);
 }
 
 int
 kt_show_main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"db", required_argument, NULL, 'd'}, {"trial", required_argument, NULL, 't'},
-        {"module", no_argument, NULL, 'm'}, {"no-tree", no_argument, NULL, 'n'},
-        {"vector-bytes", required_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
+        {"db", required_argument, NULL, 'd'},
+        {"trial", required_argument, NULL, 't'},
+        {"module", no_argument, NULL, 'm'},
+        {"no-tree", no_argument, NULL, 'n'},
+        {"vector-bytes", required_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct show_opts so = {.db_path = NULL, .module = 0, .tree = 1};
@@ -352,7 +374,9 @@ kt_show_main(int argc, char **argv)
             so.cg.vector_bytes = atoi(optarg);
             if (so.cg.vector_bytes != 16 && so.cg.vector_bytes != 32 &&
                 so.cg.vector_bytes != 64) {
-                fprintf(stderr, "kerntune: --vector-bytes must be 16, 32 or 64, got \"%s\"\n",
+                fprintf(stderr,
+                        "kerntune: --vector-bytes must be 16, 32 or 64, got "
+                        "\"%s\"\n",
                         optarg);
                 return 2;
             }
@@ -361,7 +385,8 @@ kt_show_main(int argc, char **argv)
         default: show_usage(stderr); return 2;
         }
     }
-    if (so.db_path == NULL || (trial != NULL) == (optind < argc) || argc - optind > 2) {
+    if (so.db_path == NULL || (trial != NULL) == (optind < argc) ||
+        argc - optind > 2) {
         show_usage(stderr);
         return 2;
     }
@@ -380,13 +405,15 @@ kt_show_main(int argc, char **argv)
     if (trial != NULL) {
         struct kt_shown t;
         status = 1;
-        if (kt_show_load_trial(db, so.db_path, id, &t, err, sizeof(err)) != KT_OK)
+        if (kt_show_load_trial(db, so.db_path, id, &t, err, sizeof(err)) !=
+            KT_OK)
             fprintf(stderr, "kerntune: %s\n", err);
         else
             status = show_trial(&so, &t, stdout);
         kt_shown_free(&t);
     } else {
-        status = show_model(&so, db, argv[optind], optind + 1 < argc ? argv[optind + 1] : NULL);
+        status = show_model(&so, db, argv[optind],
+                            optind + 1 < argc ? argv[optind + 1] : NULL);
     }
     sqlite3_close(db);
     return status;

@@ -19,15 +19,15 @@ struct sqlite3;
 struct kt_shown {
     int64_t id;
     char *task_name;
-    char *job_name;          /* NULL for a trial without a job */
+    char *job_name; /* NULL for a trial without a job */
     char *target;
     char *workload;
     char *workload_hash;
-    char *config;            /* the schedule's canonical JSON */
-    char *err_text;          /* NULL on success */
+    char *config;   /* the schedule's canonical JSON */
+    char *err_text; /* NULL on success */
     int err_no;
     int64_t trial_no;
-    double cost;             /* seconds; 0 for failed trials */
+    double cost; /* seconds; 0 for failed trials */
 };
 
 /* Opens the database at path read-only (it must exist; it is never created

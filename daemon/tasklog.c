@@ -16,8 +16,8 @@
 static void
 title(struct kt_buf *b, const char *name)
 {
-    static const char line70[] =
-        "----------------------------------------------------------------------";
+    static const char line70[] = "---------------------------------------------"
+                                 "-------------------------";
     kt_buf_printf(b, "%s\n%.30s  [ %s ]\n%s\n", line70, line70, name, line70);
 }
 
@@ -34,7 +34,8 @@ void
 kt_tasklog_format_table(struct kt_buf *b, const struct kt_tasklog_table *t,
                         int flags)
 {
-    static const char head[] = "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |";
+    static const char head[] =
+        "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |";
     static const char extra[] = " Errors | Weight | Task";
     int ansor = (flags & KT_TASKLOG_ANSOR) != 0;
     char lat[32], speed[32], total[32];
@@ -66,9 +67,10 @@ kt_tasklog_format_table(struct kt_buf *b, const struct kt_tasklog_table *t,
     else
         snprintf(total, sizeof(total), "-");
     /* Ansor's format string ends with a tab; kept for parsers of it. */
-    kt_buf_printf(b, "Estimated total latency: %s ms\tTrials: %lld\t"
-                  "Used time : %.0f s\tNext ID: %d\t\n", total,
-                  (long long)t->trials, t->used_s, t->next_id);
+    kt_buf_printf(b,
+                  "Estimated total latency: %s ms\tTrials: %lld\t"
+                  "Used time : %.0f s\tNext ID: %d\t\n",
+                  total, (long long)t->trials, t->used_s, t->next_id);
 }
 
 static void
@@ -80,14 +82,17 @@ format_search(struct kt_buf *b, const struct kt_tasklog_search *s)
     if (s->sketches > 0)
         kt_buf_printf(b, "Generate Sketches\t\t#s: %lld\n",
                       (long long)s->sketches);
-    kt_buf_printf(b, "Sample Initial Population\t#s: %lld\tfail_ct: %lld\t"
-                  "Time elapsed: %.2f\n", (long long)s->init_samples,
-                  (long long)s->init_fail, s->init_s);
+    kt_buf_printf(b,
+                  "Sample Initial Population\t#s: %lld\tfail_ct: %lld\t"
+                  "Time elapsed: %.2f\n",
+                  (long long)s->init_samples, (long long)s->init_fail,
+                  s->init_s);
     for (i = 0; i < s->niters; i++) {
         const struct kt_tasklog_ga_iter *g = &s->iters[i];
-        kt_buf_printf(b, "GA Iter: %d\tMax score: %.4f\tMin score: %.4f\t"
-                      "#Pop: %lld\t#M+: %lld\t#M-: %lld\n", g->iter,
-                      g->max_score, g->min_score, (long long)g->pop,
+        kt_buf_printf(b,
+                      "GA Iter: %d\tMax score: %.4f\tMin score: %.4f\t"
+                      "#Pop: %lld\t#M+: %lld\t#M-: %lld\n",
+                      g->iter, g->max_score, g->min_score, (long long)g->pop,
                       (long long)g->mut_ok, (long long)g->mut_fail);
     }
     kt_buf_printf(b, "EvolutionarySearch\t\t#s: %lld\tTime elapsed: %.2f\n",
@@ -99,9 +104,7 @@ static void
 mark(struct kt_buf *b, char step, int m)
 {
     switch (m) {
-    case KT_MARK_OK:
-        kt_buf_putc(b, step);
-        break;
+    case KT_MARK_OK: kt_buf_putc(b, step); break;
     case KT_MARK_ERROR:
         kt_buf_putc(b, step);
         kt_buf_putc(b, 'E');
@@ -110,8 +113,7 @@ mark(struct kt_buf *b, char step, int m)
         kt_buf_putc(b, step);
         kt_buf_putc(b, 'T');
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -173,15 +175,16 @@ kt_tasklog_format_tsv(struct kt_buf *b, const struct kt_tasklog_table *t)
         snprintf(total, sizeof(total), "%.3f", t->total_latency_ms);
     else
         snprintf(total, sizeof(total), "N/A");
-    kt_buf_printf(b, "ElapsedTime(s)\t%.0f\tEstimatedLatency(ms)\t%s\t"
-                  "Trials\t%lld\n", t->used_s, total, (long long)t->trials);
+    kt_buf_printf(b,
+                  "ElapsedTime(s)\t%.0f\tEstimatedLatency(ms)\t%s\t"
+                  "Trials\t%lld\n",
+                  t->used_s, total, (long long)t->trials);
 }
 
 /* Appends text to path with one write(2) (retrying the rest after a short
  * write, which regular files only do on a full disk or a signal). */
 static int
-append_file(const char *path, const struct kt_buf *b, char *err,
-            size_t errlen)
+append_file(const char *path, const struct kt_buf *b, char *err, size_t errlen)
 {
     size_t off = 0;
     int fd, rc = 0;
@@ -217,7 +220,8 @@ kt_tasklog_write(const char *log_dir, const struct kt_tasklog_round *r,
 
     if (r->job == NULL || r->job[0] == '\0' || r->job[0] == '.' ||
         strchr(r->job, '/') != NULL)
-        return kt_seterr(err, errlen, KT_EINVAL, "task log: bad job name "
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "task log: bad job name "
                          "\"%s\" (empty, leading '.' or '/')",
                          r->job != NULL ? r->job : "");
     kt_buf_init(&text);

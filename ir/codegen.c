@@ -148,8 +148,8 @@ emit_let(struct cg *g, const struct kt_node *n)
         kt_buf_init(&b);
         kt__cg_put_aff(g, &b, &src);
         kt__cg_line(g, "const long %s = (%s) / %lld %% %lld;",
-                    g->lt->var_names[n->var],
-                    b.p, (long long)n->div, (long long)n->mod);
+                    g->lt->var_names[n->var], b.p, (long long)n->div,
+                    (long long)n->mod);
         kt_buf_free(&b);
     }
 }
@@ -162,20 +162,14 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
     int k, lw;
 
     switch (n->kind) {
-    case KT_N_STORE:
-        kt__cg_emit_store(g, n, lane_var, w);
-        return;
-    case KT_N_LET:
-        emit_let(g, n);
-        return;
-    case KT_N_LOOP:
-        break;
-    default:
-        kt__cg_fail(g, "cannot expand this node");
-        return;
+    case KT_N_STORE: kt__cg_emit_store(g, n, lane_var, w); return;
+    case KT_N_LET: emit_let(g, n); return;
+    case KT_N_LOOP: break;
+    default: kt__cg_fail(g, "cannot expand this node"); return;
     }
     lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
-         ? kt__cg_lanes_for(g, n->extent) : 1;
+             ? kt__cg_lanes_for(g, n->extent)
+             : 1;
     g->env[n->var].set = 1;
     for (i = 0; i < n->extent; i += lw) {
         kt_aff_const(&g->env[n->var].val, i);
@@ -206,17 +200,18 @@ loop_header(struct cg *g, const struct kt_node *n, int step)
     const char *v = g->lt->var_names[n->var];
 
     if (g->reference) {
-        kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {",
-                    v, v, (long long)n->extent, v);
+        kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
+                    (long long)n->extent, v);
         return;
     }
     if (n->ann == KT_ANN_PARALLEL)
         kt__cg_line(g, "#pragma omp parallel for schedule(static)");
-    else if (kt__cg_is_unrolled(g, n) && step == 1 && g->unroll_factor[n->var] > 1)
+    else if (kt__cg_is_unrolled(g, n) && step == 1 &&
+             g->unroll_factor[n->var] > 1)
         kt__cg_line(g, "#pragma GCC unroll %d", g->unroll_factor[n->var]);
     if (step == 1)
-        kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {",
-                    v, v, (long long)n->extent, v);
+        kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
+                    (long long)n->extent, v);
     else
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", v, v,
                     (long long)n->extent, v, step);
@@ -245,7 +240,8 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
         if (g->promote_ok[g->regs[i].buf] && g->stored[g->regs[i].buf]) {
             struct reg *r = &g->regs[i];
             r->acc = r->mixed ? 0 : r->lanes;
-            r->split = r->nred < KT_CG_MAX_ACC_SPLIT ? r->nred : KT_CG_MAX_ACC_SPLIT;
+            r->split = r->nred < KT_CG_MAX_ACC_SPLIT ? r->nred
+                                                     : KT_CG_MAX_ACC_SPLIT;
             r->next = 0;
             g->regs[keep++] = g->regs[i];
         }
@@ -257,7 +253,8 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
  * code, with loop-invariant accesses held in registers across the loops
  * from top (k itself or a perfect nest of loops around it) down to k. */
 static void
-emit_kernel_nest(struct cg *g, const struct kt_node *top, const struct kt_node *k)
+emit_kernel_nest(struct cg *g, const struct kt_node *top,
+                 const struct kt_node *k)
 {
     const struct kt_node *cur;
     int j, depth = 0;
@@ -318,7 +315,8 @@ nest_kernel(const struct cg *g, const struct kt_node *n)
 
     while (!body_expands(g, cur)) {
         if (cur->nkids != 1 || cur->kids[0]->kind != KT_N_LOOP ||
-            cur->kids[0]->ann == KT_ANN_PARALLEL || is_vector_loop(g, cur->kids[0]))
+            cur->kids[0]->ann == KT_ANN_PARALLEL ||
+            is_vector_loop(g, cur->kids[0]))
             return NULL;
         cur = cur->kids[0];
     }
@@ -354,7 +352,8 @@ emit_loop(struct cg *g, const struct kt_node *n)
         return;
     }
     if (!g->reference && n->ann != KT_ANN_PARALLEL &&
-        (kern = nest_kernel(g, n)) != NULL && kern != n && hoist_pays(g, n, kern)) {
+        (kern = nest_kernel(g, n)) != NULL && kern != n &&
+        hoist_pays(g, n, kern)) {
         emit_kernel_nest(g, n, kern);
         return;
     }
@@ -393,15 +392,9 @@ emit_node(struct cg *g, const struct kt_node *n)
         for (k = 0; k < n->nkids; k++)
             emit_node(g, n->kids[k]);
         break;
-    case KT_N_LOOP:
-        emit_loop(g, n);
-        break;
-    case KT_N_LET:
-        emit_let(g, n);
-        break;
-    case KT_N_STORE:
-        kt__cg_emit_store(g, n, -1, 1);
-        break;
+    case KT_N_LOOP: emit_loop(g, n); break;
+    case KT_N_LET: emit_let(g, n); break;
+    case KT_N_STORE: kt__cg_emit_store(g, n, -1, 1); break;
     case KT_N_ALLOC: {
         const struct kt_lbuf *b = &g->lt->bufs[n->buf];
         int64_t elems = buf_elems(b);
@@ -434,7 +427,8 @@ kt_codegen_default_opts(struct kt_codegen_opts *o)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     o->vector_bytes = __builtin_cpu_supports("avx512f") ? 64
-                      : __builtin_cpu_supports("avx2") ? 32 : 16;
+                      : __builtin_cpu_supports("avx2")  ? 32
+                                                        : 16;
 #else
     o->vector_bytes = 16;
 #endif
@@ -478,7 +472,8 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.env = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.env));
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
+    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
+                                 sizeof(*g.unroll_factor));
     if (!reference) {
         mark_unroll(&g, root, 0);
         kt__cg_plan_unroll(&g, root);
@@ -488,7 +483,9 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                 pack ? "_pack" : "");
     g.indent = 1;
     for (i = 0; i < lt->nargs; i++)
-        kt__cg_line(&g, "float *restrict t_%s = (float *)__builtin_assume_aligned(args[%d], 64);",
+        kt__cg_line(&g,
+                    "float *restrict t_%s = (float "
+                    "*)__builtin_assume_aligned(args[%d], 64);",
                     lt->bufs[lt->args[i]].name, i);
     for (i = 0; i < lt->nbufs; i++) {
         const struct kt_lbuf *b = &lt->bufs[i];
@@ -513,8 +510,8 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
 }
 
 int64_t
-kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
-                      int64_t *total_weight)
+kt_codegen_block_size(const struct kt_looptree *lt,
+                      const struct kt_codegen_opts *o, int64_t *total_weight)
 {
     struct cg g;
 
@@ -522,7 +519,8 @@ kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts
     g.lt = lt;
     g.o = o;
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.unroll_factor));
+    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
+                                 sizeof(*g.unroll_factor));
     mark_unroll(&g, lt->root, 0);
     kt__cg_plan_unroll(&g, lt->root);
     free(g.unrolled);
@@ -533,8 +531,9 @@ kt_codegen_block_size(const struct kt_looptree *lt, const struct kt_codegen_opts
 }
 
 int
-kt_codegen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
-                    const char *fname, struct kt_buf *out, char *err, size_t errlen)
+kt_codegen_function(const struct kt_looptree *lt,
+                    const struct kt_codegen_opts *o, const char *fname,
+                    struct kt_buf *out, char *err, size_t errlen)
 {
     int i, rc;
 
@@ -542,8 +541,11 @@ kt_codegen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *
         return gen_function(lt, o, fname, 0, 0, out, err, errlen);
     for (i = 0; i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_PACKED)
-            kt_buf_printf(out, "static float %s_pk_%s[%lld] __attribute__((aligned(64)));\n",
-                          fname, lt->bufs[i].name, (long long)buf_elems(&lt->bufs[i]));
+            kt_buf_printf(out,
+                          "static float %s_pk_%s[%lld] "
+                          "__attribute__((aligned(64)));\n",
+                          fname, lt->bufs[i].name,
+                          (long long)buf_elems(&lt->bufs[i]));
     rc = gen_function(lt, o, fname, 0, 1, out, err, errlen);
     if (rc == KT_OK)
         rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);
@@ -551,8 +553,9 @@ kt_codegen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *
 }
 
 int
-kt__codegen_reference(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
-                      const char *fname, struct kt_buf *out, char *err, size_t errlen)
+kt__codegen_reference(const struct kt_looptree *lt,
+                      const struct kt_codegen_opts *o, const char *fname,
+                      struct kt_buf *out, char *err, size_t errlen)
 {
     return gen_function(lt, o, fname, 1, 0, out, err, errlen);
 }

@@ -128,7 +128,8 @@ find_reg(const struct cg *g, int buf, const struct kt_affine *addr, int width)
 static void
 note_lanes(struct reg *r, int lane_red, enum kt_reduce op)
 {
-    if (lane_red == 0 || (r->lanes != 0 && (r->lanes != lane_red || r->op != op)))
+    if (lane_red == 0 ||
+        (r->lanes != 0 && (r->lanes != lane_red || r->op != op)))
         r->mixed = 1;
     r->lanes = lane_red;
     r->op = op;
@@ -138,8 +139,9 @@ note_lanes(struct reg *r, int lane_red, enum kt_reduce op)
 /* lane_red: w when the access is a reduction (op) of a w-lane vector
  * into this one element, else 0. */
 static void
-note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_coef,
-            int width, int guarded, int is_store, int lane_red, enum kt_reduce op)
+note_access(struct cg *g, int buf, const struct kt_affine *addr,
+            int64_t lane_coef, int width, int guarded, int is_store,
+            int lane_red, enum kt_reduce op)
 {
     int i, w = lane_coef == 0 ? 1 : width;
 
@@ -147,7 +149,8 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_co
         g->stored[buf] = 1;
     if (!g->promote_ok[buf])
         return;
-    if (guarded || (lane_coef != 0 && lane_coef != 1) || aff_uses_inner(g, addr)) {
+    if (guarded || (lane_coef != 0 && lane_coef != 1) ||
+        aff_uses_inner(g, addr)) {
         g->promote_ok[buf] = 0;
         return;
     }
@@ -159,13 +162,13 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr, int64_t lane_co
             continue;
         kt_aff_add(&diff, &r->addr, -1);
         if (diff.n != 0) {
-            g->promote_ok[buf] = 0;   /* cannot prove they do not overlap */
+            g->promote_ok[buf] = 0; /* cannot prove they do not overlap */
             return;
         }
         d = diff.c;
         if (d == 0 && r->width == w) {
             note_lanes(&g->regs[i], lane_red, op);
-            return;                   /* already known */
+            return; /* already known */
         }
         if ((d >= 0 && d < r->width) || (d < 0 && -d < w)) {
             g->promote_ok[buf] = 0;
@@ -197,7 +200,8 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
         kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
         kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, addr);
         for (k = 1; k < r->split; k++)
-            kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k, r->acc);
+            kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k,
+                        r->acc);
     } else if (r->acc > 0) {
         /* max and min are idempotent: every accumulator starts at it */
         kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i, r->acc,
@@ -224,8 +228,8 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
             if (r->op == KT_SUM)
                 kt__cg_line(g, "r%d += r%d_%d;", i, i, k);
             else
-                kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc,
-                            i, i, k);
+                kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc, i,
+                            i, k);
         }
         kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
                     r->op == KT_SUM ? "sum" : op, r->acc, i);
@@ -346,11 +350,11 @@ put_strided_load(struct cg *g, struct kt_buf *b, int src,
             int from = (int)(e / w < nvec - 1 ? e / w : nvec - 1);
             int64_t pick;
             if (from == j)
-                pick = w + (e - start[j]);      /* from the new vector */
+                pick = w + (e - start[j]); /* from the new vector */
             else if (from < j)
-                pick = j == 1 ? e - start[0] : l;  /* already placed */
+                pick = j == 1 ? e - start[0] : l; /* already placed */
             else
-                pick = 0;                       /* placed by a later round */
+                pick = 0; /* placed by a later round */
             kt_buf_printf(b, ", %lld", (long long)pick);
         }
         kt_buf_puts(b, ")");
@@ -360,27 +364,28 @@ put_strided_load(struct cg *g, struct kt_buf *b, int src,
 /* Renders e into b; returns 1 if the value is a vector of w lanes (it
  * varies with lane_var), 0 for a scalar. */
 static int
-put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var, int w)
+put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
+         int w)
 {
     static const char *const scalar_fn[KT_X_NOPS] = {
-        [KT_X_EXP] = "expf", [KT_X_LOG] = "logf", [KT_X_SQRT] = "sqrtf",
-        [KT_X_TANH] = "tanhf", [KT_X_SIGMOID] = "kt_sigmoid",
-        [KT_X_RELU] = "kt_relu", [KT_X_ABS] = "fabsf",
-        [KT_X_MAX] = "kt_max", [KT_X_MIN] = "kt_min",
+        [KT_X_EXP] = "expf",           [KT_X_LOG] = "logf",
+        [KT_X_SQRT] = "sqrtf",         [KT_X_TANH] = "tanhf",
+        [KT_X_SIGMOID] = "kt_sigmoid", [KT_X_RELU] = "kt_relu",
+        [KT_X_ABS] = "fabsf",          [KT_X_MAX] = "kt_max",
+        [KT_X_MIN] = "kt_min",
     };
     static const char *const vector_fn[KT_X_NOPS] = {
-        [KT_X_EXP] = "kt_vexp", [KT_X_LOG] = "kt_vlog", [KT_X_SQRT] = "kt_vsqrt",
-        [KT_X_TANH] = "kt_vtanh", [KT_X_SIGMOID] = "kt_vsigmoid",
-        [KT_X_RELU] = "kt_vrelu", [KT_X_ABS] = "kt_vabs",
-        [KT_X_MAX] = "kt_vmax", [KT_X_MIN] = "kt_vmin",
+        [KT_X_EXP] = "kt_vexp",         [KT_X_LOG] = "kt_vlog",
+        [KT_X_SQRT] = "kt_vsqrt",       [KT_X_TANH] = "kt_vtanh",
+        [KT_X_SIGMOID] = "kt_vsigmoid", [KT_X_RELU] = "kt_vrelu",
+        [KT_X_ABS] = "kt_vabs",         [KT_X_MAX] = "kt_vmax",
+        [KT_X_MIN] = "kt_vmin",
     };
     struct kt_buf sa, sb;
     int va, vb, vec;
 
     switch (e->op) {
-    case KT_X_CONST:
-        put_float(b, e->value);
-        return 0;
+    case KT_X_CONST: put_float(b, e->value); return 0;
     case KT_X_LOAD: {
         struct kt_affine pre, addr;
         int64_t c;
@@ -423,8 +428,7 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var, 
         kt_buf_puts(b, "})");
         return 1;
     }
-    default:
-        break;
+    default: break;
     }
     kt_buf_init(&sa);
     kt_buf_init(&sb);
@@ -518,8 +522,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         if (n->op == KT_SUM)
             kt__cg_line(g, "%s += %s;", acc, val.p);
         else
-            kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc, combine_op(n->op),
-                        w, acc, val.p);
+            kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc, combine_op(n->op), w,
+                        acc, val.p);
         goto done;
     }
     if (r >= 0 && g->promote_ok[n->buf] && (c == 0 || c == 1)) {
@@ -536,17 +540,18 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
             else
                 kt__cg_line(g, "r%d = kt_%s(r%d, kt_h%s%d(%s));", r,
                             n->op == KT_SUM ? "add" : combine_op(n->op), r,
-                            n->op == KT_SUM ? "sum" : combine_op(n->op), w, val.p);
+                            n->op == KT_SUM ? "sum" : combine_op(n->op), w,
+                            val.p);
         } else if (n->op == KT_ASSIGN) {
             kt__cg_line(g, "r%d = %s;", r, val.p);
         } else if (n->op == KT_SUM) {
             kt__cg_line(g, "r%d += %s;", r, val.p);
         } else if (c == 1) {
-            kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);",
-                        r, combine_op(n->op), w, r, val.p);
+            kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);", r, combine_op(n->op), w,
+                        r, val.p);
         } else {
-            kt__cg_line(g, "r%d = kt_%s(r%d, %s);",
-                        r, combine_op(n->op), r, val.p);
+            kt__cg_line(g, "r%d = kt_%s(r%d, %s);", r, combine_op(n->op), r,
+                        val.p);
         }
         goto done;
     }
@@ -559,8 +564,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         else if (n->op == KT_SUM)
             kt__cg_line(g, "%s += %s;", dst.p, val.p);
         else
-            kt__cg_line(g, "%s = kt_%s(%s, %s);",
-                        dst.p, combine_op(n->op), dst.p, val.p);
+            kt__cg_line(g, "%s = kt_%s(%s, %s);", dst.p, combine_op(n->op),
+                        dst.p, val.p);
     } else if (c == 0) {
         /* All lanes land on one element: reduce across lanes. */
         if (n->op == KT_ASSIGN)
@@ -580,8 +585,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         else if (n->op == KT_ASSIGN)
             kt__cg_line(g, "kt_st%d(%s, %s);", w, p.p, val.p);
         else if (n->op == KT_SUM)
-            kt__cg_line(g, "kt_st%d(%s, kt_ld%d(%s) + %s);",
-                        w, p.p, w, p.p, val.p);
+            kt__cg_line(g, "kt_st%d(%s, kt_ld%d(%s) + %s);", w, p.p, w, p.p,
+                        val.p);
         else
             kt__cg_line(g, "kt_st%d(%s, kt_v%s%d(kt_ld%d(%s), %s));", w, p.p,
                         combine_op(n->op), w, w, p.p, val.p);
@@ -602,8 +607,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         else if (n->op == KT_SUM)
             kt__cg_line(g, "    %s += v_[l_];", dst.p);
         else
-            kt__cg_line(g, "    %s = kt_%s(%s, v_[l_]);",
-                        dst.p, combine_op(n->op), dst.p);
+            kt__cg_line(g, "    %s = kt_%s(%s, v_[l_]);", dst.p,
+                        combine_op(n->op), dst.p);
         kt__cg_line(g, "  } }");
     }
 done:

@@ -20,13 +20,13 @@ struct reg {
     int buf;
     struct kt_affine addr;
     int width;
-    int lanes;                 /* lane-reduction width seen (0 none) */
-    int mixed;                 /* some access is not such a reduction */
+    int lanes; /* lane-reduction width seen (0 none) */
+    int mixed; /* some access is not such a reduction */
     enum kt_reduce op;
-    int acc;                   /* decided: lanes of the accumulator, or 0 */
-    int nred;                  /* lane reductions per loop iteration */
-    int split;                 /* accumulators it is spread over (ILP) */
-    int next;                  /* the one the next reduction goes to */
+    int acc;   /* decided: lanes of the accumulator, or 0 */
+    int nred;  /* lane reductions per loop iteration */
+    int split; /* accumulators it is spread over (ILP) */
+    int next;  /* the one the next reduction goes to */
 };
 
 /* Independent lane accumulators one reduction may be spread over, so
@@ -41,19 +41,19 @@ struct cg {
     struct kt_buf *out;
     int reference;
     int indent;
-    struct binding *env;       /* per variable: substitution while expanding */
-    unsigned char *unrolled;   /* per loop variable: unroll by pragma */
-    unsigned char *inner;      /* per variable: defined inside the kernel loop */
+    struct binding *env;     /* per variable: substitution while expanding */
+    unsigned char *unrolled; /* per loop variable: unroll by pragma */
+    unsigned char *inner;    /* per variable: defined inside the kernel loop */
     int nregs;
     struct reg regs[KT_CG_MAX_REGS];
     int promote_ok[KT_MAX_TENSORS * 2];
     int stored[KT_MAX_TENSORS * 2];
-    int analysing;             /* pass 1 of a micro-kernel */
+    int analysing; /* pass 1 of a micro-kernel */
     int kernel_var;
-    int nchunk;                /* counter for chunk-loop names */
-    int *unroll_factor;        /* per loop variable: #pragma GCC unroll n */
-    int64_t max_block;         /* largest straight-line block, weighted */
-    int64_t total_weight;      /* all the code, unrolled, weighted */
+    int nchunk;           /* counter for chunk-loop names */
+    int *unroll_factor;   /* per loop variable: #pragma GCC unroll n */
+    int64_t max_block;    /* largest straight-line block, weighted */
+    int64_t total_weight; /* all the code, unrolled, weighted */
     int rc;
     char *err;
     size_t errlen;

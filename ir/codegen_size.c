@@ -24,7 +24,8 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
         return 0;
     if (e->op == KT_X_LOAD) {
         c = lane_var >= 0
-            ? kt_load_flat_coef(e, g->lt->bufs[e->src].shape, lane_var) : 0;
+                ? kt_load_flat_coef(e, g->lt->bufs[e->src].shape, lane_var)
+                : 0;
         one = e->guarded ? 1 + e->ndim : 1;
         if (c == 0)
             return one;
@@ -57,7 +58,8 @@ expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
     if (n->kind != KT_N_LOOP)
         return 0;
     lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
-         ? kt__cg_lanes_for(g, n->extent) : 1;
+             ? kt__cg_lanes_for(g, n->extent)
+             : 1;
     for (k = 0; k < n->nkids; k++)
         sum += lw > 1 ? expand_weight(g, n->kids[k], n->var, lw)
                       : expand_weight(g, n->kids[k], lane_var, w);
@@ -68,7 +70,8 @@ expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 static int
 pick_factor(int64_t extent, int64_t body, int64_t budget)
 {
-    int64_t f = extent < KT_CG_MAX_PRAGMA_UNROLL ? extent : KT_CG_MAX_PRAGMA_UNROLL;
+    int64_t f = extent < KT_CG_MAX_PRAGMA_UNROLL ? extent
+                                                 : KT_CG_MAX_PRAGMA_UNROLL;
 
     for (; f > 1; f--)
         if (extent % f == 0 && f * body <= budget)
@@ -81,7 +84,8 @@ pick_factor(int64_t extent, int64_t body, int64_t budget)
 static int64_t
 plan(struct cg *g, const struct kt_node *n)
 {
-    int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT * (int64_t)g->o->max_unrolled_stmts;
+    int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT *
+                     (int64_t)g->o->max_unrolled_stmts;
     int64_t sub = 0, c, count = 0, before;
     int k, w;
 
@@ -89,10 +93,8 @@ plan(struct cg *g, const struct kt_node *n)
     case KT_N_STORE:
         g->total_weight += store_weight(g, n, -1, 1);
         return store_weight(g, n, -1, 1);
-    case KT_N_LET:
-        return 0;
-    case KT_N_LOOP:
-        break;
+    case KT_N_LET: return 0;
+    case KT_N_LOOP: break;
     default:
         for (k = 0; k < n->nkids; k++) {
             c = plan(g, n->kids[k]);
@@ -127,7 +129,8 @@ plan(struct cg *g, const struct kt_node *n)
     g->unroll_factor[n->var] = 1;
     if (kt__cg_is_unrolled(g, n))
         g->unroll_factor[n->var] = pick_factor(n->extent, sub, budget);
-    g->total_weight = before + (g->total_weight - before) * g->unroll_factor[n->var];
+    g->total_weight = before +
+                      (g->total_weight - before) * g->unroll_factor[n->var];
     return sub * g->unroll_factor[n->var];
 }
 

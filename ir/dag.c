@@ -33,9 +33,9 @@ collect_loads(struct kt_expr *e, struct loads *l)
 struct builder {
     struct kt__prog *p;
     struct kt_dag *d;
-    int map[KT_MAX_TENSORS];                  /* raw -> DAG tensor */
-    int given[KT_MAX_TENSORS];                /* shape came with the text */
-    int is_const[KT_MAX_TENSORS];             /* ... marked a weight */
+    int map[KT_MAX_TENSORS];      /* raw -> DAG tensor */
+    int given[KT_MAX_TENSORS];    /* shape came with the text */
+    int is_const[KT_MAX_TENSORS]; /* ... marked a weight */
     int64_t shape[KT_MAX_TENSORS][KT_MAX_DIMS];
     char *err;
     size_t errlen;
@@ -58,30 +58,30 @@ apply_shapes(struct builder *bd, const struct kt_shape *shapes,
         if (t == p->ntensors)
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "a shape is given for tensor '%.*s', which the "
-                             "definition does not use", KT_MAX_NAME - 1,
-                             s->name);
+                             "definition does not use",
+                             KT_MAX_NAME - 1, s->name);
         if (bd->given[t])
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "tensor %s: two shapes are given", p->tname[t]);
         if (s->ndim != p->ndim[t])
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "tensor %s: the definition uses %d indexes but "
-                             "its shape has %d dims", p->tname[t], p->ndim[t],
-                             s->ndim);
+                             "its shape has %d dims",
+                             p->tname[t], p->ndim[t], s->ndim);
         elems = 1;
         for (k = 0; k < s->ndim; k++) {
             if (s->dims[k] <= 0 || s->dims[k] > KT_IDX_LIMIT)
                 return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                                  "tensor %s: dim %d is %lld; dims must be in "
-                                 "1..%lld", p->tname[t], k,
-                                 (long long)s->dims[k],
+                                 "1..%lld",
+                                 p->tname[t], k, (long long)s->dims[k],
                                  (long long)KT_IDX_LIMIT);
             if (__builtin_mul_overflow(elems, s->dims[k], &elems) ||
                 elems > KT_IDX_LIMIT)
                 return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                                  "tensor %s has too many elements (at most "
-                                 "%lld)", p->tname[t],
-                                 (long long)KT_IDX_LIMIT);
+                                 "%lld)",
+                                 p->tname[t], (long long)KT_IDX_LIMIT);
             bd->shape[t][k] = s->dims[k];
         }
         bd->given[t] = 1;
@@ -103,7 +103,8 @@ add_inputs(struct builder *bd)
         if (!bd->given[t])
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "input tensor %s (line %d, column %d) has no "
-                             "shape", p->tname[t], p->line[t], p->col[t]);
+                             "shape",
+                             p->tname[t], p->line[t], p->col[t]);
         x = &bd->d->tensors[bd->d->ntensors];
         snprintf(x->name, sizeof(x->name), "%s", p->tname[t]);
         x->kind = KT_TENSOR_INPUT;
@@ -118,8 +119,8 @@ add_inputs(struct builder *bd)
 
 /* Records one source of an axis extent; all sources must agree. */
 static int
-set_extent(struct builder *bd, const struct kt__pstmt *st, int a,
-           int64_t *ext, char (*from)[48], int64_t v, const char *src)
+set_extent(struct builder *bd, const struct kt__pstmt *st, int a, int64_t *ext,
+           char (*from)[48], int64_t v, const char *src)
 {
     if (ext[a] == 0) {
         ext[a] = v;
@@ -173,8 +174,8 @@ infer_extents(struct builder *bd, const struct kt__pstmt *st,
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "line %d: axis %s: extent unknown (it is never "
                              "alone in an index of a tensor with a known "
-                             "shape); give it with 'where %s:N'", st->line,
-                             st->axname[a], st->axname[a]);
+                             "shape); give it with 'where %s:N'",
+                             st->line, st->axname[a], st->axname[a]);
     return KT_OK;
 }
 
@@ -237,8 +238,8 @@ room(struct builder *bd, const struct kt__pstmt *st)
         return KT_OK;
     return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                      "line %d: too many tensors or stages with padding (at "
-                     "most %d tensors, %d stages)", st->line, KT_MAX_TENSORS,
-                     KT_MAX_STAGES);
+                     "most %d tensors, %d stages)",
+                     st->line, KT_MAX_TENSORS, KT_MAX_STAGES);
 }
 
 /* Appends the padding stage of raw tensor x read by statement st over
@@ -272,8 +273,9 @@ add_pad(struct builder *bd, const struct kt__pstmt *st, int x,
     e->ndim = t->ndim;
     e->idx = kt_xcalloc((size_t)t->ndim, sizeof(*e->idx));
     e->guarded = 1;
-    e->pad_value = st->op == KT_MAXR ? -INFINITY
-                   : st->op == KT_MINR ? INFINITY : 0.0f;
+    e->pad_value = st->op == KT_MAXR   ? -INFINITY
+                   : st->op == KT_MINR ? INFINITY
+                                       : 0.0f;
     for (k = 0; k < t->ndim; k++) {
         t->shape[k] = hi[k] - lo[k] + 1;
         if (t->shape[k] > KT_IDX_LIMIT ||
@@ -282,7 +284,8 @@ add_pad(struct builder *bd, const struct kt__pstmt *st, int x,
             kt_expr_free(e);
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "line %d: padded %s would have too many "
-                             "elements", st->line, bd->p->tname[x]);
+                             "elements",
+                             st->line, bd->p->tname[x]);
         }
         snprintf(s->axes[k].name, sizeof(s->axes[k].name), "d%d", k);
         s->axes[k].extent = t->shape[k];
@@ -329,8 +332,8 @@ pad_reads(struct builder *bd, const struct kt__pstmt *st, const int64_t *ext,
                     l < -KT_IDX_LIMIT || h > KT_IDX_LIMIT) {
                     rc = kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                                    "line %d: index %d of %s is out of range "
-                                   "(too large)", st->line, k,
-                                   bd->p->tname[x]);
+                                   "(too large)",
+                                   st->line, k, bd->p->tname[x]);
                     goto out;
                 }
                 if (l < 0 || h > bd->shape[x][k] - 1)
@@ -398,8 +401,7 @@ add_stage(struct builder *bd, int si)
     s->naxes = st->naxes;
     s->nspatial = st->nspatial;
     for (a = 0; a < st->naxes; a++) {
-        snprintf(s->axes[a].name, sizeof(s->axes[a].name), "%s",
-                 st->axname[a]);
+        snprintf(s->axes[a].name, sizeof(s->axes[a].name), "%s", st->axname[a]);
         s->axes[a].extent = ext[a];
         s->axes[a].reduce = a >= st->nspatial;
     }
@@ -433,7 +435,8 @@ finish(struct kt_dag *d)
         for (a = 0; a < d->stages[s].naxes; a++)
             iters *= (double)d->stages[s].axes[a].extent;
         d->flops += (kt_expr_flops(d->stages[s].body) +
-                     (d->stages[s].op != KT_ASSIGN)) * iters;
+                     (d->stages[s].op != KT_ASSIGN)) *
+                    iters;
     }
     kt_buf_init(&b);
     kt__dag_print_sep(d, &b, ';');

@@ -60,8 +60,8 @@ kt_dag_from_key(const char *key, struct kt_dag **out, char *err, size_t errlen)
     while (*p) {
         const char *end = strchr(p, ';');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (nshapes < KT_MAX_TENSORS && parse_shape(p, len, &shapes[nshapes],
-                                                &is_const[nshapes])) {
+        if (nshapes < KT_MAX_TENSORS &&
+            parse_shape(p, len, &shapes[nshapes], &is_const[nshapes])) {
             nshapes++;
         } else {
             kt_buf_put(&text, p, len);

@@ -77,17 +77,14 @@ kt_xop_arity(enum kt_xop op)
 {
     switch (op) {
     case KT_X_CONST:
-    case KT_X_LOAD:
-        return 0;
+    case KT_X_LOAD: return 0;
     case KT_X_ADD:
     case KT_X_SUB:
     case KT_X_MUL:
     case KT_X_DIV:
     case KT_X_MAX:
-    case KT_X_MIN:
-        return 2;
-    default:
-        return 1;
+    case KT_X_MIN: return 2;
+    default: return 1;
     }
 }
 
@@ -188,10 +185,8 @@ kt_expr_flops(const struct kt_expr *e)
     n = kt_expr_flops(e->a) + kt_expr_flops(e->b);
     switch (e->op) {
     case KT_X_CONST:
-    case KT_X_LOAD:
-        return n;
-    default:
-        return n + 1;
+    case KT_X_LOAD: return n;
+    default: return n + 1;
     }
 }
 

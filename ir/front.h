@@ -16,23 +16,35 @@
 /* ---- Lexer (ir/lex.c) ------------------------------------------------ */
 
 enum kt__tok {
-    KT_TOK_EOF, KT_TOK_END, KT_TOK_IDENT, KT_TOK_NUM, KT_TOK_LBRACK,
-    KT_TOK_RBRACK, KT_TOK_LPAREN, KT_TOK_RPAREN, KT_TOK_COMMA, KT_TOK_COLON,
-    KT_TOK_PLUS, KT_TOK_MINUS, KT_TOK_STAR, KT_TOK_SLASH, KT_TOK_EQ,
+    KT_TOK_EOF,
+    KT_TOK_END,
+    KT_TOK_IDENT,
+    KT_TOK_NUM,
+    KT_TOK_LBRACK,
+    KT_TOK_RBRACK,
+    KT_TOK_LPAREN,
+    KT_TOK_RPAREN,
+    KT_TOK_COMMA,
+    KT_TOK_COLON,
+    KT_TOK_PLUS,
+    KT_TOK_MINUS,
+    KT_TOK_STAR,
+    KT_TOK_SLASH,
+    KT_TOK_EQ,
     KT_TOK_PLUSEQ
 };
 
 /* Lexer state: the current token and where the text goes on.  Error
  * messages go to the caller's err buffer. */
 struct kt__lex {
-    const char *s;            /* next character */
-    int line, col;            /* of s */
+    const char *s; /* next character */
+    int line, col; /* of s */
     /* current token */
     enum kt__tok t;
     const char *tstart;
     size_t tlen;
     int tline, tcol;
-    int is_int;               /* KT_TOK_NUM without '.' or exponent */
+    int is_int; /* KT_TOK_NUM without '.' or exponent */
     char *err;
     size_t errlen;
 };
@@ -67,22 +79,22 @@ int kt__lex_int(struct kt__lex *lx, int64_t *v);
 /* One parsed statement.  Axis numbers: spatial axes (the left side, in
  * order) first, then reduction axes in order of first appearance. */
 struct kt__pstmt {
-    int line, col;                 /* position of the output name */
-    int out;                       /* raw tensor number */
+    int line, col; /* position of the output name */
+    int out;       /* raw tensor number */
     enum kt_reduce op;
     int naxes, nspatial;
     char axname[KT_MAX_AXES][KT_MAX_NAME];
-    int64_t where[KT_MAX_AXES];    /* extent from 'where', 0 if none */
-    struct kt_expr *body;          /* owned; loads name raw tensor numbers */
+    int64_t where[KT_MAX_AXES]; /* extent from 'where', 0 if none */
+    struct kt_expr *body;       /* owned; loads name raw tensor numbers */
 };
 
 /* A parsed program.  Raw tensor numbers follow first appearance. */
 struct kt__prog {
     int ntensors;
     char tname[KT_MAX_TENSORS][KT_MAX_NAME];
-    int ndim[KT_MAX_TENSORS];      /* number of indexes at every use */
-    int writer[KT_MAX_TENSORS];    /* statement writing it, or -1 */
-    int line[KT_MAX_TENSORS];      /* first use */
+    int ndim[KT_MAX_TENSORS];   /* number of indexes at every use */
+    int writer[KT_MAX_TENSORS]; /* statement writing it, or -1 */
+    int line[KT_MAX_TENSORS];   /* first use */
     int col[KT_MAX_TENSORS];
     int nstmts;
     struct kt__pstmt st[KT_MAX_STAGES];

@@ -15,8 +15,7 @@ eval(const struct kt_dag *d, float *const *bufs, const struct kt_expr *e,
     int k, i;
 
     switch (e->op) {
-    case KT_X_CONST:
-        return e->value;
+    case KT_X_CONST: return e->value;
     case KT_X_LOAD:
         t = &d->tensors[e->src];
         for (k = 0; k < e->ndim; k++) {
@@ -27,13 +26,13 @@ eval(const struct kt_dag *d, float *const *bufs, const struct kt_expr *e,
                 if (e->guarded)
                     return e->pad_value;
                 kt_fatalx("interpret: unguarded read of %s out of bounds "
-                          "(dim %d index %lld)", t->name, k, (long long)x);
+                          "(dim %d index %lld)",
+                          t->name, k, (long long)x);
             }
             off = off * t->shape[k] + x;
         }
         return bufs[e->src][off];
-    default:
-        break;
+    default: break;
     }
     a = eval(d, bufs, e->a, iv);
     b = e->b != NULL ? eval(d, bufs, e->b, iv) : 0;

@@ -18,13 +18,13 @@
 #include "common/common.h"
 
 #define KT_MAX_NAME 32
-#define KT_MAX_DIMS 8       /* dimensions of a tensor */
-#define KT_MAX_AXES 12      /* axes of one stage (spatial + reduction) */
+#define KT_MAX_DIMS 8  /* dimensions of a tensor */
+#define KT_MAX_AXES 12 /* axes of one stage (spatial + reduction) */
 #define KT_MAX_TENSORS 32
 #define KT_MAX_STAGES 24
-#define KT_MAX_PARTS 8      /* pieces an axis may be split into */
-#define KT_MAX_ITERS 40     /* iterators of one stage after splits */
-#define KT_AFF_TERMS 32     /* variables in one affine expression */
+#define KT_MAX_PARTS 8  /* pieces an axis may be split into */
+#define KT_MAX_ITERS 40 /* iterators of one stage after splits */
+#define KT_AFF_TERMS 32 /* variables in one affine expression */
 #define KT_MAX_STEP_ARGS 40
 
 /* ---- Affine expressions ------------------------------------------------
@@ -49,11 +49,20 @@ int64_t kt_aff_coef(const struct kt_affine *a, int var);
 /* ---- Expressions ------------------------------------------------------- */
 enum kt_xop {
     KT_X_CONST,
-    KT_X_LOAD,     /* tensor (DAG) or buffer (loop tree) read */
-    KT_X_ADD, KT_X_SUB, KT_X_MUL, KT_X_DIV,
-    KT_X_MAX, KT_X_MIN,   /* binary */
+    KT_X_LOAD, /* tensor (DAG) or buffer (loop tree) read */
+    KT_X_ADD,
+    KT_X_SUB,
+    KT_X_MUL,
+    KT_X_DIV,
+    KT_X_MAX,
+    KT_X_MIN, /* binary */
     KT_X_NEG,
-    KT_X_EXP, KT_X_LOG, KT_X_SQRT, KT_X_TANH, KT_X_SIGMOID, KT_X_RELU,
+    KT_X_EXP,
+    KT_X_LOG,
+    KT_X_SQRT,
+    KT_X_TANH,
+    KT_X_SIGMOID,
+    KT_X_RELU,
     KT_X_ABS,
     KT_X_NOPS
 };
@@ -63,13 +72,13 @@ enum kt_xop {
  * outside it (only padding stages carry guarded loads). */
 struct kt_expr {
     enum kt_xop op;
-    float value;               /* KT_X_CONST */
-    int src;                   /* KT_X_LOAD */
+    float value; /* KT_X_CONST */
+    int src;     /* KT_X_LOAD */
     int ndim;
-    struct kt_affine *idx;     /* KT_X_LOAD: ndim entries, owned */
+    struct kt_affine *idx; /* KT_X_LOAD: ndim entries, owned */
     int guarded;
     float pad_value;
-    struct kt_expr *a, *b;     /* operands, owned */
+    struct kt_expr *a, *b; /* operands, owned */
 };
 
 /* Number of operands of op (0, 1 or 2). */
@@ -78,11 +87,12 @@ int kt_xop_arity(enum kt_xop op);
 const char *kt_xop_name(enum kt_xop op);
 struct kt_expr *kt_expr_new(enum kt_xop op);
 struct kt_expr *kt_expr_clone(const struct kt_expr *e);
-void kt_expr_free(struct kt_expr *e);     /* NULL is a no-op */
+void kt_expr_free(struct kt_expr *e); /* NULL is a no-op */
 /* Replaces every variable v of e's load indexes by rep[v] (v < nrep),
  * composing the affine forms.  KT_EINVAL for a variable >= nrep,
  * KT_ETOOBIG when a result has too many terms. */
-int kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep, int nrep);
+int kt_expr_subst_axes(struct kt_expr *e, const struct kt_affine *rep,
+                       int nrep);
 /* Composes one affine form: out = a with each var v replaced by rep[v]. */
 int kt_aff_compose(struct kt_affine *out, const struct kt_affine *a,
                    const struct kt_affine *rep, int nrep);
@@ -96,7 +106,8 @@ int kt_expr_reads(const struct kt_expr *e, int t);
 int kt_expr_flops(const struct kt_expr *e);
 /* Coefficient of variable var in the row-major flat element offset of load
  * e into a tensor (or buffer) of the given shape (e->ndim dimensions). */
-int64_t kt_load_flat_coef(const struct kt_expr *e, const int64_t *shape, int var);
+int64_t kt_load_flat_coef(const struct kt_expr *e, const int64_t *shape,
+                          int var);
 
 /* ---- Compute DAG ------------------------------------------------------- */
 enum kt_tensor_kind {
@@ -110,21 +121,21 @@ struct kt_tensor {
     enum kt_tensor_kind kind;
     int ndim;
     int64_t shape[KT_MAX_DIMS];
-    int producer;              /* stage index, or -1 for inputs */
-    int is_const;              /* input known before any call (weights) */
+    int producer; /* stage index, or -1 for inputs */
+    int is_const; /* input known before any call (weights) */
 };
 
 enum kt_reduce {
-    KT_ASSIGN,                 /* O[...] = e */
-    KT_SUM,                    /* O[...] += e, init 0 */
-    KT_MAXR,                   /* O[...] max= e, init -inf */
-    KT_MINR                    /* O[...] min= e, init +inf */
+    KT_ASSIGN, /* O[...] = e */
+    KT_SUM,    /* O[...] += e, init 0 */
+    KT_MAXR,   /* O[...] max= e, init -inf */
+    KT_MINR    /* O[...] min= e, init +inf */
 };
 
 struct kt_axis {
     char name[KT_MAX_NAME];
     int64_t extent;
-    int reduce;                /* 1 for a reduction axis */
+    int reduce; /* 1 for a reduction axis */
 };
 
 /* One stage: out[axes 0..nspatial) (op)= body.  Spatial axes come first,
@@ -132,23 +143,23 @@ struct kt_axis {
  * in the body's affine indexes are axis numbers. */
 struct kt_stage {
     char name[KT_MAX_NAME];
-    int out;                   /* tensor written */
+    int out; /* tensor written */
     int naxes;
     int nspatial;
     struct kt_axis axes[KT_MAX_AXES];
     enum kt_reduce op;
-    struct kt_expr *body;      /* owned */
-    int is_pad;                /* inserted by the DAG builder for padding */
+    struct kt_expr *body; /* owned */
+    int is_pad;           /* inserted by the DAG builder for padding */
 };
 
 struct kt_dag {
     int ntensors;
     struct kt_tensor tensors[KT_MAX_TENSORS];
     int nstages;
-    struct kt_stage stages[KT_MAX_STAGES];   /* topological order */
-    double flops;              /* per kernel call; a multiply-add is 2 */
-    char *key;                 /* canonical workload key, owned */
-    char hash[17];             /* kt_hash64 of key, hex */
+    struct kt_stage stages[KT_MAX_STAGES]; /* topological order */
+    double flops;  /* per kernel call; a multiply-add is 2 */
+    char *key;     /* canonical workload key, owned */
+    char hash[17]; /* kt_hash64 of key, hex */
 };
 
 /* A tensor shape given with a definition. */
@@ -203,16 +214,17 @@ struct kt_op_def {
     char text[4096];
     int nshapes;
     struct kt_shape shapes[KT_MAX_TENSORS];
-    int is_const[KT_MAX_TENSORS];   /* shapes[i] is a layer's weight */
+    int is_const[KT_MAX_TENSORS]; /* shapes[i] is a layer's weight */
 };
 
 struct kt_conv2d_params {
     int64_t N, C, H, W, K, R, S;
     int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
-    int epilogue;              /* KT_EPI_* bits */
+    int epilogue; /* KT_EPI_* bits */
 };
 
-int kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue);
+int kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K,
+                int epilogue);
 int kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
 int kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
                        int64_t K, int transpose_b);
@@ -224,8 +236,8 @@ int kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
 int kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C,
                  int64_t H, int64_t W, int64_t kernel, int64_t stride,
                  int64_t pad);
-int kt_op_global_avg_pool(struct kt_op_def *d, int64_t N, int64_t C,
-                          int64_t H, int64_t W);
+int kt_op_global_avg_pool(struct kt_op_def *d, int64_t N, int64_t C, int64_t H,
+                          int64_t W);
 /* kind: "add", "mul", "relu", "hardswish", "sigmoid" over a 4-D shape. */
 int kt_op_elementwise(struct kt_op_def *d, const char *kind, int64_t N,
                       int64_t C, int64_t H, int64_t W);
@@ -285,26 +297,21 @@ int kt_op_build(const struct kt_op_def *d, struct kt_dag **out, char *err,
  * iterator numbers refer to the state at the time the step is applied (a
  * cache_write inserts a stage, shifting later stage numbers by one). */
 enum kt_step_kind {
-    KT_STEP_SPLIT,        /* "SP": stage, iter, lengths v[0..n) inner parts */
-    KT_STEP_REORDER,      /* "RE": stage, v[0..n) new order of iterators */
-    KT_STEP_FUSE,         /* "FU": stage, iter = first, n = how many */
-    KT_STEP_COMPUTE_AT,   /* "CA": stage, v[0] target stage, v[1] its iter */
+    KT_STEP_SPLIT,          /* "SP": stage, iter, lengths v[0..n) inner parts */
+    KT_STEP_REORDER,        /* "RE": stage, v[0..n) new order of iterators */
+    KT_STEP_FUSE,           /* "FU": stage, iter = first, n = how many */
+    KT_STEP_COMPUTE_AT,     /* "CA": stage, v[0] target stage, v[1] its iter */
     KT_STEP_COMPUTE_INLINE, /* "CI": stage */
-    KT_STEP_COMPUTE_ROOT, /* "CR": stage */
-    KT_STEP_CACHE_WRITE,  /* "CHW": stage */
-    KT_STEP_ANNOTATE,     /* "AN": stage, iter, v[0] = enum kt_annot */
-    KT_STEP_PRAGMA,       /* "PR": stage, iter, v[0] = auto_unroll_max_step */
-    KT_STEP_CACHE_READ,   /* "CHR": stage (the reader), v[0] = tensor read */
+    KT_STEP_COMPUTE_ROOT,   /* "CR": stage */
+    KT_STEP_CACHE_WRITE,    /* "CHW": stage */
+    KT_STEP_ANNOTATE,       /* "AN": stage, iter, v[0] = enum kt_annot */
+    KT_STEP_PRAGMA,         /* "PR": stage, iter, v[0] = auto_unroll_max_step */
+    KT_STEP_CACHE_READ,     /* "CHR": stage (the reader), v[0] = tensor read */
     KT_STEP_LAYOUT_REWRITE, /* "LR": stage (a cache_read stage of a weight) */
     KT_STEP_NKINDS
 };
 
-enum kt_annot {
-    KT_ANN_NONE,
-    KT_ANN_PARALLEL,
-    KT_ANN_VECTORIZE,
-    KT_ANN_UNROLL
-};
+enum kt_annot { KT_ANN_NONE, KT_ANN_PARALLEL, KT_ANN_VECTORIZE, KT_ANN_UNROLL };
 
 struct kt_step {
     enum kt_step_kind kind;
@@ -323,7 +330,7 @@ struct kt_part_ref {
 
 struct kt_iter {
     int64_t extent;
-    int reduce;               /* 0 spatial, 1 reduction, 2 fused mix */
+    int reduce; /* 0 spatial, 1 reduction, 2 fused mix */
     enum kt_annot ann;
     int auto_unroll_max_step; /* 0 = none */
     int nparts;
@@ -332,22 +339,22 @@ struct kt_iter {
 
 struct kt_sstage {
     char name[KT_MAX_NAME];
-    int out;                  /* tensor written (index into state tensors) */
+    int out; /* tensor written (index into state tensors) */
     int naxes, nspatial;
     struct kt_axis axes[KT_MAX_AXES];
     enum kt_reduce op;
-    struct kt_expr *body;     /* owned; loads name state tensor numbers */
+    struct kt_expr *body; /* owned; loads name state tensor numbers */
     int is_pad;
     int nparts[KT_MAX_AXES];
     int64_t part_extent[KT_MAX_AXES][KT_MAX_PARTS];
     int niters;
     struct kt_iter iters[KT_MAX_ITERS];
     int inlined;
-    int attach_stage;         /* -1 = root */
+    int attach_stage; /* -1 = root */
     int attach_iter;
-    int transformed;          /* any split/reorder/fuse applied */
-    int cache_read;           /* 1: a "_pack" copy made by cache_read */
-    int prepacked;            /* cache_read stage moved out of the kernel
+    int transformed; /* any split/reorder/fuse applied */
+    int cache_read;  /* 1: a "_pack" copy made by cache_read */
+    int prepacked;   /* cache_read stage moved out of the kernel
                                * into its pack routine (layout rewrite) */
 };
 
@@ -358,7 +365,7 @@ struct kt_state {
     int nstages;
     struct kt_sstage *stages; /* nstages entries, owned */
     int nsteps, capsteps;
-    struct kt_step *steps;    /* the history, owned */
+    struct kt_step *steps; /* the history, owned */
 };
 
 /* Initial state of a DAG (no steps).  Caller frees with kt_state_free. */
@@ -387,7 +394,8 @@ int kt_state_replay(const struct kt_dag *dag, const struct kt_step *steps,
 
 /* Canonical JSON: {"v":1,"steps":[["SP",0,1,[8,16]],["AN",0,3,"vectorize"]]}
  * with no spaces; equal schedules give equal text (docs/schedule.md). */
-void kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b);
+void kt_steps_to_json(const struct kt_step *steps, int nsteps,
+                      struct kt_buf *b);
 /* Parses kt_steps_to_json output.  *steps is malloc'd (caller frees). */
 int kt_steps_from_json(const char *json, struct kt_step **steps, int *nsteps,
                        char *err, size_t errlen);
@@ -396,38 +404,38 @@ void kt_steps_hash(const struct kt_step *steps, int nsteps, char out[17]);
 
 /* ---- Loop tree ---------------------------------------------------------*/
 enum kt_buf_scope {
-    KT_BUF_ARG,       /* input or output: a kernel argument */
-    KT_BUF_HEAP,      /* intermediate at root: allocated per call */
-    KT_BUF_LOCAL,     /* attached stage: a local tile inside a loop */
-    KT_BUF_PACKED     /* prepacked weights: filled once by the pack routine */
+    KT_BUF_ARG,   /* input or output: a kernel argument */
+    KT_BUF_HEAP,  /* intermediate at root: allocated per call */
+    KT_BUF_LOCAL, /* attached stage: a local tile inside a loop */
+    KT_BUF_PACKED /* prepacked weights: filled once by the pack routine */
 };
 
 struct kt_lbuf {
     char name[KT_MAX_NAME + 8];
     enum kt_buf_scope scope;
-    int tensor;               /* state tensor number */
-    int arg;                  /* argument position for KT_BUF_ARG */
+    int tensor; /* state tensor number */
+    int arg;    /* argument position for KT_BUF_ARG */
     int ndim;
     int64_t shape[KT_MAX_DIMS];
 };
 
 enum kt_node_kind {
-    KT_N_SEQ,     /* children in order */
-    KT_N_LOOP,    /* for var in [0, extent) */
-    KT_N_LET,     /* var = (src / div) % mod, for fused loops */
-    KT_N_ALLOC,   /* buffer 'buf' lives for the children */
-    KT_N_STORE    /* buf[idx] (op)= expr */
+    KT_N_SEQ,   /* children in order */
+    KT_N_LOOP,  /* for var in [0, extent) */
+    KT_N_LET,   /* var = (src / div) % mod, for fused loops */
+    KT_N_ALLOC, /* buffer 'buf' lives for the children */
+    KT_N_STORE  /* buf[idx] (op)= expr */
 };
 
 struct kt_node {
     enum kt_node_kind kind;
-    int stage;                /* state stage that produced the node */
+    int stage; /* state stage that produced the node */
     /* loop */
     int var;
     int64_t extent;
     enum kt_annot ann;
     int auto_unroll_max_step;
-    int reduce;               /* loop over a reduction axis */
+    int reduce; /* loop over a reduction axis */
     /* let */
     int src_var;
     int64_t div, mod;
@@ -436,8 +444,8 @@ struct kt_node {
     /* store */
     int ndim;
     struct kt_affine idx[KT_MAX_DIMS];
-    enum kt_reduce op;        /* KT_ASSIGN for init and plain stores */
-    struct kt_expr *expr;     /* owned; loads name loop-tree buffers */
+    enum kt_reduce op;    /* KT_ASSIGN for init and plain stores */
+    struct kt_expr *expr; /* owned; loads name loop-tree buffers */
     /* children */
     int nkids, capkids;
     struct kt_node **kids;
@@ -453,7 +461,7 @@ struct kt_looptree {
     struct kt_node *root;
     double flops;
     struct kt_node *pack_root; /* the pack routine's nest (NULL: none) */
-    int64_t pack_elems;       /* floats of all KT_BUF_PACKED buffers */
+    int64_t pack_elems;        /* floats of all KT_BUF_PACKED buffers */
 };
 
 /* Lowers a state to a loop tree: applies inlining, infers the regions of
@@ -468,8 +476,8 @@ void kt_looptree_print(const struct kt_looptree *lt, struct kt_buf *b);
 
 /* ---- C code generation ------------------------------------------------- */
 struct kt_codegen_opts {
-    int vector_bytes;         /* 64 for AVX-512, 32 for AVX2, 16 for NEON/SSE */
-    int max_unrolled_stmts;   /* bound on straight-line code per micro-kernel */
+    int vector_bytes;       /* 64 for AVX-512, 32 for AVX2, 16 for NEON/SSE */
+    int max_unrolled_stmts; /* bound on straight-line code per micro-kernel */
 };
 
 /* Defaults for the machine this process runs on. */

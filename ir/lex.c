@@ -20,8 +20,7 @@ kt__lex_init(struct kt__lex *lx, const char *text, char *err, size_t errlen)
 }
 
 int
-kt__lex_verr(struct kt__lex *lx, int line, int col, const char *fmt,
-             va_list ap)
+kt__lex_verr(struct kt__lex *lx, int line, int col, const char *fmt, va_list ap)
 {
     char msg[256];
 
@@ -48,17 +47,14 @@ tokdesc(struct kt__lex *lx, char *buf, size_t n)
 {
     switch (lx->t) {
     case KT_TOK_EOF: return "end of input";
-    case KT_TOK_END:
-        return lx->tstart[0] == ';' ? "';'" : "end of line";
+    case KT_TOK_END: return lx->tstart[0] == ';' ? "';'" : "end of line";
     case KT_TOK_IDENT:
         snprintf(buf, n, "identifier '%.*s'", (int)lx->tlen, lx->tstart);
         return buf;
     case KT_TOK_NUM:
         snprintf(buf, n, "number '%.*s'", (int)lx->tlen, lx->tstart);
         return buf;
-    default:
-        snprintf(buf, n, "'%.*s'", (int)lx->tlen, lx->tstart);
-        return buf;
+    default: snprintf(buf, n, "'%.*s'", (int)lx->tlen, lx->tstart); return buf;
     }
 }
 
@@ -129,7 +125,8 @@ kt__lex_next(struct kt__lex *lx)
         if (lx->tlen >= KT_MAX_NAME)
             return kt__lex_err(lx, lx->tline, lx->tcol,
                                "name '%.*s...' is too long (at most %d "
-                               "characters)", 16, lx->s, KT_MAX_NAME - 1);
+                               "characters)",
+                               16, lx->s, KT_MAX_NAME - 1);
     } else if (is_digit(*q) || (*q == '.' && is_digit(q[1]))) {
         lx->is_int = 1;
         while (is_digit(*q))
@@ -156,7 +153,8 @@ kt__lex_next(struct kt__lex *lx)
                                lx->s, *q);
     } else {
         switch (*q) {
-        case '\n': case ';': lx->t = KT_TOK_END; break;
+        case '\n':
+        case ';': lx->t = KT_TOK_END; break;
         case '[': lx->t = KT_TOK_LBRACK; break;
         case ']': lx->t = KT_TOK_RBRACK; break;
         case '(': lx->t = KT_TOK_LPAREN; break;

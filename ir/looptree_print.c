@@ -1,11 +1,13 @@
 /* looptree_print.c - a readable dump of a loop tree (kt_looptree_print). */
 #include "ir/ir.h"
 
-static const char *const ann_names[] = {"", " parallel", " vectorize", " unroll"};
+static const char *const ann_names[] = {"", " parallel", " vectorize",
+                                        " unroll"};
 static const char *const op_names[] = {"=", "+=", "max=", "min="};
 
 static void
-put_aff(const struct kt_looptree *lt, struct kt_buf *b, const struct kt_affine *a)
+put_aff(const struct kt_looptree *lt, struct kt_buf *b,
+        const struct kt_affine *a)
 {
     int i;
 
@@ -17,18 +19,18 @@ put_aff(const struct kt_looptree *lt, struct kt_buf *b, const struct kt_affine *
 }
 
 static void
-put_expr(const struct kt_looptree *lt, struct kt_buf *b, const struct kt_expr *e)
+put_expr(const struct kt_looptree *lt, struct kt_buf *b,
+         const struct kt_expr *e)
 {
-    static const char ops[] = {[KT_X_ADD] = '+', [KT_X_SUB] = '-',
-                               [KT_X_MUL] = '*', [KT_X_DIV] = '/'};
+    static const char ops[] =
+        {[KT_X_ADD] = '+', [KT_X_SUB] = '-', [KT_X_MUL] = '*', [KT_X_DIV] = '/'};
     int d;
 
     switch (e->op) {
-    case KT_X_CONST:
-        kt_buf_printf(b, "%g", (double)e->value);
-        return;
+    case KT_X_CONST: kt_buf_printf(b, "%g", (double)e->value); return;
     case KT_X_LOAD:
-        kt_buf_printf(b, "%s%s[", e->guarded ? "guarded " : "", lt->bufs[e->src].name);
+        kt_buf_printf(b, "%s%s[", e->guarded ? "guarded " : "",
+                      lt->bufs[e->src].name);
         for (d = 0; d < e->ndim; d++) {
             if (d)
                 kt_buf_puts(b, ", ");
@@ -63,32 +65,34 @@ put_expr(const struct kt_looptree *lt, struct kt_buf *b, const struct kt_expr *e
 }
 
 static void
-put_node(const struct kt_looptree *lt, struct kt_buf *b, const struct kt_node *n,
-         int depth)
+put_node(const struct kt_looptree *lt, struct kt_buf *b,
+         const struct kt_node *n, int depth)
 {
     int i, d;
 
     for (i = 0; i < depth && n->kind != KT_N_SEQ; i++)
         kt_buf_puts(b, "  ");
     switch (n->kind) {
-    case KT_N_SEQ:
-        break;
+    case KT_N_SEQ: break;
     case KT_N_LOOP:
         kt_buf_printf(b, "for %s in 0..%lld%s%s", lt->var_names[n->var],
                       (long long)n->extent, ann_names[n->ann],
                       n->reduce ? " (reduce)" : "");
         if (n->auto_unroll_max_step)
-            kt_buf_printf(b, " auto_unroll_max_step=%d", n->auto_unroll_max_step);
+            kt_buf_printf(b, " auto_unroll_max_step=%d",
+                          n->auto_unroll_max_step);
         kt_buf_puts(b, "\n");
         break;
     case KT_N_LET:
         kt_buf_printf(b, "let %s = %s / %lld %% %lld\n", lt->var_names[n->var],
-                      lt->var_names[n->src_var], (long long)n->div, (long long)n->mod);
+                      lt->var_names[n->src_var], (long long)n->div,
+                      (long long)n->mod);
         break;
     case KT_N_ALLOC:
         kt_buf_printf(b, "alloc %s[", lt->bufs[n->buf].name);
         for (d = 0; d < lt->bufs[n->buf].ndim; d++)
-            kt_buf_printf(b, "%s%lld", d ? ", " : "", (long long)lt->bufs[n->buf].shape[d]);
+            kt_buf_printf(b, "%s%lld", d ? ", " : "",
+                          (long long)lt->bufs[n->buf].shape[d]);
         kt_buf_puts(b, "]\n");
         break;
     case KT_N_STORE:

@@ -24,9 +24,9 @@ struct lower {
     int tbuf[KT_MAX_TENSORS];
     struct kt_affine toff[KT_MAX_TENSORS][KT_MAX_DIMS];
     int tperm[KT_MAX_TENSORS][KT_MAX_DIMS]; /* buffer dim i: tensor dim */
-    int tnlead[KT_MAX_TENSORS];     /* prepacked: leading tile-index dims */
-    int tlead[KT_MAX_TENSORS][KT_MAX_DIMS];  /* ... and their variables */
-    int64_t *var_ext;               /* range of each loop-tree variable */
+    int tnlead[KT_MAX_TENSORS]; /* prepacked: leading tile-index dims */
+    int tlead[KT_MAX_TENSORS][KT_MAX_DIMS]; /* ... and their variables */
+    int64_t *var_ext; /* range of each loop-tree variable */
     int capvar;
     int in_parallel;
     char *err;
@@ -62,8 +62,8 @@ node_add(struct kt_node *parent, struct kt_node *kid)
 {
     if (parent->nkids == parent->capkids) {
         parent->capkids = parent->capkids ? parent->capkids * 2 : 4;
-        parent->kids = kt_xrealloc(parent->kids,
-                                   sizeof(*parent->kids) * (size_t)parent->capkids);
+        parent->kids = kt_xrealloc(parent->kids, sizeof(*parent->kids) *
+                                                     (size_t)parent->capkids);
     }
     parent->kids[parent->nkids++] = kid;
 }
@@ -87,8 +87,10 @@ new_var(struct kt_looptree *lt, const char *axis, int part)
 {
     int v = lt->nvars++;
 
-    lt->var_names = kt_xrealloc(lt->var_names, sizeof(*lt->var_names) * (size_t)lt->nvars);
-    snprintf(lt->var_names[v], sizeof(lt->var_names[v]), "%.12s%d_%d", axis, part, v);
+    lt->var_names = kt_xrealloc(lt->var_names,
+                                sizeof(*lt->var_names) * (size_t)lt->nvars);
+    snprintf(lt->var_names[v], sizeof(lt->var_names[v]), "%.12s%d_%d", axis,
+             part, v);
     return v;
 }
 
@@ -110,9 +112,10 @@ infer_parts(struct lower *L, struct snest *n, int a, int64_t range)
         } else if (rem == 1) {
             n->pe[a][p] = 1;
         } else {
-            return FAIL(L, "stage %s: axis %s covers %lld points here, which "
-                        "its split lengths cannot tile", s->name,
-                        s->axes[a].name, (long long)range);
+            return FAIL(L,
+                        "stage %s: axis %s covers %lld points here, which "
+                        "its split lengths cannot tile",
+                        s->name, s->axes[a].name, (long long)range);
         }
     }
     n->pe[a][0] = rem;
@@ -168,7 +171,8 @@ note_ext(struct lower *L, int v, int64_t extent)
 {
     if (v >= L->capvar) {
         L->capvar = v + 64;
-        L->var_ext = kt_xrealloc(L->var_ext, sizeof(*L->var_ext) * (size_t)L->capvar);
+        L->var_ext = kt_xrealloc(L->var_ext,
+                                 sizeof(*L->var_ext) * (size_t)L->capvar);
     }
     L->var_ext[v] = extent;
 }
@@ -281,7 +285,8 @@ split_range(const struct snest *n, const struct kt_affine *a,
     }
 }
 
-static int same_linear(const struct kt_affine *a, const struct kt_affine *b)
+static int
+same_linear(const struct kt_affine *a, const struct kt_affine *b)
 {
     int i;
 
@@ -295,7 +300,7 @@ static int same_linear(const struct kt_affine *a, const struct kt_affine *b)
 
 struct region {
     int found;
-    int64_t lo[KT_MAX_DIMS], hi[KT_MAX_DIMS];   /* relative to base */
+    int64_t lo[KT_MAX_DIMS], hi[KT_MAX_DIMS]; /* relative to base */
     struct kt_affine base[KT_MAX_DIMS];
 };
 
@@ -322,9 +327,10 @@ collect_region(struct lower *L, const struct snest *n, const struct kt_expr *e,
                 r->hi[d] = min.c + ext - 1;
             } else {
                 if (!same_linear(&min, &r->base[d]))
-                    return FAIL(L, "stage %s reads %s at unrelated places; "
-                                "its region cannot be bounded", n->ss->name,
-                                L->st->tensors[t].name);
+                    return FAIL(L,
+                                "stage %s reads %s at unrelated places; "
+                                "its region cannot be bounded",
+                                n->ss->name, L->st->tensors[t].name);
                 if (min.c < r->lo[d])
                     r->lo[d] = min.c;
                 if (min.c + ext - 1 > r->hi[d])
@@ -383,8 +389,8 @@ pack_dim_order(const struct snest *n, int t, const struct kt_affine *ax,
         struct kt_affine idx;
         perm[d] = d;
         key[d] = -1;
-        if (load == NULL || kt_aff_compose(&idx, &load->idx[d], ax,
-                                           n->ss->naxes) != KT_OK)
+        if (load == NULL ||
+            kt_aff_compose(&idx, &load->idx[d], ax, n->ss->naxes) != KT_OK)
             continue;
         for (i = 0; i < idx.n; i++) {
             int v = idx.var[i] - PSEUDO, pos;
@@ -395,7 +401,7 @@ pack_dim_order(const struct snest *n, int t, const struct kt_affine *ax,
                 key[d] = pos;
         }
     }
-    for (d = 1; d < ndim; d++)          /* insertion sort: stable */
+    for (d = 1; d < ndim; d++) /* insertion sort: stable */
         for (k = d; k > 0 && key[perm[k - 1]] > key[perm[k]]; k--) {
             int tmp = perm[k];
             perm[k] = perm[k - 1];
@@ -433,8 +439,10 @@ emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
         }
     qsort(vars, (size_t)nv, sizeof(*vars), cmp_int);
     if (nv + t->ndim > KT_MAX_DIMS)
-        return FAIL(L, "layout rewrite of %s: %d tile variables and %d dims "
-                    "exceed %d dims", ps->name, nv, t->ndim, KT_MAX_DIMS);
+        return FAIL(L,
+                    "layout rewrite of %s: %d tile variables and %d dims "
+                    "exceed %d dims",
+                    ps->name, nv, t->ndim, KT_MAX_DIMS);
     b = new_stage_buf(L, ps, KT_BUF_PACKED, nv + t->ndim);
     if (b == NULL)
         return FAIL(L, "too many buffers");
@@ -563,7 +571,8 @@ bind_iter(struct lower *L, struct snest *n, int j, struct kt_node *parent,
     node_add(parent, loop);
     *loop_var = loop->var;
     if (it->nparts == 1) {
-        kt_aff_var(&n->partval[it->parts[0].axis][it->parts[0].part], loop->var, 1);
+        kt_aff_var(&n->partval[it->parts[0].axis][it->parts[0].part], loop->var,
+                   1);
         n->bound[it->parts[0].axis][it->parts[0].part] = 1;
         return loop;
     }
@@ -625,8 +634,9 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
     if (init) {
         store->op = KT_ASSIGN;
         store->expr = kt_expr_new(KT_X_CONST);
-        store->expr->value = s->op == KT_SUM ? 0.0f
-                             : s->op == KT_MAXR ? -INFINITY : INFINITY;
+        store->expr->value = s->op == KT_SUM    ? 0.0f
+                             : s->op == KT_MAXR ? -INFINITY
+                                                : INFINITY;
     } else {
         store->op = s->op;
         store->expr = kt_expr_clone(s->body);
@@ -635,7 +645,8 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
             rc = map_loads(L, store->expr);
         if (rc != KT_OK) {
             node_free(store);
-            return rc == KT_ESCHEDULE ? rc : FAIL(L, "index expression too long");
+            return rc == KT_ESCHEDULE ? rc
+                                      : FAIL(L, "index expression too long");
         }
     }
     node_add(parent, store);
@@ -713,12 +724,15 @@ emit_stage(struct lower *L, int s, struct kt_node *parent,
     for (j = 0; j < ss->niters && rc == KT_OK; j++) {
         n->iext[j] = 1;
         for (q = 0; q < ss->iters[j].nparts; q++)
-            n->iext[j] *= n->pe[ss->iters[j].parts[q].axis][ss->iters[j].parts[q].part];
+            n->iext[j] *= n->pe[ss->iters[j].parts[q].axis]
+                               [ss->iters[j].parts[q].part];
         if (ss->op != KT_ASSIGN && ss->iters[j].reduce && n->init_pos < 0)
             n->init_pos = j;
         if (ss->op != KT_ASSIGN && ss->iters[j].reduce == 2)
-            rc = FAIL(L, "stage %s: a fused iterator mixes spatial and "
-                      "reduction axes", ss->name);
+            rc = FAIL(L,
+                      "stage %s: a fused iterator mixes spatial and "
+                      "reduction axes",
+                      ss->name);
     }
     if (rc == KT_OK && ss->op != KT_ASSIGN && n->init_pos < 0)
         n->init_pos = ss->niters;
@@ -792,7 +806,8 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
             continue;
         if (st->stages[s].prepacked && lt->pack_root == NULL)
             lt->pack_root = node_new(KT_N_SEQ, -1);
-        rc = emit_stage(L, s, st->stages[s].prepacked ? lt->pack_root : lt->root,
+        rc = emit_stage(L, s,
+                        st->stages[s].prepacked ? lt->pack_root : lt->root,
                         NULL, NULL);
     }
     /* Every attached stage must have found its place. */

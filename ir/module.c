@@ -17,34 +17,47 @@ static const char prelude[] =
     "#define kt_max(a, b) ((a) > (b) ? (a) : (b))\n"
     "#define kt_min(a, b) ((a) < (b) ? (a) : (b))\n"
     "#define kt_add(a, b) ((a) + (b))\n"
-    "static inline float kt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "static inline float kt_sigmoid(float x) { return 1.0f / (1.0f + "
+    "expf(-x)); }\n"
     "static inline float kt_relu(float x) { return x > 0.0f ? x : 0.0f; }\n"
     "#define KT_VEC(W) \\\n"
     "typedef float kt_v##W __attribute__((vector_size(W * 4))); \\\n"
     "typedef int kt_i##W __attribute__((vector_size(W * 4))); \\\n"
-    "static inline kt_v##W kt_ld##W(const float *p) { kt_v##W v; memcpy(&v, p, sizeof v); return v; } \\\n"
-    "static inline void kt_st##W(float *p, kt_v##W v) { memcpy(p, &v, sizeof v); } \\\n"
+    "static inline kt_v##W kt_ld##W(const float *p) { kt_v##W v; memcpy(&v, p, "
+    "sizeof v); return v; } \\\n"
+    "static inline void kt_st##W(float *p, kt_v##W v) { memcpy(p, &v, sizeof "
+    "v); } \\\n"
     "static inline kt_v##W kt_bc##W(float s) { return (kt_v##W){0} + s; } \\\n"
     "static inline kt_v##W kt_vmax##W(kt_v##W a, kt_v##W b) \\\n"
-    "{ kt_i##W m = a > b; return (kt_v##W)((m & (kt_i##W)a) | (~m & (kt_i##W)b)); } \\\n"
+    "{ kt_i##W m = a > b; return (kt_v##W)((m & (kt_i##W)a) | (~m & "
+    "(kt_i##W)b)); } \\\n"
     "static inline kt_v##W kt_vmin##W(kt_v##W a, kt_v##W b) \\\n"
-    "{ kt_i##W m = a < b; return (kt_v##W)((m & (kt_i##W)a) | (~m & (kt_i##W)b)); } \\\n"
-    "static inline kt_v##W kt_vrelu##W(kt_v##W a) { return kt_vmax##W(a, kt_bc##W(0.0f)); } \\\n"
-    "static inline float kt_hsum##W(kt_v##W a) { float s = 0; for (int l = 0; l < W; l++) s += a[l]; return s; } \\\n"
-    "static inline float kt_hmax##W(kt_v##W a) { float s = a[0]; for (int l = 1; l < W; l++) s = kt_max(s, a[l]); return s; } \\\n"
-    "static inline float kt_hmin##W(kt_v##W a) { float s = a[0]; for (int l = 1; l < W; l++) s = kt_min(s, a[l]); return s; } \\\n"
+    "{ kt_i##W m = a < b; return (kt_v##W)((m & (kt_i##W)a) | (~m & "
+    "(kt_i##W)b)); } \\\n"
+    "static inline kt_v##W kt_vrelu##W(kt_v##W a) { return kt_vmax##W(a, "
+    "kt_bc##W(0.0f)); } \\\n"
+    "static inline float kt_hsum##W(kt_v##W a) { float s = 0; for (int l = 0; "
+    "l < W; l++) s += a[l]; return s; } \\\n"
+    "static inline float kt_hmax##W(kt_v##W a) { float s = a[0]; for (int l = "
+    "1; l < W; l++) s = kt_max(s, a[l]); return s; } \\\n"
+    "static inline float kt_hmin##W(kt_v##W a) { float s = a[0]; for (int l = "
+    "1; l < W; l++) s = kt_min(s, a[l]); return s; } \\\n"
     "KT_VFUN(W, exp, expf) KT_VFUN(W, log, logf) KT_VFUN(W, sqrt, sqrtf) \\\n"
-    "KT_VFUN(W, tanh, tanhf) KT_VFUN(W, sigmoid, kt_sigmoid) KT_VFUN(W, abs, fabsf)\n"
-    "#define KT_VFUN(W, NAME, F) static inline kt_v##W kt_v##NAME##W(kt_v##W a) \\\n"
+    "KT_VFUN(W, tanh, tanhf) KT_VFUN(W, sigmoid, kt_sigmoid) KT_VFUN(W, abs, "
+    "fabsf)\n"
+    "#define KT_VFUN(W, NAME, F) static inline kt_v##W kt_v##NAME##W(kt_v##W "
+    "a) \\\n"
     "{ kt_v##W r; for (int l = 0; l < W; l++) r[l] = F(a[l]); return r; }\n"
     "KT_VEC(4)\nKT_VEC(8)\nKT_VEC(16)\n";
 
 static void
-metadata(const struct kt_dag *dag, const struct kt_looptree *lt, struct kt_buf *out)
+metadata(const struct kt_dag *dag, const struct kt_looptree *lt,
+         struct kt_buf *out)
 {
     int i;
 
-    kt_buf_printf(out, "const char kt_workload_hash[17] = \"%s\";\n", dag->hash);
+    kt_buf_printf(out, "const char kt_workload_hash[17] = \"%s\";\n",
+                  dag->hash);
     kt_buf_printf(out, "const int kt_nbufs = %d;\n", lt->nargs);
     kt_buf_puts(out, "const long long kt_buf_elems[] = {");
     for (i = 0; i < lt->nargs; i++) {
@@ -86,15 +99,18 @@ kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
     if (rc != KT_OK)
         goto out;
     kt_buf_printf(out,
-                  "void kt_reference(float *const *bufs) { kt__reference(bufs); }\n"
+                  "void kt_reference(float *const *bufs) { "
+                  "kt__reference(bufs); }\n"
                   "void kt_kernel(float *const *bufs) { %s(bufs); }\n"
                   "void kt_set_threads(int n)\n{\n#ifdef _OPENMP\n"
                   "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
                   "    (void)n;\n#endif\n}\n",
                   cand != NULL ? "kt__kernel" : "kt__reference");
     if (cand != NULL && cand->pack_root != NULL)
-        kt_buf_printf(out, "const long long kt_pack_elems = %lldLL;\n"
-                      "void kt_pack(float *const *bufs) { kt__kernel_pack(bufs); }\n",
+        kt_buf_printf(out,
+                      "const long long kt_pack_elems = %lldLL;\n"
+                      "void kt_pack(float *const *bufs) { "
+                      "kt__kernel_pack(bufs); }\n",
                       (long long)cand->pack_elems);
 out:
     kt_looptree_free(ref);

@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int
-bad(struct kt_op_def *d, const char *fmt, ...)
+static int bad(struct kt_op_def *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static int
@@ -26,8 +25,7 @@ bad(struct kt_op_def *d, const char *fmt, ...)
 }
 
 static void
-add_shape(struct kt_op_def *d, const char *name, int ndim,
-          const int64_t *dims)
+add_shape(struct kt_op_def *d, const char *name, int ndim, const int64_t *dims)
 {
     struct kt_shape *s = &d->shapes[d->nshapes++];
 
@@ -46,8 +44,7 @@ add_weight(struct kt_op_def *d, const char *name, int ndim, const int64_t *dims)
 }
 
 /* Appends formatted text to d->text. */
-static void
-put(struct kt_op_def *d, const char *fmt, ...)
+static void put(struct kt_op_def *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -61,8 +58,7 @@ put(struct kt_op_def *d, const char *fmt, ...)
     va_end(ap);
 }
 
-static void
-set_name(struct kt_op_def *d, const char *fmt, ...)
+static void set_name(struct kt_op_def *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -91,8 +87,7 @@ put_epilogue(struct kt_op_def *d, int epi, const char *idx, const char *bidx)
 }
 
 int
-kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K,
-            int epilogue)
+kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue)
 {
     if (M <= 0 || N <= 0 || K <= 0)
         return bad(d, "dense: sizes must be positive (M=%lld N=%lld K=%lld)",
@@ -117,8 +112,10 @@ int
 kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K)
 {
     if (M <= 0 || N <= 0 || K <= 0)
-        return bad(d, "matmul: sizes must be positive (M=%lld N=%lld "
-                   "K=%lld)", (long long)M, (long long)N, (long long)K);
+        return bad(d,
+                   "matmul: sizes must be positive (M=%lld N=%lld "
+                   "K=%lld)",
+                   (long long)M, (long long)N, (long long)K);
     memset(d, 0, sizeof(*d));
     set_name(d, "matmul_%lldx%lldx%lld", (long long)M, (long long)N,
              (long long)K);
@@ -133,9 +130,10 @@ kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
                    int64_t K, int transpose_b)
 {
     if (B <= 0 || M <= 0 || N <= 0 || K <= 0)
-        return bad(d, "batch_matmul: sizes must be positive (B=%lld M=%lld "
-                   "N=%lld K=%lld)", (long long)B, (long long)M,
-                   (long long)N, (long long)K);
+        return bad(d,
+                   "batch_matmul: sizes must be positive (B=%lld M=%lld "
+                   "N=%lld K=%lld)",
+                   (long long)B, (long long)M, (long long)N, (long long)K);
     memset(d, 0, sizeof(*d));
     set_name(d, "batch_matmul_%lldx%lldx%lldx%lld%s", (long long)B,
              (long long)M, (long long)N, (long long)K,
@@ -190,14 +188,16 @@ kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
 
     if (p->N <= 0 || p->C <= 0 || p->H <= 0 || p->W <= 0 || p->K <= 0 ||
         p->R <= 0 || p->S <= 0)
-        return bad(d, "conv2d: sizes must be positive (N=%lld C=%lld H=%lld "
-                   "W=%lld K=%lld R=%lld S=%lld)", (long long)p->N,
-                   (long long)p->C, (long long)p->H, (long long)p->W,
-                   (long long)p->K, (long long)p->R, (long long)p->S);
+        return bad(d,
+                   "conv2d: sizes must be positive (N=%lld C=%lld H=%lld "
+                   "W=%lld K=%lld R=%lld S=%lld)",
+                   (long long)p->N, (long long)p->C, (long long)p->H,
+                   (long long)p->W, (long long)p->K, (long long)p->R,
+                   (long long)p->S);
     if (p->stride_h <= 0 || p->stride_w <= 0 || p->dilation_h <= 0 ||
         p->dilation_w <= 0 || p->pad_h < 0 || p->pad_w < 0 || G <= 0)
         return bad(d, "conv2d: strides, dilations and groups must be "
-                   "positive and paddings non-negative");
+                      "positive and paddings non-negative");
     if (p->C % G != 0 || p->K % G != 0)
         return bad(d, "conv2d: groups=%lld must divide C=%lld and K=%lld",
                    (long long)G, (long long)p->C, (long long)p->K);
@@ -213,17 +213,20 @@ kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
             OH = 0;
     }
     if (OH <= 0 || OW <= 0)
-        return bad(d, "conv2d: the %lldx%lld window (dilation %lldx%lld) "
+        return bad(d,
+                   "conv2d: the %lldx%lld window (dilation %lldx%lld) "
                    "does not fit the %lldx%lld input padded by %lldx%lld",
                    (long long)p->R, (long long)p->S, (long long)p->dilation_h,
-                   (long long)p->dilation_w, (long long)p->H,
-                   (long long)p->W, (long long)p->pad_h, (long long)p->pad_w);
+                   (long long)p->dilation_w, (long long)p->H, (long long)p->W,
+                   (long long)p->pad_h, (long long)p->pad_w);
     memset(d, 0, sizeof(*d));
-    set_name(d, "conv2d_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%lld_st%lld_"
-             "p%lld_d%lld_g%lld%s%s", (long long)p->N, (long long)p->C,
-             (long long)p->H, (long long)p->W, (long long)p->K,
-             (long long)p->R, (long long)p->S, (long long)p->stride_h,
-             (long long)p->pad_h, (long long)p->dilation_h, (long long)G,
+    set_name(d,
+             "conv2d_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%lld_st%lld_"
+             "p%lld_d%lld_g%lld%s%s",
+             (long long)p->N, (long long)p->C, (long long)p->H, (long long)p->W,
+             (long long)p->K, (long long)p->R, (long long)p->S,
+             (long long)p->stride_h, (long long)p->pad_h,
+             (long long)p->dilation_h, (long long)G,
              p->epilogue & KT_EPI_BIAS ? "_bias" : "",
              p->epilogue & KT_EPI_RELU ? "_relu" : "");
     window_index(iy, sizeof(iy), "y", p->stride_h, "r", p->dilation_h,
@@ -254,9 +257,8 @@ kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,
 }
 
 int
-kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C,
-             int64_t H, int64_t W, int64_t kernel, int64_t stride,
-             int64_t pad)
+kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C, int64_t H,
+             int64_t W, int64_t kernel, int64_t stride, int64_t pad)
 {
     char iy[96], ix[96];
     int64_t OH, OW;
@@ -264,14 +266,18 @@ kt_op_pool2d(struct kt_op_def *d, int is_max, int64_t N, int64_t C,
     if (N <= 0 || C <= 0 || H <= 0 || W <= 0 || kernel <= 0 || stride <= 0)
         return bad(d, "pool2d: sizes, kernel and stride must be positive");
     if (pad < 0 || 2 * pad > kernel)
-        return bad(d, "pool2d: padding %lld must be in 0..kernel/2 (kernel "
-                   "%lld)", (long long)pad, (long long)kernel);
+        return bad(d,
+                   "pool2d: padding %lld must be in 0..kernel/2 (kernel "
+                   "%lld)",
+                   (long long)pad, (long long)kernel);
     OH = out_size(H, pad, 1, kernel, stride);
     OW = out_size(W, pad, 1, kernel, stride);
     if (OH <= 0 || OW <= 0)
-        return bad(d, "pool2d: kernel %lld does not fit the %lldx%lld input "
-                   "padded by %lld", (long long)kernel, (long long)H,
-                   (long long)W, (long long)pad);
+        return bad(d,
+                   "pool2d: kernel %lld does not fit the %lldx%lld input "
+                   "padded by %lld",
+                   (long long)kernel, (long long)H, (long long)W,
+                   (long long)pad);
     memset(d, 0, sizeof(*d));
     set_name(d, "%s_pool2d_n%lld_c%lld_h%lld_w%lld_k%lld_st%lld_p%lld",
              is_max ? "max" : "avg", (long long)N, (long long)C, (long long)H,
@@ -306,8 +312,8 @@ kt_op_global_avg_pool(struct kt_op_def *d, int64_t N, int64_t C, int64_t H,
 }
 
 int
-kt_op_elementwise(struct kt_op_def *d, const char *kind, int64_t N,
-                  int64_t C, int64_t H, int64_t W)
+kt_op_elementwise(struct kt_op_def *d, const char *kind, int64_t N, int64_t C,
+                  int64_t H, int64_t W)
 {
     static const char *const a = "A[n,c,h,w]", *const b = "B[n,c,h,w]";
     int two = 0;
@@ -331,11 +337,13 @@ kt_op_elementwise(struct kt_op_def *d, const char *kind, int64_t N,
     } else if (strcmp(kind, "sigmoid") == 0) {
         put(d, "sigmoid(%s)", a);
     } else {
-        return bad(d, "elementwise: unknown kind '%.32s' (known: add, mul, "
-                   "relu, hardswish, sigmoid)", kind);
+        return bad(d,
+                   "elementwise: unknown kind '%.32s' (known: add, mul, "
+                   "relu, hardswish, sigmoid)",
+                   kind);
     }
-    set_name(d, "%s_n%lld_c%lld_h%lld_w%lld", kind, (long long)N,
-             (long long)C, (long long)H, (long long)W);
+    set_name(d, "%s_n%lld_c%lld_h%lld_w%lld", kind, (long long)N, (long long)C,
+             (long long)H, (long long)W);
     add_shape(d, "A", 4, (int64_t[]){N, C, H, W});
     if (two)
         add_shape(d, "B", 4, (int64_t[]){N, C, H, W});
@@ -346,8 +354,10 @@ int
 kt_op_softmax(struct kt_op_def *d, int64_t rows, int64_t cols)
 {
     if (rows <= 0 || cols <= 0)
-        return bad(d, "softmax: sizes must be positive (rows=%lld "
-                   "cols=%lld)", (long long)rows, (long long)cols);
+        return bad(d,
+                   "softmax: sizes must be positive (rows=%lld "
+                   "cols=%lld)",
+                   (long long)rows, (long long)cols);
     memset(d, 0, sizeof(*d));
     set_name(d, "softmax_%lldx%lld", (long long)rows, (long long)cols);
     add_shape(d, "X", 2, (int64_t[]){rows, cols});
@@ -373,13 +383,13 @@ kt_op_build(const struct kt_op_def *d, struct kt_dag **out, char *err,
 /* ---- Operators for imported models (ONNX) ------------------------------ */
 
 int
-kt_op_softmax_axis(struct kt_op_def *d, int64_t outer, int64_t n,
-                   int64_t inner)
+kt_op_softmax_axis(struct kt_op_def *d, int64_t outer, int64_t n, int64_t inner)
 {
     if (outer <= 0 || n <= 0 || inner <= 0)
-        return bad(d, "softmax: sizes must be positive (outer=%lld n=%lld "
-                   "inner=%lld)", (long long)outer, (long long)n,
-                   (long long)inner);
+        return bad(d,
+                   "softmax: sizes must be positive (outer=%lld n=%lld "
+                   "inner=%lld)",
+                   (long long)outer, (long long)n, (long long)inner);
     if (inner == 1)
         return kt_op_softmax(d, outer, n);
     memset(d, 0, sizeof(*d));
@@ -394,16 +404,16 @@ kt_op_softmax_axis(struct kt_op_def *d, int64_t outer, int64_t n,
 }
 
 int
-kt_op_reduce_mean(struct kt_op_def *d, int64_t outer, int64_t n,
-                  int64_t inner)
+kt_op_reduce_mean(struct kt_op_def *d, int64_t outer, int64_t n, int64_t inner)
 {
     if (outer <= 0 || n <= 0 || inner <= 0)
-        return bad(d, "reduce_mean: sizes must be positive (outer=%lld "
-                   "n=%lld inner=%lld)", (long long)outer, (long long)n,
-                   (long long)inner);
+        return bad(d,
+                   "reduce_mean: sizes must be positive (outer=%lld "
+                   "n=%lld inner=%lld)",
+                   (long long)outer, (long long)n, (long long)inner);
     memset(d, 0, sizeof(*d));
-    set_name(d, "reduce_mean_%lldx%lldx%lld", (long long)outer,
-             (long long)n, (long long)inner);
+    set_name(d, "reduce_mean_%lldx%lldx%lld", (long long)outer, (long long)n,
+             (long long)inner);
     if (inner == 1) {
         add_shape(d, "X", 2, (int64_t[]){outer, n});
         put(d, "O[i] += X[i,j] * (1/%lld)", (long long)n);
@@ -418,18 +428,21 @@ int
 kt_op_layer_norm(struct kt_op_def *d, int64_t rows, int64_t cols, double eps)
 {
     if (rows <= 0 || cols <= 0)
-        return bad(d, "layer_norm: sizes must be positive (rows=%lld "
-                   "cols=%lld)", (long long)rows, (long long)cols);
+        return bad(d,
+                   "layer_norm: sizes must be positive (rows=%lld "
+                   "cols=%lld)",
+                   (long long)rows, (long long)cols);
     if (!(eps > 0 && eps < 1))
         return bad(d, "layer_norm: epsilon must be in (0, 1) (got %g)", eps);
     memset(d, 0, sizeof(*d));
     set_name(d, "layer_norm_%lldx%lld", (long long)rows, (long long)cols);
     add_shape(d, "X", 2, (int64_t[]){rows, cols});
-    put(d, "M[i] += X[i,j] * (1/%lld)\n"
-           "D[i,j] = X[i,j] - M[i]\n"
-           "V[i] += D[i,j] * D[i,j] * (1/%lld)\n"
-           "O[i,j] = D[i,j] / sqrt(V[i] + %.9g)", (long long)cols,
-        (long long)cols, (float)eps);
+    put(d,
+        "M[i] += X[i,j] * (1/%lld)\n"
+        "D[i,j] = X[i,j] - M[i]\n"
+        "V[i] += D[i,j] * D[i,j] * (1/%lld)\n"
+        "O[i,j] = D[i,j] / sqrt(V[i] + %.9g)",
+        (long long)cols, (long long)cols, (float)eps);
     return KT_OK;
 }
 
@@ -460,20 +473,20 @@ kt_op_pool(struct kt_op_def *d, const struct kt_pool_params *p)
     char iy[96], ix[96];
 
     if (p->N <= 0 || p->C <= 0 || p->H <= 0 || p->W <= 0 || p->kh <= 0 ||
-        p->kw <= 0 || p->stride_h <= 0 || p->stride_w <= 0 ||
-        p->pad_h < 0 || p->pad_w < 0)
+        p->kw <= 0 || p->stride_h <= 0 || p->stride_w <= 0 || p->pad_h < 0 ||
+        p->pad_w < 0)
         return bad(d, "pool: sizes, windows and strides must be positive and "
-                   "pads non-negative");
+                      "pads non-negative");
     if (!pool_windows_fit(p->H, p->kh, p->stride_h, p->pad_h, p->out_h) ||
         !pool_windows_fit(p->W, p->kw, p->stride_w, p->pad_w, p->out_w))
-        return bad(d, "pool: a %lldx%lld window with stride %lldx%lld and "
+        return bad(d,
+                   "pool: a %lldx%lld window with stride %lldx%lld and "
                    "pads %lldx%lld gives %lldx%lld outputs of the %lldx%lld "
                    "input, and some window holds no input element",
-                   (long long)p->kh, (long long)p->kw,
-                   (long long)p->stride_h, (long long)p->stride_w,
-                   (long long)p->pad_h, (long long)p->pad_w,
-                   (long long)p->out_h, (long long)p->out_w, (long long)p->H,
-                   (long long)p->W);
+                   (long long)p->kh, (long long)p->kw, (long long)p->stride_h,
+                   (long long)p->stride_w, (long long)p->pad_h,
+                   (long long)p->pad_w, (long long)p->out_h,
+                   (long long)p->out_w, (long long)p->H, (long long)p->W);
     if (p->kh == p->kw && p->stride_h == p->stride_w && p->pad_h == p->pad_w &&
         2 * p->pad_h <= p->kh && !pool_needs_counts(p) &&
         out_size(p->H, p->pad_h, 1, p->kh, p->stride_h) == p->out_h &&
@@ -481,12 +494,13 @@ kt_op_pool(struct kt_op_def *d, const struct kt_pool_params *p)
         return kt_op_pool2d(d, p->is_max, p->N, p->C, p->H, p->W, p->kh,
                             p->stride_h, p->pad_h);
     memset(d, 0, sizeof(*d));
-    set_name(d, "%s_pool_n%lld_c%lld_h%lld_w%lld_k%lldx%lld_st%lldx%lld_"
-             "p%lldx%lld", p->is_max ? "max" : "avg", (long long)p->N,
-             (long long)p->C, (long long)p->H, (long long)p->W,
-             (long long)p->kh, (long long)p->kw, (long long)p->stride_h,
-             (long long)p->stride_w, (long long)p->pad_h,
-             (long long)p->pad_w);
+    set_name(d,
+             "%s_pool_n%lld_c%lld_h%lld_w%lld_k%lldx%lld_st%lldx%lld_"
+             "p%lldx%lld",
+             p->is_max ? "max" : "avg", (long long)p->N, (long long)p->C,
+             (long long)p->H, (long long)p->W, (long long)p->kh,
+             (long long)p->kw, (long long)p->stride_h, (long long)p->stride_w,
+             (long long)p->pad_h, (long long)p->pad_w);
     add_shape(d, "I", 4, (int64_t[]){p->N, p->C, p->H, p->W});
     add_shape(d, "O", 4, (int64_t[]){p->N, p->C, p->out_h, p->out_w});
     window_index(iy, sizeof(iy), "y", p->stride_h, "r", 1, p->pad_h);
@@ -513,8 +527,7 @@ floor_div(int64_t a, int64_t b)
 /* The phase taps of one dimension of a transposed convolution: for output
  * phase a the kernel tap is a + pad + stride*(q - c), q in [0, taps). */
 static void
-conv_t_taps(int64_t k, int64_t stride, int64_t pad, int64_t *c,
-            int64_t *taps)
+conv_t_taps(int64_t k, int64_t stride, int64_t pad, int64_t *c, int64_t *taps)
 {
     int64_t a, lo = INT64_MAX, hi = INT64_MIN;
 
@@ -551,7 +564,7 @@ kt_op_conv2d_transpose(struct kt_op_def *d, const struct kt_conv_t_params *p,
         p->R <= 0 || p->S <= 0 || p->stride_h <= 0 || p->stride_w <= 0 ||
         p->out_h <= 0 || p->out_w <= 0)
         return bad(d, "conv2d_transpose: sizes, strides and the output size "
-                   "must be positive");
+                      "must be positive");
     if (p->pad_h < 0 || p->pad_w < 0 || p->pad_h >= p->R || p->pad_w >= p->S)
         return bad(d, "conv2d_transpose: pads must be in 0..kernel-1");
     conv_t_taps(p->R, p->stride_h, p->pad_h, ch, &qh);
@@ -559,16 +572,17 @@ kt_op_conv2d_transpose(struct kt_op_def *d, const struct kt_conv_t_params *p,
     oh = (p->out_h + p->stride_h - 1) / p->stride_h;
     ow = (p->out_w + p->stride_w - 1) / p->stride_w;
     memset(d, 0, sizeof(*d));
-    set_name(d, "conv2d_transpose_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%lld_"
-             "st%lld_p%lld", (long long)p->N, (long long)p->C,
-             (long long)p->H, (long long)p->W, (long long)p->K,
-             (long long)p->R, (long long)p->S, (long long)p->stride_h,
-             (long long)p->pad_h);
+    set_name(d,
+             "conv2d_transpose_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%lld_"
+             "st%lld_p%lld",
+             (long long)p->N, (long long)p->C, (long long)p->H, (long long)p->W,
+             (long long)p->K, (long long)p->R, (long long)p->S,
+             (long long)p->stride_h, (long long)p->pad_h);
     add_shape(d, "I", 4, (int64_t[]){p->N, p->C, p->H, p->W});
-    add_shape(d, "W", 6, (int64_t[]){p->C, p->K, qh, p->stride_h, qw,
-                                     p->stride_w});
-    add_shape(d, "O", 6, (int64_t[]){p->N, p->K, oh, p->stride_h, ow,
-                                     p->stride_w});
+    add_shape(d, "W", 6,
+              (int64_t[]){p->C, p->K, qh, p->stride_h, qw, p->stride_w});
+    add_shape(d, "O", 6,
+              (int64_t[]){p->N, p->K, oh, p->stride_h, ow, p->stride_w});
     phase_index(iy, sizeof(iy), "y", *ch, "q");
     phase_index(ix, sizeof(ix), "x", *cw, "p");
     put(d, "O[n,f,y,a,x,b] += I[n,c,%s,%s] * W[c,f,q,a,p,b]", iy, ix);
@@ -584,9 +598,9 @@ rename_output(struct kt_op_def *d)
 
     for (i = 0; i + 1 < n; i++) {
         char prev = i > 0 ? d->text[i - 1] : ' ';
-        int ident = (prev >= 'A' && prev <= 'Z') || (prev >= 'a' &&
-                    prev <= 'z') || (prev >= '0' && prev <= '9') ||
-                    prev == '_';
+        int ident = (prev >= 'A' && prev <= 'Z') ||
+                    (prev >= 'a' && prev <= 'z') ||
+                    (prev >= '0' && prev <= '9') || prev == '_';
         if (d->text[i] == 'O' && d->text[i + 1] == '[' && !ident)
             d->text[i] = 'Y';
     }

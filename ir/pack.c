@@ -107,8 +107,8 @@ kt__do_cache_read(struct kt_state *st, const struct kt_step *sp, char *err,
 }
 
 int
-kt__do_layout_rewrite(struct kt_state *st, const struct kt_step *sp,
-                      char *err, size_t errlen)
+kt__do_layout_rewrite(struct kt_state *st, const struct kt_step *sp, char *err,
+                      size_t errlen)
 {
     struct kt_sstage *s = &st->stages[sp->stage];
     const struct kt_tensor *src;

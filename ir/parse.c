@@ -9,19 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 64          /* nesting of parentheses and unary minus */
+#define MAX_DEPTH 64 /* nesting of parentheses and unary minus */
 
 struct parser {
-    struct kt__lex lx;        /* tokens, positions and the error buffer */
+    struct kt__lex lx; /* tokens, positions and the error buffer */
     struct kt__prog *p;
-    struct kt__pstmt *st;     /* statement being parsed */
-    int axline[KT_MAX_AXES];  /* first appearance of each axis */
+    struct kt__pstmt *st;    /* statement being parsed */
+    int axline[KT_MAX_AXES]; /* first appearance of each axis */
     int axcol[KT_MAX_AXES];
     int depth;
 };
 
-static int
-perr(struct parser *ps, int line, int col, const char *fmt, ...)
+static int perr(struct parser *ps, int line, int col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static int
@@ -127,8 +126,7 @@ axis_ref(struct parser *ps, int *var)
                     "axis %s is not on the left; use += / max= / min=", name);
     if (st->naxes == KT_MAX_AXES)
         return perr(ps, ps->lx.tline, ps->lx.tcol,
-                    "too many axes in one statement (at most %d)",
-                    KT_MAX_AXES);
+                    "too many axes in one statement (at most %d)", KT_MAX_AXES);
     snprintf(st->axname[st->naxes], KT_MAX_NAME, "%s", name);
     ps->axline[st->naxes] = ps->lx.tline;
     ps->axcol[st->naxes] = ps->lx.tcol;
@@ -163,7 +161,8 @@ aff_atom(struct parser *ps, struct kt_affine *a)
         if (!ps->lx.is_int)
             return perr(ps, line, col,
                         "index must be affine with integer coefficients, "
-                        "found number '%.*s'", (int)ps->lx.tlen, ps->lx.tstart);
+                        "found number '%.*s'",
+                        (int)ps->lx.tlen, ps->lx.tstart);
         if ((rc = tok_int(ps, &v)) != KT_OK)
             return rc;
         kt_aff_const(a, v);
@@ -178,8 +177,7 @@ aff_atom(struct parser *ps, struct kt_affine *a)
                         "(indexes must be affine in the axes)");
         kt_aff_var(a, var, 1);
         break;
-    default:
-        return expected(ps, "an index expression");
+    default: return expected(ps, "an index expression");
     }
     ps->depth--;
     return rc;
@@ -281,8 +279,8 @@ tensor_use(struct parser *ps, const char *name, int ndim, int line, int col,
     if (p->ndim[t] != ndim)
         return perr(ps, line, col,
                     "tensor %s has %d indexes here but %d at line %d, "
-                    "column %d", name, ndim, p->ndim[t], p->line[t],
-                    p->col[t]);
+                    "column %d",
+                    name, ndim, p->ndim[t], p->line[t], p->col[t]);
     *out = t;
     return KT_OK;
 }
@@ -358,8 +356,8 @@ static const struct {
     const char *name;
     enum kt_xop op;
 } funcs[] = {
-    {"max", KT_X_MAX}, {"min", KT_X_MIN}, {"exp", KT_X_EXP},
-    {"log", KT_X_LOG}, {"sqrt", KT_X_SQRT}, {"tanh", KT_X_TANH},
+    {"max", KT_X_MAX},         {"min", KT_X_MIN},   {"exp", KT_X_EXP},
+    {"log", KT_X_LOG},         {"sqrt", KT_X_SQRT}, {"tanh", KT_X_TANH},
     {"sigmoid", KT_X_SIGMOID}, {"relu", KT_X_RELU}, {"abs", KT_X_ABS},
 };
 
@@ -378,7 +376,8 @@ call(struct parser *ps, struct kt_expr **out)
     if (i == KT_ARRAY_LEN(funcs))
         return perr(ps, line, col,
                     "unknown function '%s' (known: max min exp log sqrt tanh "
-                    "sigmoid relu abs)", name);
+                    "sigmoid relu abs)",
+                    name);
     if ((rc = next(ps)) != KT_OK || (rc = next(ps)) != KT_OK) /* name, ( */
         return rc;
     if ((rc = sum(ps, &a)) != KT_OK)
@@ -459,9 +458,7 @@ unary(struct parser *ps, struct kt_expr **out)
         *out = a;
         a = NULL;
         break;
-    case KT_TOK_NUM:
-        rc = number(ps, out);
-        break;
+    case KT_TOK_NUM: rc = number(ps, out); break;
     case KT_TOK_IDENT:
         /* One character of lookahead decides read, call or bare name. */
         after = ps->lx.s;
@@ -476,12 +473,11 @@ unary(struct parser *ps, struct kt_expr **out)
             rc = perr(ps, line, col,
                       "'%s' is used as a value; axes may appear only inside "
                       "tensor indexes [ ] (expected a tensor read, a number "
-                      "or a call)", name);
+                      "or a call)",
+                      name);
         }
         break;
-    default:
-        rc = expected(ps, "a number, a tensor read, a call or '('");
-        break;
+    default: rc = expected(ps, "a number, a tensor read, a call or '('"); break;
     }
     kt_expr_free(a);
     if (rc == KT_OK)
@@ -564,8 +560,7 @@ lhs(struct parser *ps)
         for (i = 0; i < n; i++)
             if (strcmp(st->axname[i], st->axname[n]) == 0)
                 return perr(ps, ps->lx.tline, ps->lx.tcol,
-                            "axis %s appears twice on the left",
-                            st->axname[n]);
+                            "axis %s appears twice on the left", st->axname[n]);
         n++;
         if ((rc = next(ps)) != KT_OK)
             return rc;
@@ -574,8 +569,7 @@ lhs(struct parser *ps)
         return expected(ps, "',' or ']' (the left side takes bare axis "
                             "names)");
     st->naxes = st->nspatial = n;
-    if ((rc = tensor_use(ps, name, n, st->line, st->col, 1, &st->out)) !=
-        KT_OK)
+    if ((rc = tensor_use(ps, name, n, st->line, st->col, 1, &st->out)) != KT_OK)
         return rc;
     return next(ps);
 }
@@ -703,7 +697,8 @@ canon_axes(struct parser *ps)
         if (perm[a] < 0)
             return perr(ps, ps->axline[a], ps->axcol[a],
                         "axis %s drops out of every index it appears in "
-                        "(its coefficient is 0)", st->axname[a]);
+                        "(its coefficient is 0)",
+                        st->axname[a]);
     memcpy(names, st->axname, sizeof(names));
     memcpy(where_ext, st->where, sizeof(where_ext));
     for (a = 0; a < st->naxes; a++) {

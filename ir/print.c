@@ -62,8 +62,10 @@ static int
 prec(const struct kt_expr *e)
 {
     switch (e->op) {
-    case KT_X_ADD: case KT_X_SUB: return 1;
-    case KT_X_MUL: case KT_X_DIV: return 2;
+    case KT_X_ADD:
+    case KT_X_SUB: return 1;
+    case KT_X_MUL:
+    case KT_X_DIV: return 2;
     case KT_X_NEG: return 3;
     case KT_X_CONST: return e->value < 0 ? 3 : 4;
     default: return 4;
@@ -92,9 +94,7 @@ print_expr(const struct kt_dag *d, const struct kt_expr *e, struct kt_buf *b)
     int t, k, p;
 
     switch (e->op) {
-    case KT_X_CONST:
-        kt_buf_printf(b, "%.9g", (double)e->value);
-        return;
+    case KT_X_CONST: kt_buf_printf(b, "%.9g", (double)e->value); return;
     case KT_X_LOAD:
         orig_load(d, e, &t, idx);
         kt_buf_printf(b, "%s[", d->tensors[t].name);
@@ -105,7 +105,10 @@ print_expr(const struct kt_dag *d, const struct kt_expr *e, struct kt_buf *b)
         }
         kt_buf_putc(b, ']');
         return;
-    case KT_X_ADD: case KT_X_SUB: case KT_X_MUL: case KT_X_DIV:
+    case KT_X_ADD:
+    case KT_X_SUB:
+    case KT_X_MUL:
+    case KT_X_DIV:
         p = prec(e);
         print_sub(d, e->a, prec(e->a) < p, b);
         kt_buf_putc(b, ops[e->op - KT_X_ADD]);

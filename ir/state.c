@@ -11,11 +11,11 @@
 #include <string.h>
 
 static const char *const step_names[KT_STEP_NKINDS] = {
-    [KT_STEP_SPLIT] = "SP",        [KT_STEP_REORDER] = "RE",
-    [KT_STEP_FUSE] = "FU",         [KT_STEP_COMPUTE_AT] = "CA",
+    [KT_STEP_SPLIT] = "SP",          [KT_STEP_REORDER] = "RE",
+    [KT_STEP_FUSE] = "FU",           [KT_STEP_COMPUTE_AT] = "CA",
     [KT_STEP_COMPUTE_INLINE] = "CI", [KT_STEP_COMPUTE_ROOT] = "CR",
-    [KT_STEP_CACHE_WRITE] = "CHW", [KT_STEP_ANNOTATE] = "AN",
-    [KT_STEP_PRAGMA] = "PR",       [KT_STEP_CACHE_READ] = "CHR",
+    [KT_STEP_CACHE_WRITE] = "CHW",   [KT_STEP_ANNOTATE] = "AN",
+    [KT_STEP_PRAGMA] = "PR",         [KT_STEP_CACHE_READ] = "CHR",
     [KT_STEP_LAYOUT_REWRITE] = "LR",
 };
 
@@ -78,7 +78,8 @@ kt_state_clone(const struct kt_state *src)
     for (i = 0; i < st->nstages; i++)
         st->stages[i].body = kt_expr_clone(src->stages[i].body);
     st->capsteps = src->nsteps;
-    st->steps = kt_xmalloc(sizeof(*st->steps) * (size_t)(st->capsteps ? st->capsteps : 1));
+    st->steps = kt_xmalloc(sizeof(*st->steps) *
+                           (size_t)(st->capsteps ? st->capsteps : 1));
     if (src->nsteps > 0)
         memcpy(st->steps, src->steps, sizeof(*st->steps) * (size_t)src->nsteps);
     return st;
@@ -172,13 +173,14 @@ check_no_attached(const struct kt_state *st, int stage, const char *what,
     for (i = 0; i < st->nstages; i++)
         if (!st->stages[i].inlined && st->stages[i].attach_stage == stage)
             return FAIL("%s: %s has stage %s attached; transform it before "
-                        "attaching", what, st->stages[stage].name,
-                        st->stages[i].name);
+                        "attaching",
+                        what, st->stages[stage].name, st->stages[i].name);
     return KT_OK;
 }
 
 static int
-do_split(struct kt_state *st, const struct kt_step *sp, char *err, size_t errlen)
+do_split(struct kt_state *st, const struct kt_step *sp, char *err,
+         size_t errlen)
 {
     struct kt_sstage *s = &st->stages[sp->stage];
     struct kt_iter *it;
@@ -203,15 +205,16 @@ do_split(struct kt_state *st, const struct kt_step *sp, char *err, size_t errlen
                     s->name, KT_MAX_ITERS);
     for (i = 0; i < n; i++) {
         if (sp->v[i] < 1)
-            return FAIL("split: length %lld is not positive", (long long)sp->v[i]);
+            return FAIL("split: length %lld is not positive",
+                        (long long)sp->v[i]);
         prod *= sp->v[i];
         if (prod > it->extent)
             break;
     }
     if (prod > it->extent || it->extent % prod != 0)
         return FAIL("split: lengths of product %lld do not divide the extent "
-                    "%lld of iterator %d of %s", (long long)prod,
-                    (long long)it->extent, sp->iter, s->name);
+                    "%lld of iterator %d of %s",
+                    (long long)prod, (long long)it->extent, sp->iter, s->name);
 
     /* Parts of this axis after 'part' move n places inward. */
     for (j = s->nparts[axis] - 1; j > part; j--)
@@ -246,7 +249,8 @@ do_split(struct kt_state *st, const struct kt_step *sp, char *err, size_t errlen
 }
 
 static int
-do_reorder(struct kt_state *st, const struct kt_step *sp, char *err, size_t errlen)
+do_reorder(struct kt_state *st, const struct kt_step *sp, char *err,
+           size_t errlen)
 {
     struct kt_sstage *s = &st->stages[sp->stage];
     struct kt_iter tmp[KT_MAX_ITERS];
@@ -292,7 +296,8 @@ do_fuse(struct kt_state *st, const struct kt_step *sp, char *err, size_t errlen)
                         s->name);
         if (f.nparts + it->nparts > (int)KT_ARRAY_LEN(f.parts))
             return FAIL("fuse: too many parts");
-        memcpy(&f.parts[f.nparts], it->parts, sizeof(*it->parts) * (size_t)it->nparts);
+        memcpy(&f.parts[f.nparts], it->parts,
+               sizeof(*it->parts) * (size_t)it->nparts);
         f.nparts += it->nparts;
         f.extent *= it->extent;
         kinds |= it->reduce == 2 ? 3 : (1 << it->reduce);
@@ -316,14 +321,15 @@ do_compute_at(struct kt_state *st, const struct kt_step *sp, char *err,
     if (target < 0 || target >= st->nstages || target == sp->stage)
         return FAIL("compute_at: bad target stage %d", target);
     if (st->stages[target].inlined)
-        return FAIL("compute_at: target %s is inlined", st->stages[target].name);
+        return FAIL("compute_at: target %s is inlined",
+                    st->stages[target].name);
     if (check_iter(&st->stages[target], titer, "compute_at", err, errlen))
         return KT_ESCHEDULE;
     if (is_output(st, sp->stage))
         return FAIL("compute_at: %s is an output", s->name);
     if (attached_under(st, target, sp->stage))
-        return FAIL("compute_at: %s is attached inside %s", st->stages[target].name,
-                    s->name);
+        return FAIL("compute_at: %s is attached inside %s",
+                    st->stages[target].name, s->name);
     for (c = 0; c < st->nstages; c++) {
         if (c == sp->stage || st->stages[c].inlined)
             continue;
@@ -407,7 +413,8 @@ do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
     int idx = sp->stage, i, lt;
 
     if (s->transformed || s->inlined || s->attach_stage >= 0)
-        return FAIL("cache_write: %s must be untransformed and at root", s->name);
+        return FAIL("cache_write: %s must be untransformed and at root",
+                    s->name);
     if (s->is_pad || s->cache_read)
         return FAIL("cache_write: %s is a padding or pack stage", s->name);
     for (i = 0; i < st->nstages; i++)
@@ -456,9 +463,8 @@ kt_state_apply(struct kt_state *st, const struct kt_step *sp, char *err,
         return kt_seterr(err, errlen, KT_ESCHEDULE, "step %d: unknown kind",
                          st->nsteps);
     if (sp->stage < 0 || sp->stage >= st->nstages)
-        return kt_seterr(err, errlen, KT_ESCHEDULE,
-                         "step %d (%s): no stage %d", st->nsteps,
-                         step_names[sp->kind], sp->stage);
+        return kt_seterr(err, errlen, KT_ESCHEDULE, "step %d (%s): no stage %d",
+                         st->nsteps, step_names[sp->kind], sp->stage);
     if (sp->n < 0 || sp->n > KT_MAX_STEP_ARGS)
         return kt_seterr(err, errlen, KT_ESCHEDULE,
                          "step %d (%s): bad argument count", st->nsteps,
@@ -474,7 +480,9 @@ kt_state_apply(struct kt_state *st, const struct kt_step *sp, char *err,
     case KT_STEP_SPLIT: rc = do_split(st, sp, msg, sizeof(msg)); break;
     case KT_STEP_REORDER: rc = do_reorder(st, sp, msg, sizeof(msg)); break;
     case KT_STEP_FUSE: rc = do_fuse(st, sp, msg, sizeof(msg)); break;
-    case KT_STEP_COMPUTE_AT: rc = do_compute_at(st, sp, msg, sizeof(msg)); break;
+    case KT_STEP_COMPUTE_AT:
+        rc = do_compute_at(st, sp, msg, sizeof(msg));
+        break;
     case KT_STEP_COMPUTE_INLINE:
         rc = do_compute_inline(st, sp, msg, sizeof(msg));
         break;
@@ -487,14 +495,19 @@ kt_state_apply(struct kt_state *st, const struct kt_step *sp, char *err,
             s->attach_stage = -1;
         }
         break;
-    case KT_STEP_CACHE_WRITE: rc = do_cache_write(st, sp, msg, sizeof(msg)); break;
-    case KT_STEP_CACHE_READ: rc = kt__do_cache_read(st, sp, msg, sizeof(msg)); break;
+    case KT_STEP_CACHE_WRITE:
+        rc = do_cache_write(st, sp, msg, sizeof(msg));
+        break;
+    case KT_STEP_CACHE_READ:
+        rc = kt__do_cache_read(st, sp, msg, sizeof(msg));
+        break;
     case KT_STEP_LAYOUT_REWRITE:
         rc = kt__do_layout_rewrite(st, sp, msg, sizeof(msg));
         break;
     case KT_STEP_ANNOTATE:
         rc = check_iter(s, sp->iter, "annotate", msg, sizeof(msg));
-        if (rc == KT_OK && (sp->v[0] < KT_ANN_NONE || sp->v[0] > KT_ANN_UNROLL)) {
+        if (rc == KT_OK &&
+            (sp->v[0] < KT_ANN_NONE || sp->v[0] > KT_ANN_UNROLL)) {
             rc = KT_ESCHEDULE;
             snprintf(msg, sizeof(msg), "annotate: unknown annotation %lld",
                      (long long)sp->v[0]);
@@ -504,7 +517,8 @@ kt_state_apply(struct kt_state *st, const struct kt_step *sp, char *err,
             rc = KT_ESCHEDULE;
             snprintf(msg, sizeof(msg),
                      "annotate: iterator %d of %s is a reduction; it cannot "
-                     "be parallel", sp->iter, s->name);
+                     "be parallel",
+                     sp->iter, s->name);
         }
         if (rc == KT_OK)
             s->iters[sp->iter].ann = (enum kt_annot)sp->v[0];
@@ -513,15 +527,15 @@ kt_state_apply(struct kt_state *st, const struct kt_step *sp, char *err,
         rc = check_iter(s, sp->iter, "pragma", msg, sizeof(msg));
         if (rc == KT_OK && (sp->v[0] < 0 || sp->v[0] > 4096)) {
             rc = KT_ESCHEDULE;
-            snprintf(msg, sizeof(msg), "pragma: auto_unroll_max_step %lld "
-                     "out of range 0..4096", (long long)sp->v[0]);
+            snprintf(msg, sizeof(msg),
+                     "pragma: auto_unroll_max_step %lld "
+                     "out of range 0..4096",
+                     (long long)sp->v[0]);
         }
         if (rc == KT_OK)
             s->iters[sp->iter].auto_unroll_max_step = (int)sp->v[0];
         break;
-    default:
-        rc = KT_ESCHEDULE;
-        break;
+    default: rc = KT_ESCHEDULE; break;
     }
 out:
     if (rc != KT_OK)
@@ -529,7 +543,8 @@ out:
                          st->nsteps, step_names[sp->kind], msg);
     if (st->nsteps == st->capsteps) {
         st->capsteps = st->capsteps ? st->capsteps * 2 : 16;
-        st->steps = kt_xrealloc(st->steps, sizeof(*st->steps) * (size_t)st->capsteps);
+        st->steps = kt_xrealloc(st->steps,
+                                sizeof(*st->steps) * (size_t)st->capsteps);
     }
     st->steps[st->nsteps++] = *sp;
     return KT_OK;

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const ann_names[] = {"none", "parallel", "vectorize", "unroll"};
+static const char *const ann_names[] = {"none", "parallel", "vectorize",
+                                        "unroll"};
 
 void
 kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b)
@@ -37,15 +38,15 @@ kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b)
                 kt_buf_printf(b, "%s%lld", j ? "," : "", (long long)s->v[j]);
             kt_buf_putc(b, ']');
             break;
-        case KT_STEP_FUSE:
-            kt_buf_printf(b, ",%d,%d", s->iter, s->n);
-            break;
+        case KT_STEP_FUSE: kt_buf_printf(b, ",%d,%d", s->iter, s->n); break;
         case KT_STEP_COMPUTE_AT:
-            kt_buf_printf(b, ",%lld,%lld", (long long)s->v[0], (long long)s->v[1]);
+            kt_buf_printf(b, ",%lld,%lld", (long long)s->v[0],
+                          (long long)s->v[1]);
             break;
         case KT_STEP_ANNOTATE:
             kt_buf_printf(b, ",%d,\"%s\"", s->iter,
-                          s->v[0] >= 0 && s->v[0] < 4 ? ann_names[s->v[0]] : "?");
+                          s->v[0] >= 0 && s->v[0] < 4 ? ann_names[s->v[0]]
+                                                      : "?");
             break;
         case KT_STEP_PRAGMA:
             kt_buf_printf(b, ",%d,%lld", s->iter, (long long)s->v[0]);
@@ -53,8 +54,7 @@ kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b)
         case KT_STEP_CACHE_READ:
             kt_buf_printf(b, ",%lld", (long long)s->v[0]);
             break;
-        default:
-            break;
+        default: break;
         }
         kt_buf_putc(b, ']');
     }
@@ -181,7 +181,8 @@ parse_step(const cJSON *a, struct kt_step *s, char *what, size_t wlen)
         return 0;
     }
 arity:
-    snprintf(what, wlen, "%s: wrong number of fields (%d)", kind->valuestring, n);
+    snprintf(what, wlen, "%s: wrong number of fields (%d)", kind->valuestring,
+             n);
     return -1;
 bad:
     snprintf(what, wlen, "%s: malformed field", kind->valuestring);
@@ -215,11 +216,12 @@ kt_steps_from_json(const char *json, struct kt_step **steps, int *nsteps,
     n = cJSON_GetArraySize(list);
     out = kt_xcalloc((size_t)(n ? n : 1), sizeof(*out));
     for (i = 0; i < n; i++) {
-        if (parse_step(cJSON_GetArrayItem(list, i), &out[i], what, sizeof(what))) {
+        if (parse_step(cJSON_GetArrayItem(list, i), &out[i], what,
+                       sizeof(what))) {
             free(out);
             cJSON_Delete(root);
-            return kt_seterr(err, errlen, KT_EPARSE, "schedule JSON: step %d: %s",
-                             i, what);
+            return kt_seterr(err, errlen, KT_EPARSE,
+                             "schedule JSON: step %d: %s", i, what);
         }
     }
     cJSON_Delete(root);

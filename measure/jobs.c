@@ -120,9 +120,9 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: need candidates and a callback");
     if (o->number < 1 || o->repeat < 1 || o->repeat > KT_MEASURE_MAX_REPEAT ||
-        o->min_repeat_ms < 0 || o->cooldown_ms < 0 ||
-        o->build_timeout_ms < 1 || o->run_timeout_ms < 1 || o->threads < 0 ||
-        o->mem_mb < 0 || !(o->tolerance >= 0))
+        o->min_repeat_ms < 0 || o->cooldown_ms < 0 || o->build_timeout_ms < 1 ||
+        o->run_timeout_ms < 1 || o->threads < 0 || o->mem_mb < 0 ||
+        !(o->tolerance >= 0))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: measure options out of range (number>=1,"
                          " 1<=repeat<=%d, timeouts>=1 ms)",
@@ -152,9 +152,8 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         if (cands[i].preset_err_no != 0) {
             c->state = KT__JOB_DONE;
             c->err_no = cands[i].preset_err_no;
-            c->err_text = kt_xstrdup(cands[i].preset_err_text
-                                         ? cands[i].preset_err_text
-                                         : "");
+            c->err_text = kt_xstrdup(
+                cands[i].preset_err_text ? cands[i].preset_err_text : "");
             preset++;
             continue;
         }
@@ -338,18 +337,24 @@ parse_costs(struct kt__cand *c, const char *s, int want, char *why,
     for (;;) {
         double v = strtod(s, &end);
         if (end == s || (*end != ',' && *end != '\0')) {
-            snprintf(why, whylen, "worker returned malformed costs near "
-                     "'%.20s'", s);
+            snprintf(why, whylen,
+                     "worker returned malformed costs near "
+                     "'%.20s'",
+                     s);
             return -1;
         }
         if (!isfinite(v) || !(v > 0)) {
-            snprintf(why, whylen, "worker returned cost %g: costs must be "
-                     "finite and positive", v);
+            snprintf(why, whylen,
+                     "worker returned cost %g: costs must be "
+                     "finite and positive",
+                     v);
             return -1;
         }
         if (c->ncosts == KT_MEASURE_MAX_REPEAT || c->ncosts == want) {
-            snprintf(why, whylen, "worker returned more than %d costs for "
-                     "repeat=%d", c->ncosts, want);
+            snprintf(why, whylen,
+                     "worker returned more than %d costs for "
+                     "repeat=%d",
+                     c->ncosts, want);
             return -1;
         }
         c->costs[c->ncosts++] = v;
@@ -371,10 +376,13 @@ parse_costs(struct kt__cand *c, const char *s, int want, char *why,
 static size_t
 result_key_cap(const char *k)
 {
-    static const char *const small[] = {
-        "build_s", "compiler_status", "signal", "number", "run_s",
-        "rel_err", "ref_cached", "workload", "flops", "cost", "cv",
-        "mem_limit", "pack_s"};
+    static const char *const small[] = {"build_s",    "compiler_status",
+                                        "signal",     "number",
+                                        "run_s",      "rel_err",
+                                        "ref_cached", "workload",
+                                        "flops",      "cost",
+                                        "cv",         "mem_limit",
+                                        "pack_s"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)
@@ -418,7 +426,8 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
     if (c == NULL || stage == NULL ||
         strcmp(stage, c->stage == KT__STAGE_BUILD ? "build" : "run") != 0) {
         log_warnx("tracker: worker %s sent a result for job '%s', which it "
-                  "was not given; ignored", w->name, id ? id : "?");
+                  "was not given; ignored",
+                  w->name, id ? id : "?");
         return;
     }
     if (kt_msg_get_ll(m, "err_no", 1, 0, 0, 8, &e, err, sizeof(err)) < 0) {
@@ -485,8 +494,10 @@ kt__worker_lost(struct kt__conn *w, const char *why)
             if (c->attempts > t->o.max_retries) {
                 struct kt_buf msg;
                 kt_buf_init(&msg);
-                kt_buf_printf(&msg, "worker %s lost (%s) during %s; gave up "
-                              "after %d attempts", w->name, why,
+                kt_buf_printf(&msg,
+                              "worker %s lost (%s) during %s; gave up "
+                              "after %d attempts",
+                              w->name, why,
                               c->stage == KT__STAGE_BUILD ? "build" : "run",
                               c->attempts);
                 int last = b->remaining == 1;
@@ -497,8 +508,8 @@ kt__worker_lost(struct kt__conn *w, const char *why)
                     break; /* b is freed */
             } else {
                 log_info("tracker: re-queueing %s (%s, attempt %d) after "
-                         "losing %s", c->id,
-                         c->stage == KT__STAGE_BUILD ? "build" : "run",
+                         "losing %s",
+                         c->id, c->stage == KT__STAGE_BUILD ? "build" : "run",
                          c->attempts, w->name);
                 c->state = KT__JOB_QUEUED;
                 c->w = NULL;
@@ -522,15 +533,17 @@ kt__check_deadlines(struct kt_tracker *t, double now)
             char why[160];
             if (c->state != KT__JOB_ACTIVE || now < c->deadline)
                 continue;
-            snprintf(why, sizeof(why), "no answer to %s %s within its "
-                     "deadline", c->stage == KT__STAGE_BUILD ? "build" : "run",
-                     c->id);
+            snprintf(why, sizeof(why),
+                     "no answer to %s %s within its "
+                     "deadline",
+                     c->stage == KT__STAGE_BUILD ? "build" : "run", c->id);
             /* The worker is stuck: the job fails, the worker is dropped
              * (it reconnects) and its other jobs are re-queued. */
             kt_msg_set(&c->kvs, "stuck_worker", w->name);
-            cand_finish(c, c->stage == KT__STAGE_BUILD
-                               ? KT_MERR_BUILD_TIMEOUT
-                               : KT_MERR_RUN_TIMEOUT, why);
+            cand_finish(c,
+                        c->stage == KT__STAGE_BUILD ? KT_MERR_BUILD_TIMEOUT
+                                                    : KT_MERR_RUN_TIMEOUT,
+                        why);
             kt__conn_drop(w, why);
             return; /* lists changed; the next tick continues */
         }

@@ -77,13 +77,13 @@ on_exit_cb(uv_process_t *p, int64_t status, int sig)
          * backing off while it keeps dying young. */
         l->backoff_ms = now - l->started > KT__LOCAL_STABLE_S
                             ? KT__LOCAL_BACKOFF_MIN_MS
-                            : l->backoff_ms * 2 > KT__LOCAL_BACKOFF_MAX_MS
-                                  ? KT__LOCAL_BACKOFF_MAX_MS
-                                  : l->backoff_ms * 2;
+                        : l->backoff_ms * 2 > KT__LOCAL_BACKOFF_MAX_MS
+                            ? KT__LOCAL_BACKOFF_MAX_MS
+                            : l->backoff_ms * 2;
         l->restart_at = now + l->backoff_ms / 1000.0;
         log_warnx("tracker: local worker pid %d exited (status %lld, "
-                  "signal %d); restarting it in %d ms", p->pid,
-                  (long long)status, sig, l->backoff_ms);
+                  "signal %d); restarting it in %d ms",
+                  p->pid, (long long)status, sig, l->backoff_ms);
     }
     if (!l->closing) {
         l->closing = 1;
@@ -137,7 +137,9 @@ spawn_one(struct kt_tracker *t, struct kt__local *l, int i, char *err,
     /* One build slot per core: the tracker still never builds beside a
      * timing run on this host, so builds overlap only each other. */
     snprintf(jobsarg, sizeof(jobsarg), "--jobs=%ld",
-             ncpu < 1 ? 1L : ncpu > 16 ? 16L : ncpu);
+             ncpu < 1    ? 1L
+             : ncpu > 16 ? 16L
+                         : ncpu);
     args[0] = t->local_path;
     args[1] = "server";
     args[2] = tracker;
@@ -187,8 +189,8 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
     int k, rc = 0;
 
     if (n < 0 || t->nlocal + n > KT__MAX_LOCAL)
-        return kt_seterr(err, errlen, KT_EINVAL,
-                         "local workers: at most %d", KT__MAX_LOCAL);
+        return kt_seterr(err, errlen, KT_EINVAL, "local workers: at most %d",
+                         KT__MAX_LOCAL);
     if (rpc_path == NULL)
         kt_measure_find_rpc(t->local_path, sizeof(t->local_path));
     else
@@ -198,11 +200,14 @@ kt_tracker_spawn_local(struct kt_tracker *t, int n, const char *rpc_path,
              roles ? roles : "build,run");
     if (local_token(t) == NULL) {
         if (kt_auth_nonce(t->local_token) < 0)
-            return kt_seterr(err, errlen, KT_EIO, "no random bytes for the "
+            return kt_seterr(err, errlen, KT_EIO,
+                             "no random bytes for the "
                              "local workers' token (getrandom failed)");
         if (kt__bind_key_token(t, t->local_key, t->local_token) < 0)
-            return kt_seterr(err, errlen, KT_EINVAL, "cannot bind a token to "
-                             "local key '%s'", t->local_key);
+            return kt_seterr(err, errlen, KT_EINVAL,
+                             "cannot bind a token to "
+                             "local key '%s'",
+                             t->local_key);
     }
     for (k = 0; k < n && rc == 0; k++) {
         struct kt__local *l = &t->local[t->nlocal];
@@ -252,7 +257,8 @@ on_killer(uv_timer_t *h)
     for (i = 0; i < t->nlocal; i++)
         if (t->local[i].running) {
             log_warnx("tracker: local worker pid %d ignored SIGTERM; "
-                      "killing it", t->local[i].proc.pid);
+                      "killing it",
+                      t->local[i].proc.pid);
             uv_process_kill(&t->local[i].proc, SIGKILL);
         }
 }

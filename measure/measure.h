@@ -36,27 +36,27 @@ void kt_measure_default_opts(struct kt_measure_opts *o);
 
 /* One candidate of a batch.  Strings are copied by kt_tracker_submit. */
 struct kt_candidate {
-    const char *source;   /* C text with the kernel ABI (ir/ir.h) */
-    const char *cc;       /* compiler command, e.g. "gcc -O3 -fopenmp";
+    const char *source; /* C text with the kernel ABI (ir/ir.h) */
+    const char *cc;     /* compiler command, e.g. "gcc -O3 -fopenmp";
                              "-shared -fPIC -o out.so src.c" is appended */
-    int preset_err_no;    /* non-zero: report this error without building
+    int preset_err_no;  /* non-zero: report this error without building
                              (INSTANTIATION_ERROR from lowering) */
     const char *preset_err_text;
 };
 
 /* Per-candidate result, borrowed for the duration of the callback. */
 struct kt_measure_result {
-    int err_no;                   /* enum kt_measure_errno */
-    const char *err_text;         /* "" when err_no == 0 */
+    int err_no;           /* enum kt_measure_errno */
+    const char *err_text; /* "" when err_no == 0 */
     int ncosts;
     double costs[KT_MEASURE_MAX_REPEAT]; /* seconds per call, per repeat */
-    double cost;                  /* mean without min and max if ncosts>=3 */
-    double cv;                    /* coefficient of variation of costs */
-    double build_s;               /* compiler wall time on the worker */
-    double run_s;                 /* load + check + timing on the worker */
-    const char *worker;           /* the run (or last) worker's name */
-    int attempts;                 /* dispatches, including re-queues */
-    int nkvs;                     /* extra context: compiler output, signal */
+    double cost;        /* mean without min and max if ncosts>=3 */
+    double cv;          /* coefficient of variation of costs */
+    double build_s;     /* compiler wall time on the worker */
+    double run_s;       /* load + check + timing on the worker */
+    const char *worker; /* the run (or last) worker's name */
+    int attempts;       /* dispatches, including re-queues */
+    int nkvs;           /* extra context: compiler output, signal */
     const char *const *kv_keys;
     const char *const *kv_vals;
 };
@@ -65,8 +65,7 @@ struct kt_tracker;
 /* Called once per batch on the loop thread with n results in submission
  * order; results are borrowed until it returns. */
 typedef void (*kt_measure_done_cb)(void *arg,
-                                   const struct kt_measure_result *res,
-                                   int n);
+                                   const struct kt_measure_result *res, int n);
 
 /* A token that is the only one accepted for workers of key. */
 struct kt_key_token {
@@ -75,9 +74,9 @@ struct kt_key_token {
 };
 
 struct kt_tracker_opts {
-    const char *host;       /* listen address, e.g. "127.0.0.1" */
-    int port;               /* 0 = ephemeral (see kt_tracker_port) */
-    const char *token;      /* shared token, accepted for every key that
+    const char *host;  /* listen address, e.g. "127.0.0.1" */
+    int port;          /* 0 = ephemeral (see kt_tracker_port) */
+    const char *token; /* shared token, accepted for every key that
                                has no token of its own; NULL = a random
                                one that no worker knows */
     const struct kt_key_token *key_tokens; /* copied; at most 32 */
@@ -98,8 +97,7 @@ void kt_tracker_default_opts(struct kt_tracker_opts *o);
 /* Creates a tracker listening on o->host:o->port on loop.  Copies o.
  * Free with kt_tracker_close. */
 int kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
-                   const struct kt_tracker_opts *o, char *err,
-                   size_t errlen);
+                   const struct kt_tracker_opts *o, char *err, size_t errlen);
 /* The bound port (useful with port 0). */
 int kt_tracker_port(const struct kt_tracker *t);
 /* The token workers must prove (borrowed; valid until close). */

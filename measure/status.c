@@ -57,8 +57,8 @@ print_status(const struct kt_msg *m, const char *host, int port, FILE *out)
                  "------------------------------\n\n");
     fprintf(out, "Queue Status\n");
     fprintf(out, "----------------------------------------------\n");
-    fprintf(out, "%-12s %6s %6s %8s %8s\n", "key", "total", "free",
-            "pending", "active");
+    fprintf(out, "%-12s %6s %6s %8s %8s\n", "key", "total", "free", "pending",
+            "active");
     fprintf(out, "----------------------------------------------\n");
     for (i = 0; i < nw; i++) {
         const char *key = field(m, "w", i, "key");
@@ -125,10 +125,9 @@ fetch_status(int fd, struct kt_session *sess, struct kt_msg *all, char *err,
             kt_msg_free(&m);
             return rc;
         }
-        if (kt_msg_get_ll(&m, "workers", 0, 0, 0, 100000, &n, err, errlen) <
-                0 ||
-            kt_msg_get_ll(&m, "total", 0, n, 0, 1 << 30, &total, err,
-                          errlen) < 0) {
+        if (kt_msg_get_ll(&m, "workers", 0, 0, 0, 100000, &n, err, errlen) < 0 ||
+            kt_msg_get_ll(&m, "total", 0, n, 0, 1 << 30, &total, err, errlen) <
+                0) {
             kt_msg_free(&m);
             return KT_EPROTO;
         }
@@ -138,7 +137,8 @@ fetch_status(int fd, struct kt_session *sess, struct kt_msg *all, char *err,
                 snprintf(k, sizeof(k), "w.%lld.%s", from + idx,
                          m.keys[i] + off);
                 kt_msg_set(all, k, m.vals[i]);
-            } else if (m.keys[i][0] == 'q' || strcmp(m.keys[i], "queues") == 0) {
+            } else if (m.keys[i][0] == 'q' ||
+                       strcmp(m.keys[i], "queues") == 0) {
                 kt_msg_set(all, m.keys[i], m.vals[i]);
             }
         }

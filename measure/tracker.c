@@ -115,8 +115,10 @@ kt__conn_send(struct kt__conn *c, const struct kt_msg *m)
     if (queued > 0 && queued + b.len > c->t->o.write_queue_max) {
         char why[120];
         kt_buf_free(&b);
-        snprintf(why, sizeof(why), "more than %zu bytes queued to it "
-                 "(not reading)", c->t->o.write_queue_max);
+        snprintf(why, sizeof(why),
+                 "more than %zu bytes queued to it "
+                 "(not reading)",
+                 c->t->o.write_queue_max);
         log_warnx("tracker: peer %s: %s; closing", c->peer, why);
         kt__conn_drop(c, why);
         return;
@@ -180,10 +182,10 @@ send_status(struct kt__conn *c, const struct kt_msg *req)
             continue;
         if (seen++ < from || i >= STATUS_PAGE)
             continue;
-#define SETK(field, ...)                                                      \
-    do {                                                                      \
-        snprintf(k, sizeof(k), "w.%d." field, i);                             \
-        kt_msg_setf(&m, k, __VA_ARGS__);                                      \
+#define SETK(field, ...)                                                       \
+    do {                                                                       \
+        snprintf(k, sizeof(k), "w.%d." field, i);                              \
+        kt_msg_setf(&m, k, __VA_ARGS__);                                       \
     } while (0)
         SETK("name", "%s", w->name);
         SETK("key", "%s", w->key);
@@ -239,8 +241,7 @@ copy_field(const struct kt_msg *m, const char *k, char *out, size_t len,
 
     if (v == NULL || v[0] == '\0') {
         if (required)
-            return kt_seterr(err, errlen, KT_EPROTO, "hello: missing '%s'",
-                             k);
+            return kt_seterr(err, errlen, KT_EPROTO, "hello: missing '%s'", k);
         v = "?";
     }
     if (strlen(v) >= len)
@@ -336,8 +337,8 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     long long v;
 
     if (strcmp(kt_msg_type(m), "hello") != 0)
-        return kt_seterr(err, errlen, KT_EPROTO,
-                         "expected 'hello', got '%s'", kt_msg_type(m));
+        return kt_seterr(err, errlen, KT_EPROTO, "expected 'hello', got '%s'",
+                         kt_msg_type(m));
     if (kt_msg_get_ll(m, "proto", 1, 0, 1, 1000, &v, err, errlen) < 0)
         return KT_EPROTO;
     if (v != KT_WIRE_PROTO) {
@@ -357,19 +358,18 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
         return kt_seterr(err, errlen, KT_EPROTO,
                          "hello: 'nonce' must be 64 hex digits of its own");
     kt_auth_role(kind, kt_msg_get(m, "key"), role, sizeof(role));
-    token = proven_token(t, kind, kt_msg_get(m, "key"), role, c->nonce,
-                         pnonce, mac);
+    token = proven_token(t, kind, kt_msg_get(m, "key"), role, c->nonce, pnonce,
+                         mac);
     if (token == NULL) {
         t->refused++;
         log_warnx("tracker: peer %s: wrong token (bad challenge response%s),"
-                  " refused", c->peer,
-                  strcmp(kind, "worker") == 0 ? " for its key" : "");
+                  " refused",
+                  c->peer, strcmp(kind, "worker") == 0 ? " for its key" : "");
         send_refused(c, "authentication failed");
         c->state = KT__CONN_CLIENT; /* no jobs; closed below */
         return kt_seterr(err, errlen, KT_EPROTO, "authentication failed");
     }
-    if (strcmp(kind, "worker") == 0 &&
-        on_worker_hello(c, m, err, errlen) < 0)
+    if (strcmp(kind, "worker") == 0 && on_worker_hello(c, m, err, errlen) < 0)
         return KT_EPROTO;
     kt_msg_init(&w, "welcome");
     kt_auth_proof(token, "tracker", role, c->nonce, pnonce, want);
@@ -454,7 +454,8 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (c->rd.len > 0) {
             c->t->bad_frames++;
             log_warnx("tracker: peer %s: connection ended inside a frame "
-                      "(%zu bytes pending)", c->peer, c->rd.len);
+                      "(%zu bytes pending)",
+                      c->peer, c->rd.len);
         }
         kt__conn_drop(c, nread == UV_EOF ? "connection closed"
                                          : uv_strerror((int)nread));
@@ -470,9 +471,9 @@ read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (rc < 0) {
             c->t->bad_frames++;
             log_warnx("tracker: peer %s: malformed frame: %s%s; closing",
-                      c->peer, err, c->state == KT__CONN_AUTH
-                                        ? " (before authentication)"
-                                        : "");
+                      c->peer, err,
+                      c->state == KT__CONN_AUTH ? " (before authentication)"
+                                                : "");
             kt__conn_drop(c, "malformed frame");
             return;
         }
@@ -594,7 +595,7 @@ on_tick(uv_timer_t *h)
                    now - c->last_rx > CLIENT_IDLE_S) {
             kt__conn_drop(c, "client idle");
         } else if (c->state == KT__CONN_WORKER &&
-                 (now - c->last_rx) * 1000 > t->o.heartbeat_lost_ms) {
+                   (now - c->last_rx) * 1000 > t->o.heartbeat_lost_ms) {
             kt__conn_drop(c, "heartbeat lost");
         }
     }
@@ -635,8 +636,8 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
             return kt_seterr(err, errlen, KT_EINVAL,
                              "tracker: key token %d (key '%s') is invalid "
                              "(1..63-byte key, 1..255-byte token, at most "
-                             "%d)", i, o->key_tokens[i].key,
-                             KT__MAX_KEY_TOKENS);
+                             "%d)",
+                             i, o->key_tokens[i].key, KT__MAX_KEY_TOKENS);
         }
     }
     if (t->o.heartbeat_lost_ms <= 0)

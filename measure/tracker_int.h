@@ -17,14 +17,14 @@ enum { KT__JOB_QUEUED, KT__JOB_ACTIVE, KT__JOB_DONE };
 enum { KT__STAGE_BUILD, KT__STAGE_RUN };
 
 struct kt__conn {
-    uv_tcp_t tcp;               /* tcp.data = this */
+    uv_tcp_t tcp; /* tcp.data = this */
     struct kt_tracker *t;
     struct kt__conn *next;
     int state;
     char peer[80];
     char nonce[65];
-    struct kt_session sess;     /* sealed frames after welcome */
-    struct kt_reader rd;        /* frames in; small until hello */
+    struct kt_session sess; /* sealed frames after welcome */
+    struct kt_reader rd;    /* frames in; small until hello */
     double last_rx;
     double since;
     /* Worker identity (after hello). */
@@ -47,11 +47,11 @@ struct kt__cand {
     struct kt__batch *b;
     char *source;
     char *cc;
-    unsigned char *so;        /* the built object, between the stages */
+    unsigned char *so; /* the built object, between the stages */
     size_t solen;
     int stage;
     int state;
-    int attempts;             /* dispatches of the current stage */
+    int attempts; /* dispatches of the current stage */
     int total_attempts;
     struct kt__conn *w;
     char id[24];
@@ -82,10 +82,10 @@ struct kt__local {
     uv_process_t proc;
     int running;
     int closing;
-    int closed;               /* proc's handle closed: may be reused */
+    int closed; /* proc's handle closed: may be reused */
     int backoff_ms;
     double started;
-    double restart_at;        /* > 0: restart due then (kt__local_tick) */
+    double restart_at; /* > 0: restart due then (kt__local_tick) */
     struct kt_tracker *t;
 };
 
@@ -109,14 +109,14 @@ struct kt_tracker {
     struct kt__batch *batches;
     unsigned long next_id;
     unsigned refused, bad_frames, lost, results;
-    unsigned pending_refused;   /* connections over max_pending */
-    double pending_logged;      /* last log line about them */
+    unsigned pending_refused; /* connections over max_pending */
+    double pending_logged;    /* last log line about them */
     struct kt__local local[KT__MAX_LOCAL];
     int nlocal;
-    char local_path[4096];      /* how local workers are (re)started */
+    char local_path[4096]; /* how local workers are (re)started */
     char local_key[96];
     char local_roles[64];
-    char local_token[65];       /* local workers' own, bound to their key */
+    char local_token[65]; /* local workers' own, bound to their key */
     struct kt__key_token keytok[KT__MAX_KEY_TOKENS];
     int nkeytok;
 };

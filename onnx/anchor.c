@@ -17,15 +17,14 @@ val(struct kt__ox *x, const struct kt_onnx_node *n, int i, int output)
     return k >= 0 ? &x->g->values[k] : NULL;
 }
 
-static int
-fail(struct kt__ox *x, const struct kt_onnx_node *n, int code,
-     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(struct kt__ox *x, const struct kt_onnx_node *n, int code,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* code < 0: an error naming the node (and the input's producer);
  * code == 1: the node is unsupported with that reason. */
 static int
-fail(struct kt__ox *x, const struct kt_onnx_node *n, int code,
-     const char *fmt, ...)
+fail(struct kt__ox *x, const struct kt_onnx_node *n, int code, const char *fmt,
+     ...)
 {
     struct kt_onnx_node *mn = (struct kt_onnx_node *)n;
     char msg[400], l[200], l2[200] = "";
@@ -43,8 +42,7 @@ fail(struct kt__ox *x, const struct kt_onnx_node *n, int code,
     }
     if (a != NULL && a->producer >= 0)
         snprintf(l2, sizeof(l2), " (input '%.100s' from %s)", a->name,
-                 kt__ox_node_label(&x->g->nodes[a->producer], l,
-                                   sizeof(l)));
+                 kt__ox_node_label(&x->g->nodes[a->producer], l, sizeof(l)));
     return kt_seterr(x->err, x->errlen, code, "%s: %s%s: %s", x->g->path,
                      kt__ox_node_label(n, l, sizeof(l)), l2, msg);
 }
@@ -94,15 +92,17 @@ kt__ox_window(struct kt__ox *x, const struct kt_onnx_node *n,
         if (k < 1 || s < 1 || d < 1 || k > 1024 || s > 1024 || d > 1024 ||
             pads[i] < 0 || pads[i + 2] < 0 || pads[i] > 65536 ||
             pads[i + 2] > 65536)
-            return fail(x, n, KT_ESHAPE, "bad kernel %lld, stride %lld or "
-                        "dilation %lld", (long long)k, (long long)s,
-                        (long long)d);
-        if (kind == 2) {   /* transposed */
+            return fail(x, n, KT_ESHAPE,
+                        "bad kernel %lld, stride %lld or "
+                        "dilation %lld",
+                        (long long)k, (long long)s, (long long)d);
+        if (kind == 2) { /* transposed */
             int64_t opad = 0, total;
             if (kt_onnx_attr_ints(n, "output_padding", v, 8) == 2)
                 opad = v[i];
             if (opad < 0 || opad >= s)
-                return fail(x, n, KT_ESHAPE, "output_padding must be in "
+                return fail(x, n, KT_ESHAPE,
+                            "output_padding must be in "
                             "0..stride-1");
             if (kt_onnx_attr_ints(n, "output_shape", v, 8) == 2) {
                 w->out[i] = v[i] < 1 || v[i] > 16777216 ? 0 : v[i];
@@ -151,13 +151,14 @@ kt__ox_window(struct kt__ox *x, const struct kt_onnx_node *n,
         if (w->pb[i] < 0 || w->pe[i] < 0)
             return fail(x, n, KT_ESHAPE, "negative padding");
         if (w->out[i] < 1)
-            return fail(x, n, KT_ESHAPE, "the %lldx%lld window (stride "
+            return fail(x, n, KT_ESHAPE,
+                        "the %lldx%lld window (stride "
                         "%lldx%lld, dilation %lldx%lld) does not fit the "
-                        "%lldx%lld input", (long long)w->k[0],
-                        (long long)w->k[1], (long long)w->s[0],
-                        (long long)w->s[1], (long long)w->d[0],
-                        (long long)w->d[1], (long long)hw[0],
-                        (long long)hw[1]);
+                        "%lldx%lld input",
+                        (long long)w->k[0], (long long)w->k[1],
+                        (long long)w->s[0], (long long)w->s[1],
+                        (long long)w->d[0], (long long)w->d[1],
+                        (long long)hw[0], (long long)hw[1]);
     }
     return 0;
 }
@@ -173,9 +174,10 @@ need_rank(struct kt__ox *x, const struct kt_onnx_node *n, int i, int rank)
     if (v == NULL)
         return fail(x, n, KT_ESHAPE, "input %d is missing", i);
     if (v->ndim != rank)
-        return fail(x, n, i == 0 ? 1 : KT_ESHAPE, "input %d '%.100s' is %s; "
-                    "%d dims are supported", i, v->name,
-                    kt__ox_shape_str(v, sh, sizeof(sh)), rank);
+        return fail(x, n, i == 0 ? 1 : KT_ESHAPE,
+                    "input %d '%.100s' is %s; "
+                    "%d dims are supported",
+                    i, v->name, kt__ox_shape_str(v, sh, sizeof(sh)), rank);
     return 0;
 }
 
@@ -192,34 +194,42 @@ infer_conv(struct kt__ox *x, const struct kt_onnx_node *n, int transposed)
     if ((rc = need_rank(x, n, 0, 4)) != 0 || (rc = need_rank(x, n, 1, 4)))
         return rc;
     if (g < 1 || g > 16777216 || a->dims[1] % g != 0)
-        return fail(x, n, KT_ESHAPE, "group %lld does not divide the %lld "
-                    "input channels", (long long)g, (long long)a->dims[1]);
+        return fail(x, n, KT_ESHAPE,
+                    "group %lld does not divide the %lld "
+                    "input channels",
+                    (long long)g, (long long)a->dims[1]);
     if (!transposed && w->dims[1] * g != a->dims[1])
-        return fail(x, n, KT_ESHAPE, "weight '%.100s' (%s) expects %lld input "
-                    "channels, the input has %lld", w->name,
-                    kt__ox_shape_str(w, sh, sizeof(sh)),
+        return fail(x, n, KT_ESHAPE,
+                    "weight '%.100s' (%s) expects %lld input "
+                    "channels, the input has %lld",
+                    w->name, kt__ox_shape_str(w, sh, sizeof(sh)),
                     (long long)(w->dims[1] * g), (long long)a->dims[1]);
     if (transposed && w->dims[0] != a->dims[1])
-        return fail(x, n, KT_ESHAPE, "weight '%.100s' (%s) expects %lld input "
-                    "channels, the input has %lld", w->name,
-                    kt__ox_shape_str(w, sh, sizeof(sh)), (long long)w->dims[0],
-                    (long long)a->dims[1]);
+        return fail(x, n, KT_ESHAPE,
+                    "weight '%.100s' (%s) expects %lld input "
+                    "channels, the input has %lld",
+                    w->name, kt__ox_shape_str(w, sh, sizeof(sh)),
+                    (long long)w->dims[0], (long long)a->dims[1]);
     K = transposed ? w->dims[1] * g : w->dims[0];
     if (K % g != 0)
-        return fail(x, n, KT_ESHAPE, "group %lld does not divide the %lld "
-                    "output channels", (long long)g, (long long)K);
+        return fail(x, n, KT_ESHAPE,
+                    "group %lld does not divide the %lld "
+                    "output channels",
+                    (long long)g, (long long)K);
     if (b != NULL && kt_onnx_value_elems(b) != K)
-        return fail(x, n, KT_ESHAPE, "bias '%.100s' has %lld values for %lld "
-                    "output channels", b->name,
-                    (long long)kt_onnx_value_elems(b), (long long)K);
+        return fail(x, n, KT_ESHAPE,
+                    "bias '%.100s' has %lld values for %lld "
+                    "output channels",
+                    b->name, (long long)kt_onnx_value_elems(b), (long long)K);
     rc = kt__ox_window(x, n, a->dims + 2, w->dims + 2, transposed ? 2 : 0,
                        &win);
     if (rc != 0)
         return rc;
     if (win.k[0] != w->dims[2] || win.k[1] != w->dims[3])
-        return fail(x, n, KT_ESHAPE, "kernel_shape %lldx%lld disagrees with "
-                    "weight '%.100s' (%s)", (long long)win.k[0],
-                    (long long)win.k[1], w->name,
+        return fail(x, n, KT_ESHAPE,
+                    "kernel_shape %lldx%lld disagrees with "
+                    "weight '%.100s' (%s)",
+                    (long long)win.k[0], (long long)win.k[1], w->name,
                     kt__ox_shape_str(w, sh, sizeof(sh)));
     dims[0] = a->dims[0];
     dims[1] = K;
@@ -227,9 +237,10 @@ infer_conv(struct kt__ox *x, const struct kt_onnx_node *n, int transposed)
     dims[3] = win.out[1];
     set_out(val(x, n, 0, 1), 4, dims, a->dtype);
     if (transposed && (g != 1 || win.d[0] != 1 || win.d[1] != 1))
-        return fail(x, n, 1, "group %lld, dilation %lldx%lld (only group 1, "
-                    "dilation 1)", (long long)g, (long long)win.d[0],
-                    (long long)win.d[1]);
+        return fail(x, n, 1,
+                    "group %lld, dilation %lldx%lld (only group 1, "
+                    "dilation 1)",
+                    (long long)g, (long long)win.d[0], (long long)win.d[1]);
     if (transposed && (win.pb[0] >= win.k[0] || win.pb[1] >= win.k[1]))
         return fail(x, n, 1, "pads of a whole kernel or more");
     return 0;
@@ -278,10 +289,12 @@ infer_gemm(struct kt__ox *x, const struct kt_onnx_node *n)
         return rc;
     K = a->dims[ta ? 0 : 1];
     if (b->dims[tb ? 1 : 0] != K)
-        return fail(x, n, KT_ESHAPE, "B '%.100s' (%s%s) has %lld rows, A has "
-                    "%lld columns", b->name, kt__ox_shape_str(b, sh,
-                    sizeof(sh)), tb ? ", transposed" : "",
-                    (long long)b->dims[tb ? 1 : 0], (long long)K);
+        return fail(x, n, KT_ESHAPE,
+                    "B '%.100s' (%s%s) has %lld rows, A has "
+                    "%lld columns",
+                    b->name, kt__ox_shape_str(b, sh, sizeof(sh)),
+                    tb ? ", transposed" : "", (long long)b->dims[tb ? 1 : 0],
+                    (long long)K);
     dims[0] = a->dims[ta ? 1 : 0];
     dims[1] = b->dims[tb ? 0 : 1];
     set_out(val(x, n, 0, 1), 2, dims, a->dtype);
@@ -303,8 +316,10 @@ infer_matmul(struct kt__ox *x, const struct kt_onnx_node *n)
     ra = a->ndim;
     rb = b->ndim;
     if (a->dims[ra - 1] != b->dims[rb >= 2 ? rb - 2 : 0])
-        return fail(x, n, KT_ESHAPE, "A has %lld columns but B '%.100s' (%s) "
-                    "has %lld rows", (long long)a->dims[ra - 1], b->name,
+        return fail(x, n, KT_ESHAPE,
+                    "A has %lld columns but B '%.100s' (%s) "
+                    "has %lld rows",
+                    (long long)a->dims[ra - 1], b->name,
                     kt__ox_shape_str(b, sh, sizeof(sh)),
                     (long long)b->dims[rb >= 2 ? rb - 2 : 0]);
     r = (ra > rb ? ra : rb);
@@ -314,13 +329,15 @@ infer_matmul(struct kt__ox *x, const struct kt_onnx_node *n)
         int ia = i - (r - ra), ib = i - (r - rb);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if (da != db && da != 1 && db != 1)
-            return fail(x, n, KT_ESHAPE, "batch dims do not broadcast (%lld "
-                        "against %lld)", (long long)da, (long long)db);
+            return fail(x, n, KT_ESHAPE,
+                        "batch dims do not broadcast (%lld "
+                        "against %lld)",
+                        (long long)da, (long long)db);
         dims[i] = da > db ? da : db;
     }
     dims[r - 2] = ra >= 2 ? a->dims[ra - 2] : 1;
     dims[r - 1] = rb >= 2 ? b->dims[rb - 1] : 1;
-    if (ra == 1 || rb == 1) {   /* vector operands drop their dim */
+    if (ra == 1 || rb == 1) { /* vector operands drop their dim */
         if (ra == 1)
             dims[r - 2] = dims[r - 1], r--;
         else
@@ -405,8 +422,7 @@ infer_resize(struct kt__ox *x, const struct kt_onnx_node *n)
     const struct kt_onnx_value *a = val(x, n, 0, 0), *sc = NULL, *sz = NULL;
     int64_t dims[KT_ONNX_MAX_DIMS];
     char buf[32];
-    const char *mode = kt_onnx_attr_str(n, "mode", "nearest", buf,
-                                        sizeof(buf));
+    const char *mode = kt_onnx_attr_str(n, "mode", "nearest", buf, sizeof(buf));
     int i;
 
     if (a == NULL || a->ndim < 1)
@@ -423,14 +439,14 @@ infer_resize(struct kt__ox *x, const struct kt_onnx_node *n)
         sc = NULL;
     for (i = 0; i < a->ndim; i++) {
         double d;
-        if (sz != NULL && sz->data != NULL &&
-            kt_onnx_value_elems(sz) == a->ndim)
+        if (sz != NULL && sz->data != NULL && kt_onnx_value_elems(sz) == a->ndim)
             d = kt_onnx_value_get(sz, i);
         else if (sc != NULL && sc->data != NULL &&
                  kt_onnx_value_elems(sc) == a->ndim)
             d = floor((double)a->dims[i] * kt_onnx_value_get(sc, i));
         else
-            return fail(x, n, 1, "scales/sizes that are not constants of "
+            return fail(x, n, 1,
+                        "scales/sizes that are not constants of "
                         "one value per dim");
         dims[i] = d >= 1 && d < 16777216.0 ? (int64_t)d : 0;
         if (dims[i] < 1)

@@ -31,8 +31,8 @@ kt__ox_find(struct kt__ox *x, const char *name)
 
     if (x->hashcap == 0)
         return -1;
-    for (i = name_hash(name) & (size_t)(x->hashcap - 1);; i = (i + 1) &
-         (size_t)(x->hashcap - 1)) {
+    for (i = name_hash(name) & (size_t)(x->hashcap - 1);;
+         i = (i + 1) & (size_t)(x->hashcap - 1)) {
         int v = x->hash[i];
         if (v < 0)
             return -1;
@@ -51,8 +51,7 @@ rehash(struct kt__ox *x)
     x->hash = kt_xmalloc((size_t)x->hashcap * sizeof(*x->hash));
     memset(x->hash, 0xff, (size_t)x->hashcap * sizeof(*x->hash));
     for (i = 0; i < x->g->nvalues; i++) {
-        size_t h = name_hash(x->g->values[i].name) &
-                   (size_t)(x->hashcap - 1);
+        size_t h = name_hash(x->g->values[i].name) & (size_t)(x->hashcap - 1);
         while (x->hash[h] >= 0)
             h = (h + 1) & (size_t)(x->hashcap - 1);
         x->hash[h] = i;
@@ -66,12 +65,15 @@ kt__ox_add_value(struct kt__ox *x, const char *name)
     struct kt_onnx_value *v;
 
     if (kt__ox_find(x, name) >= 0)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: tensor '%.200s' "
-                         "is defined twice", g->path, name), -1;
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: tensor '%.200s' "
+                         "is defined twice",
+                         g->path, name),
+               -1;
     if (g->nvalues == x->capvalues) {
         x->capvalues = x->capvalues ? 2 * x->capvalues : 256;
-        g->values = kt_xrealloc(g->values, (size_t)x->capvalues *
-                                sizeof(*g->values));
+        g->values = kt_xrealloc(g->values,
+                                (size_t)x->capvalues * sizeof(*g->values));
     }
     v = &g->values[g->nvalues++];
     memset(v, 0, sizeof(*v));
@@ -93,16 +95,19 @@ size_t
 kt__ox_dtype_size(int dtype)
 {
     switch (dtype) {
-    case KT_ONNX_FLOAT: case KT_ONNX_INT32: return 4;
-    case KT_ONNX_INT64: case KT_ONNX_DOUBLE: return 8;
-    case KT_ONNX_UINT8: case KT_ONNX_INT8: case KT_ONNX_BOOL: return 1;
+    case KT_ONNX_FLOAT:
+    case KT_ONNX_INT32: return 4;
+    case KT_ONNX_INT64:
+    case KT_ONNX_DOUBLE: return 8;
+    case KT_ONNX_UINT8:
+    case KT_ONNX_INT8:
+    case KT_ONNX_BOOL: return 1;
     default: return 0;
     }
 }
 
 void
-kt__ox_set_owned(struct kt_onnx_value *v, int dtype, void *data,
-                 size_t nbytes)
+kt__ox_set_owned(struct kt_onnx_value *v, int dtype, void *data, size_t nbytes)
 {
     if (v->owned)
         free((void *)v->data);
@@ -135,10 +140,26 @@ kt_onnx_value_get(const struct kt_onnx_value *v, int64_t i)
         return 0;
     p += (size_t)i * es;
     switch (v->dtype) {
-    case KT_ONNX_FLOAT: { float f; memcpy(&f, p, 4); return f; }
-    case KT_ONNX_DOUBLE: { double d; memcpy(&d, p, 8); return d; }
-    case KT_ONNX_INT32: { int32_t k; memcpy(&k, p, 4); return k; }
-    case KT_ONNX_INT64: { int64_t k; memcpy(&k, p, 8); return (double)k; }
+    case KT_ONNX_FLOAT: {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    case KT_ONNX_DOUBLE: {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    case KT_ONNX_INT32: {
+        int32_t k;
+        memcpy(&k, p, 4);
+        return k;
+    }
+    case KT_ONNX_INT64: {
+        int64_t k;
+        memcpy(&k, p, 8);
+        return (double)k;
+    }
     case KT_ONNX_INT8: return (int8_t)*p;
     default: return *p;
     }
@@ -184,44 +205,53 @@ kt__ox_tensor(struct kt__ox *x, struct kt_onnx_value *v,
     size_t es, i;
 
     if (t->n_dims > KT_ONNX_MAX_DIMS)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s '%.200s' has "
-                         "%zu dims (at most %d)", path, what, v->name,
-                         t->n_dims, KT_ONNX_MAX_DIMS);
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: %s '%.200s' has "
+                         "%zu dims (at most %d)",
+                         path, what, v->name, t->n_dims, KT_ONNX_MAX_DIMS);
     for (i = 0; i < t->n_dims; i++) {
         if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 40) ||
             (t->dims[i] > 0 && n > ((int64_t)1 << 40) / t->dims[i]))
-            return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s '%.200s' "
-                             "has a bad dim %lld", path, what, v->name,
-                             (long long)t->dims[i]);
+            return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                             "%s: %s '%.200s' "
+                             "has a bad dim %lld",
+                             path, what, v->name, (long long)t->dims[i]);
         v->dims[i] = t->dims[i];
         n *= t->dims[i];
     }
     v->ndim = (int)t->n_dims;
     if (t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s '%.200s' keeps "
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: %s '%.200s' keeps "
                          "its data in an external file, which the importer "
-                         "does not read", path, what, v->name);
+                         "does not read",
+                         path, what, v->name);
     es = kt__ox_dtype_size(t->data_type);
     if (es == 0)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s '%.200s' has "
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: %s '%.200s' has "
                          "data type %d (the importer reads float, double, "
-                         "int8/32/64, uint8, bool)", path, what, v->name,
-                         (int)t->data_type);
+                         "int8/32/64, uint8, bool)",
+                         path, what, v->name, (int)t->data_type);
     v->dtype = t->data_type;
     if (t->has_raw_data) {
         if (t->raw_data.len != (size_t)n * es)
-            return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s '%.200s': "
+            return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                             "%s: %s '%.200s': "
                              "%zu bytes of data for %lld elements of %zu "
-                             "bytes", path, what, v->name, t->raw_data.len,
-                             (long long)n, es);
+                             "bytes",
+                             path, what, v->name, t->raw_data.len, (long long)n,
+                             es);
         v->data = t->raw_data.data;
         v->nbytes = t->raw_data.len;
         return KT_OK;
     }
     if (typed_count(t, t->data_type) != (size_t)n)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s '%.200s': %zu "
-                         "values for %lld elements", path, what, v->name,
-                         typed_count(t, t->data_type), (long long)n);
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: %s '%.200s': %zu "
+                         "values for %lld elements",
+                         path, what, v->name, typed_count(t, t->data_type),
+                         (long long)n);
     v->data = typed_copy(t, t->data_type, (size_t)n, &v->nbytes);
     v->owned = 1;
     return KT_OK;
@@ -276,8 +306,7 @@ kt_onnx_attr_int(const struct kt_onnx_node *n, const char *name, int64_t def)
 }
 
 double
-kt_onnx_attr_float(const struct kt_onnx_node *n, const char *name,
-                   double def)
+kt_onnx_attr_float(const struct kt_onnx_node *n, const char *name, double def)
 {
     const Onnx__AttributeProto *a = attr(n, name);
     return a != NULL && a->has_f ? a->f : def;
@@ -322,8 +351,8 @@ declared_shape(struct kt_onnx_value *v, const Onnx__ValueInfoProto *vi)
     const Onnx__TypeProto__Tensor *tt;
     size_t i;
 
-    if (vi->type == NULL || vi->type->value_case !=
-        ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    if (vi->type == NULL ||
+        vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
         return;
     tt = vi->type->tensor_type;
     v->dtype = tt->has_elem_type ? tt->elem_type : 0;
@@ -332,9 +361,12 @@ declared_shape(struct kt_onnx_value *v, const Onnx__ValueInfoProto *vi)
     v->ndim = (int)tt->shape->n_dim;
     for (i = 0; i < tt->shape->n_dim; i++) {
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-        v->dims[i] = d->value_case ==
-            ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-            d->dim_value > 0 && d->dim_value <= 16777216 ? d->dim_value : -1;
+        v->dims[i] =
+            d->value_case ==
+                        ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                    d->dim_value > 0 && d->dim_value <= 16777216
+                ? d->dim_value
+                : -1;
     }
 }
 
@@ -349,24 +381,29 @@ input_shapes(struct kt__ox *x, const Onnx__GraphProto *gp,
     for (k = 0; k < nin; k++) {
         int v = kt__ox_find(x, in[k].name);
         if (v < 0 || !g->values[v].is_input)
-            return kt_seterr(x->err, x->errlen, KT_ESHAPE, "%s: --input "
+            return kt_seterr(x->err, x->errlen, KT_ESHAPE,
+                             "%s: --input "
                              "'%s': the model has no input of that name",
                              g->path, in[k].name);
         if (in[k].ndim < 1 || in[k].ndim > KT_ONNX_MAX_DIMS)
-            return kt_seterr(x->err, x->errlen, KT_ESHAPE, "%s: --input "
-                             "'%s': 1 to %d dims", g->path, in[k].name,
-                             KT_ONNX_MAX_DIMS);
+            return kt_seterr(x->err, x->errlen, KT_ESHAPE,
+                             "%s: --input "
+                             "'%s': 1 to %d dims",
+                             g->path, in[k].name, KT_ONNX_MAX_DIMS);
         if (g->values[v].ndim >= 0 && g->values[v].ndim != in[k].ndim)
-            return kt_seterr(x->err, x->errlen, KT_ESHAPE, "%s: --input "
+            return kt_seterr(x->err, x->errlen, KT_ESHAPE,
+                             "%s: --input "
                              "'%s' has %d dims but the model declares %d",
                              g->path, in[k].name, in[k].ndim,
                              g->values[v].ndim);
         for (j = 0; j < in[k].ndim; j++) {
             int64_t d = g->values[v].ndim >= 0 ? g->values[v].dims[j] : -1;
             if (in[k].dims[j] < 1 || (d > 0 && d != in[k].dims[j]))
-                return kt_seterr(x->err, x->errlen, KT_ESHAPE, "%s: --input "
+                return kt_seterr(x->err, x->errlen, KT_ESHAPE,
+                                 "%s: --input "
                                  "'%s' dim %d is %lld but the model fixes it "
-                                 "to %lld", g->path, in[k].name, j,
+                                 "to %lld",
+                                 g->path, in[k].name, j,
                                  (long long)in[k].dims[j], (long long)d);
             g->values[v].dims[j] = in[k].dims[j];
         }
@@ -386,14 +423,15 @@ input_shapes(struct kt__ox *x, const Onnx__GraphProto *gp,
                 gp->input[k]->type->tensor_type->shape != NULL &&
                 (size_t)j < gp->input[k]->type->tensor_type->shape->n_dim &&
                 gp->input[k]->type->tensor_type->shape->dim[j]->dim_param)
-                param = gp->input[k]->type->tensor_type->shape->dim[j]->
-                        dim_param;
+                param = gp->input[k]->type->tensor_type->shape->dim[j]->dim_param;
         if (v->ndim < 0)
-            return kt_seterr(x->err, x->errlen, KT_ESHAPE, "%s: input '%s' "
+            return kt_seterr(x->err, x->errlen, KT_ESHAPE,
+                             "%s: input '%s' "
                              "has no declared shape: give it with --input "
                              "%s=D1,D2,... (or \"inputs\" in the config)",
                              g->path, v->name, v->name);
-        return kt_seterr(x->err, x->errlen, KT_ESHAPE, "%s: input '%s' dim %d "
+        return kt_seterr(x->err, x->errlen, KT_ESHAPE,
+                         "%s: input '%s' dim %d "
                          "is dynamic (%.60s): give the shape with --input "
                          "%s=D1,D2,... (or \"inputs\" in the config)",
                          g->path, v->name, j, param[0] ? param : "unnamed",
@@ -427,11 +465,13 @@ read_node(struct kt__ox *x, const Onnx__NodeProto *p, int index)
         }
         n->in[i] = kt__ox_find(x, p->input[i]);
         if (n->in[i] < 0)
-            return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %s reads "
+            return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                             "%s: %s reads "
                              "tensor '%.200s', which is no graph input, no "
                              "initializer and no output of an earlier node",
-                             g->path, kt__ox_node_label(n, label,
-                             sizeof(label)), p->input[i]);
+                             g->path,
+                             kt__ox_node_label(n, label, sizeof(label)),
+                             p->input[i]);
         g->values[n->in[i]].nconsumers++;
     }
     for (i = 0; i < p->n_output; i++) {
@@ -470,15 +510,16 @@ build_graph(struct kt__ox *x, const Onnx__ModelProto *m,
     int rc, v;
 
     if (gp == NULL)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: the model has no "
-                         "graph", g->path);
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: the model has no "
+                         "graph",
+                         g->path);
     g->opset = model_opset(m);
     for (i = 0; i < gp->n_initializer; i++) {
         const char *name = gp->initializer[i]->name;
         if ((v = kt__ox_add_value(x, str(name))) < 0)
             return KT_EPARSE;
-        rc = kt__ox_tensor(x, &g->values[v], gp->initializer[i],
-                           "initializer");
+        rc = kt__ox_tensor(x, &g->values[v], gp->initializer[i], "initializer");
         if (rc < 0)
             return rc;
     }
@@ -495,8 +536,10 @@ build_graph(struct kt__ox *x, const Onnx__ModelProto *m,
     if ((rc = input_shapes(x, gp, in, nin)) < 0)
         return rc;
     if (gp->n_node > 1000000)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: %zu nodes (more "
-                         "than 1000000)", g->path, gp->n_node);
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: %zu nodes (more "
+                         "than 1000000)",
+                         g->path, gp->n_node);
     g->nodes = kt_xcalloc(gp->n_node + 1, sizeof(*g->nodes));
     for (i = 0; i < gp->n_node; i++) {
         g->nnodes = (int)i + 1;
@@ -507,16 +550,19 @@ build_graph(struct kt__ox *x, const Onnx__ModelProto *m,
     for (i = 0; i < gp->n_output; i++) {
         v = kt__ox_find(x, str(gp->output[i]->name));
         if (v < 0)
-            return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: graph output "
-                             "'%.200s' is produced by no node", g->path,
-                             str(gp->output[i]->name));
+            return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                             "%s: graph output "
+                             "'%.200s' is produced by no node",
+                             g->path, str(gp->output[i]->name));
         g->values[v].is_output = 1;
         g->values[v].nconsumers++;
         g->outputs[g->noutputs++] = v;
     }
     if (g->nnodes == 0)
-        return kt_seterr(x->err, x->errlen, KT_EPARSE, "%s: the graph has no "
-                         "nodes", g->path);
+        return kt_seterr(x->err, x->errlen, KT_EPARSE,
+                         "%s: the graph has no "
+                         "nodes",
+                         g->path);
     return KT_OK;
 }
 
@@ -536,7 +582,8 @@ kt_onnx_import_mem(const char *path, const void *data, size_t len,
     x.flags = flags;
     m = onnx__model_proto__unpack(NULL, len, data);
     if (m == NULL)
-        return kt_seterr(err, errlen, KT_EPARSE, "%s: not an ONNX model "
+        return kt_seterr(err, errlen, KT_EPARSE,
+                         "%s: not an ONNX model "
                          "(the protobuf is malformed or truncated; %zu bytes)",
                          path, len);
     x.g = kt_xcalloc(1, sizeof(*x.g));
@@ -574,8 +621,10 @@ kt_onnx_import(const char *path, const struct kt_onnx_input *inputs,
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
         (size_t)st.st_size > KT_ONNX_MAX_BYTES) {
         close(fd);
-        return kt_seterr(err, errlen, KT_ETOOBIG, "%s: not a regular file of "
-                         "at most 2 GiB", path);
+        return kt_seterr(err, errlen, KT_ETOOBIG,
+                         "%s: not a regular file of "
+                         "at most 2 GiB",
+                         path);
     }
     buf = kt_xmalloc((size_t)st.st_size + 1);
     while (got < (size_t)st.st_size) {

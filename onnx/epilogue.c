@@ -13,15 +13,15 @@ struct epi {
     struct kt__ox *p;
     struct kt_onnx_kernel *k;
     struct kt__ox_group *gr;
-    const struct kt_onnx_value *out;   /* ONNX shape of the anchor result */
+    const struct kt_onnx_value *out; /* ONNX shape of the anchor result */
     int drank;
-    int64_t ddims[KT_MAX_DIMS];        /* the definition's output dims */
-    char idx[64];                      /* "a0,a1,..." */
+    int64_t ddims[KT_MAX_DIMS]; /* the definition's output dims */
+    char idx[64];               /* "a0,a1,..." */
     struct kt_buf text;
     int nstages;
     int nextra;
     struct kt_shape extra[32];
-    int extra_key[16];                 /* value, or -2 - value (explicit) */
+    int extra_key[16]; /* value, or -2 - value (explicit) */
     int fail;
 };
 
@@ -64,8 +64,8 @@ kt__ox_group_add(struct kt__ox_group *gr, int v, int stage)
  * (batched matmul) map group by group; an operand must span a group fully
  * or not at all. */
 static int
-map_operand(struct epi *e, const int64_t *pd, int prank, char *idx,
-            size_t len, struct kt_shape *sh)
+map_operand(struct epi *e, const int64_t *pd, int prank, char *idx, size_t len,
+            struct kt_shape *sh)
 {
     const int64_t *od = e->out->dims;
     int orank = e->out->ndim, i = 0, j = 0, k, o = 0;
@@ -149,7 +149,8 @@ operand(struct epi *e, int v, const int64_t *dims, int rank, char *out,
     }
     memset(&sh, 0, sizeof(sh));
     if (map_operand(e, dims ? dims : val->dims, dims ? rank : val->ndim, idx,
-                    sizeof(idx), &sh) < 0 || e->nextra >= 16) {
+                    sizeof(idx), &sh) < 0 ||
+        e->nextra >= 16) {
         e->fail = 1;
         snprintf(out, len, "0");
         return;
@@ -168,8 +169,8 @@ operand(struct epi *e, int v, const int64_t *dims, int rank, char *out,
 }
 
 /* Appends "E<n>[idx] = expr" and returns n. */
-static int
-stage(struct epi *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int stage(struct epi *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static int
 stage(struct epi *e, const char *fmt, ...)
@@ -188,8 +189,9 @@ stage(struct epi *e, const char *fmt, ...)
 /* Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7): erfc(z) for z >= 0 is
  * t*(a1 + t*(a2 + t*(a3 + t*(a4 + t*a5)))) * exp(-z*z), t = 1/(1 + p*z);
  * the compute language has exp and abs but no erf. */
-#define ERFC_POLY "(E%d[%s] * (0.254829592 + E%d[%s] * (-0.284496736 + " \
-    "E%d[%s] * (1.421413741 + E%d[%s] * (-1.453152027 + E%d[%s] * " \
+#define ERFC_POLY                                                              \
+    "(E%d[%s] * (0.254829592 + E%d[%s] * (-0.284496736 + "                     \
+    "E%d[%s] * (1.421413741 + E%d[%s] * (-1.453152027 + E%d[%s] * "            \
     "1.061405429)))))"
 
 static int
@@ -197,8 +199,8 @@ erfc_poly_stage(struct epi *e, const char *a, double zscale)
 {
     int t = stage(e, "1 / (1 + %.9g * abs(%s))", 0.3275911 * zscale, a);
     const char *i = e->idx;
-    return stage(e, ERFC_POLY " * exp(-(%s * %s) * %.9g)", t, i, t, i, t, i,
-                 t, i, t, i, a, a, zscale * zscale);
+    return stage(e, ERFC_POLY " * exp(-(%s * %s) * %.9g)", t, i, t, i, t, i, t,
+                 i, t, i, a, a, zscale * zscale);
 }
 
 static double
@@ -232,29 +234,47 @@ node_stages(struct epi *e, const struct kt_onnx_node *n)
     }
     if (n->nin > 1 && n->in[1] >= 0 && strcmp(op, "Clip") != 0)
         operand(e, n->in[1], NULL, 0, b, sizeof(b));
-    if (strcmp(op, "Add") == 0) return stage(e, "%s + %s", a, b);
-    if (strcmp(op, "Sub") == 0) return stage(e, "%s - %s", a, b);
-    if (strcmp(op, "Mul") == 0) return stage(e, "%s * %s", a, b);
-    if (strcmp(op, "Div") == 0) return stage(e, "%s / %s", a, b);
+    if (strcmp(op, "Add") == 0)
+        return stage(e, "%s + %s", a, b);
+    if (strcmp(op, "Sub") == 0)
+        return stage(e, "%s - %s", a, b);
+    if (strcmp(op, "Mul") == 0)
+        return stage(e, "%s * %s", a, b);
+    if (strcmp(op, "Div") == 0)
+        return stage(e, "%s / %s", a, b);
     if (strcmp(op, "Pow") == 0) {
         const struct kt_onnx_value *ev = vin(e->p, n, 1);
-        double p = ev->data != NULL && kt_onnx_value_elems(ev) == 1 ?
-                   kt_onnx_value_get(ev, 0) : NAN;
-        if (p == 1) return stage(e, "%s", a);
-        if (p == 2) return stage(e, "%s * %s", a, a);
-        if (p == 3) return stage(e, "%s * %s * %s", a, a, a);
-        if (p == 0.5) return stage(e, "sqrt(%s)", a);
+        double p = ev->data != NULL && kt_onnx_value_elems(ev) == 1
+                       ? kt_onnx_value_get(ev, 0)
+                       : NAN;
+        if (p == 1)
+            return stage(e, "%s", a);
+        if (p == 2)
+            return stage(e, "%s * %s", a, a);
+        if (p == 3)
+            return stage(e, "%s * %s * %s", a, a, a);
+        if (p == 0.5)
+            return stage(e, "sqrt(%s)", a);
         return stage(e, "exp(log(%s) * %s)", a, b);
     }
-    if (strcmp(op, "Relu") == 0) return stage(e, "max(%s, 0)", a);
-    if (strcmp(op, "Sigmoid") == 0) return stage(e, "sigmoid(%s)", a);
-    if (strcmp(op, "Tanh") == 0) return stage(e, "tanh(%s)", a);
-    if (strcmp(op, "Sqrt") == 0) return stage(e, "sqrt(%s)", a);
-    if (strcmp(op, "Exp") == 0) return stage(e, "exp(%s)", a);
-    if (strcmp(op, "Log") == 0) return stage(e, "log(%s)", a);
-    if (strcmp(op, "Abs") == 0) return stage(e, "abs(%s)", a);
-    if (strcmp(op, "Neg") == 0) return stage(e, "-%s", a);
-    if (strcmp(op, "Reciprocal") == 0) return stage(e, "1 / %s", a);
+    if (strcmp(op, "Relu") == 0)
+        return stage(e, "max(%s, 0)", a);
+    if (strcmp(op, "Sigmoid") == 0)
+        return stage(e, "sigmoid(%s)", a);
+    if (strcmp(op, "Tanh") == 0)
+        return stage(e, "tanh(%s)", a);
+    if (strcmp(op, "Sqrt") == 0)
+        return stage(e, "sqrt(%s)", a);
+    if (strcmp(op, "Exp") == 0)
+        return stage(e, "exp(%s)", a);
+    if (strcmp(op, "Log") == 0)
+        return stage(e, "log(%s)", a);
+    if (strcmp(op, "Abs") == 0)
+        return stage(e, "abs(%s)", a);
+    if (strcmp(op, "Neg") == 0)
+        return stage(e, "-%s", a);
+    if (strcmp(op, "Reciprocal") == 0)
+        return stage(e, "1 / %s", a);
     if (strcmp(op, "HardSigmoid") == 0)
         return stage(e, "max(min(%s * %.9g + %.9g, 1), 0)", a,
                      (float)kt_onnx_attr_float(n, "alpha", 0.2),
@@ -283,8 +303,10 @@ node_stages(struct epi *e, const struct kt_onnx_node *n)
     if (strcmp(op, "Gelu") == 0 &&
         strcmp(kt_onnx_attr_str(n, "approximate", "none", buf, sizeof(buf)),
                "tanh") == 0)
-        return stage(e, "0.5 * %s * (1 + tanh(0.797884561 * (%s + 0.044715 * "
-                     "%s * %s * %s)))", a, a, a, a, a);
+        return stage(e,
+                     "0.5 * %s * (1 + tanh(0.797884561 * (%s + 0.044715 * "
+                     "%s * %s * %s)))",
+                     a, a, a, a, a);
     if (strcmp(op, "Gelu") == 0) {
         /* x * Phi(x) = relu(x) - |x| * erfc(|x| / sqrt 2) / 2 */
         int t = erfc_poly_stage(e, a, M_SQRT1_2);
@@ -419,8 +441,9 @@ output_dims(struct epi *e, struct kt_onnx_kernel *k, char *err, size_t len)
 
 /* Builds k's definition with the first n members fused; 0 on success. */
 int
-kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k, struct kt__ox_group *base,
-           const int *members, int n, char *err, size_t len)
+kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
+                  struct kt__ox_group *base, const int *members, int n,
+                  char *err, size_t len)
 {
     struct kt__ox_group gr = *base;
     struct epi e;
@@ -442,8 +465,8 @@ kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k, struct kt__ox_grou
     if ((rc = output_dims(&e, k, err, len)) < 0)
         goto out;
     for (i = 0; i < e.drank; i++)
-        snprintf(e.idx + strlen(e.idx), sizeof(e.idx) - strlen(e.idx),
-                 "%sa%d", i ? "," : "", i);
+        snprintf(e.idx + strlen(e.idx), sizeof(e.idx) - strlen(e.idx), "%sa%d",
+                 i ? "," : "", i);
     if (k->kind != KT_ONNX_K_ELEMENTWISE)
         anchor_stages(&e, bits);
     for (i = 0; i < n; i++) {
@@ -455,10 +478,13 @@ kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k, struct kt__ox_grou
         }
         kt__ox_group_add(&gr, m->out[0], node_stages(&e, m));
     }
-    last = gr.stage[kt__ox_group_stage(&gr, p->g->nodes[n ? members[n - 1] :
-                                k->nodes[k->nnodes - 1]].out[0])];
+    last = gr.stage[kt__ox_group_stage(&gr,
+                                       p->g->nodes[n ? members[n - 1]
+                                                     : k->nodes[k->nnodes - 1]]
+                                           .out[0])];
     if (e.fail) {
-        rc = kt_seterr(err, len, KT_EINVAL, "an operand does not map onto "
+        rc = kt_seterr(err, len, KT_EINVAL,
+                       "an operand does not map onto "
                        "the kernel's output");
         goto out;
     }
@@ -469,17 +495,16 @@ kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k, struct kt__ox_grou
         snprintf(lhs, sizeof(lhs), "E%d[", last);
         at = strstr(e.text.p, lhs);
         if (at == NULL || last != e.nstages) {
-            rc = kt_seterr(err, len, KT_EINVAL, "the kernel's result is not "
+            rc = kt_seterr(err, len, KT_EINVAL,
+                           "the kernel's result is not "
                            "its last stage");
             goto out;
         }
-        memmove(at + 1, at + strlen(lhs) - 1, strlen(at + strlen(lhs) - 1) +
-                1);
+        memmove(at + 1, at + strlen(lhs) - 1, strlen(at + strlen(lhs) - 1) + 1);
         at[0] = 'O';
         for (i = 1; i <= e.nstages && e.nextra + 1 < 32; i++) {
             struct kt_shape *s = &e.extra[e.nextra++];
-            snprintf(s->name, sizeof(s->name), i == e.nstages ? "O" : "E%d",
-                     i);
+            snprintf(s->name, sizeof(s->name), i == e.nstages ? "O" : "E%d", i);
             s->ndim = e.drank;
             memcpy(s->dims, e.ddims, sizeof(s->dims));
         }

@@ -17,16 +17,23 @@
 struct part {
     struct kt__ox *x;
     struct kt_onnx_graph *g;
-    int **cons;                /* consumers (node indices) of each value */
+    int **cons; /* consumers (node indices) of each value */
     int *ncons;
     int capkernels;
 };
 
-static const char *const anchor_ops[] = {
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "GlobalMaxPool", "Softmax", "ReduceMean",
-    "LayerNormalization", NULL
-};
+static const char *const anchor_ops[] = {"Conv",
+                                         "ConvTranspose",
+                                         "Gemm",
+                                         "MatMul",
+                                         "MaxPool",
+                                         "AveragePool",
+                                         "GlobalAveragePool",
+                                         "GlobalMaxPool",
+                                         "Softmax",
+                                         "ReduceMean",
+                                         "LayerNormalization",
+                                         NULL};
 
 static int
 is_op(const struct kt_onnx_node *n, const char *op)
@@ -105,8 +112,8 @@ prefix_valid(struct part *p, const struct kt_onnx_kernel *k, const int *m,
  * order, appended to m[0..n); valid[i] says whether the first i members
  * leave only the last value visible.  Returns the new count. */
 static int
-grow(struct part *p, struct kt_onnx_kernel *k, struct kt__ox_group *gr, int first,
-     int *m, int n, int *valid)
+grow(struct part *p, struct kt_onnx_kernel *k, struct kt__ox_group *gr,
+     int first, int *m, int n, int *valid)
 {
     const struct kt_onnx_value *out = &p->g->values[k->output];
     int j, i, reads, ok, horizon = first;
@@ -116,12 +123,11 @@ grow(struct part *p, struct kt_onnx_kernel *k, struct kt__ox_group *gr, int firs
             if (p->cons[gr->val[i]][j] > horizon)
                 horizon = p->cons[gr->val[i]][j];
     valid[n] = prefix_valid(p, k, m, n);
-    for (j = first + 1; j <= horizon && j < p->g->nnodes && n < KT__OX_MAX_MEMBERS;
-         j++) {
+    for (j = first + 1;
+         j <= horizon && j < p->g->nnodes && n < KT__OX_MAX_MEMBERS; j++) {
         const struct kt_onnx_node *nd = &p->g->nodes[j];
         if (!free_node(p, j) || in_nodes(k->nodes, k->nnodes, j) ||
-            !kt__ox_is_elementwise(nd->op) ||
-            nd->nout < 1 || nd->out[0] < 0 ||
+            !kt__ox_is_elementwise(nd->op) || nd->nout < 1 || nd->out[0] < 0 ||
             !same_shape(&p->g->values[nd->out[0]], out))
             continue;
         reads = 0;
@@ -199,7 +205,8 @@ match_layer_norm(struct part *p, int i, int *nodes)
         return 0;
     nodes[2] = sq;
     axes = kt__ox_reduce_axes(p->x, r1);
-    if ((nodes[3] = only_consumer(p, g->nodes[sq].out[0], "ReduceMean", 1)) < 0 ||
+    if ((nodes[3] = only_consumer(p, g->nodes[sq].out[0], "ReduceMean", 1)) <
+            0 ||
         kt__ox_reduce_axes(p->x, &g->nodes[nodes[3]]) != axes)
         return 0;
     if ((nodes[4] = only_consumer(p, g->nodes[nodes[3]].out[0], "Add", 2)) < 0)
@@ -227,8 +234,8 @@ new_kernel(struct part *p, int kind, int anchor)
 
     if (g->nkernels == p->capkernels) {
         p->capkernels = p->capkernels ? 2 * p->capkernels : 32;
-        g->kernels = kt_xrealloc(g->kernels, (size_t)p->capkernels *
-                                 sizeof(*g->kernels));
+        g->kernels = kt_xrealloc(g->kernels,
+                                 (size_t)p->capkernels * sizeof(*g->kernels));
     }
     k = &g->kernels[g->nkernels];
     memset(k, 0, sizeof(*k));
@@ -243,7 +250,8 @@ new_kernel(struct part *p, int kind, int anchor)
 /* Folds a batch norm that is the only consumer of a Conv/ConvTranspose/
  * Gemm into it. */
 static void
-fold_batch_norm(struct part *p, struct kt_onnx_kernel *k, struct kt__ox_group *gr)
+fold_batch_norm(struct part *p, struct kt_onnx_kernel *k,
+                struct kt__ox_group *gr)
 {
     const struct kt_onnx_node *a = &p->g->nodes[k->anchor];
     int v = a->out[0], c;
@@ -268,7 +276,8 @@ make_kernel(struct part *p, int i, int kind, const int *pattern, int npat)
 {
     struct kt_onnx_kernel *k = new_kernel(p, kind, i);
     struct kt__ox_group gr, base;
-    int m[KT__OX_MAX_MEMBERS], valid[KT__OX_MAX_MEMBERS + 1], n = 0, len, j, rc = -1;
+    int m[KT__OX_MAX_MEMBERS], valid[KT__OX_MAX_MEMBERS + 1], n = 0, len, j,
+                                                              rc = -1;
     char err[512] = "";
 
     memset(&gr, 0, sizeof(gr));
@@ -277,7 +286,7 @@ make_kernel(struct part *p, int i, int kind, const int *pattern, int npat)
         k->nodes[k->nnodes++] = pattern[j];
     k->output = p->g->nodes[k->nodes[k->nnodes - 1]].out[0];
     if (kind == KT_ONNX_K_ELEMENTWISE) {
-        k->nnodes = 0;  /* the start node is the first member */
+        k->nnodes = 0; /* the start node is the first member */
         m[n++] = i;
         base = gr;
         kt__ox_group_add(&gr, k->output, 0);
@@ -287,8 +296,7 @@ make_kernel(struct part *p, int i, int kind, const int *pattern, int npat)
             fold_batch_norm(p, k, &gr);
         base = gr;
     }
-    n = grow(p, k, &gr, pattern != NULL ? pattern[npat - 1] : i, m, n,
-             valid);
+    n = grow(p, k, &gr, pattern != NULL ? pattern[npat - 1] : i, m, n, valid);
     for (len = n; len >= 0; len--) {
         if (!valid[len] || (kind == KT_ONNX_K_ELEMENTWISE && len == 0))
             continue;
@@ -300,7 +308,7 @@ make_kernel(struct part *p, int i, int kind, const int *pattern, int npat)
         struct kt_onnx_node *a = &p->g->nodes[i];
         free(k->nodes);
         if (kind == KT_ONNX_K_ELEMENTWISE)
-            return 0;   /* stays untuned */
+            return 0; /* stays untuned */
         a->role = KT_ONNX_ROLE_UNSUPPORTED;
         a->note = kt_xstrdup(err);
         p->g->nunsupported++;
@@ -347,8 +355,8 @@ build_consumers(struct part *p)
             int v = g->nodes[i].in[j];
             if (v < 0)
                 continue;
-            p->cons[v] = kt_xrealloc(p->cons[v], (size_t)(p->ncons[v] + 1) *
-                                     sizeof(int));
+            p->cons[v] = kt_xrealloc(p->cons[v],
+                                     (size_t)(p->ncons[v] + 1) * sizeof(int));
             p->cons[v][p->ncons[v]++] = i;
         }
 }
@@ -375,13 +383,16 @@ finish_kernels(struct part *p)
             kt_onnx_attr_ints(a, "strides", s, 2);
             snprintf(k->tag, sizeof(k->tag), "conv2d_%lldx%lld_s%lld_%s_e%d_%d",
                      (long long)w->dims[2], (long long)w->dims[3],
-                     (long long)s[0], grp == 1 ? "g1" :
-                     grp == g->values[a->in[0]].dims[1] ? "dw" : "g",
+                     (long long)s[0],
+                     grp == 1                             ? "g1"
+                     : grp == g->values[a->in[0]].dims[1] ? "dw"
+                                                          : "g",
                      k->nnodes - 1, bucket);
         } else {
             snprintf(k->tag, sizeof(k->tag), "%.30s_e%d_%d",
-                     k->kind == KT_ONNX_K_LAYER_NORM ? "layer_norm" :
-                     k->kind == KT_ONNX_K_ELEMENTWISE ? "elementwise" : a->op,
+                     k->kind == KT_ONNX_K_LAYER_NORM    ? "layer_norm"
+                     : k->kind == KT_ONNX_K_ELEMENTWISE ? "elementwise"
+                                                        : a->op,
                      k->nnodes - 1, bucket);
         }
         k->task = g->ntasks;
@@ -425,10 +436,10 @@ kt__ox_partition(struct kt__ox *x)
             rc = make_kernel(&p, i, KT_ONNX_K_OP, NULL, 0);
     }
     for (i = 0; i < g->nnodes && rc == 0; i++)
-        if (free_node(&p, i) && (is_op(&g->nodes[i], "Erf") ||
-                                 is_op(&g->nodes[i], "Gelu")))
-            rc = make_kernel(&p, gelu_start(&p, i), KT_ONNX_K_ELEMENTWISE,
-                             NULL, 0);
+        if (free_node(&p, i) &&
+            (is_op(&g->nodes[i], "Erf") || is_op(&g->nodes[i], "Gelu")))
+            rc = make_kernel(&p, gelu_start(&p, i), KT_ONNX_K_ELEMENTWISE, NULL,
+                             0);
     finish_kernels(&p);
     for (i = 0; i < g->nvalues; i++)
         free(p.cons[i]);

@@ -9,7 +9,7 @@
 struct kt__ox {
     struct kt_onnx_graph *g;
     int capvalues;
-    int *hash;                 /* open addressing over values by name */
+    int *hash; /* open addressing over values by name */
     int hashcap;
     char *err;
     size_t errlen;
@@ -61,8 +61,8 @@ int kt__ox_is_const(const struct kt_onnx_value *v);
 /* A constant int list (at most max), or -1. */
 int kt__ox_const_ints(const struct kt_onnx_value *v, int64_t *dst, int max);
 /* Stores doubles as a constant of dtype (the graph owns it). */
-void kt__ox_store_const(struct kt_onnx_value *v, int dtype,
-                        const double *vals, int64_t n);
+void kt__ox_store_const(struct kt_onnx_value *v, int dtype, const double *vals,
+                        int64_t n);
 /* Copies src's constant data to dst (reshapes keep the data). */
 void kt__ox_copy_const(struct kt_onnx_value *dst,
                        const struct kt_onnx_value *src);
@@ -100,13 +100,11 @@ int kt__ox_window(struct kt__ox *x, const struct kt_onnx_node *n,
 /* ReduceMean's reduced axes as a bit set, -1 when not constant. */
 int kt__ox_reduce_axes(struct kt__ox *x, const struct kt_onnx_node *n);
 /* Shape rules of the anchors and Resize; *handled = 0 for other ops. */
-int kt__ox_infer_anchor(struct kt__ox *x, struct kt_onnx_node *n,
-                        int *handled);
+int kt__ox_infer_anchor(struct kt__ox *x, struct kt_onnx_node *n, int *handled);
 
 /* kernel.c: the compute definition of an anchor node (output O), with
  * bias (conv2d/dense: the KT_EPI_BIAS bit) and relu bits when asked. */
-int kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k,
-                      int epi_bits);
+int kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int epi_bits);
 
 /* epilogue.c: a kernel's group: the values computed inside it and the
  * stage that holds each one (-1 = the anchor's result Y). */

@@ -35,17 +35,23 @@ def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
     if (rc != 0)
         return rc;
     if (transposed) {
-        const struct kt_conv_t_params t = {
-            a->dims[0], a->dims[1], a->dims[2], a->dims[3], w->dims[1],
-            w->dims[2], w->dims[3], win.s[0], win.s[1], win.pb[0], win.pb[1],
-            win.out[0], win.out[1]};
+        const struct kt_conv_t_params t = {a->dims[0], a->dims[1], a->dims[2],
+                                           a->dims[3], w->dims[1], w->dims[2],
+                                           w->dims[3], win.s[0],   win.s[1],
+                                           win.pb[0],  win.pb[1],  win.out[0],
+                                           win.out[1]};
         return kt_op_conv2d_transpose(&k->def, &t, &k->conv_t_offset[0],
                                       &k->conv_t_offset[1]);
     } else {
-        const struct kt_conv2d_params p = {
-            a->dims[0], a->dims[1], a->dims[2], a->dims[3], w->dims[0],
-            w->dims[2], w->dims[3], win.s[0], win.s[1], win.pb[0], win.pb[1],
-            win.d[0], win.d[1], kt_onnx_attr_int(n, "group", 1), bits};
+        const struct kt_conv2d_params p =
+            {a->dims[0], a->dims[1],
+             a->dims[2], a->dims[3],
+             w->dims[0], w->dims[2],
+             w->dims[3], win.s[0],
+             win.s[1],   win.pb[0],
+             win.pb[1],  win.d[0],
+             win.d[1],   kt_onnx_attr_int(n, "group", 1),
+             bits};
         if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1])
             return kt_op_conv2d_sized(&k->def, &p, win.out[0], win.out[1]);
         return kt_op_conv2d(&k->def, &p);
@@ -115,8 +121,8 @@ def_matmul(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
         if (da != b->dims[i] || a->ndim > b->ndim)
             return kt_seterr(k->def.text, sizeof(k->def.text), KT_EINVAL,
                              "MatMul broadcasting over batch dims (A %lld "
-                             "against B %lld)", (long long)da,
-                             (long long)b->dims[i]);
+                             "against B %lld)",
+                             (long long)da, (long long)b->dims[i]);
         B *= b->dims[i];
     }
     return kt_op_batch_matmul(&k->def, B, M, N, K, 0);
@@ -135,8 +141,8 @@ def_softmax(struct kt__ox *x, struct kt_onnx_kernel *k)
         return kt_op_softmax(&k->def, prod(a->dims, 0, (int)axis),
                              prod(a->dims, (int)axis, a->ndim));
     return kt_op_softmax_axis(&k->def, prod(a->dims, 0, (int)axis),
-                              a->dims[axis], prod(a->dims, (int)axis + 1,
-                                                  a->ndim));
+                              a->dims[axis],
+                              prod(a->dims, (int)axis + 1, a->ndim));
 }
 
 /* The reduced axes [lo, hi) when contiguous, else -1. */
@@ -168,15 +174,15 @@ def_reduce(struct kt__ox *x, struct kt_onnx_kernel *k)
                          "ReduceMean over axes that are not contiguous");
     if (k->kind == KT_ONNX_K_LAYER_NORM) {
         const struct kt_onnx_node *add = &x->g->nodes[k->nodes[4]];
-        const struct kt_onnx_value *e = input(x, add, 0)->data != NULL ?
-                                        input(x, add, 0) : input(x, add, 1);
+        const struct kt_onnx_value *e = input(x, add, 0)->data != NULL
+                                            ? input(x, add, 0)
+                                            : input(x, add, 1);
         return kt_op_layer_norm(&k->def, prod(a->dims, 0, lo),
                                 prod(a->dims, lo, a->ndim),
                                 kt_onnx_value_get(e, 0));
     }
     return kt_op_reduce_mean(&k->def, prod(a->dims, 0, lo),
-                             prod(a->dims, lo, hi), prod(a->dims, hi,
-                                                         a->ndim));
+                             prod(a->dims, lo, hi), prod(a->dims, hi, a->ndim));
 }
 
 static int

@@ -23,12 +23,14 @@ kt__ox_infer_constant(struct kt__ox_ctx *c)
             continue;
         if (strcmp(a->name, "value") == 0 && a->t != NULL)
             return kt__ox_tensor(c->x, o, a->t, "Constant");
-        if (strcmp(a->name, "value_float") == 0 || strcmp(a->name,
-            "value_int") == 0) {
+        if (strcmp(a->name, "value_float") == 0 ||
+            strcmp(a->name, "value_int") == 0) {
             vals[0] = a->name[6] == 'f' ? a->f : (double)a->i;
             kt__ox_set_shape(o, 0, NULL, 0);
-            kt__ox_store_const(o, a->name[6] == 'f' ? KT_ONNX_FLOAT : KT_ONNX_INT64,
-                        vals, 1);
+            kt__ox_store_const(o,
+                               a->name[6] == 'f' ? KT_ONNX_FLOAT
+                                                 : KT_ONNX_INT64,
+                               vals, 1);
             return 0;
         }
         if ((strcmp(a->name, "value_floats") == 0 && a->n_floats <= 1024) ||
@@ -83,7 +85,8 @@ kt__ox_infer_cast(struct kt__ox_ctx *c)
     kt__ox_set_shape(o, a->ndim, a->dims, to);
     o->dtype = to;
     n = kt_onnx_value_elems(a);
-    if (!kt__ox_is_const(a) || n > KT__OX_FOLD_MAX || kt__ox_dtype_size(to) == 0)
+    if (!kt__ox_is_const(a) || n > KT__OX_FOLD_MAX ||
+        kt__ox_dtype_size(to) == 0)
         return 0;
     vals = kt_xcalloc((size_t)n + 1, sizeof(*vals));
     for (k = 0; k < n; k++)
@@ -96,7 +99,8 @@ kt__ox_infer_cast(struct kt__ox_ctx *c)
 int
 kt__ox_infer_gather(struct kt__ox_ctx *c)
 {
-    struct kt_onnx_value *a = kt__ox_in(c, 0), *idx = kt__ox_in(c, 1), *o = kt__ox_out(c, 0);
+    struct kt_onnx_value *a = kt__ox_in(c, 0), *idx = kt__ox_in(c, 1),
+                         *o = kt__ox_out(c, 0);
     int64_t dims[KT_ONNX_MAX_DIMS], n, inner = 1, k;
     int axis, r = 0, i;
     double *vals;
@@ -121,13 +125,13 @@ kt__ox_infer_gather(struct kt__ox_ctx *c)
     vals = kt_xcalloc((size_t)n + 1, sizeof(*vals));
     for (k = 0; k < n; k++) {
         int64_t in_i = k % inner, rest = k / inner;
-        int64_t j = rest % kt_onnx_value_elems(idx), outer = rest /
-                    kt_onnx_value_elems(idx);
+        int64_t j = rest % kt_onnx_value_elems(idx),
+                outer = rest / kt_onnx_value_elems(idx);
         int64_t g = kt__ox_clamp_i64(kt_onnx_value_get(idx, j));
         if (g < 0)
             g += a->dims[axis];
-        vals[k] = kt_onnx_value_get(a, (outer * a->dims[axis] + g) * inner +
-                                    in_i);
+        vals[k] = kt_onnx_value_get(a,
+                                    (outer * a->dims[axis] + g) * inner + in_i);
     }
     kt__ox_store_const(o, a->dtype, vals, n);
     free(vals);
@@ -153,14 +157,16 @@ kt__ox_infer_concat(struct kt__ox_ctx *c)
         if (b == NULL)
             continue;
         if (b->ndim != a->ndim)
-            return kt__ox_mismatch(c, i, "rank %d differs from the first input's %d",
-                            b->ndim, a->ndim);
+            return kt__ox_mismatch(c, i,
+                                   "rank %d differs from the first input's %d",
+                                   b->ndim, a->ndim);
         for (d = 0; d < a->ndim; d++)
             if (d != axis && b->dims[d] != a->dims[d])
-                return kt__ox_mismatch(c, i, "dim %d is %lld but the first input's "
-                                "is %lld (concat axis %d)", d,
-                                (long long)b->dims[d], (long long)a->dims[d],
-                                axis);
+                return kt__ox_mismatch(c, i,
+                                       "dim %d is %lld but the first input's "
+                                       "is %lld (concat axis %d)",
+                                       d, (long long)b->dims[d],
+                                       (long long)a->dims[d], axis);
         dims[axis] += b->dims[axis];
         allc &= kt__ox_is_const(b);
     }
@@ -169,7 +175,8 @@ kt__ox_infer_concat(struct kt__ox_ctx *c)
         double vals[KT__OX_FOLD_MAX];
         int64_t k = 0, j;
         for (i = 0; i < c->n->nin; i++)
-            for (j = 0; kt__ox_in(c, i) != NULL && j < kt__ox_in(c, i)->dims[0]; j++)
+            for (j = 0; kt__ox_in(c, i) != NULL && j < kt__ox_in(c, i)->dims[0];
+                 j++)
                 vals[k++] = kt_onnx_value_get(kt__ox_in(c, i), j);
         kt__ox_store_const(o, a->dtype, vals, k);
     }
@@ -190,8 +197,10 @@ kt__ox_infer_reshape(struct kt__ox_ctx *c)
     else
         n = kt_onnx_attr_ints(c->n, "shape", sh, KT_ONNX_MAX_DIMS);
     if (n < 0 || n > KT_ONNX_MAX_DIMS)
-        return kt__ox_unsupported(c, "a target shape that is not a constant of at "
-                           "most %d dims", KT_ONNX_MAX_DIMS);
+        return kt__ox_unsupported(c,
+                                  "a target shape that is not a constant of at "
+                                  "most %d dims",
+                                  KT_ONNX_MAX_DIMS);
     for (i = 0; i < n; i++) {
         if (sh[i] == 0 && !kt_onnx_attr_int(c->n, "allowzero", 0))
             sh[i] = i < a->ndim ? a->dims[i] : 1;
@@ -199,9 +208,10 @@ kt__ox_infer_reshape(struct kt__ox_ctx *c)
             if (neg >= 0)
                 return kt__ox_mismatch(c, 1, "two -1 dims in the target shape");
             neg = i;
-        } else if (sh[i] < 1 || sh[i] > KT__OX_ELEMS_MAX || known > KT__OX_ELEMS_MAX /
-                   sh[i]) {
-            return kt__ox_mismatch(c, 1, "bad target dim %lld", (long long)sh[i]);
+        } else if (sh[i] < 1 || sh[i] > KT__OX_ELEMS_MAX ||
+                   known > KT__OX_ELEMS_MAX / sh[i]) {
+            return kt__ox_mismatch(c, 1, "bad target dim %lld",
+                                   (long long)sh[i]);
         } else {
             known *= sh[i];
         }
@@ -211,7 +221,7 @@ kt__ox_infer_reshape(struct kt__ox_ctx *c)
         sh[neg] = known > 0 ? total / known : 0;
     if (neg >= 0 ? sh[neg] * known != total : known != total)
         return kt__ox_mismatch(c, 0, "cannot reshape %lld elements to %lld",
-                        (long long)total, (long long)known);
+                               (long long)total, (long long)known);
     kt__ox_set_shape(o, n, sh, a->dtype);
     kt__ox_copy_const(o, a);
     return 0;
@@ -252,7 +262,8 @@ kt__ox_infer_transpose(struct kt__ox_ctx *c)
         for (n = 0; n < a->ndim; n++)
             perm[n] = a->ndim - 1 - n;
     if (n != a->ndim)
-        return kt__ox_mismatch(c, 0, "perm has %d entries for %d dims", n, a->ndim);
+        return kt__ox_mismatch(c, 0, "perm has %d entries for %d dims", n,
+                               a->ndim);
     for (i = 0; i < n; i++) {
         if (perm[i] < 0 || perm[i] >= n || (seen & (1 << perm[i])))
             return kt__ox_mismatch(c, 0, "perm is not a permutation");
@@ -283,7 +294,9 @@ kt__ox_infer_slice(struct kt__ox_ctx *c)
     } else {
         n = kt__ox_const_ints(kt__ox_in(c, 1), st, KT_ONNX_MAX_DIMS);
         ne = kt__ox_const_ints(kt__ox_in(c, 2), en, KT_ONNX_MAX_DIMS);
-        na = kt__ox_in(c, 3) != NULL ? kt__ox_const_ints(kt__ox_in(c, 3), ax, KT_ONNX_MAX_DIMS) : 0;
+        na = kt__ox_in(c, 3) != NULL
+                 ? kt__ox_const_ints(kt__ox_in(c, 3), ax, KT_ONNX_MAX_DIMS)
+                 : 0;
         if (kt__ox_in(c, 4) != NULL) {
             if (kt__ox_const_ints(kt__ox_in(c, 4), sp, KT_ONNX_MAX_DIMS) != n)
                 return kt__ox_unsupported(c, "steps that are not constants");
@@ -293,21 +306,25 @@ kt__ox_infer_slice(struct kt__ox_ctx *c)
         }
     }
     if (n < 0 || ne != n || na < 0 || (na != 0 && na != n))
-        return kt__ox_unsupported(c, "starts/ends/axes that are not constants of "
-                           "equal length");
+        return kt__ox_unsupported(c,
+                                  "starts/ends/axes that are not constants of "
+                                  "equal length");
     memcpy(dims, a->dims, sizeof(dims));
     for (i = 0; i < a->ndim; i++)
         step[i] = 1;
     for (i = 0; i < n; i++) {
         int d = kt__ox_norm_axis(na ? ax[i] : i, a->ndim);
         int64_t len, s, e;
-        if (d < 0 || sp[i] == 0 || sp[i] > KT__OX_ELEMS_MAX || sp[i] < -KT__OX_ELEMS_MAX)
+        if (d < 0 || sp[i] == 0 || sp[i] > KT__OX_ELEMS_MAX ||
+            sp[i] < -KT__OX_ELEMS_MAX)
             return kt__ox_mismatch(c, 0, "slice axis or step out of range");
         len = a->dims[d];
-        s = st[i] < -KT__OX_ELEMS_MAX ? -KT__OX_ELEMS_MAX : st[i] > KT__OX_ELEMS_MAX ? KT__OX_ELEMS_MAX
-                                                                : st[i];
-        e = en[i] < -KT__OX_ELEMS_MAX ? -KT__OX_ELEMS_MAX : en[i] > KT__OX_ELEMS_MAX ? KT__OX_ELEMS_MAX
-                                                                : en[i];
+        s = st[i] < -KT__OX_ELEMS_MAX  ? -KT__OX_ELEMS_MAX
+            : st[i] > KT__OX_ELEMS_MAX ? KT__OX_ELEMS_MAX
+                                       : st[i];
+        e = en[i] < -KT__OX_ELEMS_MAX  ? -KT__OX_ELEMS_MAX
+            : en[i] > KT__OX_ELEMS_MAX ? KT__OX_ELEMS_MAX
+                                       : en[i];
         s = s < 0 ? s + len : s;
         e = e < 0 ? e + len : e;
         if (sp[i] > 0) {
@@ -360,8 +377,8 @@ kt__ox_infer_squeeze(struct kt__ox_ctx *c)
             if (kt__ox_norm_axis(axes[j], a->ndim) == i)
                 drop = 1;
         if (drop && a->dims[i] != 1)
-            return kt__ox_mismatch(c, 0, "cannot squeeze dim %d of size %lld", i,
-                            (long long)a->dims[i]);
+            return kt__ox_mismatch(c, 0, "cannot squeeze dim %d of size %lld",
+                                   i, (long long)a->dims[i]);
         if (!drop)
             dims[r++] = a->dims[i];
     }

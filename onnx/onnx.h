@@ -22,7 +22,7 @@
 #include "common/common.h"
 #include "ir/ir.h"
 
-#define KT_ONNX_MAX_BYTES ((size_t)2 << 30)  /* protobuf's own limit */
+#define KT_ONNX_MAX_BYTES ((size_t)2 << 30) /* protobuf's own limit */
 #define KT_ONNX_MAX_DIMS 8
 
 /* ONNX TensorProto.DataType values the importer reads. */
@@ -39,43 +39,43 @@ enum kt_onnx_dtype {
 /* One tensor of the graph. */
 struct kt_onnx_value {
     char *name;
-    int ndim;                    /* -1 while unknown */
+    int ndim; /* -1 while unknown */
     int64_t dims[KT_ONNX_MAX_DIMS];
-    int dtype;                   /* enum kt_onnx_dtype (0 = unknown) */
-    int producer;                /* node index, -1 for inputs and constants */
-    int is_input, is_output;     /* a graph input / output */
+    int dtype;               /* enum kt_onnx_dtype (0 = unknown) */
+    int producer;            /* node index, -1 for inputs and constants */
+    int is_input, is_output; /* a graph input / output */
     /* Constants (initializers, Constant nodes, folded shape arithmetic):
      * data holds the elements in dtype, little endian; NULL otherwise. */
     const void *data;
     size_t nbytes;
-    int owned;                   /* data was computed by the importer */
+    int owned; /* data was computed by the importer */
     int nconsumers;
 };
 
 enum kt_onnx_role {
-    KT_ONNX_ROLE_TASK,           /* anchor of a kernel */
-    KT_ONNX_ROLE_FUSED,          /* part of a kernel (epilogue, pattern) */
-    KT_ONNX_ROLE_UNTUNED,        /* runs as plain code (layout, cheap) */
-    KT_ONNX_ROLE_CONSTANT,       /* folded at import (Constant, Shape...) */
-    KT_ONNX_ROLE_UNSUPPORTED     /* --partial: not understood */
+    KT_ONNX_ROLE_TASK,       /* anchor of a kernel */
+    KT_ONNX_ROLE_FUSED,      /* part of a kernel (epilogue, pattern) */
+    KT_ONNX_ROLE_UNTUNED,    /* runs as plain code (layout, cheap) */
+    KT_ONNX_ROLE_CONSTANT,   /* folded at import (Constant, Shape...) */
+    KT_ONNX_ROLE_UNSUPPORTED /* --partial: not understood */
 };
 
 struct kt_onnx_node {
-    const char *op;              /* op_type, e.g. "Conv" */
-    const char *name;            /* node name ("" when unnamed) */
+    const char *op;   /* op_type, e.g. "Conv" */
+    const char *name; /* node name ("" when unnamed) */
     const char *domain;
     int nin, nout;
-    int *in, *out;               /* value indices; -1 = optional, absent */
-    int role;                    /* enum kt_onnx_role */
-    int kernel;                  /* kernel index for TASK / FUSED, else -1 */
-    const void *proto;           /* the NodeProto (for the attributes) */
-    char *note;                  /* why it is unsupported, else NULL */
+    int *in, *out;     /* value indices; -1 = optional, absent */
+    int role;          /* enum kt_onnx_role */
+    int kernel;        /* kernel index for TASK / FUSED, else -1 */
+    const void *proto; /* the NodeProto (for the attributes) */
+    char *note;        /* why it is unsupported, else NULL */
 };
 
 enum kt_onnx_kernel_kind {
-    KT_ONNX_K_OP,                /* one operator (Conv, MatMul, ...) */
-    KT_ONNX_K_LAYER_NORM,        /* the ReduceMean/Sub/Pow/.../Div pattern */
-    KT_ONNX_K_ELEMENTWISE        /* an elementwise chain (GELU) */
+    KT_ONNX_K_OP,         /* one operator (Conv, MatMul, ...) */
+    KT_ONNX_K_LAYER_NORM, /* the ReduceMean/Sub/Pow/.../Div pattern */
+    KT_ONNX_K_ELEMENTWISE /* an elementwise chain (GELU) */
 };
 
 /* One kernel: a tuning task of the model (equal kernels share a task).
@@ -83,27 +83,27 @@ enum kt_onnx_kernel_kind {
  * them (docs/compute.md), then P0, P1, ... = extra_values[0], [1], ...
  * (residuals, per-channel operands) read by the fused epilogue. */
 struct kt_onnx_kernel {
-    int kind;                    /* enum kt_onnx_kernel_kind */
-    char name[96];               /* the definition's name, e.g.
+    int kind;      /* enum kt_onnx_kernel_kind */
+    char name[96]; /* the definition's name, e.g.
                                   * "conv2d_n1_c8_h24_w96_..._bias_relu" */
-    char tag[64];                /* similarity group tag */
-    int anchor;                  /* node index */
+    char tag[64];  /* similarity group tag */
+    int anchor;    /* node index */
     int nnodes;
-    int *nodes;                  /* anchor, then fused nodes, in order */
-    int output;                  /* value the kernel writes */
-    int task;                    /* task number: kernels with equal workloads
+    int *nodes;               /* anchor, then fused nodes, in order */
+    int output;               /* value the kernel writes */
+    int task;                 /* task number: kernels with equal workloads
                                   * share one (the index kt_tasks_extract
                                   * gives it) */
-    int bn_folded;               /* a BatchNormalization is folded into the
+    int bn_folded;            /* a BatchNormalization is folded into the
                                   * anchor's weights and bias */
-    int64_t conv_t_offset[2];    /* ConvTranspose: ch, cw of the phase
+    int64_t conv_t_offset[2]; /* ConvTranspose: ch, cw of the phase
                                   * weight layout (kt_op_conv2d_transpose) */
     int nextra;
-    int extra_values[16];        /* value of P<i>; for a batch norm that is
+    int extra_values[16]; /* value of P<i>; for a batch norm that is
                                   * not folded, its scale input stands for
                                   * gamma/sqrt(var+eps) and its bias input
                                   * for beta-mean*scale */
-    struct kt_op_def def;        /* the compute definition */
+    struct kt_op_def def; /* the compute definition */
     double flops;
 };
 
@@ -113,14 +113,14 @@ struct kt_onnx_graph {
     int nvalues;
     struct kt_onnx_value *values;
     int nnodes;
-    struct kt_onnx_node *nodes;  /* execution order */
+    struct kt_onnx_node *nodes; /* execution order */
     int ninputs, noutputs;
-    int *inputs, *outputs;       /* value indices */
+    int *inputs, *outputs; /* value indices */
     int nkernels;
     struct kt_onnx_kernel *kernels;
-    int ntasks;                  /* distinct workloads among the kernels */
-    int nunsupported;            /* nodes the importer does not support */
-    void *model;                 /* the decoded ModelProto (private) */
+    int ntasks;       /* distinct workloads among the kernels */
+    int nunsupported; /* nodes the importer does not support */
+    void *model;      /* the decoded ModelProto (private) */
 };
 
 /* A shape for a graph input (fixes dynamic dims). */
@@ -131,7 +131,7 @@ struct kt_onnx_input {
 };
 
 enum kt_onnx_flags {
-    KT_ONNX_PARTIAL = 1          /* unsupported nodes run untuned */
+    KT_ONNX_PARTIAL = 1 /* unsupported nodes run untuned */
 };
 
 /* Reads, decodes and partitions the ONNX model at path.  inputs fix the
@@ -149,7 +149,7 @@ int kt_onnx_import_mem(const char *path, const void *data, size_t len,
                        const struct kt_onnx_input *inputs, int ninputs,
                        int flags, struct kt_onnx_graph **out, char *err,
                        size_t errlen);
-void kt_onnx_free(struct kt_onnx_graph *g);    /* NULL is a no-op */
+void kt_onnx_free(struct kt_onnx_graph *g); /* NULL is a no-op */
 
 /* Attributes of a node (defaults when absent). */
 int64_t kt_onnx_attr_int(const struct kt_onnx_node *n, const char *name,

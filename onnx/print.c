@@ -17,16 +17,12 @@ role_text(const struct kt_onnx_graph *g, const struct kt_onnx_node *n,
     case KT_ONNX_ROLE_FUSED:
         snprintf(buf, len, "fused into task %d", g->kernels[n->kernel].task);
         break;
-    case KT_ONNX_ROLE_CONSTANT:
-        snprintf(buf, len, "constant");
-        break;
+    case KT_ONNX_ROLE_CONSTANT: snprintf(buf, len, "constant"); break;
     case KT_ONNX_ROLE_UNSUPPORTED:
         snprintf(buf, len, "untuned, unsupported: %.200s",
                  n->note != NULL ? n->note : "?");
         break;
-    default:
-        snprintf(buf, len, "untuned");
-        break;
+    default: snprintf(buf, len, "untuned"); break;
     }
     return buf;
 }
@@ -55,9 +51,11 @@ kt_onnx_print_graph(const struct kt_onnx_graph *g, FILE *f)
     char role[300], sh[128];
     int i;
 
-    fprintf(f, "graph %s: opset %lld, %d nodes, %d kernels, %d tasks, %d "
-            "unsupported\n", g->path, (long long)g->opset, g->nnodes,
-            g->nkernels, g->ntasks, g->nunsupported);
+    fprintf(f,
+            "graph %s: opset %lld, %d nodes, %d kernels, %d tasks, %d "
+            "unsupported\n",
+            g->path, (long long)g->opset, g->nnodes, g->nkernels, g->ntasks,
+            g->nunsupported);
     for (i = 0; i < g->ninputs; i++)
         fprintf(f, "  input %s: %s\n", g->values[g->inputs[i]].name,
                 kt__ox_shape_str(&g->values[g->inputs[i]], sh, sizeof(sh)));
@@ -99,7 +97,7 @@ list_unsupported(const struct kt_onnx_graph *g, struct kt_buf *b)
                 !downstream(&g->nodes[j]) && strcmp(g->nodes[j].op, n->op) == 0)
                 break;
         if (j < i)
-            continue;   /* listed with the first of its op type */
+            continue; /* listed with the first of its op type */
         for (j = i; j < g->nnodes; j++)
             if (g->nodes[j].role == KT_ONNX_ROLE_UNSUPPORTED &&
                 !downstream(&g->nodes[j]) && strcmp(g->nodes[j].op, n->op) == 0)
@@ -132,7 +130,8 @@ kt__ox_check_unsupported(struct kt__ox *x)
         kt_buf_printf(&b, "; %d node%s after them cannot be shaped", after,
                       after > 1 ? "s" : "");
     if (!(x->flags & KT_ONNX_PARTIAL)) {
-        kt_seterr(x->err, x->errlen, KT_EINVAL, "%s: unsupported: %s (with "
+        kt_seterr(x->err, x->errlen, KT_EINVAL,
+                  "%s: unsupported: %s (with "
                   "--partial the rest is imported and these run untuned)",
                   g->path, b.p);
         kt_buf_free(&b);

@@ -36,13 +36,14 @@ kt__ox_out(struct kt__ox_ctx *c, int i)
 
 /* Where a value comes from, for messages. */
 static const char *
-origin(struct kt__ox_ctx *c, const struct kt_onnx_value *v, char *buf, size_t len)
+origin(struct kt__ox_ctx *c, const struct kt_onnx_value *v, char *buf,
+       size_t len)
 {
     char l[200];
 
     if (v->producer >= 0)
-        snprintf(buf, len, "from %s", kt__ox_node_label(
-                 &c->g->nodes[v->producer], l, sizeof(l)));
+        snprintf(buf, len, "from %s",
+                 kt__ox_node_label(&c->g->nodes[v->producer], l, sizeof(l)));
     else if (v->is_input)
         snprintf(buf, len, "graph input");
     else
@@ -66,9 +67,10 @@ kt__ox_mismatch(struct kt__ox_ctx *c, int i, const char *fmt, ...)
         return kt_seterr(c->x->err, c->x->errlen, KT_ESHAPE, "%s: %s: %s",
                          c->g->path, kt__ox_node_label(c->n, l, sizeof(l)),
                          msg);
-    return kt_seterr(c->x->err, c->x->errlen, KT_ESHAPE, "%s: %s: input "
-                     "'%.200s' (%s, %s): %s", c->g->path,
-                     kt__ox_node_label(c->n, l, sizeof(l)), v->name,
+    return kt_seterr(c->x->err, c->x->errlen, KT_ESHAPE,
+                     "%s: %s: input "
+                     "'%.200s' (%s, %s): %s",
+                     c->g->path, kt__ox_node_label(c->n, l, sizeof(l)), v->name,
                      origin(c, v, o, sizeof(o)),
                      kt__ox_shape_str(v, sh, sizeof(sh)), msg);
 }
@@ -90,7 +92,8 @@ kt__ox_unsupported(struct kt__ox_ctx *c, const char *fmt, ...)
 }
 
 void
-kt__ox_set_shape(struct kt_onnx_value *v, int ndim, const int64_t *dims, int dtype)
+kt__ox_set_shape(struct kt_onnx_value *v, int ndim, const int64_t *dims,
+                 int dtype)
 {
     if (v == NULL)
         return;
@@ -129,7 +132,8 @@ kt__ox_const_ints(const struct kt_onnx_value *v, int64_t *dst, int max)
 
 /* Stores doubles as a constant of dtype (float, double or an int type). */
 void
-kt__ox_store_const(struct kt_onnx_value *v, int dtype, const double *vals, int64_t n)
+kt__ox_store_const(struct kt_onnx_value *v, int dtype, const double *vals,
+                   int64_t n)
 {
     size_t es = kt__ox_dtype_size(dtype);
     unsigned char *b;
@@ -144,13 +148,22 @@ kt__ox_store_const(struct kt_onnx_value *v, int dtype, const double *vals, int64
         if (k64 > INT32_MAX || k64 < INT32_MIN)
             k64 = k64 < 0 ? INT32_MIN : INT32_MAX;
         switch (dtype) {
-        case KT_ONNX_FLOAT: { float f = (float)d; memcpy(b + 4 * i, &f, 4);
-                              break; }
+        case KT_ONNX_FLOAT: {
+            float f = (float)d;
+            memcpy(b + 4 * i, &f, 4);
+            break;
+        }
         case KT_ONNX_DOUBLE: memcpy(b + 8 * i, &d, 8); break;
-        case KT_ONNX_INT64: { int64_t k = kt__ox_clamp_i64(d); memcpy(b + 8 * i, &k, 8);
-                              break; }
-        case KT_ONNX_INT32: { int32_t k = (int32_t)k64; memcpy(b + 4 * i, &k, 4);
-                              break; }
+        case KT_ONNX_INT64: {
+            int64_t k = kt__ox_clamp_i64(d);
+            memcpy(b + 8 * i, &k, 8);
+            break;
+        }
+        case KT_ONNX_INT32: {
+            int32_t k = (int32_t)k64;
+            memcpy(b + 4 * i, &k, 4);
+            break;
+        }
         default: b[i] = (unsigned char)k64; break;
         }
     }
@@ -180,13 +193,13 @@ kt__ox_norm_axis(int64_t axis, int rank)
 
 /* ---- Elementwise ---------------------------------------------------------- */
 
-static const char *const unary_ops[] = {
-    "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "HardSigmoid", "HardSwish",
-    "Gelu", "Clip", "Neg", "Exp", "Log", "Abs", "Reciprocal",
-    "BatchNormalization", NULL
-};
-static const char *const binary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow",
-                                         NULL};
+static const char *const unary_ops[] =
+    {"Relu",        "Sigmoid",   "Tanh", "Erf",        "Sqrt",
+     "HardSigmoid", "HardSwish", "Gelu", "Clip",       "Neg",
+     "Exp",         "Log",       "Abs",  "Reciprocal", "BatchNormalization",
+     NULL};
+static const char *const binary_ops[] = {"Add", "Sub", "Mul",
+                                         "Div", "Pow", NULL};
 
 static int
 in_list(const char *op, const char *const *list)
@@ -229,10 +242,11 @@ broadcast(struct kt__ox_ctx *c, const struct kt_onnx_value *a,
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         char sh[128];
         if (da != db && da != 1 && db != 1)
-            return kt__ox_mismatch(c, 0, "does not broadcast with input '%.200s' "
-                            "(%s): dim %d is %lld against %lld", b->name,
-                            kt__ox_shape_str(b, sh, sizeof(sh)), i,
-                            (long long)da, (long long)db);
+            return kt__ox_mismatch(c, 0,
+                                   "does not broadcast with input '%.200s' "
+                                   "(%s): dim %d is %lld against %lld",
+                                   b->name, kt__ox_shape_str(b, sh, sizeof(sh)),
+                                   i, (long long)da, (long long)db);
         dims[i] = da == 1 ? db : da;
     }
     kt__ox_set_shape(o, r, dims, a->dtype);
@@ -263,7 +277,8 @@ bcast_index(const struct kt_onnx_value *v, const struct kt_onnx_value *o,
 static int
 infer_binary(struct kt__ox_ctx *c)
 {
-    struct kt_onnx_value *a = kt__ox_in(c, 0), *b = kt__ox_in(c, 1), *o = kt__ox_out(c, 0);
+    struct kt_onnx_value *a = kt__ox_in(c, 0), *b = kt__ox_in(c, 1),
+                         *o = kt__ox_out(c, 0);
     int64_t n, k;
     double *vals;
     int rc;
@@ -297,17 +312,19 @@ infer_unary(struct kt__ox_ctx *c)
             return kt__ox_mismatch(c, 0, "needs at least 2 dims (N, C, ...)");
         for (i = 1; i < 5; i++) {
             struct kt_onnx_value *p = kt__ox_in(c, i);
-            if (p == NULL || !kt__ox_is_const(p) || kt_onnx_value_elems(p) !=
-                a->dims[1])
-                return kt__ox_mismatch(c, 0, "parameter %d must be a constant of "
-                                "%lld values (one per channel)", i,
-                                (long long)a->dims[1]);
+            if (p == NULL || !kt__ox_is_const(p) ||
+                kt_onnx_value_elems(p) != a->dims[1])
+                return kt__ox_mismatch(c, 0,
+                                       "parameter %d must be a constant of "
+                                       "%lld values (one per channel)",
+                                       i, (long long)a->dims[1]);
         }
         if (kt_onnx_attr_int(c->n, "training_mode", 0) != 0)
             return kt__ox_unsupported(c, "training_mode=1");
     }
-    if (strcmp(c->n->op, "Clip") == 0 && ((kt__ox_in(c, 1) != NULL &&
-        !kt__ox_is_const(kt__ox_in(c, 1))) || (kt__ox_in(c, 2) != NULL && !kt__ox_is_const(kt__ox_in(c, 2)))))
+    if (strcmp(c->n->op, "Clip") == 0 &&
+        ((kt__ox_in(c, 1) != NULL && !kt__ox_is_const(kt__ox_in(c, 1))) ||
+         (kt__ox_in(c, 2) != NULL && !kt__ox_is_const(kt__ox_in(c, 2)))))
         return kt__ox_unsupported(c, "min/max that are not constants");
     if (strcmp(c->n->op, "Gelu") == 0) {
         char buf[16];
@@ -317,7 +334,7 @@ infer_unary(struct kt__ox_ctx *c)
             return kt__ox_unsupported(c, "approximate=%s", ap);
     }
     same_shape(c, 0, 0);
-    for (i = 1; i < c->n->nout; i++)   /* Dropout's mask */
+    for (i = 1; i < c->n->nout; i++) /* Dropout's mask */
         same_shape(c, 0, i);
     return 0;
 }
@@ -335,12 +352,18 @@ static const struct {
     const char *op;
     int (*infer)(struct kt__ox_ctx *c);
 } ops[] = {
-    {"Constant", kt__ox_infer_constant}, {"Shape", kt__ox_infer_shape},
-    {"Cast", kt__ox_infer_cast}, {"Gather", kt__ox_infer_gather},
-    {"Concat", kt__ox_infer_concat}, {"Reshape", kt__ox_infer_reshape},
-    {"Flatten", kt__ox_infer_flatten}, {"Transpose", kt__ox_infer_transpose},
-    {"Slice", kt__ox_infer_slice}, {"Squeeze", kt__ox_infer_squeeze},
-    {"Unsqueeze", kt__ox_infer_unsqueeze}, {"Identity", infer_identity},
+    {"Constant", kt__ox_infer_constant},
+    {"Shape", kt__ox_infer_shape},
+    {"Cast", kt__ox_infer_cast},
+    {"Gather", kt__ox_infer_gather},
+    {"Concat", kt__ox_infer_concat},
+    {"Reshape", kt__ox_infer_reshape},
+    {"Flatten", kt__ox_infer_flatten},
+    {"Transpose", kt__ox_infer_transpose},
+    {"Slice", kt__ox_infer_slice},
+    {"Squeeze", kt__ox_infer_squeeze},
+    {"Unsqueeze", kt__ox_infer_unsqueeze},
+    {"Identity", infer_identity},
     {"Dropout", infer_identity},
 };
 
@@ -353,8 +376,10 @@ infer_node(struct kt__ox_ctx *c)
     for (i = 0; i < c->n->nin; i++) {
         struct kt_onnx_value *v = kt__ox_in(c, i);
         if (v != NULL && v->ndim < 0)
-            return kt__ox_unsupported(c, "input '%.100s' has an unknown shape "
-                               "(after an unsupported node)", v->name);
+            return kt__ox_unsupported(c,
+                                      "input '%.100s' has an unknown shape "
+                                      "(after an unsupported node)",
+                                      v->name);
     }
     if (c->n->nout < 1 || c->n->out[0] < 0)
         return kt__ox_unsupported(c, "no output");
@@ -411,16 +436,18 @@ kt__ox_infer(struct kt__ox *x)
         for (j = 0; j < c.n->nout; j++) {
             struct kt_onnx_value *o = kt__ox_out(&c, j);
             if (o != NULL && !sane_shape(o))
-                return kt__ox_mismatch(&c, 0, "output '%.100s' would have more than "
-                                "2^40 elements or a dim < 0", o->name);
+                return kt__ox_mismatch(&c, 0,
+                                       "output '%.100s' would have more than "
+                                       "2^40 elements or a dim < 0",
+                                       o->name);
             if (o != NULL && o->ndim < 0 && j == 0) {
                 kt__ox_unsupported(&c, "output shape unknown");
                 g->nunsupported++;
                 break;
             }
         }
-        if (c.n->role != KT_ONNX_ROLE_UNSUPPORTED && kt__ox_out(&c, 0) != NULL &&
-            kt__ox_is_const(kt__ox_out(&c, 0)))
+        if (c.n->role != KT_ONNX_ROLE_UNSUPPORTED &&
+            kt__ox_out(&c, 0) != NULL && kt__ox_is_const(kt__ox_out(&c, 0)))
             c.n->role = KT_ONNX_ROLE_CONSTANT;
     }
     return KT_OK;

@@ -19,12 +19,12 @@
 
 /* One tuning task: a compute DAG that occurs 'weight' times in the model. */
 struct kt_task {
-    char name[96];             /* readable and unique within the model */
-    char tag[64];              /* similarity group tag; "" = no group */
-    struct kt_dag *dag;        /* owned */
+    char name[96];      /* readable and unique within the model */
+    char tag[64];       /* similarity group tag; "" = no group */
+    struct kt_dag *dag; /* owned */
     double weight;
-    double flops;              /* per call, = dag->flops */
-    int first_layer;           /* layers[] index it came from, -1 = tasks[] */
+    double flops;    /* per call, = dag->flops */
+    int first_layer; /* layers[] index it came from, -1 = tasks[] */
 };
 
 struct kt_tasks {
@@ -43,7 +43,7 @@ struct kt_tasks {
  * with kt_tasks_free. */
 int kt_tasks_extract(const struct kt_model_conf *m, struct kt_tasks *out,
                      char *err, size_t errlen);
-void kt_tasks_free(struct kt_tasks *t);    /* NULL is a no-op */
+void kt_tasks_free(struct kt_tasks *t); /* NULL is a no-op */
 /* For a model with an "onnx" file: writes its graph in execution order
  * (kt_onnx_print_graph); the task numbers there are the indices of
  * kt_tasks_extract.  Nothing for other models. */
@@ -61,15 +61,15 @@ double kt_tasks_total_flops(const struct kt_tasks *t);
  *         kt_task_sched_update(s, i, best_cost_of_this_round, n_measured);
  *     }
  */
-#define KT_SCHED_NO_COST 1e10  /* best cost of a task with no valid program */
+#define KT_SCHED_NO_COST 1e10 /* best cost of a task with no valid program */
 
 struct kt_task_sched_opts {
-    int strategy;              /* enum kt_strategy */
-    int64_t trials;            /* total budget */
+    int strategy;   /* enum kt_strategy */
+    int64_t trials; /* total budget */
     int64_t measures_per_round;
-    int64_t early_stopping;    /* per task, trials; 0 = off */
+    int64_t early_stopping;     /* per task, trials; 0 = off */
     int64_t early_stopping_all; /* whole model, trials; 0 = off */
-    int64_t max_failed_rounds; /* 0 = never */
+    int64_t max_failed_rounds;  /* 0 = never */
     double alpha, beta;
     int64_t backward_window_size;
     uint64_t seed;
@@ -82,12 +82,12 @@ void kt_task_sched_opts_from_conf(struct kt_task_sched_opts *o,
 /* Why kt_task_sched_next returned -1. */
 enum kt_sched_stop {
     KT_SCHED_RUNNING,
-    KT_SCHED_BUDGET,           /* trials used up */
-    KT_SCHED_ALL_DEAD,         /* every task exhausted or early-stopped */
-    KT_SCHED_EARLY_STOP        /* early_stopping_all fired */
+    KT_SCHED_BUDGET,    /* trials used up */
+    KT_SCHED_ALL_DEAD,  /* every task exhausted or early-stopped */
+    KT_SCHED_EARLY_STOP /* early_stopping_all fired */
 };
 
-struct kt_task_sched;          /* opaque */
+struct kt_task_sched; /* opaque */
 
 /* Creates a scheduler for n tasks with weights[i] and flops[i]; tags[i]
  * (may be NULL or "" for none) define the similarity groups.  Copies
@@ -98,7 +98,7 @@ int kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
                       const double *flops, const char *const *tags,
                       const struct kt_task_sched_opts *o, char *err,
                       size_t errlen);
-void kt_task_sched_free(struct kt_task_sched *s);   /* NULL is a no-op */
+void kt_task_sched_free(struct kt_task_sched *s); /* NULL is a no-op */
 /* An independent deep copy (the engine asks a copy "which task next if the
  * pending round brings no gain?" to search ahead while a batch is being
  * measured).  Caller frees with kt_task_sched_free. */
@@ -181,15 +181,15 @@ struct kt_search_opts {
 
 /* Ansor's DEFAULT_PARAMS with this machine's vector width and cores. */
 void kt_search_opts_default(struct kt_search_opts *o);
-struct kt_search;              /* opaque */
-struct kt_xgb_model;           /* costmodel/costmodel.h */
+struct kt_search;    /* opaque */
+struct kt_xgb_model; /* costmodel/costmodel.h */
 
 /* Creates a search for dag (borrowed; must outlive the search): generates
  * the sketches.  KT_EINVAL for bad options, KT_ESCHEDULE when no sketch
  * can be built.  Caller frees with kt_search_free. */
 int kt_search_new(struct kt_search **out, const struct kt_dag *dag,
                   const struct kt_search_opts *o, char *err, size_t errlen);
-void kt_search_free(struct kt_search *s);     /* NULL is a no-op */
+void kt_search_free(struct kt_search *s); /* NULL is a no-op */
 /* Number of sketches and a one-line description of sketch i (borrowed). */
 int kt_search_nsketches(struct kt_search *s);
 const char *kt_search_sketch_desc(struct kt_search *s, int i);
@@ -199,17 +199,17 @@ const char *kt_search_sketch_desc(struct kt_search *s, int i);
 struct kt_search_cand {
     struct kt_step *steps;
     int nsteps;
-    struct kt_state *state;    /* the steps applied: replayed once, here */
-    char hash[17];             /* kt_steps_hash of the steps */
-    float score;               /* predicted; random-model score if none */
-    int from_random;           /* an eps-greedy random pick */
+    struct kt_state *state; /* the steps applied: replayed once, here */
+    char hash[17];          /* kt_steps_hash of the steps */
+    float score;            /* predicted; random-model score if none */
+    int from_random;        /* an eps-greedy random pick */
 };
 
 struct kt_search_batch {
     int n;
     struct kt_search_cand *v;
 };
-void kt_search_batch_free(struct kt_search_batch *b);  /* NULL is a no-op */
+void kt_search_batch_free(struct kt_search_batch *b); /* NULL is a no-op */
 
 /* One generation of the evolutionary search (the task table's "GA Iter"
  * lines): the best and the worst score kept for output so far, the
@@ -224,17 +224,17 @@ struct kt_search_generation {
 /* What one call did, for the task table's "[ Search ]" section. */
 struct kt_search_stats {
     int sketches;
-    int sampled;               /* valid initial-population members */
-    int sample_fail;           /* sampled genomes that did not lower */
-    int measured_seeds;        /* measured states put into the population */
-    int iters;                 /* GA generations run */
+    int sampled;        /* valid initial-population members */
+    int sample_fail;    /* sampled genomes that did not lower */
+    int measured_seeds; /* measured states put into the population */
+    int iters;          /* GA generations run */
     int mutations_ok, mutations_fail;
-    int scored;                /* programs built, lowered and scored */
-    int skipped_measured;      /* picks dropped as already measured */
+    int scored;           /* programs built, lowered and scored */
+    int skipped_measured; /* picks dropped as already measured */
     int picked_best, picked_random;
     float best_score;
     double sample_s, evo_s, score_s, total_s;
-    int ngenerations;          /* iters + 1 (the initial population), at
+    int ngenerations; /* iters + 1 (the initial population), at
                                   most KT_SEARCH_MAX_GENERATIONS kept */
     struct kt_search_generation gen[KT_SEARCH_MAX_GENERATIONS];
 };

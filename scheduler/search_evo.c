@@ -72,11 +72,13 @@ work_run(void *arg)
         if (st == NULL)
             continue;
         m->hash = hash_steps(st);
-        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK && code_size_ok(w->s, lt)) {
+        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK &&
+            code_size_ok(w->s, lt)) {
             if (!w->features)
                 m->valid = 1;
             else if (kt_features_extract(lt, &w->rows[i], &w->nrows[i], err,
-                                         sizeof(err)) == KT_OK && w->nrows[i] > 0)
+                                         sizeof(err)) == KT_OK &&
+                     w->nrows[i] > 0)
                 m->valid = 1;
         }
         kt_looptree_free(lt);
@@ -181,10 +183,11 @@ cache_slot(struct sk_score_ctx *c, uint64_t key)
         }
         free(old);
     }
-    for (i = slot_of(key, c->ccap); c->cache[i].key != 0; i = (i + 1) & (c->ccap - 1))
+    for (i = slot_of(key, c->ccap); c->cache[i].key != 0;
+         i = (i + 1) & (c->ccap - 1))
         if (c->cache[i].key == key)
             return &c->cache[i];
-    return &c->cache[i];     /* empty slot */
+    return &c->cache[i]; /* empty slot */
 }
 
 int
@@ -201,7 +204,7 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
         e = cache_slot(c, keys[i]);
         if (e->key == 0) {
             e->key = keys[i];
-            e->valid = -1;         /* pending */
+            e->valid = -1; /* pending */
             c->cn++;
             todo[nt++] = m[i];
         }
@@ -209,7 +212,10 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
     rc = score_raw(c, todo, nt, err, errlen);
     if (rc == KT_OK) {
         for (i = 0; i < nt; i++) {
-            struct sk_cache_ent *e = cache_slot(c, kt_hash64(&todo[i].g, sizeof(todo[i].g)) | 1);
+            struct sk_cache_ent *e = cache_slot(c,
+                                                kt_hash64(&todo[i].g,
+                                                          sizeof(todo[i].g)) |
+                                                    1);
             e->hash = todo[i].hash;
             e->score = todo[i].score;
             e->valid = todo[i].valid;

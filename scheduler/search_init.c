@@ -11,7 +11,8 @@
 /* ---- factorization tables ---------------------------------------------- */
 
 static void
-enum_factors(struct sk_factors *f, int32_t *cur, int pos, int64_t rest, int64_t maxin)
+enum_factors(struct sk_factors *f, int32_t *cur, int pos, int64_t rest,
+             int64_t maxin)
 {
     int64_t d;
 
@@ -19,7 +20,8 @@ enum_factors(struct sk_factors *f, int32_t *cur, int pos, int64_t rest, int64_t 
         return;
     if (pos == 0) {
         cur[0] = (int32_t)rest;
-        memcpy(&f->v[(size_t)f->count * (size_t)f->n], cur, sizeof(*cur) * (size_t)f->n);
+        memcpy(&f->v[(size_t)f->count * (size_t)f->n], cur,
+               sizeof(*cur) * (size_t)f->n);
         f->count++;
         return;
     }
@@ -58,7 +60,8 @@ get_factors(struct kt_search *s, int64_t extent, int n)
     f = kt_xcalloc(1, sizeof(*f));
     f->extent = extent;
     f->n = n;
-    cnt = count_factors(extent, n - 1, n, s->o.max_innermost_factor, SK_MAX_FACTORS);
+    cnt = count_factors(extent, n - 1, n, s->o.max_innermost_factor,
+                        SK_MAX_FACTORS);
     if (cnt > SK_MAX_FACTORS)
         cnt = SK_MAX_FACTORS;
     f->v = kt_xcalloc((size_t)(cnt ? cnt : 1) * (size_t)n, sizeof(int32_t));
@@ -98,7 +101,7 @@ sk_prepare_factors(struct kt_search *s)
                 if (ss->axes[a].extent > INT32_MAX)
                     return KT_EINVAL;
                 f = get_factors(s, ss->axes[a].extent, n);
-                if (f->count == 0)   /* innermost bound: allow all-outer */
+                if (f->count == 0) /* innermost bound: allow all-outer */
                     f = get_factors(s, ss->axes[a].extent, 1);
                 s->fac[k][slot][a] = f;
             }
@@ -152,7 +155,8 @@ rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
     int nR = nparts_of(&sk->plan[i], 1), r = ss->naxes - 1;
     int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
 
-    if (sk->plan[i].structure != SK_STRUCT_RF || s->fac[g->sketch][slot][r]->n < nR)
+    if (sk->plan[i].structure != SK_STRUCT_RF ||
+        s->fac[g->sketch][slot][r]->n < nR)
         return 1;
     if (ss->axes[r].extent % lanes != 0)
         lanes = 4;
@@ -169,7 +173,8 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
 
     for (a = 0; a < ss->naxes; a++) {
         const struct sk_factors *f = s->fac[g->sketch][slot][a];
-        const int32_t *v = &f->v[(size_t)kt_rng_below(r, (uint64_t)f->count) * (size_t)f->n];
+        const int32_t *v =
+            &f->v[(size_t)kt_rng_below(r, (uint64_t)f->count) * (size_t)f->n];
         n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
         for (l = 0; l < SK_MAXP; l++)
             g->tiles[slot][a][l] = 1;
@@ -201,8 +206,10 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
     for (i = 0; i < sk->base->nstages; i++) {
         const struct sk_plan *p = &sk->plan[i];
         if (p->may_move)
-            g->loc[i] = kt_rng_below(r, 3) == 0 ? 0 : (uint8_t)(1 + kt_rng_below(r, 64));
-        g->par[i] = 255;            /* Ansor's InitParallel rule */
+            g->loc[i] = kt_rng_below(r, 3) == 0
+                            ? 0
+                            : (uint8_t)(1 + kt_rng_below(r, 64));
+        g->par[i] = 255; /* Ansor's InitParallel rule */
         g->vec[i] = 1;
         g->unroll_inner[i] = (uint8_t)kt_rng_below(r, 2);
         g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
@@ -249,7 +256,8 @@ mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
             for (d = 2; d <= l[src] && nd < 64; d++) {
                 if (l[src] % d != 0)
                     continue;
-                if (dst == n - 1 && (int64_t)l[dst] * d > s->o.max_innermost_factor)
+                if (dst == n - 1 &&
+                    (int64_t)l[dst] * d > s->o.max_innermost_factor)
                     continue;
                 divs[nd++] = d;
             }
@@ -275,9 +283,11 @@ pick_stage(const struct sk_sketch *sk, struct kt_rng *r, int want)
         if (p->role == SK_INLINED)
             continue;
         switch (want) {
-        case 0: ok = p->has_reduce || p->role == SK_MLT; break;   /* unroll */
-        case 1: ok = p->may_move; break;                          /* location */
-        default: ok = !(p->role == SK_MLT && p->partner >= 0); break; /* parallel */
+        case 0: ok = p->has_reduce || p->role == SK_MLT; break; /* unroll */
+        case 1: ok = p->may_move; break;                        /* location */
+        default:
+            ok = !(p->role == SK_MLT && p->partner >= 0);
+            break; /* parallel */
         }
         if (ok)
             cand[n++] = i;
@@ -295,13 +305,14 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 
     if (u < 0.90)
         return mutate_tile(s, r, g);
-    if (u < 0.92 && sk_pack_mutate(sk, r, g) == 0)   /* MutatePack */
+    if (u < 0.92 && sk_pack_mutate(sk, r, g) == 0) /* MutatePack */
         return 0;
-    if (u < 0.94) {                 /* MutateAutoUnroll (+ inner unroll) */
+    if (u < 0.94) { /* MutateAutoUnroll (+ inner unroll) */
         i = pick_stage(sk, r, 0);
         if (i < 0)
             return -1;
-        if (sk->plan[i].role == SK_MLT && (!sk->plan[i].has_reduce || kt_rng_below(r, 2))) {
+        if (sk->plan[i].role == SK_MLT &&
+            (!sk->plan[i].has_reduce || kt_rng_below(r, 2))) {
             g->unroll_inner[i] ^= 1;
             return 0;
         }
@@ -311,7 +322,7 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         g->unroll[i] = v;
         return 0;
     }
-    if (u < 0.99) {                 /* MutateComputeLocation */
+    if (u < 0.99) { /* MutateComputeLocation */
         i = pick_stage(sk, r, 1);
         if (i < 0)
             return -1;
@@ -321,7 +332,7 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         g->loc[i] = v;
         return 0;
     }
-    i = pick_stage(sk, r, 2);      /* MutateParallel */
+    i = pick_stage(sk, r, 2); /* MutateParallel */
     if (i < 0)
         return -1;
     v = (uint8_t)(1 + kt_rng_below(r, 6));

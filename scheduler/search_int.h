@@ -14,55 +14,55 @@
 #include "costmodel/costmodel.h"
 #include "scheduler/scheduler.h"
 
-#define SK_MAX_MLT 4          /* multi-level tiled stages per DAG */
-#define SK_MAXP 4             /* parts per axis (SSRSRS: 4 spatial) */
+#define SK_MAX_MLT 4 /* multi-level tiled stages per DAG */
+#define SK_MAXP 4    /* parts per axis (SSRSRS: 4 spatial) */
 #define SK_MAX_SKETCHES 48
 
 enum sk_role {
-    SK_PLAIN,                 /* untiled; may move (compute location) */
+    SK_PLAIN, /* untiled; may move (compute location) */
     SK_INLINED,
-    SK_MLT,                   /* multi-level tiled */
-    SK_FOLLOW                 /* consumer tiled to hold a fused MLT stage */
+    SK_MLT,   /* multi-level tiled */
+    SK_FOLLOW /* consumer tiled to hold a fused MLT stage */
 };
 
 /* What a sketch does with one stage of its base state (state numbering,
  * i.e. after the sketch's cache_write and inline steps). */
 struct sk_plan {
     int role;
-    int partner;              /* MLT: consumer it is fused into (-1 none);
+    int partner;   /* MLT: consumer it is fused into (-1 none);
                                * FOLLOW: the fused MLT producer */
-    int level;                /* fusion level (1 or 2), 0 = not fused */
-    int slot;                 /* MLT: tile slot in the genome */
-    int structure;            /* MLT: index into sk_structures */
-    int may_move;             /* PLAIN: has a sole consumer, can attach */
-    int consumer;             /* PLAIN + may_move: that consumer */
+    int level;     /* fusion level (1 or 2), 0 = not fused */
+    int slot;      /* MLT: tile slot in the genome */
+    int structure; /* MLT: index into sk_structures */
+    int may_move;  /* PLAIN: has a sole consumer, can attach */
+    int consumer;  /* PLAIN + may_move: that consumer */
     int has_reduce;
 };
 
 struct sk_sketch {
-    struct kt_state *base;    /* after cache_write / inline steps */
+    struct kt_state *base; /* after cache_write / inline steps */
     struct sk_plan plan[KT_MAX_STAGES];
     int nslots;
     int slot_stage[SK_MAX_MLT];
     char desc[160];
 };
 
-extern const char *const sk_structures[];   /* "SSRSRS", "SRSRS", "SSRSR" */
-#define SK_NSTRUCT_MLT 2      /* the structures of multi-level tiling */
+extern const char *const sk_structures[]; /* "SSRSRS", "SRSRS", "SSRSR" */
+#define SK_NSTRUCT_MLT 2 /* the structures of multi-level tiling */
 /* The rfactor structure: S0 S1 R0 S2 R1 with the innermost reduction part
  * vectorized (lane accumulators, reduced across lanes once). */
 #define SK_STRUCT_RF 2
-extern const int sk_unroll_values[4];       /* 0, 16, 64, 512 */
+extern const int sk_unroll_values[4]; /* 0, 16, 64, 512 */
 
 struct sk_genome {
-    int32_t sketch;               /* int32: the struct has no padding */
+    int32_t sketch; /* int32: the struct has no padding */
     int32_t tiles[SK_MAX_MLT][KT_MAX_AXES][SK_MAXP]; /* level lengths */
-    uint8_t loc[KT_MAX_STAGES];   /* 0 = root, k = k-th candidate (mod) */
-    uint8_t par[KT_MAX_STAGES];   /* leading iterators fused + parallel */
+    uint8_t loc[KT_MAX_STAGES]; /* 0 = root, k = k-th candidate (mod) */
+    uint8_t par[KT_MAX_STAGES]; /* leading iterators fused + parallel */
     uint8_t vec[KT_MAX_STAGES];
     uint8_t unroll_inner[KT_MAX_STAGES];
-    uint8_t unroll[KT_MAX_STAGES];  /* index into sk_unroll_values */
-    uint8_t pack[KT_MAX_STAGES];    /* cache_read stages: 0 no pack, 1 in
+    uint8_t unroll[KT_MAX_STAGES]; /* index into sk_unroll_values */
+    uint8_t pack[KT_MAX_STAGES];   /* cache_read stages: 0 no pack, 1 in
                                      * the kernel, 2 layout rewrite */
 };
 
@@ -72,15 +72,15 @@ struct sk_factors {
     int64_t extent;
     int n;
     int count;
-    int32_t *v;               /* count x n */
+    int32_t *v; /* count x n */
 };
 
 /* A scored population member. */
 struct sk_member {
     struct sk_genome g;
-    uint64_t hash;            /* schedule hash (kt_steps_hash as number) */
+    uint64_t hash; /* schedule hash (kt_steps_hash as number) */
     float score;
-    int valid;                /* built and lowered */
+    int valid; /* built and lowered */
 };
 
 struct kt_search {
@@ -93,9 +93,9 @@ struct kt_search {
     /* factor tables per sketch slot axis */
     struct sk_factors *fac[SK_MAX_SKETCHES][SK_MAX_MLT][KT_MAX_AXES];
     int nfac, capfac;
-    struct sk_factors **facs;   /* owned list (memo by extent, n) */
+    struct sk_factors **facs; /* owned list (memo by extent, n) */
     struct kt_random_model *rmodel;
-    struct kt_u64set proposed;    /* hashes returned by next_batch */
+    struct kt_u64set proposed; /* hashes returned by next_batch */
     /* genomes of returned candidates, by hash (for kt_search_record) */
     int nprop, capprop;
     struct sk_member *prop;
@@ -136,7 +136,7 @@ int sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
 
 /* ---- search_evo.c ---- */
 struct sk_cache_ent {
-    uint64_t key;                 /* genome hash, never 0 */
+    uint64_t key; /* genome hash, never 0 */
     uint64_t hash;
     float score;
     int valid;
@@ -144,10 +144,10 @@ struct sk_cache_ent {
 
 struct sk_score_ctx {
     struct kt_search *s;
-    struct sk_cache_ent *cache;   /* genome -> result, for one round */
+    struct sk_cache_ent *cache; /* genome -> result, for one round */
     size_t ccap, cn;
-    struct kt_xgb_model *model;   /* NULL = random model */
-    double t_build, t_score;      /* seconds */
+    struct kt_xgb_model *model; /* NULL = random model */
+    double t_build, t_score;    /* seconds */
     int nscored;
 };
 /* Builds, lowers and scores n members in place (valid, hash, score). */

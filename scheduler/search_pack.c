@@ -110,13 +110,14 @@ packs_weight(const struct kt_state *st, int i)
 static uint8_t
 random_mode(const struct kt_state *st, int i, struct kt_rng *r)
 {
-    if (packs_weight(st, i))      /* weights: mostly rewritten */
+    if (packs_weight(st, i)) /* weights: mostly rewritten */
         return (uint8_t)(kt_rng_below(r, 4) < 2 ? 2 : kt_rng_below(r, 2));
     return (uint8_t)kt_rng_below(r, 2);
 }
 
 void
-sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g)
+sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
+               struct sk_genome *g)
 {
     int i;
 
@@ -130,7 +131,8 @@ sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g
 }
 
 int
-sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r, struct sk_genome *g)
+sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
+               struct sk_genome *g)
 {
     int cand[KT_MAX_STAGES], n = 0, i;
     uint8_t v;

@@ -37,10 +37,12 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
         o->num_iters < 0 || o->mutation_prob < 0 || o->mutation_prob > 1 ||
         o->eps_greedy < 0 || o->eps_greedy > 1 || o->use_measured_ratio < 0 ||
         o->max_innermost_factor < 1 || o->max_register_tile < 1 || o->cores < 1)
-        return kt_seterr(err, errlen, KT_EINVAL, "search options: policy %d, "
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "search options: policy %d, "
                          "population %d, num_iters %d, mutation_prob %g, "
                          "eps_greedy %g, max_innermost_factor %d, cores %d: "
-                         "out of range", o->policy, o->population, o->num_iters,
+                         "out of range",
+                         o->policy, o->population, o->num_iters,
                          o->mutation_prob, o->eps_greedy,
                          o->max_innermost_factor, o->cores);
     s = kt_xcalloc(1, sizeof(*s));
@@ -52,7 +54,8 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
     kt_u64set_init(&s->proposed);
     rc = sk_generate(s, err, errlen);
     if (rc == KT_OK && sk_prepare_factors(s) != KT_OK)
-        rc = kt_seterr(err, errlen, KT_EINVAL, "%s: an axis extent is too large",
+        rc = kt_seterr(err, errlen, KT_EINVAL,
+                       "%s: an axis extent is too large",
                        dag->key ? dag->key : "dag");
     if (rc != KT_OK) {
         kt_search_free(s);
@@ -111,7 +114,7 @@ kt_search_batch_free(struct kt_search_batch *b)
 struct round {
     struct kt_search *s;
     struct sk_score_ctx sc;
-    struct kt_u64set taken;          /* picked in this batch */
+    struct kt_u64set taken; /* picked in this batch */
     struct kt_search_stats *st;
     char *err;
     size_t errlen;
@@ -184,8 +187,8 @@ fail:
 /* The figures of one generation: the kept heap and the mutation pass
  * that produced the population. */
 static void
-record_generation(struct kt_search_stats *st, const struct sk_member *heap, int nheap,
-                  int pop, int mut_ok, int mut_fail)
+record_generation(struct kt_search_stats *st, const struct sk_member *heap,
+                  int nheap, int pop, int mut_ok, int mut_fail)
 {
     struct kt_search_generation *g;
     int j;
@@ -213,8 +216,10 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
 {
     struct kt_search *s = R->s;
     int pop = s->o.population, k, i, nheap = 0, rc = KT_OK;
-    struct sk_member *cur = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(*cur));
-    struct sk_member *next = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(*next));
+    struct sk_member *cur = kt_xcalloc((size_t)pop + (size_t)ninit,
+                                       sizeof(*cur));
+    struct sk_member *next = kt_xcalloc((size_t)pop + (size_t)ninit,
+                                        sizeof(*next));
     struct sk_member *heap = kt_xcalloc((size_t)out_size + 1, sizeof(*heap));
     double *cum = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(double));
     struct kt_u64set in_heap;
@@ -232,7 +237,8 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
         }
         for (i = 0; i < ncur; i++) {
             const struct sk_member *m = &cur[i];
-            if (!m->valid || !is_new(R, m->hash) || kt_u64set_has(&in_heap, m->hash))
+            if (!m->valid || !is_new(R, m->hash) ||
+                kt_u64set_has(&in_heap, m->hash))
                 continue;
             if (nheap < out_size) {
                 heap[nheap++] = *m;
@@ -286,7 +292,8 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
                 p = (int)kt_rng_below(&s->rng, (uint64_t)ncur);
             }
             next[nnext] = cur[p];
-            if (kt_rng_unit(&s->rng) < s->o.mutation_prob && attempts++ < 8 * pop) {
+            if (kt_rng_unit(&s->rng) < s->o.mutation_prob &&
+                attempts++ < 8 * pop) {
                 if (sk_mutate(s, &s->rng, &next[nnext].g) != 0) {
                     R->st->mutations_fail++;
                     continue;
@@ -344,7 +351,8 @@ take(struct round *R, const struct sk_member *m, int from_random,
     c = &out->v[out->n++];
     memset(c, 0, sizeof(*c));
     c->nsteps = st->nsteps;
-    c->steps = kt_xmalloc(sizeof(*c->steps) * (size_t)(st->nsteps ? st->nsteps : 1));
+    c->steps = kt_xmalloc(sizeof(*c->steps) *
+                          (size_t)(st->nsteps ? st->nsteps : 1));
     memcpy(c->steps, st->steps, sizeof(*c->steps) * (size_t)st->nsteps);
     kt_steps_hash(st->steps, st->nsteps, c->hash);
     c->score = m->score;
@@ -421,7 +429,9 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     R.s = s;
     R.sc.s = s;
     R.sc.model = s->o.policy == KT_POLICY_SKETCH_XGB && model != NULL &&
-                 kt_xgb_trained(model) ? model : NULL;
+                         kt_xgb_trained(model)
+                     ? model
+                     : NULL;
     R.st = stats;
     R.err = err;
     R.errlen = errlen;
@@ -433,7 +443,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     out->v = kt_xcalloc((size_t)n, sizeof(*out->v));
     iters = s->o.num_iters;
     if (R.sc.model == NULL && iters > 2)
-        iters = 2;                 /* Ansor, with the random model */
+        iters = 2; /* Ansor, with the random model */
 
     rc = sample_init(&R, 0, &init, &ninit);
     if (rc != KT_OK)
@@ -445,7 +455,8 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
             take(&R, &init[i], 1, out, n);
     } else {
         int nseed = (int)(s->o.use_measured_ratio * s->o.population);
-        init = kt_xrealloc(init, sizeof(*init) * ((size_t)ninit + (size_t)nseed + 1));
+        init = kt_xrealloc(init,
+                           sizeof(*init) * ((size_t)ninit + (size_t)nseed + 1));
         stats->measured_seeds = measured_seeds(s, init + ninit, nseed);
         ninit += stats->measured_seeds;
         rc = evolve(&R, init, ninit, iters, 2 * n, &best, &nbest);
@@ -533,7 +544,8 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
         if (cost > 0 && isfinite(cost)) {
             if (s->nmeas == s->capmeas) {
                 s->capmeas = s->capmeas ? 2 * s->capmeas : 64;
-                s->meas = kt_xrealloc(s->meas, sizeof(*s->meas) * (size_t)s->capmeas);
+                s->meas = kt_xrealloc(s->meas,
+                                      sizeof(*s->meas) * (size_t)s->capmeas);
                 s->meas_tput = kt_xrealloc(s->meas_tput,
                                            sizeof(double) * (size_t)s->capmeas);
             }

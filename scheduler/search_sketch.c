@@ -84,7 +84,8 @@ needs_mlt(const struct kt_sstage *ss)
 {
     int missing = 0;
 
-    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN || ss->naxes == ss->nspatial)
+    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN ||
+        ss->naxes == ss->nspatial)
         return 0;
     load_masks(ss->body, &missing, ss->nspatial, ss);
     return missing;
@@ -134,7 +135,8 @@ struct gen {
 };
 
 static void
-finish(struct gen *G, struct kt_state *st, struct sk_plan *plan, const char *desc)
+finish(struct gen *G, struct kt_state *st, struct sk_plan *plan,
+       const char *desc)
 {
     struct kt_search *s = G->s;
     struct sk_sketch *k;
@@ -156,7 +158,7 @@ finish(struct gen *G, struct kt_state *st, struct sk_plan *plan, const char *des
         }
         if (p->role == SK_MLT) {
             if (nslots == SK_MAX_MLT) {
-                p->role = SK_PLAIN;   /* too many: leave untiled */
+                p->role = SK_PLAIN; /* too many: leave untiled */
                 p->partner = -1;
             } else {
                 p->slot = nslots;
@@ -253,8 +255,9 @@ wants_rfactor(const struct kt_state *st, int s)
     const struct kt_sstage *ss = &st->stages[s];
     int r = ss->naxes - 1, sp, unit = 0, gather = 0;
 
-    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN || ss->naxes == ss->nspatial ||
-        ss->axes[r].extent < SK_RF_MIN_EXTENT || ss->axes[r].extent % 4 != 0)
+    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN ||
+        ss->naxes == ss->nspatial || ss->axes[r].extent < SK_RF_MIN_EXTENT ||
+        ss->axes[r].extent % 4 != 0)
         return 0;
     for (sp = ss->nspatial - 1; sp >= 0 && ss->axes[sp].extent <= 1; sp--)
         ;
@@ -285,7 +288,8 @@ plan_rfactor(struct gen *G, struct kt_state *st, const struct sk_plan *plan,
             p2[c].level = 1;
         }
         snprintf(one, sizeof(one), "%s: rfactor %s%s", st->stages[s].name,
-                 sk_structures[SK_STRUCT_RF], fused ? ", fused at level 1" : "");
+                 sk_structures[SK_STRUCT_RF],
+                 fused ? ", fused at level 1" : "");
         with_desc(d2, sizeof(d2), desc, one);
         gen_stage(G, st, p2, s - 1, d2);
     }
@@ -392,8 +396,10 @@ sk_generate(struct kt_search *s, char *err, size_t errlen)
     gen_stage(&G, st, plan, st->nstages - 1, "");
     kt_state_free(st);
     if (s->nsketches == 0)
-        return kt_seterr(err, errlen, KT_ESCHEDULE, "%s: no sketch could be "
-                         "generated", s->dag->key ? s->dag->key : "dag");
+        return kt_seterr(err, errlen, KT_ESCHEDULE,
+                         "%s: no sketch could be "
+                         "generated",
+                         s->dag->key ? s->dag->key : "dag");
     return KT_OK;
 }
 
@@ -409,11 +415,11 @@ sk_free_sketches(struct kt_search *s)
 
 /* ---- genome -> state --------------------------------------------------- */
 
-#define APPLY(st, ...)                                                        \
-    do {                                                                      \
-        struct kt_step st_ = __VA_ARGS__;                                     \
-        if (kt_state_apply((st), &st_, err, errlen) != KT_OK)                 \
-            goto fail;                                                        \
+#define APPLY(st, ...)                                                         \
+    do {                                                                       \
+        struct kt_step st_ = __VA_ARGS__;                                      \
+        if (kt_state_apply((st), &st_, err, errlen) != KT_OK)                  \
+            goto fail;                                                         \
     } while (0)
 
 static int
@@ -477,8 +483,10 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
                 continue;
             j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : lev);
             if (j < 0)
-                return kt_seterr(err, errlen, KT_ESCHEDULE, "tile: no part %d "
-                                 "of axis %d", lev, a);
+                return kt_seterr(err, errlen, KT_ESCHEDULE,
+                                 "tile: no part %d "
+                                 "of axis %d",
+                                 lev, a);
             re.v[re.n++] = j;
         }
     }
@@ -488,8 +496,8 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
 /* Splits consumer i like its fused producer's spatial tiles down to level
  * 'level'; returns the index of the last iterator of level - 1. */
 static int
-tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
-            int nS, int level, char *err, size_t errlen)
+tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
+            int level, char *err, size_t errlen)
 {
     struct kt_step re;
     int a, l, nsp = st->stages[i].nspatial, ap = -1;
@@ -523,8 +531,10 @@ tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
                 continue;
             j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : l);
             if (j < 0)
-                return kt_seterr(err, errlen, KT_ESCHEDULE, "follow: no part "
-                                 "%d of axis %d", l, a);
+                return kt_seterr(err, errlen, KT_ESCHEDULE,
+                                 "follow: no part "
+                                 "%d of axis %d",
+                                 l, a);
             re.v[re.n++] = j;
         }
         if (l == level - 1)
@@ -575,8 +585,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             }
         }
         if (p->role == SK_MLT &&
-            tile_mlt(st, i, g->tiles[p->slot],
-                     sk_structures[p->structure], err, errlen) != 0)
+            tile_mlt(st, i, g->tiles[p->slot], sk_structures[p->structure], err,
+                     errlen) != 0)
             goto fail;
         if (p->role == SK_FOLLOW) {
             const struct sk_plan *pp = &k->plan[p->partner];
@@ -592,7 +602,7 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
                 ;
             if (p->role == SK_FOLLOW && m > ap_pre + 1)
                 m = ap_pre + 1;
-            if (g->par[i] == 255) {     /* InitParallel: 16 x cores */
+            if (g->par[i] == 255) { /* InitParallel: 16 x cores */
                 int64_t deg = 1;
                 for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++)
                     deg *= ss->iters[kf].extent;
@@ -632,8 +642,9 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
         if (p->role == SK_MLT &&
             (g->unroll_inner[i] || p->structure == SK_STRUCT_RF)) {
             /* the innermost spatial level, but its last iterator */
-            for (j = last - 1; j >= 0 && ss->iters[j].reduce == 0 &&
-                 ss->iters[j].nparts == 1; j--) {
+            for (j = last - 1;
+                 j >= 0 && ss->iters[j].reduce == 0 && ss->iters[j].nparts == 1;
+                 j--) {
                 const struct kt_iter *it = &ss->iters[j];
                 int ax = it->parts[0].axis;
                 if (it->parts[0].part != ss->nparts[ax] - 1)
@@ -643,7 +654,11 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             }
         }
         if (p->has_reduce && sk_unroll_values[g->unroll[i] & 3] > 0)
-            APPLY(st, {KT_STEP_PRAGMA, i, 0, 0, {sk_unroll_values[g->unroll[i] & 3]}});
+            APPLY(st, {KT_STEP_PRAGMA,
+                       i,
+                       0,
+                       0,
+                       {sk_unroll_values[g->unroll[i] & 3]}});
     }
     return st;
 fail:

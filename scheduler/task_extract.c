@@ -23,7 +23,7 @@
 struct inst {
     const struct kt_layer *l;
     int epilogue;
-    int fused;                 /* folded into the previous producer */
+    int fused; /* folded into the previous producer */
 };
 
 /* The output shape of a layer as 4 dims (trailing 1s), or 0 if not a
@@ -35,9 +35,11 @@ producer_shape(const struct kt_layer *l, int64_t out[4])
         out[0] = l->N;
         out[1] = l->K;
         out[2] = (l->H + 2 * l->pad[0] - l->dilation[0] * (l->R - 1) - 1) /
-                     l->stride[0] + 1;
+                     l->stride[0] +
+                 1;
         out[3] = (l->W + 2 * l->pad[1] - l->dilation[1] * (l->S - 1) - 1) /
-                     l->stride[1] + 1;
+                     l->stride[1] +
+                 1;
         return 1;
     }
     if (l->op == KT_LAYER_DENSE) {
@@ -111,10 +113,8 @@ make_def(const struct kt_layer *l, int epi, struct kt_op_def *d)
         c.groups = l->groups;
         c.epilogue = epi;
         return kt_op_conv2d(d, &c);
-    case KT_LAYER_DENSE:
-        return kt_op_dense(d, l->M, l->N, l->K, epi);
-    case KT_LAYER_MATMUL:
-        return kt_op_matmul(d, l->M, l->N, l->K);
+    case KT_LAYER_DENSE: return kt_op_dense(d, l->M, l->N, l->K, epi);
+    case KT_LAYER_MATMUL: return kt_op_matmul(d, l->M, l->N, l->K);
     case KT_LAYER_BATCH_MATMUL:
         return kt_op_batch_matmul(d, l->B, l->M, l->N, l->K, l->transpose_b);
     case KT_LAYER_MAXPOOL:
@@ -123,8 +123,7 @@ make_def(const struct kt_layer *l, int epi, struct kt_op_def *d)
                             l->W, l->kernel, l->stride[0], l->pad[0]);
     case KT_LAYER_GLOBAL_AVG_POOL:
         return kt_op_global_avg_pool(d, l->N, l->C, l->H, l->W);
-    case KT_LAYER_SOFTMAX:
-        return kt_op_softmax(d, l->rows, l->cols);
+    case KT_LAYER_SOFTMAX: return kt_op_softmax(d, l->rows, l->cols);
     default:
         shape4(l, s);
         return kt_op_elementwise(d, kt_layer_op_name(l->op), s[0], s[1], s[2],
@@ -133,16 +132,16 @@ make_def(const struct kt_layer *l, int epi, struct kt_op_def *d)
 }
 
 static void
-layer_tag(const struct kt_layer *l, int epi, double flops, char *out,
-          size_t n)
+layer_tag(const struct kt_layer *l, int epi, double flops, char *out, size_t n)
 {
     int bucket = (int)(log(flops + 1) / log(1.618));
     const char *op = kt_layer_op_name(l->op);
     if (l->op == KT_LAYER_CONV2D)
         snprintf(out, n, "conv2d_%lldx%lld_s%lld_%s_e%d_%d", (long long)l->R,
                  (long long)l->S, (long long)l->stride[0],
-                 l->groups == 1 ? "g1" :
-                 (l->groups == l->C && l->groups == l->K ? "dw" : "g"),
+                 l->groups == 1
+                     ? "g1"
+                     : (l->groups == l->C && l->groups == l->K ? "dw" : "g"),
                  epi, bucket);
     else if (l->op == KT_LAYER_DENSE)
         snprintf(out, n, "dense_e%d_%d", epi, bucket);
@@ -200,9 +199,10 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
     for (i = 0; i < m->nlayers; i++)
         total += m->layers[i].repeat;
     if (total > 1000000)
-        return kt_seterr(err, errlen, KT_ECONFIG, "%s: the layers expand to "
-                         "%lld instances (more than 1000000)", m->path,
-                         (long long)total);
+        return kt_seterr(err, errlen, KT_ECONFIG,
+                         "%s: the layers expand to "
+                         "%lld instances (more than 1000000)",
+                         m->path, (long long)total);
     v = kt_xcalloc((size_t)total + 1, sizeof(*v));
     for (i = 0; i < m->nlayers; i++) {
         for (r = 0; r < m->layers[i].repeat; r++) {
@@ -228,8 +228,8 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
             snprintf(msg, sizeof(msg), "%.1000s", d->text);
         if (rc < 0) {
             kt_seterr(err, errlen, rc, "%s:%d: layers[%d] (%s): %s", m->path,
-                      v[i].l->line, v[i].l->index,
-                      kt_layer_op_name(v[i].l->op), msg);
+                      v[i].l->line, v[i].l->index, kt_layer_op_name(v[i].l->op),
+                      msg);
             free(d);
             break;
         }
@@ -245,11 +245,10 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
 }
 
 static int
-import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g,
-            char *err, size_t errlen)
+import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g, char *err,
+            size_t errlen)
 {
-    struct kt_onnx_input *in = kt_xcalloc((size_t)m->ninputs + 1,
-                                          sizeof(*in));
+    struct kt_onnx_input *in = kt_xcalloc((size_t)m->ninputs + 1, sizeof(*in));
     int i, rc;
 
     for (i = 0; i < m->ninputs; i++) {
@@ -258,8 +257,7 @@ import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g,
         in[i].dims = m->inputs[i].dims;
     }
     rc = kt_onnx_import(m->onnx, in, m->ninputs,
-                        m->onnx_partial ? KT_ONNX_PARTIAL : 0, g, err,
-                        errlen);
+                        m->onnx_partial ? KT_ONNX_PARTIAL : 0, g, err, errlen);
     free(in);
     return rc;
 }
@@ -298,8 +296,7 @@ extract_onnx(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
                       g->kernels[i].name, msg);
             break;
         }
-        add_task(out, cap, dag, 1.0, g->kernels[i].name, g->kernels[i].tag,
-                 -1);
+        add_task(out, cap, dag, 1.0, g->kernels[i].name, g->kernels[i].tag, -1);
     }
     kt_onnx_free(g);
     return rc;
@@ -329,8 +326,10 @@ extract_tasks(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
         kt_buf_free(&text);
         free(sh);
         if (rc < 0)
-            return kt_seterr(err, errlen, rc, "%s: tasks[%d] (%s): compute: "
-                             "%s", m->path, i, tc->name, msg);
+            return kt_seterr(err, errlen, rc,
+                             "%s: tasks[%d] (%s): compute: "
+                             "%s",
+                             m->path, i, tc->name, msg);
         add_task(out, cap, dag, tc->weight, tc->name,
                  tc->group != NULL ? tc->group : "", -1);
     }
@@ -338,8 +337,8 @@ extract_tasks(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
 }
 
 int
-kt_tasks_extract(const struct kt_model_conf *m, struct kt_tasks *out,
-                 char *err, size_t errlen)
+kt_tasks_extract(const struct kt_model_conf *m, struct kt_tasks *out, char *err,
+                 size_t errlen)
 {
     int cap = 0, rc;
     memset(out, 0, sizeof(*out));

@@ -24,20 +24,20 @@ struct kt_task_sched {
     struct kt_task_sched_opts o;
     int64_t per_round;
     double *weight, *flops, *best, *grad;
-    int64_t *rounds;           /* task_cts */
-    int64_t *best_round;       /* task_best_cts */
-    int64_t *trials;           /* exact trials measured per task */
-    double **hist;             /* task_costs_history */
+    int64_t *rounds;     /* task_cts */
+    int64_t *best_round; /* task_best_cts */
+    int64_t *trials;     /* exact trials measured per task */
+    double **hist;       /* task_costs_history */
     int64_t *hist_n, *hist_cap;
     char *dead;
     int ndead;
-    int *group;                /* -1 = none */
+    int *group; /* -1 = none */
     int *group_size;
     struct kt_rng rng;
     int64_t ct, best_ct;
     double cur_score, best_score;
-    int warmed;                /* warm-up round robin finished */
-    int pending;               /* task returned by next, not yet updated */
+    int warmed;  /* warm-up round robin finished */
+    int pending; /* task returned by next, not yet updated */
     int rr_idx;
     enum kt_sched_stop stop;
 };
@@ -72,8 +72,7 @@ score(const struct kt_task_sched *s)
 int
 kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
                   const double *flops, const char *const *tags,
-                  const struct kt_task_sched_opts *o, char *err,
-                  size_t errlen)
+                  const struct kt_task_sched_opts *o, char *err, size_t errlen)
 {
     struct kt_task_sched *s;
     int i, j;
@@ -83,18 +82,21 @@ kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
         return kt_seterr(err, errlen, KT_EINVAL, "task scheduler: no tasks");
     if (o->measures_per_round < 1 || o->trials < 1 || o->beta <= 0 ||
         o->backward_window_size < 1 || o->alpha < 0 || o->alpha > 1)
-        return kt_seterr(err, errlen, KT_EINVAL, "task scheduler: invalid "
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "task scheduler: invalid "
                          "options");
     /* docs/design.md 2.1. */
     if (o->trials / n < 1)
-        return kt_seterr(err, errlen, KT_EINVAL, "task scheduler: %lld "
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "task scheduler: %lld "
                          "trials are too few for %d tasks (at least one "
-                         "per task)", (long long)o->trials, n);
+                         "per task)",
+                         (long long)o->trials, n);
     s = kt_xcalloc(1, sizeof(*s));
     s->n = n;
     s->o = *o;
-    s->per_round = o->measures_per_round < o->trials / n ?
-                       o->measures_per_round : o->trials / n;
+    s->per_round = o->measures_per_round < o->trials / n ? o->measures_per_round
+                                                         : o->trials / n;
     s->weight = kt_xcalloc((size_t)n, sizeof(double));
     s->flops = kt_xcalloc((size_t)n, sizeof(double));
     s->best = kt_xcalloc((size_t)n, sizeof(double));
@@ -368,8 +370,7 @@ kt_task_sched_update(struct kt_task_sched *s, int i, double best_cost,
         s->best_score = s->cur_score;
         s->best_ct = s->ct;
     } else if (s->o.early_stopping_all > 0 &&
-               s->ct - s->best_ct >= s->o.early_stopping_all &&
-               all_valid(s)) {
+               s->ct - s->best_ct >= s->o.early_stopping_all && all_valid(s)) {
         s->stop = KT_SCHED_EARLY_STOP;
     }
     return 0;
@@ -386,8 +387,9 @@ kt_task_sched_restore(struct kt_task_sched *s, int i, int64_t rounds,
         return KT_EINVAL;
     s->rounds[i] = rounds;
     s->best_round[i] = best_round;
-    s->best[i] = best_cost > 0 && best_cost < KT_SCHED_NO_COST ?
-                     best_cost : KT_SCHED_NO_COST;
+    s->best[i] = best_cost > 0 && best_cost < KT_SCHED_NO_COST
+                     ? best_cost
+                     : KT_SCHED_NO_COST;
     s->hist_n[i] = 0;
     if (history != NULL) {
         for (r = 0; r < rounds; r++)
@@ -473,7 +475,7 @@ int
 kt_task_sched_group(const struct kt_task_sched *s, int i)
 {
     return s->group[i] >= 0 && s->group_size[s->group[i]] > 1 ? s->group[i]
-                                                                : -1;
+                                                              : -1;
 }
 
 int64_t
@@ -527,7 +529,8 @@ kt_task_sched_clone(const struct kt_task_sched *src)
     for (i = 0; i < src->n; i++)
         if (src->hist[i] != NULL)
             s->hist[i] = dup_array(src->hist[i],
-                                   (size_t)(src->hist_cap[i] ? src->hist_cap[i] : 1),
+                                   (size_t)(src->hist_cap[i] ? src->hist_cap[i]
+                                                             : 1),
                                    sizeof(double));
     return s;
 }

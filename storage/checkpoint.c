@@ -36,9 +36,8 @@ ckpt_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (stop)
             break;
-        rc = sqlite3_wal_checkpoint_v2(c->db, "main",
-                                       SQLITE_CHECKPOINT_PASSIVE, &nlog,
-                                       &nckpt);
+        rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                       &nlog, &nckpt);
         if (rc != SQLITE_OK && rc != SQLITE_BUSY)
             log_warnx("storage: %s: checkpoint failed (the WAL keeps the "
                       "data; will retry): %s",
@@ -116,8 +115,8 @@ kt__ckpt_stop(struct kt_storage *st)
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     if (sqlite3_close(c->db) != SQLITE_OK)
-        log_warnx("storage: %s: closing the checkpoint connection: %s",
-                  c->path, sqlite3_errmsg(c->db));
+        log_warnx("storage: %s: closing the checkpoint connection: %s", c->path,
+                  sqlite3_errmsg(c->db));
     free(c->path);
     free(c);
     st->ckpt = NULL;

@@ -11,13 +11,14 @@
 #define RECORD_VERSION 1
 #define IMPORT_CHUNK 1000 /* trials per transaction */
 
-static const char *const err_names[KT_MERR_COUNT] = {
-    "NO_ERROR",       "INSTANTIATION_ERROR", "COMPILE_HOST",
-    "COMPILE_DEVICE", "RUNTIME_DEVICE",      "WRONG_ANSWER",
-    "BUILD_TIMEOUT",  "RUN_TIMEOUT",         "UNKNOWN_ERROR"};
+static const char *const err_names[KT_MERR_COUNT] =
+    {"NO_ERROR",       "INSTANTIATION_ERROR", "COMPILE_HOST",
+     "COMPILE_DEVICE", "RUNTIME_DEVICE",      "WRONG_ANSWER",
+     "BUILD_TIMEOUT",  "RUN_TIMEOUT",         "UNKNOWN_ERROR"};
 
 static const char export_sql[] =
-    "SELECT l.id, coalesce(l.uid, ?2 || '-' || l.id), j.name, j.model, l.task_name, l.target, l.workload,"
+    "SELECT l.id, coalesce(l.uid, ?2 || '-' || l.id), j.name, j.model, "
+    "l.task_name, l.target, l.workload,"
     " l.workload_hash, l.config, l.sched_hash, l.err_no, l.err_text,"
     " l.trial_no, l.cost, l.costs, l.worker, l.build_s, l.run_s, l.started,"
     " l.finished FROM logs l LEFT JOIN jobs j ON j.id=l.job_id"
@@ -33,8 +34,8 @@ add_text(cJSON *o, const char *name, sqlite3_stmt *s, int col)
 
 /* Builds the JSON object of the current row of s; kv reads its kvs. */
 static int
-row_json(struct kt_storage *st, sqlite3_stmt *s, sqlite3_stmt *kv,
-         cJSON **out, char *err, size_t errlen)
+row_json(struct kt_storage *st, sqlite3_stmt *s, sqlite3_stmt *kv, cJSON **out,
+         char *err, size_t errlen)
 {
     cJSON *o = cJSON_CreateObject(), *costs, *kvs, *pair;
     const char *ctext;
@@ -66,8 +67,7 @@ row_json(struct kt_storage *st, sqlite3_stmt *s, sqlite3_stmt *kv,
             return kt_seterr(err, errlen, KT_EDB,
                              "storage: %s: logs.costs of id %lld is not a "
                              "JSON array",
-                             st->path,
-                             (long long)sqlite3_column_int64(s, 0));
+                             st->path, (long long)sqlite3_column_int64(s, 0));
         }
         cJSON_AddItemToObject(o, "costs", costs);
     }
@@ -83,14 +83,15 @@ row_json(struct kt_storage *st, sqlite3_stmt *s, sqlite3_stmt *kv,
         if (rc != SQLITE_ROW)
             break;
         pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(
-            pair, cJSON_CreateString((const char *)sqlite3_column_text(kv, 0)));
+        cJSON_AddItemToArray(pair,
+                             cJSON_CreateString(
+                                 (const char *)sqlite3_column_text(kv, 0)));
         if (sqlite3_column_type(kv, 1) == SQLITE_NULL)
             cJSON_AddItemToArray(pair, cJSON_CreateNull());
         else
-            cJSON_AddItemToArray(
-                pair,
-                cJSON_CreateString((const char *)sqlite3_column_text(kv, 1)));
+            cJSON_AddItemToArray(pair,
+                                 cJSON_CreateString(
+                                     (const char *)sqlite3_column_text(kv, 1)));
         cJSON_AddItemToArray(kvs, pair);
     }
     sqlite3_reset(kv);
@@ -174,7 +175,7 @@ struct import_ctx {
     struct kt_storage *st;
     const char *name;
     size_t lineno;
-    char *job;          /* last job name looked up */
+    char *job; /* last job name looked up */
     int64_t job_id;
     struct kt_kv *kvs;
     int kvcap;
@@ -226,8 +227,8 @@ static int
 parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
              const char **uid, char *err, size_t errlen)
 {
-    static const char *const strs[] = {"uid",    "task_name", "target",
-                                       "workload", "config"};
+    static const char *const strs[] = {"uid", "task_name", "target", "workload",
+                                       "config"};
     const char *job, *model;
     cJSON *v, *it;
     int ok = 1, i, n;
@@ -247,17 +248,17 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
     t->target = get_str(o, "target", 1, &ok);
     t->workload = get_str(o, "workload", 1, &ok);
     t->config = get_str(o, "config", 1, &ok);
-#define OPT_STR(field, key)                                                   \
-    do {                                                                      \
-        t->field = get_str(o, key, 0, &ok);                                   \
-        if (!ok)                                                              \
-            return bad(c, err, errlen, "non-string key", key);                \
+#define OPT_STR(field, key)                                                    \
+    do {                                                                       \
+        t->field = get_str(o, key, 0, &ok);                                    \
+        if (!ok)                                                               \
+            return bad(c, err, errlen, "non-string key", key);                 \
     } while (0)
-#define NUM(dst, key)                                                         \
-    do {                                                                      \
-        dst = get_num(o, key, &ok);                                           \
-        if (!ok)                                                              \
-            return bad(c, err, errlen, "non-number key", key);                \
+#define NUM(dst, key)                                                          \
+    do {                                                                       \
+        dst = get_num(o, key, &ok);                                            \
+        if (!ok)                                                               \
+            return bad(c, err, errlen, "non-number key", key);                 \
     } while (0)
     OPT_STR(workload_hash, "workload_hash");
     OPT_STR(sched_hash, "sched_hash");
@@ -286,8 +287,7 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
             c->costs = kt_xrealloc(c->costs, (size_t)n * sizeof(double));
         }
         i = 0;
-        cJSON_ArrayForEach(it, v)
-        {
+        cJSON_ArrayForEach (it, v) {
             if (!cJSON_IsNumber(it))
                 return bad(c, err, errlen, "non-number element in key",
                            "costs");
@@ -306,8 +306,7 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
             c->kvs = kt_xrealloc(c->kvs, (size_t)n * sizeof(*c->kvs));
         }
         i = 0;
-        cJSON_ArrayForEach(it, v)
-        {
+        cJSON_ArrayForEach (it, v) {
             cJSON *k = cJSON_GetArrayItem(it, 0), *val;
 
             val = cJSON_GetArrayItem(it, 1);

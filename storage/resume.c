@@ -142,8 +142,7 @@ kt_resume_find(const struct kt_resume *r, const char *workload_hash)
     if (r == NULL || r->n == 0)
         return NULL;
     memset(&key, 0, sizeof(key));
-    snprintf(key.workload_hash, sizeof(key.workload_hash), "%s",
-             workload_hash);
+    snprintf(key.workload_hash, sizeof(key.workload_hash), "%s", workload_hash);
     return bsearch(&key, r->e, r->n, sizeof(*r->e), cmp_entry);
 }
 

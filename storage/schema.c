@@ -163,8 +163,8 @@ migrate(sqlite3 *db, const char *path, int from, int to, char *err,
             return rc;
         }
         if (v > 0)
-            log_info("storage: %s: schema upgraded from version %d to %d",
-                     path, v, v + 1);
+            log_info("storage: %s: schema upgraded from version %d to %d", path,
+                     v, v + 1);
     }
     return 0;
 }
@@ -193,8 +193,7 @@ kt__schema_upgrade(sqlite3 *db, const char *path, int *found, char *err,
         if (rc == SQLITE_OK)
             rc = sqlite3_step(s);
         if (rc != SQLITE_ROW) {
-            rc = kt__dberr(db, rc, path, 0, "reading the schema", err,
-                           errlen);
+            rc = kt__dberr(db, rc, path, 0, "reading the schema", err, errlen);
             sqlite3_finalize(s);
             return rc;
         }
@@ -220,8 +219,8 @@ kt_storage_create_version(const char *path, int version, char *err,
         return kt_seterr(err, errlen, KT_EINVAL,
                          "storage: no schema version %d", version);
     if (access(path, F_OK) == 0)
-        return kt_seterr(err, errlen, KT_EINVAL,
-                         "storage: %s: already exists", path);
+        return kt_seterr(err, errlen, KT_EINVAL, "storage: %s: already exists",
+                         path);
     rc = sqlite3_open_v2(path, &db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                              SQLITE_OPEN_NOMUTEX,

@@ -67,8 +67,8 @@ static const char *const stmt_sql[KT__ST_COUNT] = {
 };
 
 int
-kt__dberr(sqlite3 *db, int rc, const char *path, int busy_ms,
-          const char *what, char *err, size_t errlen)
+kt__dberr(sqlite3 *db, int rc, const char *path, int busy_ms, const char *what,
+          char *err, size_t errlen)
 {
     const char *msg = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     int sys = db != NULL ? sqlite3_system_errno(db) : 0;
@@ -83,8 +83,8 @@ kt__dberr(sqlite3 *db, int rc, const char *path, int busy_ms,
                          path, what, busy_ms, msg);
     case SQLITE_FULL:
         return kt_seterr(err, errlen, -ENOSPC,
-                         "storage: %s: %s: disk or database is full: %s",
-                         path, what, msg);
+                         "storage: %s: %s: disk or database is full: %s", path,
+                         what, msg);
     case SQLITE_READONLY:
         return kt_seterr(err, errlen, -EROFS,
                          "storage: %s: %s: the database is read-only (check "
@@ -107,16 +107,15 @@ kt__dberr(sqlite3 *db, int rc, const char *path, int busy_ms,
                              "storage: %s: %s: cannot write: %s (%s)", path,
                              what, msg, strerror(sys));
         return kt_seterr(err, errlen, KT_EIO,
-                         "storage: %s: %s: I/O error: %s (%s)", path, what,
-                         msg, sys != 0 ? strerror(sys) : "no errno");
+                         "storage: %s: %s: I/O error: %s (%s)", path, what, msg,
+                         sys != 0 ? strerror(sys) : "no errno");
     case SQLITE_CANTOPEN:
         return kt_seterr(err, errlen, KT_EDB,
-                         "storage: %s: %s: cannot open the file: %s (%s)",
-                         path, what, msg,
-                         sys != 0 ? strerror(sys) : "no errno");
+                         "storage: %s: %s: cannot open the file: %s (%s)", path,
+                         what, msg, sys != 0 ? strerror(sys) : "no errno");
     default:
-        return kt_seterr(err, errlen, KT_EDB, "storage: %s: %s: %s", path,
-                         what, msg);
+        return kt_seterr(err, errlen, KT_EDB, "storage: %s: %s: %s", path, what,
+                         msg);
     }
 }
 
@@ -219,8 +218,7 @@ kt_storage_open(struct kt_storage **out, const char *path,
                        errlen);
         goto fail;
     }
-    rc = pragma(st, "PRAGMA journal_mode=WAL", mode, sizeof(mode), err,
-                errlen);
+    rc = pragma(st, "PRAGMA journal_mode=WAL", mode, sizeof(mode), err, errlen);
     if (rc < 0)
         goto fail;
     mem = strcmp(path, ":memory:") == 0;
@@ -276,8 +274,7 @@ kt_storage_close(struct kt_storage *st)
     for (i = 0; i < KT__ST_COUNT; i++)
         sqlite3_finalize(st->st[i]);
     if (st->db != NULL && sqlite3_close(st->db) != SQLITE_OK)
-        log_warnx("storage: %s: close: %s", st->path,
-                  sqlite3_errmsg(st->db));
+        log_warnx("storage: %s: close: %s", st->path, sqlite3_errmsg(st->db));
     kt_buf_free(&st->scratch);
     free(st->path);
     free(st);
@@ -297,8 +294,8 @@ kt_storage_db(struct kt_storage *st)
 
 /* Steps a write statement to SQLITE_DONE. */
 static int
-step_done(struct kt_storage *st, sqlite3_stmt *s, const char *what,
-          char *err, size_t errlen)
+step_done(struct kt_storage *st, sqlite3_stmt *s, const char *what, char *err,
+          size_t errlen)
 {
     int rc = sqlite3_step(s);
 
@@ -351,9 +348,8 @@ kt__rollback(struct kt_storage *st)
 }
 
 int
-kt_storage_job_open(struct kt_storage *st, const char *name,
-                    const char *model, const char *target, int64_t *id,
-                    char *err, size_t errlen)
+kt_storage_job_open(struct kt_storage *st, const char *name, const char *model,
+                    const char *target, int64_t *id, char *err, size_t errlen)
 {
     sqlite3_stmt *s;
     int rc;
@@ -441,8 +437,7 @@ kt_storage_task_put(struct kt_storage *st, const struct kt_task_info *t,
 }
 
 int
-kt__trial_check(const struct kt_trial *t, size_t idx, char *err,
-                size_t errlen)
+kt__trial_check(const struct kt_trial *t, size_t idx, char *err, size_t errlen)
 {
     const char *miss = NULL;
 
@@ -463,8 +458,8 @@ kt__trial_check(const struct kt_trial *t, size_t idx, char *err,
                          "storage: trial %zu of the batch has err_no %d "
                          "(expected 0..%d)",
                          idx, t->err_no, KT_MERR_COUNT - 1);
-    if (t->ncosts < 0 || (t->ncosts > 0 && t->costs == NULL) ||
-        t->nkvs < 0 || (t->nkvs > 0 && t->kvs == NULL))
+    if (t->ncosts < 0 || (t->ncosts > 0 && t->costs == NULL) || t->nkvs < 0 ||
+        (t->nkvs > 0 && t->kvs == NULL))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "storage: trial %zu of the batch has a bad costs "
                          "or kvs array",

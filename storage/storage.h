@@ -48,21 +48,21 @@ struct kt_kv {
 /* One measured trial; a plain value, every pointer borrowed by the call that
  * takes it.  Optional strings may be NULL. */
 struct kt_trial {
-    int64_t job_id;         /* from kt_storage_job_open; 0 = no job */
-    const char *task_name;  /* e.g. "conv2d_nchw" */
-    const char *target;     /* target name / compiler line */
-    const char *workload;   /* canonical workload key (kt_dag.key) */
+    int64_t job_id;            /* from kt_storage_job_open; 0 = no job */
+    const char *task_name;     /* e.g. "conv2d_nchw" */
+    const char *target;        /* target name / compiler line */
+    const char *workload;      /* canonical workload key (kt_dag.key) */
     const char *workload_hash; /* 16 hex digits; NULL = hash of workload */
-    const char *config;     /* canonical schedule JSON */
-    const char *sched_hash; /* 16 hex digits; NULL = hash of config */
-    int err_no;             /* enum kt_measure_errno */
-    const char *err_text;   /* NULL for success */
-    int64_t trial_no;       /* per workload within the job */
-    double cost;            /* seconds; 0 for failed trials */
-    const double *costs;    /* every repeat, seconds (may be NULL) */
+    const char *config;        /* canonical schedule JSON */
+    const char *sched_hash;    /* 16 hex digits; NULL = hash of config */
+    int err_no;                /* enum kt_measure_errno */
+    const char *err_text;      /* NULL for success */
+    int64_t trial_no;          /* per workload within the job */
+    double cost;               /* seconds; 0 for failed trials */
+    const double *costs;       /* every repeat, seconds (may be NULL) */
     int ncosts;
-    const char *worker;     /* e.g. "127.0.0.1:9190/local" */
-    double build_s, run_s;  /* wall seconds spent building and running */
+    const char *worker;       /* e.g. "127.0.0.1:9190/local" */
+    double build_s, run_s;    /* wall seconds spent building and running */
     double started, finished; /* wall-clock Unix seconds */
     const struct kt_kv *kvs;
     int nkvs;
@@ -75,10 +75,10 @@ struct kt_task_info {
     const char *target;
     const char *workload;
     const char *workload_hash; /* NULL = hash of workload */
-    const char *compute;    /* the compute definition text */
-    const char *shapes;     /* shapes as JSON text */
-    double weight;          /* times the task occurs in the model */
-    double flops;           /* per call */
+    const char *compute;       /* the compute definition text */
+    const char *shapes;        /* shapes as JSON text */
+    double weight;             /* times the task occurs in the model */
+    double flops;              /* per call */
 };
 
 /* Opens or creates the database at path (WAL mode, busy_timeout), upgrades
@@ -127,13 +127,13 @@ int kt_storage_write_batch(struct kt_storage *st, const struct kt_trial *t,
 /* Per workload state for one target, and for one job's trial numbering. */
 struct kt_resume_entry {
     char workload_hash[17];
-    char *workload;         /* owned by the kt_resume */
-    int64_t trials;         /* all trials of this workload and target */
-    int64_t ok_trials;      /* err_no = 0 */
-    int64_t job_trials;     /* trials of the asked job (0 if job_id = 0) */
+    char *workload;           /* owned by the kt_resume */
+    int64_t trials;           /* all trials of this workload and target */
+    int64_t ok_trials;        /* err_no = 0 */
+    int64_t job_trials;       /* trials of the asked job (0 if job_id = 0) */
     int64_t job_max_trial_no; /* -1 when the job has none */
-    double best_cost;       /* seconds; 0 when there is no successful trial */
-    char *best_config;      /* NULL when there is none; owned */
+    double best_cost;         /* seconds; 0 when there is no successful trial */
+    char *best_config;        /* NULL when there is none; owned */
     char best_sched_hash[17];
 };
 struct kt_resume {
@@ -142,9 +142,8 @@ struct kt_resume {
 };
 /* Fills *out for every workload measured on target (job_id 0 = no job
  * figures).  Caller frees with kt_resume_free. */
-int kt_storage_resume(struct kt_storage *st, const char *target,
-                      int64_t job_id, struct kt_resume **out, char *err,
-                      size_t errlen);
+int kt_storage_resume(struct kt_storage *st, const char *target, int64_t job_id,
+                      struct kt_resume **out, char *err, size_t errlen);
 void kt_resume_free(struct kt_resume *r);
 /* Entry for workload_hash, or NULL. Borrowed from r. */
 const struct kt_resume_entry *kt_resume_find(const struct kt_resume *r,
@@ -154,8 +153,8 @@ const struct kt_resume_entry *kt_resume_find(const struct kt_resume *r,
  * a sorted, duplicate-free array of the 16-hex hashes as numbers.  Caller
  * frees *hashes with free(). */
 int kt_storage_measured(struct kt_storage *st, const char *target,
-                        const char *workload_hash, uint64_t **hashes,
-                        size_t *n, char *err, size_t errlen);
+                        const char *workload_hash, uint64_t **hashes, size_t *n,
+                        char *err, size_t errlen);
 /* 1 if hex (16 hex digits) is in the sorted set, else 0. */
 int kt_measured_contains(const uint64_t *hashes, size_t n, const char *hex);
 
@@ -175,8 +174,7 @@ typedef int (*kt_history_cb)(void *arg, const struct kt_history_row *row);
  * trials).  limit 0 = all; otherwise the newest 'limit' rows. */
 int kt_storage_history(struct kt_storage *st, const char *target,
                        const char *workload_hash, size_t limit,
-                       kt_history_cb cb, void *arg, char *err,
-                       size_t errlen);
+                       kt_history_cb cb, void *arg, char *err, size_t errlen);
 
 /* ---- Records exchange (JSON lines) -------------------------------------- */
 
@@ -190,7 +188,6 @@ int kt_storage_export(struct kt_storage *st, FILE *out, const char *target,
  * messages ("name:LINE: ...").  Stops at the first bad line with KT_EPARSE;
  * lines before it stay imported. */
 int kt_storage_import(struct kt_storage *st, FILE *in, const char *name,
-                      size_t *added, size_t *skipped, char *err,
-                      size_t errlen);
+                      size_t *added, size_t *skipped, char *err, size_t errlen);
 
 #endif /* KT_STORAGE_H */

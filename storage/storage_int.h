@@ -66,8 +66,8 @@ int kt__register_functions(sqlite3 *db);
  * measured here, else the imported uid: a trial whose uid is present is
  * then skipped and *added is 0. */
 int kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
-                     const char *uid, int64_t *id, int *added,
-                     char *err, size_t errlen);
+                     const char *uid, int64_t *id, int *added, char *err,
+                     size_t errlen);
 /* Checks the required fields of t; KT_EINVAL with the field named. */
 int kt__trial_check(const struct kt_trial *t, size_t idx, char *err,
                     size_t errlen);

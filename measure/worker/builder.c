@@ -16,8 +16,7 @@
 #define MAX_ARGS 128
 
 static int
-write_file(const char *path, const void *p, size_t n, char *err,
-           size_t errlen)
+write_file(const char *path, const void *p, size_t n, char *err, size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int rc;
@@ -34,8 +33,8 @@ write_file(const char *path, const void *p, size_t n, char *err,
 }
 
 int
-kt_build_start(const char *dir, const char *cc, const void *src,
-               size_t srclen, pid_t *pid, int *fd, char *err, size_t errlen)
+kt_build_start(const char *dir, const char *cc, const void *src, size_t srclen,
+               pid_t *pid, int *fd, char *err, size_t errlen)
 {
     char srcpath[512], sopath[512];
     char *words = NULL, *save = NULL, *w;
@@ -100,8 +99,7 @@ kt_build_start(const char *dir, const char *cc, const void *src,
          * worker removes whole even when the compiler was SIGKILLed. */
         (void)setenv("TMPDIR", dir, 1);
         execvp(argv[0], argv);
-        dprintf(2, "cannot run compiler '%s': %s\n", argv[0],
-                strerror(errno));
+        dprintf(2, "cannot run compiler '%s': %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     (void)setpgid(p, p);

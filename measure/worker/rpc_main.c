@@ -22,12 +22,11 @@
 static void
 usage(void)
 {
-    fprintf(stderr,
-            "usage: kerntune-rpc server --tracker=HOST:PORT --key=KEY "
-            "[--token-file F]\n"
-            "           [--roles build,run] [--jobs N] [--name NAME] "
-            "[--heartbeat-ms MS] [--once]\n"
-            "           [--exit-with-parent] [-v]\n");
+    fprintf(stderr, "usage: kerntune-rpc server --tracker=HOST:PORT --key=KEY "
+                    "[--token-file F]\n"
+                    "           [--roles build,run] [--jobs N] [--name NAME] "
+                    "[--heartbeat-ms MS] [--once]\n"
+                    "           [--exit-with-parent] [-v]\n");
 }
 
 static int
@@ -39,16 +38,27 @@ parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     errno = 0;
     v = strtol(s, &end, 10);
     if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) {
-        fprintf(stderr, "kerntune-rpc: %s: '%s' is not an integer in "
-                "[%d, %d]\n", opt, s, lo, hi);
+        fprintf(stderr,
+                "kerntune-rpc: %s: '%s' is not an integer in "
+                "[%d, %d]\n",
+                opt, s, lo, hi);
         return -1;
     }
     *out = (int)v;
     return 0;
 }
 
-enum { OPT_TRACKER = 256, OPT_KEY, OPT_TOKEN_FILE, OPT_NAME, OPT_ROLES,
-       OPT_JOBS, OPT_HEARTBEAT, OPT_ONCE, OPT_EXIT_WITH_PARENT };
+enum {
+    OPT_TRACKER = 256,
+    OPT_KEY,
+    OPT_TOKEN_FILE,
+    OPT_NAME,
+    OPT_ROLES,
+    OPT_JOBS,
+    OPT_HEARTBEAT,
+    OPT_ONCE,
+    OPT_EXIT_WITH_PARENT
+};
 
 static const struct option long_opts[] = {
     {"tracker", required_argument, NULL, OPT_TRACKER},
@@ -154,16 +164,17 @@ main(int argc, char **argv)
     o.host = host;
     env = getenv("KERNTUNE_TOKEN");
     if (tokfile != NULL) {
-        if (kt_token_read(tokfile, token, sizeof(token), err,
-                          sizeof(err)) < 0) {
+        if (kt_token_read(tokfile, token, sizeof(token), err, sizeof(err)) < 0) {
             fprintf(stderr, "kerntune-rpc: %s\n", err);
             return 2;
         }
         o.token = token;
     } else if (env != NULL) {
         if (strlen(env) >= sizeof(token)) {
-            fprintf(stderr, "kerntune-rpc: KERNTUNE_TOKEN longer than %zu "
-                    "bytes\n", sizeof(token) - 1);
+            fprintf(stderr,
+                    "kerntune-rpc: KERNTUNE_TOKEN longer than %zu "
+                    "bytes\n",
+                    sizeof(token) - 1);
             return 2;
         }
         snprintf(token, sizeof(token), "%s", env);

@@ -83,8 +83,7 @@ vm_size(void)
     return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
 
-static void
-fail(struct kt_msg *out, int err_no, const char *fmt, ...)
+static void fail(struct kt_msg *out, int err_no, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
@@ -260,16 +259,16 @@ run_verify(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
                  "kt_buf_elems[%d]=%lld outside [1, 2^31]", i, k->elems[i]);
             return -1;
         }
-        k->bufs[i] =
-            aligned_alloc(64, ((size_t)k->elems[i] * 4 + 63) / 64 * 64);
+        k->bufs[i] = aligned_alloc(64,
+                                   ((size_t)k->elems[i] * 4 + 63) / 64 * 64);
         if (k->bufs[i] == NULL) {
             fail(out, KT_MERR_RUNTIME_DEVICE,
                  "cannot allocate buffer %d (%lld floats)", i, k->elems[i]);
             return -1;
         }
         for (j = 0; j < k->elems[i]; j++)
-            k->bufs[i][j] =
-                k->isout[i] ? NAN : (float)(kt_rng_unit(&rng) * 2 - 1);
+            k->bufs[i][j] = k->isout[i] ? NAN
+                                        : (float)(kt_rng_unit(&rng) * 2 - 1);
         if (k->isout[i])
             nout += (size_t)k->elems[i];
     }

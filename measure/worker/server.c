@@ -199,8 +199,8 @@ start_build(struct srv *v, const struct kt_msg *m, const char *id)
         reply_error(v, id, "build", KT_MERR_UNKNOWN, "worker busy");
         return;
     }
-    if (kt_build_start(s->dir, cc, m->payload, m->payload_len, &s->pid,
-                       &s->fd, err, sizeof(err)) < 0) {
+    if (kt_build_start(s->dir, cc, m->payload, m->payload_len, &s->pid, &s->fd,
+                       err, sizeof(err)) < 0) {
         reply_error(v, id, "build", KT_MERR_COMPILE_HOST, err);
         slot_release(s);
     }
@@ -260,14 +260,13 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
         kt_msg_get_ll(m, "cooldown_ms", 0, 0, 0, 600000, &cool, err,
                       sizeof(err)) < 0 ||
         kt_msg_get_ll(m, "flush", 0, 0, 0, 1, &flush, err, sizeof(err)) < 0 ||
-        kt_msg_get_ll(m, "threads", 0, 0, 0, 4096, &thr, err, sizeof(err)) <
-            0 ||
+        kt_msg_get_ll(m, "threads", 0, 0, 0, 4096, &thr, err, sizeof(err)) < 0 ||
         kt_msg_get_ll(m, "mem_mb", 0, 2048, 0, 1LL << 30, &mem, err,
                       sizeof(err)) < 0 ||
-        kt_msg_get_double(m, "tol", 0, 1e-4, 0, 1e300, &tol, err,
-                          sizeof(err)) < 0 ||
-        kt_msg_get_double(m, "seed", 0, 1, 0, 1.8e19, &seed, err,
-                          sizeof(err)) < 0) {
+        kt_msg_get_double(m, "tol", 0, 1e-4, 0, 1e300, &tol, err, sizeof(err)) <
+            0 ||
+        kt_msg_get_double(m, "seed", 0, 1, 0, 1.8e19, &seed, err, sizeof(err)) <
+            0) {
         reply_error(v, id, "run", KT_MERR_UNKNOWN, err);
         return;
     }
@@ -308,8 +307,8 @@ start_run(struct srv *v, const struct kt_msg *m, const char *id)
         return;
     }
     if (p == 0) {
-        static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
-                                   SIGTERM, SIGINT, SIGPIPE};
+        static const int sigs[] = {SIGSEGV, SIGBUS,  SIGFPE, SIGILL,
+                                   SIGABRT, SIGTERM, SIGINT, SIGPIPE};
         struct kt_msg res;
         struct kt_buf b;
         size_t i;
@@ -348,16 +347,18 @@ finish_build(struct srv *v, struct slot *s, int status)
     kt_msg_set(&m, "stage", "build");
     kt_msg_setf(&m, "build_s", "%.6f", kt_now() - s->start);
     if (s->dropped)
-        kt_buf_printf(&s->out, "\n[... %zu more bytes of compiler output "
-                      "dropped]", s->dropped);
+        kt_buf_printf(&s->out,
+                      "\n[... %zu more bytes of compiler output "
+                      "dropped]",
+                      s->dropped);
     if (s->timed_out) {
         kt_msg_setf(&m, "err_no", "%d", KT_MERR_BUILD_TIMEOUT);
         kt_msg_setf(&m, "err_text", "build exceeded its %d ms deadline",
                     s->timeout_ms);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         kt_msg_setf(&m, "err_no", "%d", KT_MERR_COMPILE_HOST);
-        kt_msg_set(&m, "err_text", s->out.len ? s->out.p
-                   : "compiler failed without output");
+        kt_msg_set(&m, "err_text",
+                   s->out.len ? s->out.p : "compiler failed without output");
         if (WIFEXITED(status))
             kt_msg_setf(&m, "compiler_status", "%d", WEXITSTATUS(status));
         else
@@ -378,9 +379,10 @@ finish_build(struct srv *v, struct slot *s, int status)
         }
         if (fd < 0 || data.len == 0 || data.overflow) {
             kt_msg_setf(&m, "err_no", "%d", KT_MERR_COMPILE_HOST);
-            kt_msg_set(&m, "err_text", data.overflow
-                       ? "shared object above the 64 MiB payload limit"
-                       : "the compiler wrote no kernel.so");
+            kt_msg_set(&m, "err_text",
+                       data.overflow
+                           ? "shared object above the 64 MiB payload limit"
+                           : "the compiler wrote no kernel.so");
         } else {
             kt_msg_set(&m, "err_no", "0");
             kt_msg_set_payload(&m, data.p, data.len);
@@ -425,8 +427,10 @@ finish_run(struct srv *v, struct slot *s, int status)
         kt_msg_set(&m, "signal", kt_signame(WTERMSIG(status)));
     } else if (!got) {
         kt_msg_setf(&m, "err_no", "%d", KT_MERR_RUNTIME_DEVICE);
-        kt_msg_setf(&m, "err_text", "runner exited with status %d and no "
-                    "result", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        kt_msg_setf(&m, "err_text",
+                    "runner exited with status %d and no "
+                    "result",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }
     (void)send_msg(v, &m);
     kt_msg_free(&m);
@@ -540,9 +544,10 @@ handshake(struct srv *v, char *err, size_t errlen)
     kt_msg_init(&h, "hello");
     kt_msg_set(&h, "name", v->name);
     kt_msg_set(&h, "key", v->o->key);
-    kt_msg_set(&h, "roles", (v->o->roles & KT_ROLE_BUILD)
-               ? ((v->o->roles & KT_ROLE_RUN) ? "build,run" : "build")
-               : "run");
+    kt_msg_set(&h, "roles",
+               (v->o->roles & KT_ROLE_BUILD)
+                   ? ((v->o->roles & KT_ROLE_RUN) ? "build,run" : "build")
+                   : "run");
     kt_msg_setf(&h, "jobs", "%d", v->nslots);
     kt_msg_set(&h, "arch", u.machine);
     kt_msg_setf(&h, "cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
@@ -701,8 +706,8 @@ kt_server_run(const struct kt_server_opts *o)
         } else if (o->once) {
             log_err("rpc: %s", err);
         } else if (rc == KT_EAUTH) {
-            log_err("rpc: %s:%d: %s; retrying in %d ms", o->host, o->port,
-                    err, backoff);
+            log_err("rpc: %s:%d: %s; retrying in %d ms", o->host, o->port, err,
+                    backoff);
         } else {
             log_warnx("rpc: %s; retrying in %d ms", err, backoff);
         }
@@ -722,7 +727,7 @@ kt_server_run(const struct kt_server_opts *o)
             nanosleep(&ts, NULL);
         }
         backoff = backoff * 2 > o->max_backoff_ms ? o->max_backoff_ms
-                                                   : backoff * 2;
+                                                  : backoff * 2;
     }
     if (stop_flag && rc != KT_EPROTO)
         rc = 0; /* asked to stop: a clean exit */

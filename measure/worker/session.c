@@ -45,10 +45,10 @@ kt_session_start(struct kt_session *s, const char *token, int is_tracker,
                  const char *tracker_nonce, const char *peer_nonce)
 {
     memset(s, 0, sizeof(*s));
-    kt_auth_session_key(token, is_tracker ? "tracker" : "peer",
-                        tracker_nonce, peer_nonce, s->tx.key);
-    kt_auth_session_key(token, is_tracker ? "peer" : "tracker",
-                        tracker_nonce, peer_nonce, s->rx.key);
+    kt_auth_session_key(token, is_tracker ? "tracker" : "peer", tracker_nonce,
+                        peer_nonce, s->tx.key);
+    kt_auth_session_key(token, is_tracker ? "peer" : "tracker", tracker_nonce,
+                        peer_nonce, s->rx.key);
     s->tx.on = s->rx.on = 1;
 }
 
@@ -70,8 +70,8 @@ kt_msg_encode_sealed(const struct kt_msg *m, struct kt_seal *tx,
     kt_msg_encode(m, &plain);
     p = (const unsigned char *)plain.p;
     hlen = (uint32_t)(plain.len - KT_WIRE_PREFIX - m->payload_len);
-    frame_tag(tx, p + KT_WIRE_PREFIX, hlen,
-              p + KT_WIRE_PREFIX + hlen, (uint32_t)m->payload_len, tag);
+    frame_tag(tx, p + KT_WIRE_PREFIX, hlen, p + KT_WIRE_PREFIX + hlen,
+              (uint32_t)m->payload_len, tag);
     tx->seq++;
     memcpy(pre, p, 4);
     kt_put_be32(pre + 4, hlen + MAC_LINE);
@@ -148,8 +148,8 @@ kt_wire_recv_sealed(int fd, struct kt_msg *m, struct kt_seal *rx,
     size_t n, used;
     int rc;
 
-    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HDR_MAX,
-                          KT_WIRE_PAYLOAD_MAX, timeout_ms, err, errlen);
+    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HDR_MAX, KT_WIRE_PAYLOAD_MAX,
+                          timeout_ms, err, errlen);
     if (rc < 0)
         return rc;
     rc = kt_wire_take_sealed(frame, n, &used, m, rx, err, errlen);
@@ -165,8 +165,8 @@ recv_handshake(int fd, struct kt_msg *m, char *err, size_t errlen)
     size_t n, used;
     int rc;
 
-    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HELLO_HDR_MAX, 0, 10000,
-                          err, errlen);
+    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HELLO_HDR_MAX, 0, 10000, err,
+                          errlen);
     if (rc < 0)
         return rc;
     rc = kt_wire_take(frame, n, &used, m, err, errlen);
@@ -175,8 +175,9 @@ recv_handshake(int fd, struct kt_msg *m, char *err, size_t errlen)
 }
 
 int
-kt_session_connect(int fd, const struct kt_peer_hello *ph, struct kt_msg *welcome,
-                   struct kt_session *s, char *err, size_t errlen)
+kt_session_connect(int fd, const struct kt_peer_hello *ph,
+                   struct kt_msg *welcome, struct kt_session *s, char *err,
+                   size_t errlen)
 {
     struct kt_msg m;
     char tnonce[65], pnonce[65], mac[65], role[96];
@@ -295,8 +296,7 @@ kt_reader_commit(struct kt_reader *r, size_t n)
 }
 
 int
-kt_reader_next(struct kt_reader *r, struct kt_msg *m, char *err,
-               size_t errlen)
+kt_reader_next(struct kt_reader *r, struct kt_msg *m, char *err, size_t errlen)
 {
     uint32_t hlen, plen;
     size_t used;

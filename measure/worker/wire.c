@@ -20,10 +20,11 @@
 const char *
 kt_measure_errname(int err_no)
 {
-    static const char *names[] = {
-        "NO_ERROR",       "INSTANTIATION_ERROR", "COMPILE_HOST",
-        "COMPILE_DEVICE", "RUNTIME_DEVICE",      "WRONG_ANSWER",
-        "BUILD_TIMEOUT",  "RUN_TIMEOUT",         "UNKNOWN_ERROR"};
+    static const char *names[] = {"NO_ERROR",       "INSTANTIATION_ERROR",
+                                  "COMPILE_HOST",   "COMPILE_DEVICE",
+                                  "RUNTIME_DEVICE", "WRONG_ANSWER",
+                                  "BUILD_TIMEOUT",  "RUN_TIMEOUT",
+                                  "UNKNOWN_ERROR"};
     if (err_no < 0 || err_no > 8)
         return "?";
     return names[err_no];
@@ -259,8 +260,8 @@ kt_wire_prefix(const unsigned char *p, uint32_t *hlen, uint32_t *plen,
 {
     if (memcmp(p, KT_WIRE_MAGIC, 3) != 0)
         return kt_seterr(err, errlen, KT_EPROTO,
-                         "bad frame magic %02x%02x%02x%02x (want \"%s\")",
-                         p[0], p[1], p[2], p[3], KT_WIRE_MAGIC);
+                         "bad frame magic %02x%02x%02x%02x (want \"%s\")", p[0],
+                         p[1], p[2], p[3], KT_WIRE_MAGIC);
     if (p[3] != (unsigned char)KT_WIRE_MAGIC[3])
         return kt_seterr(err, errlen, KT_EPROTO,
                          "unsupported protocol version '%c' (this side "
@@ -321,8 +322,8 @@ kt_msg_decode(const unsigned char *hdr, size_t hlen,
             goto fail;
         }
         if (m->nkv >= KT_WIRE_KV_MAX) {
-            kt_seterr(err, errlen, KT_ETOOBIG,
-                      "header has more than %d lines", KT_WIRE_KV_MAX);
+            kt_seterr(err, errlen, KT_ETOOBIG, "header has more than %d lines",
+                      KT_WIRE_KV_MAX);
             goto fail;
         }
         k = kt_xmalloc((size_t)(eq - l) + 1);
@@ -396,8 +397,8 @@ kt_wire_take(const unsigned char *buf, size_t len, size_t *used,
         return rc;
     if (len - KT_WIRE_PREFIX < (size_t)hlen + plen)
         return 0;
-    rc = kt_msg_decode(buf + KT_WIRE_PREFIX, hlen,
-                       buf + KT_WIRE_PREFIX + hlen, plen, m, err, errlen);
+    rc = kt_msg_decode(buf + KT_WIRE_PREFIX, hlen, buf + KT_WIRE_PREFIX + hlen,
+                       plen, m, err, errlen);
     if (rc < 0)
         return rc;
     *used = KT_WIRE_PREFIX + (size_t)hlen + plen;
@@ -482,8 +483,7 @@ read_exact(int fd, unsigned char *p, size_t n, double deadline, char *err,
 
 int
 kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n, uint32_t hdr_max,
-                 uint32_t payload_max, int timeout_ms, char *err,
-                 size_t errlen)
+                 uint32_t payload_max, int timeout_ms, char *err, size_t errlen)
 {
     unsigned char pre[KT_WIRE_PREFIX];
     double deadline = timeout_ms < 0 ? 0 : kt_now() + timeout_ms / 1000.0;
@@ -500,12 +500,13 @@ kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n, uint32_t hdr_max,
     if (hlen > hdr_max || plen > payload_max)
         return kt_seterr(err, errlen, KT_ETOOBIG,
                          "frame of %u + %u bytes above this stage's limit "
-                         "(%u + %u)", hlen, plen, hdr_max, payload_max);
+                         "(%u + %u)",
+                         hlen, plen, hdr_max, payload_max);
     *n = KT_WIRE_PREFIX + (size_t)hlen + plen;
     *frame = kt_xmalloc(*n);
     memcpy(*frame, pre, sizeof(pre));
-    rc = read_exact(fd, *frame + KT_WIRE_PREFIX, (size_t)hlen + plen,
-                    deadline, err, errlen);
+    rc = read_exact(fd, *frame + KT_WIRE_PREFIX, (size_t)hlen + plen, deadline,
+                    err, errlen);
     if (rc < 0) {
         free(*frame);
         *frame = NULL;
@@ -514,16 +515,15 @@ kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n, uint32_t hdr_max,
 }
 
 int
-kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
-             size_t errlen)
+kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err, size_t errlen)
 {
     unsigned char *frame;
     size_t n;
     uint32_t hlen, plen;
     int rc;
 
-    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HDR_MAX,
-                          KT_WIRE_PAYLOAD_MAX, timeout_ms, err, errlen);
+    rc = kt_wire_recv_raw(fd, &frame, &n, KT_WIRE_HDR_MAX, KT_WIRE_PAYLOAD_MAX,
+                          timeout_ms, err, errlen);
     if (rc < 0)
         return rc;
     hlen = get_be32(frame + 4);
@@ -535,16 +535,15 @@ kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
 }
 
 int
-kt_wire_parse_hostport(const char *s, char *hostbuf, size_t hostlen,
-                       int *port, char *err, size_t errlen)
+kt_wire_parse_hostport(const char *s, char *hostbuf, size_t hostlen, int *port,
+                       char *err, size_t errlen)
 {
     const char *c = strrchr(s, ':');
     char *end;
     long p;
 
     if (c == NULL || c == s || (size_t)(c - s) >= hostlen)
-        return kt_seterr(err, errlen, KT_EINVAL,
-                         "'%s' is not HOST:PORT", s);
+        return kt_seterr(err, errlen, KT_EINVAL, "'%s' is not HOST:PORT", s);
     errno = 0;
     p = strtol(c + 1, &end, 10);
     if (c[1] == '\0' || *end != '\0' || p < 0 || p > 65535)

@@ -22,7 +22,7 @@
 const char *kt_measure_errname(int err_no);
 
 /* ---- frames and messages ----------------------------------------------- */
-#define KT_WIRE_MAGIC "KTR2"            /* 3 letters + protocol version */
+#define KT_WIRE_MAGIC "KTR2" /* 3 letters + protocol version */
 #define KT_WIRE_PROTO 2
 #define KT_WIRE_PREFIX 12               /* magic, u32 hlen, u32 plen (BE) */
 #define KT_WIRE_HDR_MAX (64u * 1024)    /* header text limit */
@@ -60,8 +60,8 @@ int kt_msg_get_ll(const struct kt_msg *m, const char *k, int required,
                   long long def, long long lo, long long hi, long long *out,
                   char *err, size_t errlen);
 int kt_msg_get_double(const struct kt_msg *m, const char *k, int required,
-                      double def, double lo, double hi, double *out,
-                      char *err, size_t errlen);
+                      double def, double lo, double hi, double *out, char *err,
+                      size_t errlen);
 
 /* Writes v big-endian into p[0..3]. */
 void kt_put_be32(unsigned char *p, uint32_t v);
@@ -91,9 +91,9 @@ int kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err,
 /* Reads one whole frame (prefix included) into *frame (free()) within
  * timeout_ms, refusing a header above hdr_max or a payload above
  * payload_max before reading them. */
-int kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n,
-                     uint32_t hdr_max, uint32_t payload_max, int timeout_ms,
-                     char *err, size_t errlen);
+int kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n, uint32_t hdr_max,
+                     uint32_t payload_max, int timeout_ms, char *err,
+                     size_t errlen);
 /* TCP connect to host:port; returns the fd or <0 with a message. */
 int kt_wire_connect(const char *host, int port, char *err, size_t errlen);
 /* Splits "HOST:PORT"; host is written into hostbuf. */
@@ -142,9 +142,8 @@ struct kt_seal {
 struct kt_session {
     struct kt_seal tx, rx;
 };
-void kt_session_start(struct kt_session *s, const char *token,
-                      int is_tracker, const char *tracker_nonce,
-                      const char *peer_nonce);
+void kt_session_start(struct kt_session *s, const char *token, int is_tracker,
+                      const char *tracker_nonce, const char *peer_nonce);
 /* kt_msg_encode plus the mac line when tx is on (NULL or off: plain). */
 void kt_msg_encode_sealed(const struct kt_msg *m, struct kt_seal *tx,
                           struct kt_buf *out);
@@ -166,8 +165,8 @@ struct kt_reader {
     uint32_t hdr_max, payload_max;
     struct kt_seal *rx; /* frames are opened with it once it is on */
 };
-void kt_reader_init(struct kt_reader *r, uint32_t hdr_max,
-                    uint32_t payload_max, struct kt_seal *rx);
+void kt_reader_init(struct kt_reader *r, uint32_t hdr_max, uint32_t payload_max,
+                    struct kt_seal *rx);
 void kt_reader_free(struct kt_reader *r);
 /* Space for the next read at *p (*n bytes); KT_ENOMEM when it cannot grow
  * (no abort), KT_ETOOBIG when already full. */
@@ -190,8 +189,8 @@ struct kt_peer_hello {
     struct kt_msg *hello;
 };
 int kt_session_connect(int fd, const struct kt_peer_hello *ph,
-                       struct kt_msg *welcome, struct kt_session *s,
-                       char *err, size_t errlen);
+                       struct kt_msg *welcome, struct kt_session *s, char *err,
+                       size_t errlen);
 
 /* ---- builder ----------------------------------------------------------- */
 #define KT_BUILD_STDERR_MAX 8192
@@ -249,12 +248,12 @@ struct kt_server_opts {
     int port;
     const char *key;
     const char *token;
-    const char *name;     /* NULL: hostname-pid */
-    int roles;            /* KT_ROLE_* bits */
-    int jobs;             /* concurrent builds */
+    const char *name; /* NULL: hostname-pid */
+    int roles;        /* KT_ROLE_* bits */
+    int jobs;         /* concurrent builds */
     int heartbeat_ms;
     int max_backoff_ms;
-    int once;             /* exit instead of reconnecting */
+    int once; /* exit instead of reconnecting */
 };
 #define KT_ROLE_BUILD 1
 #define KT_ROLE_RUN 2

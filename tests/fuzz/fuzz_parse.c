@@ -28,8 +28,7 @@ parse_shapes(const char *line, struct kt_shape *sh)
         if (n == KT_MAX_TENSORS)
             return -1;
         memset(&sh[n], 0, sizeof(sh[n]));
-        for (len = 0; p[len] != ':' && p[len] != '\0' && p[len] != ' ';
-             len++)
+        for (len = 0; p[len] != ':' && p[len] != '\0' && p[len] != ' '; len++)
             ;
         if (p[len] != ':' || len == 0 || len >= KT_MAX_NAME)
             return -1;
@@ -109,7 +108,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (kt_dag_parse(def, sh, nsh, &d, err, sizeof(err)) != KT_OK) {
         if (d != NULL || strlen(err) == 0)
-            abort();            /* errors must leave no DAG and a message */
+            abort(); /* errors must leave no DAG and a message */
         goto out;
     }
     kt_buf_init(&b);

@@ -21,12 +21,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int n;
 
     if (dag == NULL) {
-        struct kt_conv2d_params p = {.N = 1, .C = 4, .H = 7, .W = 7, .K = 8, .R = 3,
-                                     .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1,
-                                     .pad_w = 1, .dilation_h = 1, .dilation_w = 1,
-                                     .groups = 1, .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
+        struct kt_conv2d_params p = {.N = 1,
+                                     .C = 4,
+                                     .H = 7,
+                                     .W = 7,
+                                     .K = 8,
+                                     .R = 3,
+                                     .S = 3,
+                                     .stride_h = 1,
+                                     .stride_w = 1,
+                                     .pad_h = 1,
+                                     .pad_w = 1,
+                                     .dilation_h = 1,
+                                     .dilation_w = 1,
+                                     .groups = 1,
+                                     .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
         struct kt_op_def d;
-        if (kt_op_conv2d(&d, &p) != KT_OK || kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        if (kt_op_conv2d(&d, &p) != KT_OK ||
+            kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
             abort();
     }
     if (size > 65536)

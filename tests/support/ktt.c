@@ -13,8 +13,9 @@ ktt_build(const char *src, char *err, size_t errlen)
 {
     char dir[] = "/tmp/ktt.XXXXXX", cpath[64], sopath[64], cmd[1024], log[64];
     const char *cc = getenv("KT_TEST_CC") ? getenv("KT_TEST_CC") : "gcc";
-    const char *cflags = getenv("KT_TEST_CFLAGS") ? getenv("KT_TEST_CFLAGS")
-                         : "-O3 -march=native -fopenmp";
+    const char *cflags = getenv("KT_TEST_CFLAGS")
+                             ? getenv("KT_TEST_CFLAGS")
+                             : "-O3 -march=native -fopenmp";
     void *h = NULL;
     FILE *f;
 
@@ -35,8 +36,9 @@ ktt_build(const char *src, char *err, size_t errlen)
     }
     fputs(src, f);
     fclose(f);
-    snprintf(cmd, sizeof(cmd), "%s %s -std=gnu11 -shared -fPIC -o %s %s -lm > %s 2>&1",
-             cc, cflags, sopath, cpath, log);
+    snprintf(cmd, sizeof(cmd),
+             "%s %s -std=gnu11 -shared -fPIC -o %s %s -lm > %s 2>&1", cc,
+             cflags, sopath, cpath, log);
     if (system(cmd) != 0) {
         f = fopen(log, "r");
         size_t n = f ? fread(err, 1, errlen - 1, f) : 0;
@@ -76,7 +78,8 @@ ktt_bufs_init(struct ktt_bufs *b, const struct kt_dag *dag, uint64_t seed)
         b->t[t] = kt_xaligned(64, (size_t)b->elems[t] * sizeof(float) + 64);
         for (i = 0; i < b->elems[t]; i++)
             b->t[t][i] = dag->tensors[t].kind == KT_TENSOR_INPUT
-                         ? (float)(kt_rng_unit(&r) * 2.0 - 1.0) : NAN;
+                             ? (float)(kt_rng_unit(&r) * 2.0 - 1.0)
+                             : NAN;
     }
 }
 
@@ -97,7 +100,8 @@ ktt_args(const struct kt_dag *dag, struct ktt_bufs *b, float **args)
 
     for (pass = 0; pass < 2; pass++)
         for (t = 0; t < dag->ntensors; t++)
-            if (dag->tensors[t].kind == (pass ? KT_TENSOR_OUTPUT : KT_TENSOR_INPUT))
+            if (dag->tensors[t].kind ==
+                (pass ? KT_TENSOR_OUTPUT : KT_TENSOR_INPUT))
                 args[n++] = b->t[t];
     return n;
 }
@@ -157,7 +161,8 @@ ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
             continue;
         }
         kt_buf_printf(&packs, "%s%s%s", ok ? ", " : "",
-                      lt->pack_root ? fname : "0", lt->pack_root ? "_pack" : "");
+                      lt->pack_root ? fname : "0",
+                      lt->pack_root ? "_pack" : "");
         kt_looptree_free(lt);
         kt_buf_printf(&names, "%s%s", ok ? ", " : "", fname);
         generated[ok++] = i;
@@ -259,7 +264,7 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
         if (getenv("KT_TEST_VERBOSE"))
             print_cand(dag->key, cands, generated[i], "running");
         if (packs[i] != NULL)
-            packs[i](args);     /* the layout rewrite, once */
+            packs[i](args); /* the layout rewrite, once */
         fns[i](args);
         if (!outputs_match(dag, &got, &want, &e)) {
             char what[64];
@@ -280,9 +285,20 @@ ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
              int64_t stride, int64_t pad, int64_t dil, int64_t groups, int epi)
 {
     struct kt_conv2d_params p = {
-        .N = 1, .C = C, .H = H, .W = H, .K = K, .R = R, .S = R,
-        .stride_h = stride, .stride_w = stride, .pad_h = pad, .pad_w = pad,
-        .dilation_h = dil, .dilation_w = dil, .groups = groups,
+        .N = 1,
+        .C = C,
+        .H = H,
+        .W = H,
+        .K = K,
+        .R = R,
+        .S = R,
+        .stride_h = stride,
+        .stride_w = stride,
+        .pad_h = pad,
+        .pad_w = pad,
+        .dilation_h = dil,
+        .dilation_w = dil,
+        .groups = groups,
         .epilogue = epi,
     };
 

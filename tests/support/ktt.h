@@ -33,7 +33,8 @@ double ktt_rel_l2(const float *got, const float *want, int64_t n);
  * rules produce (tiling, cache_write, compute_at of producers into their
  * consumer's tile loop, inlining, parallel/vectorize/unroll annotations and
  * auto-unroll pragmas).  Returns a state the caller frees. */
-struct kt_state *ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *rng);
+struct kt_state *ktt_random_schedule(const struct kt_dag *dag,
+                                     struct kt_rng *rng);
 
 /* Source holding the reference and ncand candidate kernels (cand_0 ...),
  * reachable through "ktt_cands" (an array of function pointers), and their

@@ -12,7 +12,7 @@ struct ktt_onnx {
     Onnx__ModelProto model;
     Onnx__GraphProto graph;
     Onnx__OperatorSetIdProto opset, *opsets[1];
-    void **mem;                /* everything allocated, freed at the end */
+    void **mem; /* everything allocated, freed at the end */
     size_t nmem;
 };
 
@@ -87,8 +87,7 @@ ktt_onnx_free(struct ktt_onnx *b)
 }
 
 static Onnx__ValueInfoProto *
-value_info(struct ktt_onnx *b, const char *name, int ndim,
-           const int64_t *dims)
+value_info(struct ktt_onnx *b, const char *name, int ndim, const int64_t *dims)
 {
     Onnx__ValueInfoProto *vi = alloc(b, sizeof(*vi));
     Onnx__TypeProto *t = alloc(b, sizeof(*t));

@@ -25,7 +25,8 @@ sole_consumer(const struct kt_state *st, int p)
     int c, found = -1;
 
     for (c = 0; c < st->nstages; c++) {
-        if (c == p || st->stages[c].inlined || !kt_expr_reads(st->stages[c].body, st->stages[p].out))
+        if (c == p || st->stages[c].inlined ||
+            !kt_expr_reads(st->stages[c].body, st->stages[p].out))
             continue;
         if (found >= 0)
             return -1;
@@ -57,11 +58,11 @@ step(enum kt_step_kind k, int stage, int iter)
 /* Splits axis iterator 'it' (one part) into 1 + n parts whose inner
  * lengths multiply to a divisor of 'limit'. */
 static void
-split_random(struct kt_state *st, struct kt_rng *r, int s, int it, int64_t limit,
-             int maxparts)
+split_random(struct kt_state *st, struct kt_rng *r, int s, int it,
+             int64_t limit, int maxparts)
 {
     struct kt_step sp = step(KT_STEP_SPLIT, s, it);
-    int n = (int)kt_rng_below(r, (uint64_t)maxparts) , i;
+    int n = (int)kt_rng_below(r, (uint64_t)maxparts), i;
     int64_t left = rand_divisor(r, limit);
 
     if (n == 0)
@@ -125,7 +126,7 @@ random_read(const struct kt_expr *e, struct kt_rng *r, int *seen)
 
     if (e == NULL)
         return -1;
-    if (e->op == KT_X_LOAD && kt_rng_below(r, (uint64_t)++*seen) == 0)
+    if (e->op == KT_X_LOAD && kt_rng_below(r, (uint64_t)++ * seen) == 0)
         pick = e->src;
     sub = random_read(e->a, r, seen);
     pick = sub >= 0 ? sub : pick;
@@ -175,7 +176,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
     for (s = 0; s < st->nstages; s++) {
         const struct kt_sstage *ss = &st->stages[s];
         double pr = ss->is_pad ? 0.3 : ss->cache_read ? 0.1 : 0.5;
-        if (ss->op == KT_ASSIGN && st->tensors[ss->out].kind != KT_TENSOR_OUTPUT &&
+        if (ss->op == KT_ASSIGN &&
+            st->tensors[ss->out].kind != KT_TENSOR_OUTPUT &&
             kt_rng_unit(r) < pr)
             apply(st, step(KT_STEP_COMPUTE_INLINE, s, 0));
     }
@@ -211,7 +213,7 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
                 !st->stages[p].cache_read)
                 consumer = 1;
         if (attach_to[s] >= 0 && (ss->is_pad || ss->cache_read))
-            continue;      /* padding and packs stay unsplit: any region fits */
+            continue; /* padding and packs stay unsplit: any region fits */
         if (consumer) {
             struct kt_step re = step(KT_STEP_REORDER, s, 0);
             int fuse;
@@ -232,7 +234,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
                 re.v[nsp + a] = 2 * nsp + a;
             apply(st, re);
             fuse = st->stages[s].attach_stage < 0 && attach_to[s] < 0 && nsp > 1
-                   ? (int)kt_rng_below(r, (uint64_t)nsp) + 1 : 1;
+                       ? (int)kt_rng_below(r, (uint64_t)nsp) + 1
+                       : 1;
             if (fuse > 1) {
                 struct kt_step fu = step(KT_STEP_FUSE, s, 0);
                 fu.n = fuse;
@@ -263,7 +266,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
             }
             if (attach_to[s] < 0 && kt_rng_unit(r) < 0.5) {
                 int k = 0;
-                while (k < st->stages[s].niters && !st->stages[s].iters[k].reduce)
+                while (k < st->stages[s].niters &&
+                       !st->stages[s].iters[k].reduce)
                     k++;
                 if (k >= 2) {
                     struct kt_step fu = step(KT_STEP_FUSE, s, 0);
@@ -293,17 +297,29 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
         if (ss->inlined)
             continue;
         if (ss->cache_read && kt_rng_unit(r) < 0.6)
-            apply(st, step(KT_STEP_LAYOUT_REWRITE, s, 0));  /* weights only */
+            apply(st, step(KT_STEP_LAYOUT_REWRITE, s, 0)); /* weights only */
         if (ss->attach_stage < 0 && !ss->iters[0].reduce && kt_rng_unit(r) < 0.7)
-            apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, 0, 0, {KT_ANN_PARALLEL}});
+            apply(st,
+                  (struct kt_step){KT_STEP_ANNOTATE, s, 0, 0, {KT_ANN_PARALLEL}});
         if (last > 0 && kt_rng_unit(r) < 0.7)
-            apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, last, 0, {KT_ANN_VECTORIZE}});
+            apply(st, (struct kt_step){KT_STEP_ANNOTATE,
+                                       s,
+                                       last,
+                                       0,
+                                       {KT_ANN_VECTORIZE}});
         for (i = last - 1; i >= 1 && i >= last - 2; i--)
             if (ss->iters[i].extent <= 16 && kt_rng_unit(r) < 0.5)
-                apply(st, (struct kt_step){KT_STEP_ANNOTATE, s, i, 0, {KT_ANN_UNROLL}});
+                apply(st, (struct kt_step){KT_STEP_ANNOTATE,
+                                           s,
+                                           i,
+                                           0,
+                                           {KT_ANN_UNROLL}});
         if (kt_rng_unit(r) < 0.5) {
             static const int steps[] = {0, 16, 64, 512};
-            apply(st, (struct kt_step){KT_STEP_PRAGMA, s, 0, 0,
+            apply(st, (struct kt_step){KT_STEP_PRAGMA,
+                                       s,
+                                       0,
+                                       0,
                                        {steps[kt_rng_below(r, 4)]}});
         }
     }

@@ -50,7 +50,7 @@ tb_add(struct kt_node *parent, struct kt_node *kid)
     if (parent->nkids == parent->capkids) {
         parent->capkids = parent->capkids ? parent->capkids * 2 : 4;
         parent->kids = kt_xrealloc(parent->kids, (size_t)parent->capkids *
-                                   sizeof(*parent->kids));
+                                                     sizeof(*parent->kids));
     }
     parent->kids[parent->nkids++] = kid;
     return kid;
@@ -178,7 +178,7 @@ tb_free(struct kt_looptree *lt)
  * multiples of ti, tj and tk.  Buffers: 0 A, 1 B, 2 bias, 3 D, 4 C. */
 struct tb_gemm {
     int64_t M, N, K, ti, tj, tk;
-    int fuse;                  /* fuse io and jo into one parallel loop */
+    int fuse; /* fuse io and jo into one parallel loop */
     int vectorize, unroll, parallel;
 };
 

@@ -159,16 +159,15 @@ on_batch(void *arg, const struct kt_measure_result *res, int n)
     b->n = n;
     for (i = 0; i < n && i < 8; i++) {
         b->err_no[i] = res[i].err_no;
-        snprintf(b->err_text[i], sizeof(b->err_text[i]), "%s",
-                 res[i].err_text);
+        snprintf(b->err_text[i], sizeof(b->err_text[i]), "%s", res[i].err_text);
         b->cost[i] = res[i].cost;
         for (k = 0; k < res[i].nkvs; k++) {
             if (strcmp(res[i].kv_keys[k], "lost_worker") == 0)
                 snprintf(b->lost[i], sizeof(b->lost[i]), "%s",
                          res[i].kv_vals[k]);
             if (strcmp(res[i].kv_keys[k], "build_worker") == 0)
-                snprintf(b->build_worker[i], sizeof(b->build_worker[i]),
-                         "%s", res[i].kv_vals[k]);
+                snprintf(b->build_worker[i], sizeof(b->build_worker[i]), "%s",
+                         res[i].kv_vals[k]);
             b->evil[i] |= strcmp(res[i].kv_keys[k], "x_evil") == 0;
         }
     }

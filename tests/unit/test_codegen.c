@@ -75,7 +75,8 @@ test_codegen_dense(void **state)
 {
     struct kt_op_def d;
     (void)state;
-    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU), KT_OK);
+    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
     sweep_def(&d, 1);
     assert_int_equal(kt_op_dense(&d, 7, 14, 56, 0), KT_OK);
     sweep_def(&d, 2);
@@ -114,18 +115,18 @@ static void
 test_codegen_conv2d(void **state)
 {
     (void)state;
-    conv(8, 14, 16, 3, 1, 1, 1, 1, 0, 10);                           /* 3x3 pad 1 */
-    conv(3, 28, 8, 7, 2, 3, 1, 1, 0, 11);                            /* 7x7 s2 pad 3 */
-    conv(4, 7, 8, 1, 1, 0, 1, 1, 0, 12);                             /* 1x1 pad 0 */
-    conv(4, 14, 4, 3, 1, 2, 2, 1, 0, 13);                            /* dilation 2 */
+    conv(8, 14, 16, 3, 1, 1, 1, 1, 0, 10); /* 3x3 pad 1 */
+    conv(3, 28, 8, 7, 2, 3, 1, 1, 0, 11);  /* 7x7 s2 pad 3 */
+    conv(4, 7, 8, 1, 1, 0, 1, 1, 0, 12);   /* 1x1 pad 0 */
+    conv(4, 14, 4, 3, 1, 2, 2, 1, 0, 13);  /* dilation 2 */
 }
 
 static void
 test_codegen_conv2d_groups(void **state)
 {
     (void)state;
-    conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);                            /* depthwise */
-    conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15);                           /* groups 2, s2 */
+    conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);  /* depthwise */
+    conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15); /* groups 2, s2 */
 }
 
 static void
@@ -133,7 +134,7 @@ test_codegen_conv2d_fused(void **state)
 {
     (void)state;
     conv(8, 14, 16, 3, 1, 1, 1, 1, KT_EPI_BIAS | KT_EPI_RELU, 16);
-    conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17);    /* 56x56 dw */
+    conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17); /* 56x56 dw */
 }
 
 static void
@@ -152,7 +153,8 @@ test_codegen_pool(void **state)
 static void
 test_codegen_elementwise(void **state)
 {
-    static const char *const kinds[] = {"add", "mul", "relu", "hardswish", "sigmoid"};
+    static const char *const kinds[] = {"add", "mul", "relu", "hardswish",
+                                        "sigmoid"};
     struct kt_op_def d;
     unsigned i;
     (void)state;
@@ -229,7 +231,8 @@ static void
 test_codegen_lane_accumulators(void **state)
 {
     static const char *const defs[] = {
-        "O[i] += A[i,k] * B[k]", "O[i] max= A[i,k] - B[k]",
+        "O[i] += A[i,k] * B[k]",
+        "O[i] max= A[i,k] - B[k]",
         "O[i] min= A[i,k] * B[k]",
     };
     static const char *const scheds[] = {
@@ -251,8 +254,10 @@ test_codegen_lane_accumulators(void **state)
             char err[512];
             int n = 0;
             if (kt_dag_parse(defs[di], sh, 2, &dag, err, sizeof(err)) != KT_OK ||
-                kt_steps_from_json(scheds[si], &steps, &n, err, sizeof(err)) != KT_OK ||
-                kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+                kt_steps_from_json(scheds[si], &steps, &n, err, sizeof(err)) !=
+                    KT_OK ||
+                kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) !=
+                    KT_OK)
                 fail_msg("%s / %s: %s", defs[di], scheds[si], err);
             check_contains(dag, st, 1, "] = kt_h");
             kt_state_free(st[0]);
@@ -280,7 +285,8 @@ test_codegen_register_nest(void **state)
     const char *body, *reg, *outer;
 
     (void)state;
-    if (kt_dag_parse("O[i,j] += B[i,k,l] * A[k,l,j]", sh, 2, &dag, err, sizeof(err)) != KT_OK ||
+    if (kt_dag_parse("O[i,j] += B[i,k,l] * A[k,l,j]", sh, 2, &dag, err,
+                     sizeof(err)) != KT_OK ||
         kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
         kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
@@ -321,7 +327,8 @@ block_size_of(const struct kt_op_def *d, const char *json, char **src)
     kt_codegen_default_opts(&o);
     o.vector_bytes = 64;
     kt_buf_init(&b);
-    assert_int_equal(kt_codegen_function(lt, &o, "k", &b, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_codegen_function(lt, &o, "k", &b, err, sizeof(err)),
+                     KT_OK);
     size = kt_codegen_block_size(lt, &o, NULL);
     *src = kt_buf_take(&b);
     kt_looptree_free(lt);
@@ -338,31 +345,37 @@ block_size_of(const struct kt_op_def *d, const char *json, char **src)
 static void
 test_codegen_block_size(void **state)
 {
-    struct kt_conv2d_params p = {1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1,
-                                 KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_conv2d_params p = {1, 3, 224, 224, 64,
+                                 7, 7, 2,   2,   3,
+                                 3, 1, 1,   1,   KT_EPI_BIAS | KT_EPI_RELU};
     struct kt_op_def d;
     char *src;
     int64_t size;
     (void)state;
 
     assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
-    size = block_size_of(&d,
+    size = block_size_of(
+        &d,
         "{\"v\":1,\"steps\":[[\"FU\",2,0,2],[\"SP\",1,6,[7]],[\"SP\",1,5,[7]],"
         "[\"SP\",1,4,[3]],[\"SP\",1,3,[2,28,2]],[\"SP\",1,2,[4,7,4]],"
-        "[\"SP\",1,1,[2,1,1]],[\"RE\",1,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,18,4,8,12]],"
+        "[\"SP\",1,1,[2,1,1]],[\"RE\",1,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,"
+        "18,4,8,12]],"
         "[\"FU\",1,0,2],[\"FU\",0,0,3],[\"AN\",0,0,\"parallel\"],"
         "[\"AN\",0,1,\"vectorize\"],[\"AN\",1,0,\"parallel\"],"
         "[\"AN\",1,17,\"vectorize\"],[\"AN\",1,16,\"unroll\"],[\"PR\",1,0,512],"
-        "[\"AN\",2,0,\"parallel\"],[\"AN\",2,2,\"vectorize\"]]}", &src);
+        "[\"AN\",2,0,\"parallel\"],[\"AN\",2,2,\"vectorize\"]]}",
+        &src);
     assert_null(strstr(src, "#pragma GCC unroll 7"));
     assert_true(size > 0 && size <= 2 * 256);
     free(src);
 
     assert_int_equal(kt_op_dense(&d, 1, 1024, 2048, 0), KT_OK);
-    size = block_size_of(&d,
-        "{\"v\":1,\"steps\":[[\"SP\",0,2,[64]],[\"SP\",0,1,[16]],"
-        "[\"RE\",0,[0,1,3,4,2]],[\"AN\",0,3,\"unroll\"],[\"AN\",0,4,\"vectorize\"]]}",
-        &src);
+    size =
+        block_size_of(&d,
+                      "{\"v\":1,\"steps\":[[\"SP\",0,2,[64]],[\"SP\",0,1,[16]],"
+                      "[\"RE\",0,[0,1,3,4,2]],[\"AN\",0,3,\"unroll\"],[\"AN\","
+                      "0,4,\"vectorize\"]]}",
+                      &src);
     assert_true(size > 4 * 256);
     free(src);
 }

@@ -38,9 +38,10 @@ slurp(const char *path)
 static void
 test_config_bundled_models(void **state)
 {
-    static const char *const files[] = {
-        "models/resnet50.json", "models/mobilenet_v2.json",
-        "models/bert_base_layer.json", "models/tiny.json"};
+    static const char *const files[] = {"models/resnet50.json",
+                                        "models/mobilenet_v2.json",
+                                        "models/bert_base_layer.json",
+                                        "models/tiny.json"};
     char err[1024];
     size_t i;
     (void)state;
@@ -66,7 +67,8 @@ test_config_defaults(void **state)
                                          "{\"layers\": [{\"op\": \"conv2d\", "
                                          "\"C\": 3, \"H\": 8, \"W\": 8, "
                                          "\"K\": 4, \"R\": 3, \"S\": 3}]}",
-                                         &m, err, sizeof(err)), 0);
+                                         &m, err, sizeof(err)),
+                     0);
     assert_string_equal(m->name, "small");
     assert_string_equal(m->target.kind, "cpu");
     assert_string_equal(m->target.cc, "gcc");
@@ -101,7 +103,8 @@ test_config_values(void **state)
     text = slurp("models/tiny.json");
     assert_non_null(text);
     assert_int_equal(kt_model_conf_parse("models/tiny.json", text, &m, err,
-                                         sizeof(err)), 0);
+                                         sizeof(err)),
+                     0);
     free(text);
     assert_string_equal(m->name, "tiny");
     assert_int_equal(m->tuning.seed, 7);
@@ -173,8 +176,8 @@ test_config_bad_fixtures(void **state)
         err[0] = '\0';
         rc = load_fixture(de->d_name, err, sizeof(err));
         if (rc >= 0 || strstr(err, want) == NULL) {
-            print_error("%s: rc=%d\n  got:  %s\n  want: %s\n", de->d_name,
-                        rc, err, want);
+            print_error("%s: rc=%d\n  got:  %s\n  want: %s\n", de->d_name, rc,
+                        err, want);
             bad++;
         }
     }
@@ -191,7 +194,8 @@ test_config_missing_file(void **state)
     char err[512];
     (void)state;
     assert_int_equal(kt_model_conf_load("tests/fixtures/none.json", &m, err,
-                                        sizeof(err)), KT_ENOENT);
+                                        sizeof(err)),
+                     KT_ENOENT);
     assert_null(m);
     assert_non_null(strstr(err, "tests/fixtures/none.json: cannot open"));
 }
@@ -203,7 +207,8 @@ test_config_daemon(void **state)
     char err[512];
     (void)state;
     assert_int_equal(kt_daemon_conf_parse("kerntuned.json", "{}", &d, err,
-                                          sizeof(err)), 0);
+                                          sizeof(err)),
+                     0);
     assert_string_equal(d->listen_host, "127.0.0.1");
     assert_int_equal(d->listen_port, 9190);
     assert_string_equal(d->database, "/var/lib/kerntune/tune.db");
@@ -214,7 +219,8 @@ test_config_daemon(void **state)
                                           "{\"listen\": \"[::1]:7000\", "
                                           "\"threads\": 4, \"log_level\": "
                                           "\"debug\", \"local_workers\": 0}",
-                                          &d, err, sizeof(err)), 0);
+                                          &d, err, sizeof(err)),
+                     0);
     assert_string_equal(d->listen_host, "::1");
     assert_int_equal(d->listen_port, 7000);
     assert_int_equal(d->threads, 4);

@@ -48,9 +48,8 @@ handler(void *arg, const cJSON *req, cJSON *resp)
         cJSON_AddNumberToObject(resp, "handled", f->handled);
     } else if (strcmp(cmd, "tasks") == 0) {
         if (!cJSON_IsString(job) || strcmp(job->valuestring, "tiny") != 0) {
-            kt_ctl_fail(resp, "no job \"%s\"", cJSON_IsString(job)
-                                                   ? job->valuestring
-                                                   : "");
+            kt_ctl_fail(resp, "no job \"%s\"",
+                        cJSON_IsString(job) ? job->valuestring : "");
             return;
         }
         cJSON_AddStringToObject(resp, "job", "tiny");
@@ -112,8 +111,8 @@ setup(void **state)
     assert_int_equal(uv_loop_init(&f->loop), 0);
     assert_int_equal(uv_async_init(&f->loop, &f->stop, on_stop), 0);
     f->stop.data = f;
-    if (kt_ctl_new(&f->ctl, &f->loop, f->path, handler, f, err,
-                   sizeof(err)) != 0)
+    if (kt_ctl_new(&f->ctl, &f->loop, f->path, handler, f, err, sizeof(err)) !=
+        0)
         fail_msg("kt_ctl_new: %s", err);
     assert_int_equal(uv_thread_create(&f->thread, loop_thread, f), 0);
     *state = f;
@@ -386,8 +385,8 @@ test_ctl_socket_mode_0600(void **state)
     snprintf(path2, sizeof(path2), "%s/second.sock", f->dir);
     assert_int_equal(uv_loop_init(&loop), 0);
     old = umask(0);
-    assert_int_equal(kt_ctl_new(&c2, &loop, path2, handler, f, err,
-                                sizeof(err)), 0);
+    assert_int_equal(kt_ctl_new(&c2, &loop, path2, handler, f, err, sizeof(err)),
+                     0);
     umask(old);
     assert_int_equal(stat(path2, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
@@ -410,7 +409,8 @@ test_ctl_second_daemon_refused(void **state)
 
     assert_int_equal(uv_loop_init(&loop), 0);
     assert_int_equal(kt_ctl_new(&c2, &loop, f->path, handler, f, err,
-                                sizeof(err)), -EADDRINUSE);
+                                sizeof(err)),
+                     -EADDRINUSE);
     assert_null(c2);
     assert_non_null(strstr(err, "another kerntuned is listening"));
     /* The live daemon keeps its socket. */
@@ -424,16 +424,16 @@ test_ctl_second_daemon_refused(void **state)
     unix_addr(&sa, other);
     assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     close(fd);
-    assert_int_equal(kt_ctl_new(&c2, &loop, other, handler, f, err,
-                                sizeof(err)), 0);
+    assert_int_equal(kt_ctl_new(&c2, &loop, other, handler, f, err, sizeof(err)),
+                     0);
     kt_ctl_close(c2);
 
     /* A regular file is never removed. */
     fd = open(other, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(kt_ctl_new(&c2, &loop, other, handler, f, err,
-                                sizeof(err)), -EEXIST);
+    assert_int_equal(kt_ctl_new(&c2, &loop, other, handler, f, err, sizeof(err)),
+                     -EEXIST);
     assert_int_equal(access(other, F_OK), 0);
     unlink(other);
 
@@ -451,10 +451,12 @@ test_ctl_request_errors(void **state)
 
     snprintf(path, sizeof(path), "%s/none.sock", f->dir);
     assert_int_equal(kt_ctl_request(path, "{\"cmd\":\"status\"}", &text, err,
-                                    sizeof(err)), -ENOENT);
+                                    sizeof(err)),
+                     -ENOENT);
     assert_non_null(strstr(err, "is kerntuned running?"));
     assert_int_equal(kt_ctl_request(f->path, "{\"cmd\":", &text, err,
-                                    sizeof(err)), KT_EPARSE);
+                                    sizeof(err)),
+                     KT_EPARSE);
     assert_int_equal(kt_ctl_request(f->path, "[]", &text, err, sizeof(err)),
                      KT_EPARSE);
 
@@ -500,41 +502,57 @@ test_ctl_print_tables(void **state)
         fail_msg("%s", err);
     out = render("tasks", text, &rc);
     assert_int_equal(rc, 0);
-    assert_string_equal(out,
-        "job tiny\n"
-        "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials | Errors | Weight | Task\n"
-        "------------------------------------------------------------------------\n"
-        "|    0 |        0.080 |         103.92 |     64 |      3 |      2 | gemm64\n"
-        "|    1 |            - |              - |      0 |      0 |      1 | relu\n"
-        "------------------------------------------------------------------------\n"
-        "Estimated total latency: - ms\tTrials: 64\tUsed time : 12 s\tNext ID: 1\t\n");
+    assert_string_equal(out, "job tiny\n"
+                             "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials "
+                             "| Errors | Weight | Task\n"
+                             "-------------------------------------------------"
+                             "-----------------------\n"
+                             "|    0 |        0.080 |         103.92 |     64 "
+                             "|      3 |      2 | gemm64\n"
+                             "|    1 |            - |              - |      0 "
+                             "|      0 |      1 | relu\n"
+                             "-------------------------------------------------"
+                             "-----------------------\n"
+                             "Estimated total latency: - ms\tTrials: 64\tUsed "
+                             "time : 12 s\tNext ID: 1\t\n");
     free(out);
     free(text);
 
-    out = render("jobs", "{\"ok\":true,\"cmd\":\"jobs\",\"jobs\":["
+    out = render("jobs",
+                 "{\"ok\":true,\"cmd\":\"jobs\",\"jobs\":["
                  "{\"name\":\"resnet50\",\"state\":\"running\",\"tasks\":34,"
                  "\"trials\":1280,\"trials_target\":20000,\"errors\":17,"
-                 "\"total_latency_ms\":9.4876,\"used_s\":600.4,\"key\":\"local\"},"
+                 "\"total_latency_ms\":9.4876,\"used_s\":600.4,\"key\":"
+                 "\"local\"},"
                  "{\"name\":\"tiny\",\"state\":\"failed\",\"tasks\":1,"
                  "\"trials\":0,\"trials_target\":64,\"errors\":0,"
                  "\"total_latency_ms\":-1,\"used_s\":0,\"key\":\"rk3399\","
-                 "\"error\":\"no worker\"}]}", &rc);
+                 "\"error\":\"no worker\"}]}",
+                 &rc);
     assert_int_equal(rc, 0);
-    assert_string_equal(out,
-        "| Job      | State   | Tasks | Trials | Target | Errors | Latency (ms) | Used (s) | Key    |\n"
-        "--------------------------------------------------------------------------------------------\n"
-        "| resnet50 | running |    34 |   1280 |  20000 |     17 |        9.488 |      600 | local  |\n"
-        "| tiny     | failed  |     1 |      0 |     64 |      0 |            - |        0 | rk3399 |\n"
-        "--------------------------------------------------------------------------------------------\n"
-        "error tiny: no worker\n");
+    assert_string_equal(out, "| Job      | State   | Tasks | Trials | Target | "
+                             "Errors | Latency (ms) | Used (s) | Key    |\n"
+                             "-------------------------------------------------"
+                             "-------------------------------------------\n"
+                             "| resnet50 | running |    34 |   1280 |  20000 | "
+                             "    17 |        9.488 |      600 | local  |\n"
+                             "| tiny     | failed  |     1 |      0 |     64 | "
+                             "     0 |            - |        0 | rk3399 |\n"
+                             "-------------------------------------------------"
+                             "-------------------------------------------\n"
+                             "error tiny: no worker\n");
     free(out);
 
-    out = render("best", "{\"ok\":true,\"cmd\":\"best\",\"job\":\"tiny\","
-                 "\"best\":[{\"id\":0,\"name\":\"gemm64\",\"latency_ms\":0.0801,"
-                 "\"gflops\":6.55,\"trials\":64,\"errors\":2,"
-                 "\"config\":\"[[\\\"SP\\\",0]]\"}]}", &rc);
+    out =
+        render("best",
+               "{\"ok\":true,\"cmd\":\"best\",\"job\":\"tiny\","
+               "\"best\":[{\"id\":0,\"name\":\"gemm64\",\"latency_ms\":0.0801,"
+               "\"gflops\":6.55,\"trials\":64,\"errors\":2,"
+               "\"config\":\"[[\\\"SP\\\",0]]\"}]}",
+               &rc);
     assert_int_equal(rc, 0);
-    assert_string_equal(out,
+    assert_string_equal(
+        out,
         "job tiny\n"
         "| ID | Task   | Latency (ms) | Speed (GFLOPS) | Trials | Errors |\n"
         "-----------------------------------------------------------------\n"
@@ -543,39 +561,47 @@ test_ctl_print_tables(void **state)
         "schedule 0: [[\"SP\",0]]\n");
     free(out);
 
-    out = render("pause", "{\"ok\":true,\"cmd\":\"pause\",\"job\":\"tiny\","
-                 "\"state\":\"paused\"}", &rc);
+    out = render("pause",
+                 "{\"ok\":true,\"cmd\":\"pause\",\"job\":\"tiny\","
+                 "\"state\":\"paused\"}",
+                 &rc);
     assert_string_equal(out, "job tiny: paused\n");
     free(out);
 
-    out = render("status", "{\"ok\":true,\"cmd\":\"status\",\"pid\":42,"
+    out = render("status",
+                 "{\"ok\":true,\"cmd\":\"status\",\"pid\":42,"
                  "\"db\":{\"path\":\"/var/lib/kerntune/tune.db\",\"trials\":9},"
-                 "\"jobs\":[1,2]}", &rc);
+                 "\"jobs\":[1,2]}",
+                 &rc);
     assert_string_equal(out, "pid: 42\ndb.path: /var/lib/kerntune/tune.db\n"
                              "db.trials: 9\njobs: 2 entries\n");
     free(out);
 
-    out = render("rpc-status", "{\"ok\":true,\"cmd\":\"rpc-status\","
+    out = render("rpc-status",
+                 "{\"ok\":true,\"cmd\":\"rpc-status\","
                  "\"workers\":[{\"key\":\"local\",\"name\":\"w1\","
                  "\"addr\":\"127.0.0.1:40000\",\"state\":\"busy\",\"done\":5}],"
                  "\"queues\":[{\"key\":\"local\",\"workers\":1,\"free\":0,"
-                 "\"pending\":3,\"running\":1}]}", &rc);
+                 "\"pending\":3,\"running\":1}]}",
+                 &rc);
     assert_int_equal(rc, 0);
     assert_string_equal(out,
-        "Workers\n"
-        "| Key   | Worker | Address         | State | Done |\n"
-        "---------------------------------------------------\n"
-        "| local | w1     | 127.0.0.1:40000 | busy  |    5 |\n"
-        "---------------------------------------------------\n"
-        "\nQueues\n"
-        "| Key   | Workers | Free | Pending | Running |\n"
-        "----------------------------------------------\n"
-        "| local |       1 |    0 |       3 |       1 |\n"
-        "----------------------------------------------\n");
+                        "Workers\n"
+                        "| Key   | Worker | Address         | State | Done |\n"
+                        "---------------------------------------------------\n"
+                        "| local | w1     | 127.0.0.1:40000 | busy  |    5 |\n"
+                        "---------------------------------------------------\n"
+                        "\nQueues\n"
+                        "| Key   | Workers | Free | Pending | Running |\n"
+                        "----------------------------------------------\n"
+                        "| local |       1 |    0 |       3 |       1 |\n"
+                        "----------------------------------------------\n");
     free(out);
 
-    out = render("best", "{\"ok\":false,\"cmd\":\"best\",\"error\":\"no job "
-                 "\\\"x\\\"\"}", &rc);
+    out = render("best",
+                 "{\"ok\":false,\"cmd\":\"best\",\"error\":\"no job "
+                 "\\\"x\\\"\"}",
+                 &rc);
     assert_int_equal(rc, KT_EINVAL);
     assert_string_equal(out, "error: no job \"x\"\n");
     free(out);
@@ -625,8 +651,7 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ctl_request_errors, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_ctl_print_tables, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ctl_print_tables, setup, teardown),
         cmocka_unit_test(test_ctl_dist_config_loads),
     };
     kt_log_init(LOG_WARNING);

@@ -124,17 +124,17 @@ test_dag_order_kinds_extents(void **state)
 
 struct pad_case {
     int64_t H, R, stride, pad, dil;
-    int64_t pad_rows;            /* rows of I_pad, 0 = no padding stage */
-    int64_t lo;                  /* first padded row (<= 0) */
+    int64_t pad_rows; /* rows of I_pad, 0 = no padding stage */
+    int64_t lo;       /* first padded row (<= 0) */
 };
 
 static const struct pad_case pad_cases[] = {
-    {5, 3, 1, 0, 1, 0, 0},      /* valid conv: no pad */
-    {5, 3, 1, 1, 1, 7, -1},     /* same conv */
-    {5, 3, 1, 3, 1, 11, -3},    /* pad larger than the window reach */
-    {6, 3, 2, 1, 1, 7, -1},     /* stride 2: the last row is never read */
-    {5, 3, 1, 2, 2, 9, -2},     /* dilation 2 */
-    {7, 1, 2, 0, 1, 0, 0},      /* 1x1 stride 2 */
+    {5, 3, 1, 0, 1, 0, 0},   /* valid conv: no pad */
+    {5, 3, 1, 1, 1, 7, -1},  /* same conv */
+    {5, 3, 1, 3, 1, 11, -3}, /* pad larger than the window reach */
+    {6, 3, 2, 1, 1, 7, -1},  /* stride 2: the last row is never read */
+    {5, 3, 1, 2, 2, 9, -2},  /* dilation 2 */
+    {7, 1, 2, 0, 1, 0, 0},   /* 1x1 stride 2 */
 };
 
 static void
@@ -153,8 +153,13 @@ test_dag_conv_padding(void **state)
         const struct pad_case *c = &pad_cases[i];
 
         memset(&p, 0, sizeof(p));
-        p.N = 1; p.C = 2; p.K = 3; p.H = c->H; p.W = c->H;
-        p.R = c->R; p.S = c->R;
+        p.N = 1;
+        p.C = 2;
+        p.K = 3;
+        p.H = c->H;
+        p.W = c->H;
+        p.R = c->R;
+        p.S = c->R;
         p.stride_h = p.stride_w = c->stride;
         p.pad_h = p.pad_w = c->pad;
         p.dilation_h = p.dilation_w = c->dil;
@@ -168,7 +173,7 @@ test_dag_conv_padding(void **state)
             kt_dag_free(d);
             continue;
         }
-        assert_int_equal(ip, 2);    /* after the inputs I, W */
+        assert_int_equal(ip, 2); /* after the inputs I, W */
         assert_int_equal(d->nstages, 2);
         assert_int_equal(d->tensors[ip].kind, KT_TENSOR_INTERMEDIATE);
         assert_int_equal(d->tensors[ip].shape[0], 1);
@@ -202,9 +207,8 @@ test_dag_conv_padding(void **state)
         assert_int_equal(kt_aff_coef(&l->idx[2], 2), c->stride);
         assert_int_equal(kt_aff_coef(&l->idx[2], 5), c->dil);
         /* Pad stages cost nothing. */
-        assert_true(d->flops ==
-                    2.0 * (double)(kt_tensor_elems(&d->tensors[3]) * 2 *
-                                   c->R * c->R));
+        assert_true(d->flops == 2.0 * (double)(kt_tensor_elems(&d->tensors[3]) *
+                                               2 * c->R * c->R));
         kt_dag_free(d);
     }
 }
@@ -223,7 +227,7 @@ test_dag_pad_values_and_names(void **state)
     assert_int_equal(d->stages[0].is_pad, 1);
     assert_true(isinf(d->stages[0].body->pad_value) &&
                 d->stages[0].body->pad_value < 0);
-    assert_true(d->flops == 1.0 * 16 * 9);   /* one max per window point */
+    assert_true(d->flops == 1.0 * 16 * 9); /* one max per window point */
     kt_dag_free(d);
 
     d = must_parse("O[i] min= I[i+r-2] where r:3, i:6", sh, 1);
@@ -235,22 +239,21 @@ test_dag_pad_values_and_names(void **state)
 
     /* Two stages reading I out of bounds get one pad each; an existing
      * tensor named I_pad pushes the names along. */
-    d = must_parse("O[i] = I[i-1] + I_pad[i]\nP[i] += I[i+r] where r:2, i:6", sh,
-                   2);
+    d = must_parse("O[i] = I[i-1] + I_pad[i]\nP[i] += I[i+r] where r:2, i:6",
+                   sh, 2);
     assert_int_equal(d->nstages, 4);
     t = kt_dag_find_tensor(d, "I_pad1");
     assert_true(t >= 0);
     assert_int_equal(d->tensors[t].producer, 0);
-    assert_int_equal(d->tensors[t].shape[0], 7);   /* [-1, 5] */
+    assert_int_equal(d->tensors[t].shape[0], 7); /* [-1, 5] */
     t = kt_dag_find_tensor(d, "I_pad2");
     assert_true(t >= 0);
     assert_int_equal(d->tensors[t].producer, 2);
-    assert_int_equal(d->tensors[t].shape[0], 7);   /* [0, 6] */
+    assert_int_equal(d->tensors[t].shape[0], 7); /* [0, 6] */
     assert_int_equal(d->stages[2].body->idx[0].c, 0);
     /* The printed form hides the pads. */
-    assert_string_equal(d->key,
-                        "O[a0]=I[a0-1]+I_pad[a0];P[a0]+=I[a0+a1] where "
-                        "a0:6,a1:2;I:6;I_pad:6");
+    assert_string_equal(d->key, "O[a0]=I[a0-1]+I_pad[a0];P[a0]+=I[a0+a1] where "
+                                "a0:6,a1:2;I:6;I_pad:6");
     kt_dag_free(d);
 }
 
@@ -340,7 +343,10 @@ test_dag_interpret_softmax_pool(void **state)
     assert_int_equal(kt_op_pool2d(&od, 1, 1, 1, 2, 2, 3, 1, 1), KT_OK);
     d = must_build(&od);
     b = alloc_bufs(d);
-    b[0][0] = -4; b[0][1] = -3; b[0][2] = -2; b[0][3] = -1;
+    b[0][0] = -4;
+    b[0][1] = -3;
+    b[0][2] = -2;
+    b[0][3] = -1;
     kt_dag_interpret(d, b);
     o = kt_dag_find_tensor(d, "O");
     for (i = 0; i < 4; i++)

@@ -17,22 +17,22 @@
 static const struct tb_gemm gemm512 = {512, 512, 512, 8, 32, 4, 0, 1, 1, 1};
 
 /* Checks that row[i] is the scaled (or one-hot) value of raw. */
-#define EXPECT_F(row, i, raw)                                                 \
-    assert_float_equal((row)[(i)],                                            \
-                       kt_feature_is_onehot(i) ? (float)(raw)                 \
-                                               : kt_feature_scale(raw),       \
+#define EXPECT_F(row, i, raw)                                                  \
+    assert_float_equal((row)[(i)],                                             \
+                       kt_feature_is_onehot(i) ? (float)(raw)                  \
+                                               : kt_feature_scale(raw),        \
                        1e-4)
 
 /* The same for offset i of a buffer block b. */
-#define EXPECT_B(b, i, raw)                                                   \
-    assert_float_equal((b)[(i)],                                              \
-                       kt_feature_is_onehot(KT_F_BUF0 + (i))                  \
-                           ? (float)(raw)                                     \
-                           : kt_feature_scale(raw),                           \
+#define EXPECT_B(b, i, raw)                                                    \
+    assert_float_equal((b)[(i)],                                               \
+                       kt_feature_is_onehot(KT_F_BUF0 + (i))                   \
+                           ? (float)(raw)                                      \
+                           : kt_feature_scale(raw),                            \
                        1e-4)
 
 /* Block k of the per-buffer features of row r. */
-#define BLK(r, k) ((r) + KT_F_BUF0 + (k) * KT_F_BUF_LEN)
+#define BLK(r, k) ((r) + KT_F_BUF0 + (k)*KT_F_BUF_LEN)
 
 static void
 test_features_gemm_update_store(void **state)
@@ -45,10 +45,9 @@ test_features_gemm_update_store(void **state)
     double outer = 512.0 * 512 * 512;
 
     (void)state;
-    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
-                     0);
-    assert_int_equal(n, 3);             /* init, update, epilogue */
-    r = rows + KT_FEATURE_LEN;          /* the update store */
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);    /* init, update, epilogue */
+    r = rows + KT_FEATURE_LEN; /* the update store */
 
     /* Arithmetic: C += A*B is one mad per iteration of the whole nest. */
     EXPECT_F(r, KT_F_FLOAT_MAD, outer);
@@ -101,14 +100,14 @@ test_features_gemm_update_store(void **state)
     EXPECT_B(b, KT_FB_IS_LOCAL, 1);
     EXPECT_B(b, KT_FB_UNIQUE_BYTES, 8 * 32 * 4);
     EXPECT_B(b, KT_FB_REUSE_LOOP, 1);
-    EXPECT_B(b, KT_FB_REUSE_CT, 4);     /* ki */
+    EXPECT_B(b, KT_FB_REUSE_CT, 4); /* ki */
     EXPECT_B(b, KT_FB_REUSE_DIS_ITER, 8 * 32);
 
     b = BLK(r, 2);
     EXPECT_B(b, KT_FB_READ, 1);
     EXPECT_B(b, KT_FB_LINES, outer / 32);
     EXPECT_B(b, KT_FB_STRIDE, 0);
-    EXPECT_B(b, KT_FB_REUSE_CT, 32);    /* ji, innermost */
+    EXPECT_B(b, KT_FB_REUSE_CT, 32); /* ji, innermost */
     EXPECT_B(b, KT_FB_REUSE_DIS_ITER, 1);
     EXPECT_B(b, KT_FB_REUSE_DIS_BYTES, 3 * 4);
     b = BLK(r, 3);
@@ -135,10 +134,9 @@ test_features_gemm_init_and_epilogue(void **state)
     double outer = 512.0 * 512;
 
     (void)state;
-    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
-                     0);
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 3);
-    r = rows;                           /* init: C.local = 0 */
+    r = rows; /* init: C.local = 0 */
     EXPECT_F(r, KT_F_STORE_INIT, 1);
     EXPECT_F(r, KT_F_STORE_REDUCE, 0);
     EXPECT_F(r, KT_F_FLOAT_ADDSUB, 0);
@@ -149,7 +147,7 @@ test_features_gemm_init_and_epilogue(void **state)
     EXPECT_F(r, KT_F_BUF0 + KT_FB_REUSE_CT, 16);
     EXPECT_F(r, KT_F_PARALLEL_NUM + KT_FA_LEN, 64);
 
-    r = rows + 2 * KT_FEATURE_LEN;      /* D = relu(C.local + bias) */
+    r = rows + 2 * KT_FEATURE_LEN; /* D = relu(C.local + bias) */
     EXPECT_F(r, KT_F_FLOAT_ADDSUB, outer);
     EXPECT_F(r, KT_F_FLOAT_CMP, outer);
     EXPECT_F(r, KT_F_FLOAT_MAD, 0);
@@ -163,7 +161,7 @@ test_features_gemm_init_and_epilogue(void **state)
     EXPECT_B(b, KT_FB_LINES, outer / 16);
     EXPECT_B(b, KT_FB_UNIQUE_BYTES, 512 * 4);
     EXPECT_B(b, KT_FB_REUSE_LOOP, 1);
-    EXPECT_B(b, KT_FB_REUSE_CT, 8);     /* bias is invariant in ii */
+    EXPECT_B(b, KT_FB_REUSE_CT, 8); /* bias is invariant in ii */
     b = BLK(r, 1);
     EXPECT_B(b, KT_FB_WRITE, 1);
     EXPECT_B(b, KT_FB_LINES, outer / 16);
@@ -238,10 +236,9 @@ test_features_fused_lets(void **state)
     g.fuse = 1;
     lt = tb_gemm_tree(&g);
     lt2 = tb_gemm_tree(&gemm512);
-    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)), 0);
+    assert_int_equal(kt_features_extract(lt2, &rows2, &n2, err, sizeof(err)),
                      0);
-    assert_int_equal(kt_features_extract(lt2, &rows2, &n2, err,
-                                         sizeof(err)), 0);
     assert_int_equal(n, 3);
     EXPECT_F(rows + KT_FEATURE_LEN, KT_F_PARALLEL_NUM + KT_FA_LEN, 64 * 16);
     EXPECT_F(rows + KT_FEATURE_LEN, KT_F_NUM_LOOPS, 5);
@@ -254,8 +251,7 @@ test_features_fused_lets(void **state)
                 b == KT_FB_LINES || b == KT_FB_STRIDE || b <= KT_FB_READWRITE)
                 assert_float_equal(rows[i], rows2[i], 1e-4);
         }
-        if (f == KT_F_FLOAT_MAD || f == KT_F_OUTER_PROD ||
-            f == KT_F_ALLOC_SIZE)
+        if (f == KT_F_FLOAT_MAD || f == KT_F_OUTER_PROD || f == KT_F_ALLOC_SIZE)
             assert_float_equal(rows[i], rows2[i], 1e-4);
     }
     free(rows);
@@ -331,8 +327,7 @@ test_features_bad_trees(void **state)
                      KT_EINVAL);
     assert_non_null(strstr(err, "C.local"));
     upd->ndim = 2;
-    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
-                     0);
+    assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 3);
     free(rows);
     tb_free(lt);
@@ -354,8 +349,8 @@ test_features_empty_tree_and_names(void **state)
     tb_free(lt);
 
     assert_int_equal(KT_FEATURE_LEN, 162);
-    kt_feature_name(KT_F_BUF0 + 2 * KT_F_BUF_LEN + KT_FB_REUSE_DIS_BYTES,
-                    name, sizeof(name));
+    kt_feature_name(KT_F_BUF0 + 2 * KT_F_BUF_LEN + KT_FB_REUSE_DIS_BYTES, name,
+                    sizeof(name));
     assert_string_equal(name, "B2.reuse_dis_bytes");
     kt_feature_name(KT_F_PARALLEL_NUM + KT_FA_POS_MIXED, name, sizeof(name));
     assert_string_equal(name, "parallel_type.mixed");
@@ -374,8 +369,8 @@ test_features_empty_tree_and_names(void **state)
 /* The update row of "def" lowered with the schedule "json" (one row per
  * store: init, update). */
 static float *
-update_row(const char *def, const struct kt_shape *sh, int nsh, const char *json,
-           int row)
+update_row(const char *def, const struct kt_shape *sh, int nsh,
+           const char *json, int row)
 {
     struct kt_dag *dag = NULL;
     struct kt_state *st = NULL;
@@ -390,10 +385,12 @@ update_row(const char *def, const struct kt_shape *sh, int nsh, const char *json
         kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK ||
         kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
         fail_msg("%s: %s", def, err);
-    assert_int_equal(kt_features_extract(lt, &rows, &nrows, err, sizeof(err)), 0);
+    assert_int_equal(kt_features_extract(lt, &rows, &nrows, err, sizeof(err)),
+                     0);
     assert_true(row < nrows);
     r = malloc(KT_FEATURE_LEN * sizeof(float));
-    memcpy(r, rows + (size_t)row * KT_FEATURE_LEN, KT_FEATURE_LEN * sizeof(float));
+    memcpy(r, rows + (size_t)row * KT_FEATURE_LEN,
+           KT_FEATURE_LEN * sizeof(float));
     free(rows);
     free(steps);
     kt_looptree_free(lt);
@@ -418,8 +415,8 @@ test_features_vector_access(void **state)
     EXPECT_F(r, KT_F_VEC_GATHER, 0);
     EXPECT_F(r, KT_F_VEC_SHUFFLE, 0);
     free(r);
-    r = update_row("O[i] += A[k,i] * B[k]", (struct kt_shape[]){{"A", 2, {256, 8}},
-                   {"B", 1, {256}}}, 2,
+    r = update_row("O[i] += A[k,i] * B[k]",
+                   (struct kt_shape[]){{"A", 2, {256, 8}}, {"B", 1, {256}}}, 2,
                    "{\"v\":1,\"steps\":[[\"AN\",0,1,\"vectorize\"]]}", 1);
     EXPECT_F(r, KT_F_VEC_LANE_REDUCE, 1);
     EXPECT_F(r, KT_F_VEC_GATHER, 8 * 256);
@@ -445,7 +442,7 @@ test_prescore_orders_schedules(void **state)
     assert_int_equal(kt_prescore(lt, NULL, &t_best, err, sizeof(err)), 0);
     tb_free(lt);
     g.vectorize = 0;
-    g.tj = 1;                  /* scalar, strided innermost */
+    g.tj = 1; /* scalar, strided innermost */
     lt = tb_gemm_tree(&g);
     assert_int_equal(kt_prescore(lt, NULL, &t_novec, err, sizeof(err)), 0);
     tb_free(lt);
@@ -456,7 +453,7 @@ test_prescore_orders_schedules(void **state)
     tb_free(lt);
     g = gemm512;
     g.ti = 512;
-    g.tj = 512;               /* a 1 MiB accumulator tile spills L1/L2 */
+    g.tj = 512; /* a 1 MiB accumulator tile spills L1/L2 */
     lt = tb_gemm_tree(&g);
     assert_int_equal(kt_prescore(lt, NULL, &t_big, err, sizeof(err)), 0);
     tb_free(lt);

@@ -68,7 +68,9 @@ gemm_source(const char *order, int tile, const char *body)
     for (l = 0; l < 3; l++)
         kt_buf_printf(&b, "  for (int %c0 = 0; %c0 < %c; %c0 += %d)\n",
                       order[l], order[l],
-                      order[l] == 'i' ? 'M' : order[l] == 'j' ? 'N' : 'K',
+                      order[l] == 'i'   ? 'M'
+                      : order[l] == 'j' ? 'N'
+                                        : 'K',
                       order[l], tile);
     for (l = 0; l < 3; l++)
         kt_buf_printf(&b, "  for (int %c = %c0; %c < %c0 + %d; %c++)\n",
@@ -139,8 +141,7 @@ on_done(void *arg, const struct kt_measure_result *res, int n)
     e->n = n;
     for (i = 0; i < n && i < 64; i++) {
         e->err_no[i] = res[i].err_no;
-        snprintf(e->err_text[i], sizeof(e->err_text[i]), "%s",
-                 res[i].err_text);
+        snprintf(e->err_text[i], sizeof(e->err_text[i]), "%s", res[i].err_text);
         snprintf(e->worker[i], sizeof(e->worker[i]), "%s",
                  res[i].worker ? res[i].worker : "");
         snprintf(e->build_worker[i], sizeof(e->build_worker[i]), "%s",
@@ -382,8 +383,8 @@ test_measure_crashing_kernels(void **state)
     int i, pids[2];
     unsigned lost;
     static const int want[8] = {4, 7, 4, 4, 4, 5, 5, 0};
-    static const char *sig[8] = {"SIGSEGV", "", "", "SIGFPE", "SIGABRT",
-                                 "", "", ""};
+    static const char *sig[8] = {"SIGSEGV", "", "", "SIGFPE",
+                                 "SIGABRT", "", "", ""};
 
     (void)state;
     spawn(e, 1, "build,run");
@@ -403,8 +404,8 @@ test_measure_crashing_kernels(void **state)
             fail_msg("kernel %d: err_no %d (want %d): %s", i, e->err_no[i],
                      want[i], e->err_text[i]);
         if (sig[i][0] != '\0' && strcmp(e->kv_signal[i], sig[i]) != 0)
-            fail_msg("kernel %d: signal '%s' (want %s): %s", i,
-                     e->kv_signal[i], sig[i], e->err_text[i]);
+            fail_msg("kernel %d: signal '%s' (want %s): %s", i, e->kv_signal[i],
+                     sig[i], e->err_text[i]);
         /* The same worker took every job, the last one included. */
         assert_string_equal(e->worker[i], e->worker[0]);
         free(src[i]);
@@ -496,14 +497,13 @@ test_measure_bad_peers_refused(void **state)
     assert_int_equal(kt_wire_write_all(fd1, junk, sizeof(junk)), 0);
     fd2 = raw_connect(e);
     {
-        unsigned char big[12] = {'K', 'T', 'R', '2', 0x10, 0, 0, 0, 0, 0, 0,
-                                 0};
+        unsigned char big[12] = {'K', 'T', 'R', '2', 0x10, 0, 0, 0, 0, 0, 0, 0};
         assert_int_equal(kt_wire_write_all(fd2, big, sizeof(big)), 0);
     }
     fd3 = raw_connect(e);
     {
-        unsigned char part[20] = {'K', 'T', 'R', '2', 0, 0, 0, 100, 0, 0, 0,
-                                  0, 't', 'y', 'p', 'e', '=', 'h'};
+        unsigned char part[20] = {'K', 'T', 'R', '2', 0,   0,   0,   100, 0,
+                                  0,   0,   0,   't', 'y', 'p', 'e', '=', 'h'};
         assert_int_equal(kt_wire_write_all(fd3, part, 18), 0);
         close(fd3);
     }
@@ -712,12 +712,23 @@ test_measure_aarch64_board_under_qemu(void **state)
     snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d",
              kt_tracker_port(e->t));
     {
-        const char *bargv[] = {e->rpc, "server", tracker, "--key=board",
-                               "--roles=build", "--name=host-builder",
+        const char *bargv[] = {e->rpc,
+                               "server",
+                               tracker,
+                               "--key=board",
+                               "--roles=build",
+                               "--name=host-builder",
                                NULL};
-        const char *rargv[] = {"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu",
-                               cross, "server", tracker, "--key=board",
-                               "--roles=run", "--name=sa8155", NULL};
+        const char *rargv[] = {"qemu-aarch64",
+                               "-L",
+                               "/usr/aarch64-linux-gnu",
+                               cross,
+                               "server",
+                               tracker,
+                               "--key=board",
+                               "--roles=run",
+                               "--name=sa8155",
+                               NULL};
         pb = start_worker(bargv, "s3cret-token");
         pr = start_worker(rargv, "s3cret-token");
     }
@@ -738,8 +749,7 @@ test_measure_aarch64_board_under_qemu(void **state)
     }
     assert_int_equal(run_until(e, p_done, NULL, WAIT_S * 2), 0);
     if (e->err_no[0] != 0)
-        fail_msg("aarch64 kernel: err_no %d: %s", e->err_no[0],
-                 e->err_text[0]);
+        fail_msg("aarch64 kernel: err_no %d: %s", e->err_no[0], e->err_text[0]);
     assert_string_equal(e->worker[0], "sa8155");
     assert_string_equal(e->build_worker[0], "host-builder");
     assert_true(e->cost[0] > 0);

@@ -98,7 +98,8 @@ test_notify_messages_arrive(void **state)
     expect_msg(s, "READY=1", got, sizeof(got));
     assert_string_equal(got, "READY=1");
     assert_int_equal(kt_notify_status("jobs=%d queued=%d model=%s", 2, 64,
-                                      "resnet50"), 1);
+                                      "resnet50"),
+                     1);
     expect_msg(s, "STATUS=", got, sizeof(got));
     assert_string_equal(got, "STATUS=jobs=2 queued=64 model=resnet50");
     assert_int_equal(kt_notify_watchdog(), 1);
@@ -217,16 +218,16 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_notify_messages_arrive, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(
-            test_notify_reloading_has_monotonic_usec, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notify_reloading_has_monotonic_usec,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_notify_status_cut_at_newline,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_notify_raw_path_and_abstract,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_notify_noop_when_unset, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(
-            test_notify_error_when_nobody_listens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notify_error_when_nobody_listens,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_notify_watchdog_usec, setup,
                                         teardown),
     };

@@ -25,8 +25,8 @@ static char err[2048];
 
 /* Imports b; expects rc and returns the graph (NULL on error). */
 static struct kt_onnx_graph *
-import(struct ktt_onnx *b, const struct kt_onnx_input *in, int nin,
-       int flags, int want_rc)
+import(struct ktt_onnx *b, const struct kt_onnx_input *in, int nin, int flags,
+       int want_rc)
 {
     struct kt_onnx_graph *g = NULL;
     size_t len;
@@ -185,8 +185,12 @@ check_hardswish_values(const struct kt_onnx_kernel *k)
         w[i] = (float)(i % 5) - 2;
     for (i = 0; i < 4; i++)
         bias[i] = (float)i - 1.5f;
-    run_def(&k->def, (const struct feed[]){{"I", in, 144}, {"P0", in, 144},
-            {"W", w, 16}, {"B", bias, 4}}, 4, out, 144);
+    run_def(&k->def,
+            (const struct feed[]){{"I", in, 144},
+                                  {"P0", in, 144},
+                                  {"W", w, 16},
+                                  {"B", bias, 4}},
+            4, out, 144);
     for (f = 0; f < 4; f++)
         for (i = 0; i < 36; i++) {
             float y = bias[f], hs, want;
@@ -227,7 +231,8 @@ test_conv_hardswish_residual(void **state)
     assert_role(g, "clip", KT_ONNX_ROLE_FUSED, 0);
     assert_role(g, "relu", KT_ONNX_ROLE_FUSED, 0);
     assert_int_equal(g->kernels[0].nnodes, 7);
-    assert_int_equal(g->kernels[0].nextra, 1);   /* the residual x (batch 1 dropped) */
+    assert_int_equal(g->kernels[0].nextra,
+                     1); /* the residual x (batch 1 dropped) */
     /* conv 2x4x36x4 + bias 1, add 1, clip 2, mul 1, div 1, add 1, relu 1 */
     assert_flops(g->kernels[0].flops, 2.0 * 4 * 36 * 4 + 8.0 * 4 * 36);
     if (strstr(g->kernels[0].def.text, "P0[a1,a2,a3]") == NULL)
@@ -574,13 +579,13 @@ test_gelu_erf_values(void **state)
     assert_int_equal(g->kernels[0].kind, KT_ONNX_K_ELEMENTWISE);
     for (i = 0; i < 64; i++)
         in[i] = -4.0f + 8.0f * (float)i / 63;
-    run_def(&g->kernels[0].def, (const struct feed[]){{"P0", in, 64}}, 1,
-            out, 64);
+    run_def(&g->kernels[0].def, (const struct feed[]){{"P0", in, 64}}, 1, out,
+            64);
     for (i = 0; i < 64; i++)
-        assert_true(fabs(out[i] - 0.5 * in[i] * (1 + erf(in[i] / sqrt(2.0))))
-                    < 2e-6);
-    run_def(&g->kernels[1].def, (const struct feed[]){{"P0", in, 64}}, 1,
-            out, 64);
+        assert_true(fabs(out[i] - 0.5 * in[i] * (1 + erf(in[i] / sqrt(2.0)))) <
+                    2e-6);
+    run_def(&g->kernels[1].def, (const struct feed[]){{"P0", in, 64}}, 1, out,
+            64);
     for (i = 0; i < 64; i++)
         assert_true(fabs(out[i] - erf(in[i])) < 2e-6);
     kt_onnx_free(g);
@@ -634,9 +639,8 @@ test_more_ops(void **state)
     (void)state;
     ktt_onnx_input(b, "x", 2, D(2, 3));
     ktt_onnx_input(b, "img", 4, D(1, 4, 5, 6));
-    ktt_onnx_init(b, "w", 2, D(3, 4), (const float[]){1, 0, 0, -1,
-                                                    0, 1, 0, 2,
-                                                    0, 0, 1, 3});
+    ktt_onnx_init(b, "w", 2, D(3, 4),
+                  (const float[]){1, 0, 0, -1, 0, 1, 0, 2, 0, 0, 1, 3});
     ktt_onnx_init_i64(b, "sz", 4, D(1, 4, 10, 3));
     ktt_onnx_node(b, "Gemm", "fc", "x,w", "y");
     c = ktt_onnx_node(b, "HardSigmoid", "hsig", "y", "h");
@@ -662,9 +666,12 @@ test_more_ops(void **state)
     assert_flops(g->kernels[1].flops, 2.0 * 120);
     assert_non_null(strstr(g->kernels[2].def.name, "softmax_1x120"));
     /* hardsigmoid(x W) for x = [[1,2,3],[-4,0,4]] */
-    run_def(&g->kernels[0].def, (const struct feed[]){
-            {"A", (const float[]){1, 2, 3, -4, 0, 4}, 6},
-            {"B", (const float[]){1, 0, 0, -1, 0, 1, 0, 2, 0, 0, 1, 3}, 12}},
+    run_def(&g->kernels[0].def,
+            (const struct feed[]){{"A", (const float[]){1, 2, 3, -4, 0, 4}, 6},
+                                  {"B",
+                                   (const float[]){1, 0, 0, -1, 0, 1, 0, 2, 0,
+                                                   0, 1, 3},
+                                   12}},
             2, out, 8);
     for (i = 0; i < 8; i++) {
         const float y[8] = {1, 2, 3, 12, -4, 0, 4, 16};
@@ -739,8 +746,8 @@ test_shape_arithmetic(void **state)
     ktt_attr_int(c, "axis", 0);
     ktt_onnx_node(b, "Reshape", "rs", "x,target", "y");
     ktt_onnx_output(b, "y");
-    g = import(b, (const struct kt_onnx_input[]){{"x", 4, D(3, 8, 2, 2)}}, 1,
-               0, 0);
+    g = import(b, (const struct kt_onnx_input[]){{"x", 4, D(3, 8, 2, 2)}}, 1, 0,
+               0);
     assert_shape(g, "y", 2, D(3, 32));
     assert_int_equal(node(g, "cat")->role, KT_ONNX_ROLE_CONSTANT);
     kt_onnx_free(g);
@@ -841,7 +848,7 @@ test_unsupported(void **state)
                    pass ? 0 : KT_EINVAL);
         if (!pass) {
             assert_non_null(strstr(err, "NonMaxSuppression x2 (operator not "
-                                   "supported; nodes 'nms1', 'nms2')"));
+                                        "supported; nodes 'nms1', 'nms2')"));
             assert_non_null(strstr(err, "TopK x1"));
             assert_non_null(strstr(err, "1 node after them"));
             assert_non_null(strstr(err, "--partial"));
@@ -875,18 +882,18 @@ test_shape_errors(void **state)
     ktt_onnx_node(b, "Add", "add", "y,v", "z");
     g = import(b, NULL, 0, 0, KT_ESHAPE);
     assert_non_null(strstr(err, "node 'add' (Add): input 'y' (from node "
-                           "'conv' (Conv), 1x4x6x6): does not broadcast"));
+                                "'conv' (Conv), 1x4x6x6): does not broadcast"));
 
     b = ktt_onnx_new(13);
     ktt_onnx_input(b, "img", 4, D(-1, 3, 8, 8));
     ktt_onnx_node(b, "Relu", "r", "img", "o");
     g = import(b, NULL, 0, 0, KT_ESHAPE);
     assert_non_null(strstr(err, "input 'img' dim 0 is dynamic (N): give the "
-                           "shape with --input img=D1,D2,..."));
+                                "shape with --input img=D1,D2,..."));
 
     b = small_model();
-    g = import(b, (const struct kt_onnx_input[]){{"x", 4, D(1, 4, 8, 8)}}, 1,
-               0, KT_ESHAPE);
+    g = import(b, (const struct kt_onnx_input[]){{"x", 4, D(1, 4, 8, 8)}}, 1, 0,
+               KT_ESHAPE);
     assert_non_null(strstr(err, "dim 1 is 4 but the model fixes it to 3"));
 
     b = small_model();
@@ -926,20 +933,22 @@ test_config_and_tasks(void **state)
     snprintf(cpath, sizeof(cpath), "%s/net.json", dir);
     f = fopen(cpath, "w");
     fputs("{\"onnx\": \"net.onnx\", \"inputs\": {\"x\": [1, 3, 8, 8]},\n"
-          " \"tuning\": {\"trials\": 64}}\n", f);
+          " \"tuning\": {\"trials\": 64}}\n",
+          f);
     fclose(f);
     assert_int_equal(kt_model_conf_load(cpath, &m, err, sizeof(err)), 0);
     assert_string_equal(m->onnx, path);
     assert_int_equal(kt_tasks_extract(m, &t, err, sizeof(err)), 0);
     assert_int_equal(t.n, 2);
-    assert_flops(t.v[0].flops, 2.0 * 4 * 64 * 27 + 4.0 * 64);   /* relu */
+    assert_flops(t.v[0].flops, 2.0 * 4 * 64 * 27 + 4.0 * 64); /* relu */
     assert_flops(t.v[1].flops, 2.0 * 4 * 64 * 36);
     kt_tasks_free(&t);
     kt_model_conf_free(m);
 
     /* the .onnx file itself with --input (batch 2) */
     assert_int_equal(kt_model_conf_load_cli(path, specs, 1, 0, &m, err,
-                                            sizeof(err)), 0);
+                                            sizeof(err)),
+                     0);
     assert_string_equal(m->name, "net");
     assert_int_equal(kt_tasks_extract(m, &t, err, sizeof(err)), 0);
     assert_flops(t.v[1].flops, 2.0 * 2 * 4 * 64 * 36);
@@ -948,14 +957,16 @@ test_config_and_tasks(void **state)
 
     /* without the batch size: the error names the input */
     assert_int_equal(kt_model_conf_load_cli(path, NULL, 0, 0, &m, err,
-                                            sizeof(err)), 0);
+                                            sizeof(err)),
+                     0);
     assert_int_equal(kt_tasks_extract(m, &t, err, sizeof(err)), KT_ESHAPE);
     assert_non_null(strstr(err, "input 'x' dim 0 is dynamic"));
     kt_model_conf_free(m);
 
     specs[0] = "x=2,3,,8";
     assert_int_equal(kt_model_conf_load_cli(path, specs, 1, 0, &m, err,
-                                            sizeof(err)), KT_ECONFIG);
+                                            sizeof(err)),
+                     KT_ECONFIG);
     assert_non_null(strstr(err, "--input 'x=2,3,,8': expected NAME=D1,D2"));
     unlink(cpath);
     unlink(path);

@@ -17,15 +17,17 @@ enum op_kind { DENSE, MATMUL, BMM, CONV, POOL, GAP, ELEM, SOFTMAX };
 
 struct op_case {
     enum op_kind kind;
-    int64_t a, b, c, d;          /* sizes, meaning depends on kind */
-    int flag;                    /* epilogue / transpose / is_max */
-    const char *elem;            /* elementwise kind */
+    int64_t a, b, c, d; /* sizes, meaning depends on kind */
+    int flag;           /* epilogue / transpose / is_max */
+    const char *elem;   /* elementwise kind */
     struct kt_conv2d_params conv;
-    double flops;                /* hand formula */
+    double flops; /* hand formula */
 };
 
-#define CONVP(n, c, h, w, k, r, s, st, p, dl, g, epi)                        \
-    {n, c, h, w, k, r, s, st, st, p, p, dl, dl, g, epi}
+#define CONVP(n, c, h, w, k, r, s, st, p, dl, g, epi)                          \
+    {                                                                          \
+        n, c, h, w, k, r, s, st, st, p, p, dl, dl, g, epi                      \
+    }
 
 static int64_t
 osz(int64_t in, int64_t pad, int64_t dil, int64_t win, int64_t stride)
@@ -50,15 +52,25 @@ static struct op_case cases[] = {
     {DENSE, 64, 32, 16, 0, 0, NULL, {0}, 2.0 * 64 * 32 * 16},
     {DENSE, 64, 32, 16, 0, KT_EPI_BIAS, NULL, {0}, 2.0 * 64 * 32 * 16 + 64 * 32},
     {DENSE, 64, 32, 16, 0, KT_EPI_RELU, NULL, {0}, 2.0 * 64 * 32 * 16 + 64 * 32},
-    {DENSE, 7, 5, 3, 0, KT_EPI_BIAS | KT_EPI_RELU, NULL, {0},
+    {DENSE,
+     7,
+     5,
+     3,
+     0,
+     KT_EPI_BIAS | KT_EPI_RELU,
+     NULL,
+     {0},
      2.0 * 7 * 5 * 3 + 2 * 7 * 5},
     {MATMUL, 1024, 1024, 1024, 0, 0, NULL, {0}, 2.0 * 1024 * 1024 * 1024},
     {BMM, 4, 8, 16, 32, 0, NULL, {0}, 2.0 * 4 * 8 * 16 * 32},
     {BMM, 4, 8, 16, 32, 1, NULL, {0}, 2.0 * 4 * 8 * 16 * 32},
-    {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 0), 0},
-    {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 3, 224, 224, 64, 7, 7, 2, 3, 1, 1, 3), 0},
+    {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 0),
+     0},
+    {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 3, 224, 224, 64, 7, 7, 2, 3, 1, 1, 3),
+     0},
     {CONV, 0, 0, 0, 0, 0, NULL, CONVP(2, 8, 9, 9, 4, 3, 3, 2, 0, 2, 1, 1), 0},
-    {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 32, 28, 28, 32, 3, 3, 1, 1, 1, 32, 3), 0},
+    {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 32, 28, 28, 32, 3, 3, 1, 1, 1, 32, 3),
+     0},
     {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 8, 10, 10, 16, 3, 3, 2, 2, 2, 4, 0), 0},
     {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 16, 14, 14, 8, 1, 1, 1, 0, 1, 1, 2), 0},
     {POOL, 1, 64, 112, 112, 1, NULL, {0}, 0},
@@ -134,8 +146,9 @@ check_loads(const struct kt_dag *d, const struct kt_stage *s,
             }
             if (lo < 0 || hi >= t->shape[k])
                 fail_msg("stage %s reads %s dim %d over [%lld, %lld], shape "
-                         "%lld", s->name, t->name, k, (long long)lo,
-                         (long long)hi, (long long)t->shape[k]);
+                         "%lld",
+                         s->name, t->name, k, (long long)lo, (long long)hi,
+                         (long long)t->shape[k]);
         }
     }
     check_loads(d, s, e->a);
@@ -161,8 +174,9 @@ test_ops_flops_bounds_roundtrip(void **state)
 
         assert_int_equal(make_op(c, &od), KT_OK);
         d = must_build(&od);
-        want = c->kind == CONV ? conv_flops(&c->conv)
-               : c->kind == POOL ? pool_flops(c) : c->flops;
+        want = c->kind == CONV   ? conv_flops(&c->conv)
+               : c->kind == POOL ? pool_flops(c)
+                                 : c->flops;
         if (d->flops != want)
             fail_msg("%s: flops %.0f, want %.0f", od.name, d->flops, want);
         for (s = 0; s < d->nstages; s++)
@@ -186,7 +200,8 @@ test_ops_flops_bounds_roundtrip(void **state)
             weight[n] = d->tensors[t].is_const;
             n++;
         }
-        if (kt_dag_parse_weights(b.p, sh, weight, n, &d2, err, sizeof(err)) != KT_OK)
+        if (kt_dag_parse_weights(b.p, sh, weight, n, &d2, err, sizeof(err)) !=
+            KT_OK)
             fail_msg("%s: reparse of\n%s failed: %s", od.name, b.p, err);
         assert_string_equal(d->key, d2->key);
         assert_int_equal(d->nstages, d2->nstages);
@@ -303,8 +318,8 @@ naive_conv(const struct kt_conv2d_params *p, const float *in, const float *w,
                                     ix >= p->W)
                                     continue;
                                 ic = (k / kg) * cg + c;
-                                acc += in[((n * p->C + ic) * p->H + iy) *
-                                              p->W + ix] *
+                                acc += in[((n * p->C + ic) * p->H + iy) * p->W +
+                                          ix] *
                                        w[((k * cg + c) * p->R + r) * p->S + s];
                             }
                     if (p->epilogue & KT_EPI_BIAS)
@@ -320,7 +335,7 @@ test_ops_conv_against_naive(void **state)
 {
     static const struct kt_conv2d_params ps[] = {
         CONVP(1, 4, 7, 6, 6, 3, 3, 1, 1, 1, 2, KT_EPI_BIAS | KT_EPI_RELU),
-        CONVP(2, 3, 6, 6, 3, 3, 3, 2, 1, 1, 3, KT_EPI_BIAS),   /* depthwise */
+        CONVP(2, 3, 6, 6, 3, 3, 3, 2, 1, 1, 3, KT_EPI_BIAS), /* depthwise */
         CONVP(1, 2, 9, 9, 2, 3, 3, 2, 2, 2, 1, KT_EPI_RELU),
         CONVP(1, 2, 5, 5, 4, 1, 1, 1, 0, 1, 1, 0),
     };
@@ -352,8 +367,7 @@ test_ops_conv_against_naive(void **state)
         n = kt_tensor_elems(&d->tensors[o]);
         want = malloc((size_t)n * sizeof(float));
         assert_non_null(want);
-        naive_conv(&ps[i], bufs[ii], bufs[wi], bi >= 0 ? bufs[bi] : NULL,
-                   want);
+        naive_conv(&ps[i], bufs[ii], bufs[wi], bi >= 0 ? bufs[bi] : NULL, want);
         for (int64_t e = 0; e < n; e++)
             if (fabsf(want[e] - bufs[o][e]) > 1e-4f)
                 fail_msg("%s: element %lld is %g, want %g", od.name,

@@ -21,16 +21,17 @@
 
 /* Dense T[i,j] += A[i,k] * W[j,k]: W is packed at the k0 loop of the
  * order j0 k0 i0 k1 i1 j1 (an 8 x 32 register tile, k tiles of 64). */
-#define DENSE_PACKED                                                          \
-    "[\"CHR\",0,1],[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],[\"SP\",1,4,[64]],"     \
+#define DENSE_PACKED                                                           \
+    "[\"CHR\",0,1],[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],[\"SP\",1,4,[64]],"      \
     "[\"RE\",1,[2,4,0,5,1,3]],[\"CA\",0,1,1],"
-#define DENSE_ANN                                                             \
-    "[\"AN\",1,4,\"unroll\"],[\"AN\",1,5,\"vectorize\"],"                     \
+#define DENSE_ANN                                                              \
+    "[\"AN\",1,4,\"unroll\"],[\"AN\",1,5,\"vectorize\"],"                      \
     "[\"AN\",1,0,\"parallel\"],[\"AN\",0,1,\"vectorize\"]"
 
-static const char dense_in_kernel[] = "{\"v\":1,\"steps\":[" DENSE_PACKED DENSE_ANN "]}";
-static const char dense_rewritten[] =
-    "{\"v\":1,\"steps\":[" DENSE_PACKED "[\"LR\",0]," DENSE_ANN "]}";
+static const char dense_in_kernel[] = "{\"v\":1,\"steps\":[" DENSE_PACKED DENSE_ANN
+                                      "]}";
+static const char dense_rewritten[] = "{\"v\":1,\"steps\":[" DENSE_PACKED
+                                      "[\"LR\",0]," DENSE_ANN "]}";
 
 static struct kt_dag *
 dense(int64_t M, int64_t N, int64_t K)
@@ -52,7 +53,8 @@ replay(const struct kt_dag *dag, const char *json)
     char err[256];
     int n;
 
-    assert_int_equal(kt_steps_from_json(json, &steps, &n, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_steps_from_json(json, &steps, &n, err, sizeof(err)),
+                     KT_OK);
     if (kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     free(steps);
@@ -69,7 +71,8 @@ test_pack_json_round_trip(void **state)
 
     (void)state;
     assert_int_equal(kt_steps_from_json(dense_rewritten, &steps, &n, err,
-                                        sizeof(err)), KT_OK);
+                                        sizeof(err)),
+                     KT_OK);
     assert_int_equal(steps[0].kind, KT_STEP_CACHE_READ);
     assert_int_equal(steps[0].v[0], 1);
     assert_int_equal(steps[6].kind, KT_STEP_LAYOUT_REWRITE);
@@ -79,10 +82,12 @@ test_pack_json_round_trip(void **state)
     kt_buf_free(&b);
     free(steps);
     assert_int_equal(kt_steps_from_json("{\"v\":1,\"steps\":[[\"CHR\",0]]}",
-                                        &steps, &n, err, sizeof(err)), KT_EPARSE);
+                                        &steps, &n, err, sizeof(err)),
+                     KT_EPARSE);
     assert_non_null(strstr(err, "CHR: wrong number of fields"));
     assert_int_equal(kt_steps_from_json("{\"v\":1,\"steps\":[[\"LR\",0,1]]}",
-                                        &steps, &n, err, sizeof(err)), KT_EPARSE);
+                                        &steps, &n, err, sizeof(err)),
+                     KT_EPARSE);
 }
 
 static void
@@ -98,24 +103,54 @@ test_pack_validation(void **state)
     assert_true(dag->tensors[kt_dag_find_tensor(dag, "W")].is_const);
     assert_false(dag->tensors[kt_dag_find_tensor(dag, "A")].is_const);
     assert_non_null(strstr(dag->key, ";W:64x32:const"));
-    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_CACHE_READ, 0, 0, 0, {2}},
-                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_int_equal(kt_state_apply(st,
+                                    &(struct kt_step){KT_STEP_CACHE_READ,
+                                                      0,
+                                                      0,
+                                                      0,
+                                                      {2}},
+                                    err, sizeof(err)),
+                     KT_ESCHEDULE);
     assert_non_null(strstr(err, "does not read"));
-    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_LAYOUT_REWRITE, 0, 0, 0, {0}},
-                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_int_equal(kt_state_apply(st,
+                                    &(struct kt_step){KT_STEP_LAYOUT_REWRITE,
+                                                      0,
+                                                      0,
+                                                      0,
+                                                      {0}},
+                                    err, sizeof(err)),
+                     KT_ESCHEDULE);
     assert_non_null(strstr(err, "not a cache_read stage"));
     /* pack A (not constant): inserted before the reader, no rewrite */
-    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_CACHE_READ, 0, 0, 0, {0}},
-                                    err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_state_apply(st,
+                                    &(struct kt_step){KT_STEP_CACHE_READ,
+                                                      0,
+                                                      0,
+                                                      0,
+                                                      {0}},
+                                    err, sizeof(err)),
+                     KT_OK);
     assert_int_equal(st->nstages, 2);
     assert_string_equal(st->stages[0].name, "A_pack");
     assert_true(kt_expr_reads(st->stages[1].body, st->stages[0].out));
     assert_false(kt_expr_reads(st->stages[1].body, 0));
-    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_LAYOUT_REWRITE, 0, 0, 0, {0}},
-                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_int_equal(kt_state_apply(st,
+                                    &(struct kt_step){KT_STEP_LAYOUT_REWRITE,
+                                                      0,
+                                                      0,
+                                                      0,
+                                                      {0}},
+                                    err, sizeof(err)),
+                     KT_ESCHEDULE);
     assert_non_null(strstr(err, "not a constant weight"));
-    assert_int_equal(kt_state_apply(st, &(struct kt_step){KT_STEP_CACHE_WRITE, 0, 0, 0, {0}},
-                                    err, sizeof(err)), KT_ESCHEDULE);
+    assert_int_equal(kt_state_apply(st,
+                                    &(struct kt_step){KT_STEP_CACHE_WRITE,
+                                                      0,
+                                                      0,
+                                                      0,
+                                                      {0}},
+                                    err, sizeof(err)),
+                     KT_ESCHEDULE);
     kt_state_free(st);
     /* a key with ":const" rebuilds to itself */
     assert_int_equal(kt_dag_from_key(dag->key, &mm, err, sizeof(err)), KT_OK);
@@ -196,10 +231,12 @@ test_pack_kernels_match(void **state)
     /* the module exports the pack routine only with a rewrite */
     kt_codegen_default_opts(&o);
     kt_buf_init(&src);
-    assert_int_equal(kt_codegen_module(c[0], dag, &o, &src, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_codegen_module(c[0], dag, &o, &src, err, sizeof(err)),
+                     KT_OK);
     assert_null(strstr(src.p, "kt_pack("));
     kt_buf_reset(&src);
-    assert_int_equal(kt_codegen_module(c[1], dag, &o, &src, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_codegen_module(c[1], dag, &o, &src, err, sizeof(err)),
+                     KT_OK);
     assert_non_null(strstr(src.p, "void kt_pack(float *const *bufs)"));
     assert_non_null(strstr(src.p, "const long long kt_pack_elems = 8192LL;"));
     kt_buf_free(&src);
@@ -223,11 +260,14 @@ test_pack_features(void **state)
         char err[256];
         int n, i, prepacked = 0;
         assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_OK);
-        assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)), 0);
+        assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                         0);
         for (i = 0; i < n; i++)
             if (rows[(size_t)i * KT_FEATURE_LEN + KT_F_PREPACKED] == 1.0f) {
                 prepacked++;
-                assert_true(rows[(size_t)i * KT_FEATURE_LEN + KT_F_PREPACKED_BYTES] > 10.0f);
+                assert_true(
+                    rows[(size_t)i * KT_FEATURE_LEN + KT_F_PREPACKED_BYTES] >
+                    10.0f);
             }
         /* rewritten: only the update reads the packed tiles (the copy
          * runs in the pack routine, which is not timed nor scored) */
@@ -279,7 +319,8 @@ run_child(const char *so, const char *dir, struct kt_msg *m)
     close(pfd[0]);
     assert_int_equal(waitpid(p, &status, 0), p);
     assert_int_equal(kt_wire_take((unsigned char *)buf, got, &used, m, err,
-                                  sizeof(err)), 1);
+                                  sizeof(err)),
+                     1);
 }
 
 /* The runner packs the weights with the module's kt_pack once, checks the
@@ -301,15 +342,18 @@ test_pack_runner_calls_pack(void **state)
     assert_non_null(mkdtemp(dir));
     kt_codegen_default_opts(&o);
     kt_buf_init(&src);
-    assert_int_equal(kt_codegen_module(st, dag, &o, &src, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_codegen_module(st, dag, &o, &src, err, sizeof(err)),
+                     KT_OK);
     snprintf(path, sizeof(path), "%s/k.c", dir);
     snprintf(so, sizeof(so), "%s/k.so", dir);
     f = fopen(path, "w");
     assert_non_null(f);
     fputs(src.p, f);
     fclose(f);
-    snprintf(cmd, sizeof(cmd), "cc -O2 -march=native -fopenmp -shared -fPIC "
-             "-o %s %s", so, path);
+    snprintf(cmd, sizeof(cmd),
+             "cc -O2 -march=native -fopenmp -shared -fPIC "
+             "-o %s %s",
+             so, path);
     assert_int_equal(system(cmd), 0);
     run_child(so, dir, &m);
     if (strcmp(kt_msg_get(&m, "err_no"), "0") != 0)
@@ -343,7 +387,8 @@ test_pack_search_reaches_modes(void **state)
     for (i = 0; i < kt_search_nsketches(s); i++)
         assert_non_null(strstr(kt_search_sketch_desc(s, i), "W_pack"));
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 64, &b, NULL, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_true(b.n >= 32);
     for (i = 0; i < b.n; i++) {
         int ci = 0, lr = 0;

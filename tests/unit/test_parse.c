@@ -61,7 +61,7 @@ must_parse(const char *text, const struct kt_shape *sh, int n)
 
 struct err_case {
     const char *text;
-    const char *use;           /* letters of std_shapes to pass, or NULL for
+    const char *use; /* letters of std_shapes to pass, or NULL for
                                 * those the text reads */
     int rc;
     const char *msg;
@@ -91,8 +91,10 @@ static const struct err_case err_cases[] = {
      "names), found '+'"},
     {"C[2] = A[0,0]", NULL, KT_EPARSE,
      "line 1, column 3: expected an axis name"},
-    {"C[i,i] = A[i,i]", NULL, KT_EPARSE, "line 1, column 5: axis i appears twice"},
-    {"[i] = A[i,0]", NULL, KT_EPARSE, "line 1, column 1: expected a tensor name"},
+    {"C[i,i] = A[i,i]", NULL, KT_EPARSE,
+     "line 1, column 5: axis i appears twice"},
+    {"[i] = A[i,0]", NULL, KT_EPARSE,
+     "line 1, column 1: expected a tensor name"},
     {"", "", KT_EPARSE, "expected a statement, found end of input"},
     {"# only a comment\n", "", KT_EPARSE, "expected a statement"},
     {"C[i,j] = foo(A[i,j])", NULL, KT_EPARSE,
@@ -110,7 +112,8 @@ static const struct err_case err_cases[] = {
      "line 1, column 10: constant expression is not a finite float"},
     {"C[i,j] = ((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
      "((((((((1)))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))"
-     "))))))))", NULL, KT_EPARSE, "nested too deeply"},
+     "))))))))",
+     NULL, KT_EPARSE, "nested too deeply"},
     /* Affine indexes. */
     {"C[i,j] += A[i,k*j]", NULL, KT_EPARSE,
      "line 1, column 16: index is not affine: product of two axis terms"},
@@ -187,8 +190,8 @@ test_parse_errors(void **state)
         n = pick_shapes(c->text, c->use, sh);
         rc = kt_dag_parse(c->text, sh, n, &d, err, sizeof(err));
         if (rc != c->rc || strstr(err, c->msg) == NULL)
-            fail_msg("case %zu \"%s\": got rc %d \"%s\", want rc %d \"%s\"",
-                     i, c->text, rc, err, c->rc, c->msg);
+            fail_msg("case %zu \"%s\": got rc %d \"%s\", want rc %d \"%s\"", i,
+                     c->text, rc, err, c->rc, c->msg);
         assert_null(d);
     }
 }
@@ -202,31 +205,36 @@ test_parse_shape_list_errors(void **state)
 
     (void)state;
     assert_int_equal(kt_dag_parse("C[i,j] = A[i,j]", sh, 2, &d, err,
-                                  sizeof(err)), KT_ESHAPE);
+                                  sizeof(err)),
+                     KT_ESHAPE);
     assert_non_null(strstr(err, "a shape is given for tensor 'Z', which the "
                                 "definition does not use"));
     sh[1] = sh[2];
     assert_int_equal(kt_dag_parse("C[i,j] = A[i,j]", sh, 2, &d, err,
-                                  sizeof(err)), KT_ESHAPE);
+                                  sizeof(err)),
+                     KT_ESHAPE);
     assert_non_null(strstr(err, "tensor A: two shapes are given"));
     sh[1].dims[1] = 0;
     assert_int_equal(kt_dag_parse("C[i,j] = A[i,j]", sh + 1, 1, &d, err,
-                                  sizeof(err)), KT_ESHAPE);
+                                  sizeof(err)),
+                     KT_ESHAPE);
     assert_non_null(strstr(err, "tensor A: dim 1 is 0"));
     /* A given output shape that disagrees with the reads. */
     sh[0] = (struct kt_shape){"A", 2, {4, 3}};
     sh[1] = (struct kt_shape){"C", 2, {4, 4}};
     assert_int_equal(kt_dag_parse("C[i,j] = A[i,j]", sh, 2, &d, err,
-                                  sizeof(err)), KT_ESHAPE);
+                                  sizeof(err)),
+                     KT_ESHAPE);
     assert_non_null(strstr(err, "axis j: extent 4 from C dim 1 but 3 from "
                                 "A dim 1"));
     assert_int_equal(kt_dag_parse("C[i,j] = A[i,j]", NULL, 1, &d, err,
-                                  sizeof(err)), KT_EINVAL);
+                                  sizeof(err)),
+                     KT_EINVAL);
 }
 
 struct aff_case {
-    const char *index;         /* first index of A */
-    int64_t c, ki, kj;         /* expected c + ki*i + kj*j */
+    const char *index; /* first index of A */
+    int64_t c, ki, kj; /* expected c + ki*i + kj*j */
 };
 
 static const struct aff_case aff_cases[] = {
@@ -279,7 +287,8 @@ test_parse_expression_tree(void **state)
     (void)state;
     /* a - b * c / d: SUB(a, DIV(MUL(b, c), d)); constants fold. */
     d = must_parse("C[i,j] = A[i,j] - A[i,j] * (1/(3*3)) / sigmoid(A[i,j]) "
-                   "# trailing comment", std_shapes, 4);
+                   "# trailing comment",
+                   std_shapes, 4);
     e = d->stages[0].body;
     assert_int_equal(e->op, KT_X_SUB);
     assert_int_equal(e->a->op, KT_X_LOAD);
@@ -291,8 +300,8 @@ test_parse_expression_tree(void **state)
     assert_int_equal(kt_expr_flops(e), 4);
     kt_dag_free(d);
     /* Unary minus binds tighter than '*'; statements split by ';'. */
-    d = must_parse("C[i,j] = -A[i,j] * 2; D[i,j] = -(C[i,j] * 2)",
-                   std_shapes, 4);
+    d = must_parse("C[i,j] = -A[i,j] * 2; D[i,j] = -(C[i,j] * 2)", std_shapes,
+                   4);
     assert_int_equal(d->nstages, 2);
     assert_int_equal(d->stages[0].body->op, KT_X_MUL);
     assert_int_equal(d->stages[0].body->a->op, KT_X_NEG);
@@ -332,8 +341,7 @@ test_parse_print_roundtrip(void **state)
         for (t = 0; t < d->ntensors; t++) {
             if (d->tensors[t].kind != KT_TENSOR_INPUT)
                 continue;
-            snprintf(sh[n].name, sizeof(sh[n].name), "%s",
-                     d->tensors[t].name);
+            snprintf(sh[n].name, sizeof(sh[n].name), "%s", d->tensors[t].name);
             sh[n].ndim = d->tensors[t].ndim;
             memcpy(sh[n].dims, d->tensors[t].shape, sizeof(sh[n].dims));
             n++;

@@ -69,7 +69,8 @@ test_rpc_sha256_vectors(void **state)
         memset(big, 0xaa, sizeof(big));
         kt_hmac_sha256(big, sizeof(big),
                        "Test Using Larger Than Block-Size Key - Hash Key "
-                       "First", 54, d);
+                       "First",
+                       54, d);
         hex(d, 32, h);
         assert_string_equal(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728"
                                "c5140546040f0ee37f54");
@@ -147,9 +148,8 @@ test_rpc_session_seal(void **state)
     assert_true(kt_wire_take_sealed((unsigned char *)f2.p, f2.len, &used, &d,
                                     &peer.rx, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "session mac"));
-    assert_int_equal(kt_wire_take_sealed((unsigned char *)f1.p, f1.len,
-                                         &used, &d, &peer.rx, err,
-                                         sizeof(err)),
+    assert_int_equal(kt_wire_take_sealed((unsigned char *)f1.p, f1.len, &used,
+                                         &d, &peer.rx, err, sizeof(err)),
                      1);
     assert_string_equal(kt_msg_get(&d, "id"), "j1");
     assert_null(kt_msg_get(&d, "mac"));
@@ -163,9 +163,8 @@ test_rpc_session_seal(void **state)
     assert_true(kt_wire_take_sealed((unsigned char *)f2.p, f2.len, &used, &d,
                                     &peer.rx, err, sizeof(err)) < 0);
     f2.p[f2.len - 1] ^= 1;
-    assert_int_equal(kt_wire_take_sealed((unsigned char *)f2.p, f2.len,
-                                         &used, &d, &peer.rx, err,
-                                         sizeof(err)),
+    assert_int_equal(kt_wire_take_sealed((unsigned char *)f2.p, f2.len, &used,
+                                         &d, &peer.rx, err, sizeof(err)),
                      1);
     kt_msg_free(&d);
     /* A plain frame is refused once the session is on. */
@@ -178,9 +177,8 @@ test_rpc_session_seal(void **state)
     kt_msg_encode_sealed(&m, &peer.tx, &f1);
     assert_true(kt_wire_take_sealed((unsigned char *)f1.p, f1.len, &used, &d,
                                     &peer.rx, err, sizeof(err)) < 0);
-    assert_int_equal(kt_wire_take_sealed((unsigned char *)f1.p, f1.len,
-                                         &used, &d, &trk.rx, err,
-                                         sizeof(err)),
+    assert_int_equal(kt_wire_take_sealed((unsigned char *)f1.p, f1.len, &used,
+                                         &d, &trk.rx, err, sizeof(err)),
                      1);
     kt_msg_free(&d);
     kt_buf_free(&f1);
@@ -287,32 +285,27 @@ test_rpc_decode_rejects(void **state)
     }
     assert_int_equal(decode_raw("type=ok\nk=%41%3d\n", err, sizeof(err)), 1);
     /* Prefix checks: version, magic, limits. */
-    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
-                     KT_EPROTO);
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)), KT_EPROTO);
     /* Version 1 (before mutual authentication) is refused. */
     assert_non_null(strstr(err, "unsupported protocol version '1'"));
     memcpy(pre, "XXXX", 4);
-    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
-                     KT_EPROTO);
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)), KT_EPROTO);
     memcpy(pre, KT_WIRE_MAGIC, 4);
     pre[5] = 0x01; /* 64 KiB + 1 */
     pre[7] = 0x01;
-    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
-                     KT_ETOOBIG);
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)), KT_ETOOBIG);
     pre[5] = 0;
     pre[8] = 0x05; /* 80 MiB payload */
-    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
-                     KT_ETOOBIG);
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)), KT_ETOOBIG);
     pre[8] = 0;
     pre[7] = 0; /* empty header */
-    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)),
-                     KT_ETOOBIG);
+    assert_int_equal(kt_wire_prefix(pre, &h, &p, err, sizeof(err)), KT_ETOOBIG);
     /* A wrong first byte is rejected before a whole prefix arrives. */
     {
         struct kt_msg m;
         size_t used;
-        assert_true(kt_wire_take((const unsigned char *)"G", 1, &used, &m,
-                                 err, sizeof(err)) < 0);
+        assert_true(kt_wire_take((const unsigned char *)"G", 1, &used, &m, err,
+                                 sizeof(err)) < 0);
     }
 }
 
@@ -331,23 +324,25 @@ test_rpc_msg_numbers(void **state)
     kt_msg_set(&m, "big", "99999999999999999999999");
     kt_msg_set(&m, "tol", "1e-4");
     assert_int_equal(kt_msg_get_ll(&m, "repeat", 1, 0, 1, 64, &v, err,
-                                   sizeof(err)), 0);
+                                   sizeof(err)),
+                     0);
     assert_int_equal(v, 3);
-    assert_true(kt_msg_get_ll(&m, "repeat", 1, 0, 5, 64, &v, err,
-                              sizeof(err)) < 0);
+    assert_true(kt_msg_get_ll(&m, "repeat", 1, 0, 5, 64, &v, err, sizeof(err)) <
+                0);
     assert_non_null(strstr(err, "'repeat'"));
-    assert_true(kt_msg_get_ll(&m, "bad", 1, 0, 0, 64, &v, err,
-                              sizeof(err)) < 0);
-    assert_true(kt_msg_get_ll(&m, "big", 1, 0, 0, 1LL << 62, &v, err,
-                              sizeof(err)) < 0);
-    assert_true(kt_msg_get_ll(&m, "missing", 1, 0, 0, 64, &v, err,
-                              sizeof(err)) < 0);
+    assert_true(kt_msg_get_ll(&m, "bad", 1, 0, 0, 64, &v, err, sizeof(err)) < 0);
+    assert_true(
+        kt_msg_get_ll(&m, "big", 1, 0, 0, 1LL << 62, &v, err, sizeof(err)) < 0);
+    assert_true(
+        kt_msg_get_ll(&m, "missing", 1, 0, 0, 64, &v, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "missing key 'missing'"));
     assert_int_equal(kt_msg_get_ll(&m, "missing", 0, 7, 0, 64, &v, err,
-                                   sizeof(err)), 0);
+                                   sizeof(err)),
+                     0);
     assert_int_equal(v, 7);
     assert_int_equal(kt_msg_get_double(&m, "tol", 1, 0, 0, 1, &d, err,
-                                       sizeof(err)), 0);
+                                       sizeof(err)),
+                     0);
     assert_true(d == 1e-4);
     kt_msg_free(&m);
 }
@@ -381,13 +376,13 @@ test_rpc_roles_and_hostport(void **state)
     assert_int_equal(r, KT_ROLE_RUN);
     assert_true(kt_roles_parse("build,fly", &r, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "'fly'"));
-    assert_int_equal(kt_wire_parse_hostport("10.0.0.1:9190", host,
-                                            sizeof(host), &port, err,
-                                            sizeof(err)), 0);
+    assert_int_equal(kt_wire_parse_hostport("10.0.0.1:9190", host, sizeof(host),
+                                            &port, err, sizeof(err)),
+                     0);
     assert_string_equal(host, "10.0.0.1");
     assert_int_equal(port, 9190);
-    assert_true(kt_wire_parse_hostport("nohost", host, sizeof(host), &port,
-                                       err, sizeof(err)) < 0);
+    assert_true(kt_wire_parse_hostport("nohost", host, sizeof(host), &port, err,
+                                       sizeof(err)) < 0);
     assert_true(kt_wire_parse_hostport("h:99999", host, sizeof(host), &port,
                                        err, sizeof(err)) < 0);
 }
@@ -458,7 +453,8 @@ test_rpc_runner_child_caches_reference(void **state)
         assert_int_equal(waitpid(p, &status, 0), p);
         assert_true(n > 0);
         assert_int_equal(kt_wire_take((unsigned char *)buf, (size_t)n, &used,
-                                      &m, err, sizeof(err)), 1);
+                                      &m, err, sizeof(err)),
+                         1);
         if (strcmp(kt_msg_get(&m, "err_no"), "0") != 0)
             fail_msg("runner: %s", kt_msg_get(&m, "err_text"));
         assert_string_equal(kt_msg_get(&m, "ref_cached"), i ? "1" : "0");

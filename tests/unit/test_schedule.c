@@ -43,10 +43,21 @@ static void
 test_schedule_json_round_trip(void **state)
 {
     struct kt_op_def defs[4];
-    struct kt_conv2d_params p = {.N = 1, .C = 4, .H = 14, .W = 14, .K = 8, .R = 3,
-                                 .S = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1,
-                                 .pad_w = 1, .dilation_h = 1, .dilation_w = 1,
-                                 .groups = 1, .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_conv2d_params p = {.N = 1,
+                                 .C = 4,
+                                 .H = 14,
+                                 .W = 14,
+                                 .K = 8,
+                                 .R = 3,
+                                 .S = 3,
+                                 .stride_h = 2,
+                                 .stride_w = 2,
+                                 .pad_h = 1,
+                                 .pad_w = 1,
+                                 .dilation_h = 1,
+                                 .dilation_w = 1,
+                                 .groups = 1,
+                                 .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
     struct kt_rng r;
     int i, k;
     (void)state;
@@ -71,7 +82,9 @@ test_schedule_json_round_trip(void **state)
             kt_buf_init(&p1);
             kt_buf_init(&p2);
             kt_steps_to_json(st->steps, st->nsteps, &j1);
-            assert_int_equal(kt_steps_from_json(j1.p, &steps, &n, err, sizeof(err)), KT_OK);
+            assert_int_equal(kt_steps_from_json(j1.p, &steps, &n, err,
+                                                sizeof(err)),
+                             KT_OK);
             assert_int_equal(n, st->nsteps);
             kt_steps_to_json(steps, n, &j2);
             assert_string_equal(j1.p, j2.p);
@@ -79,7 +92,9 @@ test_schedule_json_round_trip(void **state)
             kt_steps_hash(steps, n, h2);
             assert_string_equal(h1, h2);
             /* Replaying the parsed steps lowers to the same tree. */
-            assert_int_equal(kt_state_replay(dag, steps, n, &st2, err, sizeof(err)), KT_OK);
+            assert_int_equal(kt_state_replay(dag, steps, n, &st2, err,
+                                             sizeof(err)),
+                             KT_OK);
             if (kt_lower(st, &l1, err, sizeof(err)) == KT_OK) {
                 assert_int_equal(kt_lower(st2, &l2, err, sizeof(err)), KT_OK);
                 kt_looptree_print(l1, &p1);
@@ -113,7 +128,8 @@ test_schedule_hash_is_stable(void **state)
 
     kt_buf_init(&b);
     kt_steps_to_json(s, 2, &b);
-    assert_string_equal(b.p, "{\"v\":1,\"steps\":[[\"SP\",0,0,[8]],[\"AN\",0,1,\"vectorize\"]]}");
+    assert_string_equal(b.p, "{\"v\":1,\"steps\":[[\"SP\",0,0,[8]],[\"AN\",0,1,"
+                             "\"vectorize\"]]}");
     /* The identity of stored candidates (FNV-1a of the canonical JSON,
      * computed independently): it must never change. */
     kt_steps_hash(s, 2, h);
@@ -137,14 +153,17 @@ test_schedule_rejects_invalid_steps(void **state)
         {{{KT_STEP_REORDER, 0, 0, 3, {0, 0, 1}}}, 1, "not a permutation"},
         {{{KT_STEP_REORDER, 0, 0, 2, {0, 1}}}, 1, "2 iterators given"},
         {{{KT_STEP_FUSE, 0, 2, 2, {0}}}, 1, "out of range"},
-        {{{KT_STEP_FUSE, 0, 0, 2, {0}}, {KT_STEP_SPLIT, 0, 0, 1, {2}}}, 2, "is fused"},
+        {{{KT_STEP_FUSE, 0, 0, 2, {0}}, {KT_STEP_SPLIT, 0, 0, 1, {2}}},
+         2,
+         "is fused"},
         {{{KT_STEP_ANNOTATE, 0, 2, 0, {KT_ANN_PARALLEL}}}, 1, "is a reduction"},
         {{{KT_STEP_ANNOTATE, 0, 0, 0, {9}}}, 1, "unknown annotation"},
         {{{KT_STEP_PRAGMA, 0, 0, 0, {100000}}}, 1, "out of range"},
         {{{KT_STEP_COMPUTE_INLINE, 0, 0, 0, {0}}}, 1, "is a reduction"},
         {{{KT_STEP_COMPUTE_AT, 0, 0, 0, {0, 0}}}, 1, "bad target stage"},
         {{{KT_STEP_SPLIT, 3, 0, 1, {2}}}, 1, "no stage 3"},
-        {{{KT_STEP_SPLIT, 0, 0, 1, {2}}, {KT_STEP_CACHE_WRITE, 0, 0, 0, {0}}}, 2,
+        {{{KT_STEP_SPLIT, 0, 0, 1, {2}}, {KT_STEP_CACHE_WRITE, 0, 0, 0, {0}}},
+         2,
          "must be untransformed"},
     };
     struct kt_dag *dag = matmul(64, 32, 16);
@@ -180,14 +199,19 @@ test_schedule_compute_at_rules(void **state)
     dag = build(&d);
     st = kt_state_new(dag);
     /* T (stage 0) attached to O (stage 1): then O can no longer be split. */
-    assert_int_equal(apply(st, (struct kt_step){KT_STEP_COMPUTE_AT, 0, 0, 0, {1, 1}},
-                           err, sizeof(err)), KT_OK);
+    assert_int_equal(apply(st,
+                           (struct kt_step){KT_STEP_COMPUTE_AT, 0, 0, 0, {1, 1}},
+                           err, sizeof(err)),
+                     KT_OK);
     assert_int_equal(apply(st, (struct kt_step){KT_STEP_SPLIT, 1, 0, 1, {4}},
-                           err, sizeof(err)), KT_ESCHEDULE);
+                           err, sizeof(err)),
+                     KT_ESCHEDULE);
     assert_non_null(strstr(err, "transform it before attaching"));
     /* O is an output: it cannot be attached or inlined. */
-    assert_int_equal(apply(st, (struct kt_step){KT_STEP_COMPUTE_INLINE, 1, 0, 0, {0}},
-                           err, sizeof(err)), KT_ESCHEDULE);
+    assert_int_equal(apply(st,
+                           (struct kt_step){KT_STEP_COMPUTE_INLINE, 1, 0, 0, {0}},
+                           err, sizeof(err)),
+                     KT_ESCHEDULE);
     assert_non_null(strstr(err, "is an output"));
     kt_state_free(st);
     kt_dag_free(dag);
@@ -243,10 +267,22 @@ test_schedule_lowering_rejects_nested_parallel(void **state)
     char err[256];
     (void)state;
 
-    assert_int_equal(apply(st, (struct kt_step){KT_STEP_ANNOTATE, 0, 0, 0, {KT_ANN_PARALLEL}},
-                           err, sizeof(err)), KT_OK);
-    assert_int_equal(apply(st, (struct kt_step){KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_PARALLEL}},
-                           err, sizeof(err)), KT_OK);
+    assert_int_equal(apply(st,
+                           (struct kt_step){KT_STEP_ANNOTATE,
+                                            0,
+                                            0,
+                                            0,
+                                            {KT_ANN_PARALLEL}},
+                           err, sizeof(err)),
+                     KT_OK);
+    assert_int_equal(apply(st,
+                           (struct kt_step){KT_STEP_ANNOTATE,
+                                            0,
+                                            1,
+                                            0,
+                                            {KT_ANN_PARALLEL}},
+                           err, sizeof(err)),
+                     KT_OK);
     assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_ESCHEDULE);
     assert_non_null(strstr(err, "parallel loop inside a parallel loop"));
     assert_null(lt);
@@ -261,10 +297,21 @@ static void
 test_schedule_garbage_never_crashes(void **state)
 {
     struct kt_op_def d;
-    struct kt_conv2d_params p = {.N = 1, .C = 4, .H = 7, .W = 7, .K = 4, .R = 3,
-                                 .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1,
-                                 .pad_w = 1, .dilation_h = 1, .dilation_w = 1,
-                                 .groups = 1, .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_conv2d_params p = {.N = 1,
+                                 .C = 4,
+                                 .H = 7,
+                                 .W = 7,
+                                 .K = 4,
+                                 .R = 3,
+                                 .S = 3,
+                                 .stride_h = 1,
+                                 .stride_w = 1,
+                                 .pad_h = 1,
+                                 .pad_w = 1,
+                                 .dilation_h = 1,
+                                 .dilation_w = 1,
+                                 .groups = 1,
+                                 .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
     struct kt_dag *dag;
     struct kt_rng r;
     int round, i, lowered = 0, refused = 0;
@@ -337,10 +384,12 @@ test_schedule_json_errors(void **state)
         struct kt_step *steps = NULL;
         char err[256] = "";
         int n;
-        assert_int_equal(kt_steps_from_json(cases[i].json, &steps, &n, err, sizeof(err)),
+        assert_int_equal(kt_steps_from_json(cases[i].json, &steps, &n, err,
+                                            sizeof(err)),
                          KT_EPARSE);
         if (strstr(err, cases[i].msg) == NULL)
-            fail_msg("\"%s\": \"%s\" lacks \"%s\"", cases[i].json, err, cases[i].msg);
+            fail_msg("\"%s\": \"%s\" lacks \"%s\"", cases[i].json, err,
+                     cases[i].msg);
         assert_null(steps);
     }
 }
@@ -350,10 +399,21 @@ test_schedule_json_errors(void **state)
 static void
 test_schedule_dag_from_key(void **state)
 {
-    struct kt_conv2d_params p = {.N = 1, .C = 8, .H = 14, .W = 14, .K = 8, .R = 3,
-                                 .S = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1,
-                                 .pad_w = 1, .dilation_h = 1, .dilation_w = 1,
-                                 .groups = 8, .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_conv2d_params p = {.N = 1,
+                                 .C = 8,
+                                 .H = 14,
+                                 .W = 14,
+                                 .K = 8,
+                                 .R = 3,
+                                 .S = 3,
+                                 .stride_h = 2,
+                                 .stride_w = 2,
+                                 .pad_h = 1,
+                                 .pad_w = 1,
+                                 .dilation_h = 1,
+                                 .dilation_w = 1,
+                                 .groups = 8,
+                                 .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
     struct kt_op_def defs[6];
     struct kt_dag *d, *back;
     char err[256];
@@ -376,7 +436,9 @@ test_schedule_dag_from_key(void **state)
         kt_dag_free(back);
         kt_dag_free(d);
     }
-    assert_int_equal(kt_dag_from_key("O[a0]=A[a0];A:0", &back, err, sizeof(err)) != KT_OK, 1);
+    assert_int_equal(kt_dag_from_key("O[a0]=A[a0];A:0", &back, err,
+                                     sizeof(err)) != KT_OK,
+                     1);
     assert_null(back);
 }
 

@@ -33,7 +33,8 @@ build(const struct kt_op_def *d)
 }
 
 static struct kt_search *
-new_search(const struct kt_dag *dag, int policy, int pop, uint64_t seed, int threads)
+new_search(const struct kt_dag *dag, int policy, int pop, uint64_t seed,
+           int threads)
 {
     struct kt_search_opts o;
     struct kt_search *s = NULL;
@@ -77,7 +78,8 @@ check_batch(const struct kt_dag *dag, const struct kt_search_batch *b)
 /* Compiles ncomp candidates in one module and checks them against the
  * interpreter. */
 static void
-check_compiled(const struct kt_dag *dag, const struct kt_search_batch *b, int ncomp)
+check_compiled(const struct kt_dag *dag, const struct kt_search_batch *b,
+               int ncomp)
 {
     struct kt_state *cands[16];
     int skipped = 0, i, n = b->n < ncomp ? b->n : ncomp;
@@ -86,7 +88,8 @@ check_compiled(const struct kt_dag *dag, const struct kt_search_batch *b, int nc
     assert_true(n <= 16);
     for (i = 0; i < n; i++)
         assert_int_equal(kt_state_replay(dag, b->v[i].steps, b->v[i].nsteps,
-                                         &cands[i], err, sizeof(err)), KT_OK);
+                                         &cands[i], err, sizeof(err)),
+                         KT_OK);
     assert_int_equal(ktt_check_many(dag, cands, n, 5, &skipped), 0);
     assert_int_equal(skipped, 0);
     for (i = 0; i < n; i++)
@@ -97,26 +100,30 @@ static void
 round_def(const struct kt_op_def *d, uint64_t seed, int ncomp)
 {
     struct kt_dag *dag = build(d);
-    struct kt_search *s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, seed, 1);
+    struct kt_search *s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, seed,
+                                     1);
     struct kt_search_batch b, b2;
     struct kt_search_stats st;
     char err[512];
     int i, j;
 
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 24, &b, &st, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_true(st.sketches >= 1);
     assert_true(b.n >= 1);
     check_batch(dag, &b);
     if (b.n < 24) {
         assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 24, &b2, NULL,
-                                              err, sizeof(err)), KT_OK);
+                                              err, sizeof(err)),
+                         KT_OK);
         assert_int_equal(b2.n, 0);
         kt_search_batch_free(&b2);
     } else {
         /* a second round never repeats the first */
         assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 24, &b2, NULL,
-                                              err, sizeof(err)), KT_OK);
+                                              err, sizeof(err)),
+                         KT_OK);
         check_batch(dag, &b2);
         for (i = 0; i < b2.n; i++)
             for (j = 0; j < b.n; j++)
@@ -144,7 +151,8 @@ test_search_dense_matmul(void **state)
 {
     struct kt_op_def d;
     (void)state;
-    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU), KT_OK);
+    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
     round_def(&d, 1, 4);
     assert_int_equal(kt_op_dense(&d, 7, 14, 56, 0), KT_OK);
     round_def(&d, 2, 4);
@@ -160,20 +168,21 @@ static void
 test_search_conv2d(void **state)
 {
     (void)state;
-    conv(8, 14, 16, 3, 1, 1, 1, 1, 0, 10);                           /* 3x3 pad 1 */
-    conv(3, 28, 8, 7, 2, 3, 1, 1, 0, 11);                            /* 7x7 s2 pad 3 */
-    conv(4, 7, 8, 1, 1, 0, 1, 1, 0, 12);                             /* 1x1 pad 0 */
-    conv(4, 14, 4, 3, 1, 2, 2, 1, 0, 13);                            /* dilation 2 */
-    conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);                            /* depthwise */
-    conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15);                           /* groups 2, s2 */
-    conv(8, 14, 16, 3, 1, 1, 1, 1, KT_EPI_BIAS | KT_EPI_RELU, 16);   /* fused */
-    conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17);    /* 56x56 dw */
+    conv(8, 14, 16, 3, 1, 1, 1, 1, 0, 10); /* 3x3 pad 1 */
+    conv(3, 28, 8, 7, 2, 3, 1, 1, 0, 11);  /* 7x7 s2 pad 3 */
+    conv(4, 7, 8, 1, 1, 0, 1, 1, 0, 12);   /* 1x1 pad 0 */
+    conv(4, 14, 4, 3, 1, 2, 2, 1, 0, 13);  /* dilation 2 */
+    conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);  /* depthwise */
+    conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15); /* groups 2, s2 */
+    conv(8, 14, 16, 3, 1, 1, 1, 1, KT_EPI_BIAS | KT_EPI_RELU, 16); /* fused */
+    conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17); /* 56x56 dw */
 }
 
 static void
 test_search_pool_elementwise_softmax(void **state)
 {
-    static const char *const kinds[] = {"add", "mul", "relu", "hardswish", "sigmoid"};
+    static const char *const kinds[] = {"add", "mul", "relu", "hardswish",
+                                        "sigmoid"};
     struct kt_op_def d;
     unsigned i;
     (void)state;
@@ -208,7 +217,8 @@ test_search_reproducible(void **state)
         struct kt_search *s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 512,
                                          k == 2 ? 99 : 42, k == 1 ? 2 : 1);
         assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b[k], NULL,
-                                              err, sizeof(err)), KT_OK);
+                                              err, sizeof(err)),
+                         KT_OK);
         assert_int_equal(b[k].n, 32);
         kt_search_free(s);
     }
@@ -247,7 +257,8 @@ test_search_dedup_restart(void **state)
     dag = build(&d);
     s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, 5, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b1, NULL, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_int_equal(b1.n, 32);
     kt_search_free(s);
 
@@ -268,7 +279,8 @@ test_search_dedup_restart(void **state)
         t[i].cost = t[i].err_no ? 0 : 1e-5 * (i + 1);
         t[i].trial_no = i;
     }
-    assert_int_equal(kt_storage_write_batch(db, t, 32, NULL, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_storage_write_batch(db, t, 32, NULL, err, sizeof(err)),
+                     KT_OK);
     kt_storage_close(db);
     for (i = 0; i < 32; i++)
         free(configs[i]);
@@ -276,14 +288,16 @@ test_search_dedup_restart(void **state)
     db = NULL;
     assert_int_equal(kt_storage_open(&db, path, NULL, err, sizeof(err)), KT_OK);
     assert_int_equal(kt_storage_measured(db, "llvm", dag->hash, &hashes, &nh,
-                                         err, sizeof(err)), KT_OK);
+                                         err, sizeof(err)),
+                     KT_OK);
     assert_int_equal(nh, 32);
     kt_storage_close(db);
 
     /* Same seed: without the measured set it would propose b1 again. */
     s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, 5, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, hashes, nh, 32, &b2, NULL,
-                                          err, sizeof(err)), KT_OK);
+                                          err, sizeof(err)),
+                     KT_OK);
     assert_true(b2.n > 0);
     check_batch(dag, &b2);
     for (i = 0; i < b2.n; i++) {
@@ -296,7 +310,8 @@ test_search_dedup_restart(void **state)
     /* Control: the same seed without the set repeats the first batch. */
     s = new_search(dag, KT_POLICY_SKETCH_RANDOM, 256, 5, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b2, NULL, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     for (i = 0, j = 0; i < b2.n; i++)
         j += kt_measured_contains(hashes, nh, b2.v[i].hash);
     assert_true(j > 0);
@@ -329,14 +344,16 @@ test_search_random_policy(void **state)
     char err[512];
     (void)state;
 
-    assert_string_equal(kt_policy_name(KT_POLICY_SKETCH_RANDOM), "sketch.random");
+    assert_string_equal(kt_policy_name(KT_POLICY_SKETCH_RANDOM),
+                        "sketch.random");
     assert_string_equal(kt_policy_name(KT_POLICY_RANDOM), "random");
 
     assert_int_equal(kt_op_matmul(&d, 32, 48, 64), KT_OK);
     dag = build(&d);
     s = new_search(dag, KT_POLICY_RANDOM, 128, 3, 1);
     assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 40, &b, &st, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_int_equal(b.n, 40);
     assert_int_equal(st.iters, 0);
     assert_int_equal(st.picked_random, 40);
@@ -368,9 +385,10 @@ test_search_model_and_seeds(void **state)
     dag = build(&d);
     s = new_search(dag, KT_POLICY_SKETCH_XGB, 256, 11, 2);
     assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 48, &b, &st, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_int_equal(b.n, 48);
-    assert_int_equal(st.iters, 2);        /* untrained model: random, 2 iters */
+    assert_int_equal(st.iters, 2); /* untrained model: random, 2 iters */
     assert_int_equal(st.measured_seeds, 0);
     kt_machine_default(&mach);
     kt_train_set_init(&set);
@@ -381,13 +399,17 @@ test_search_model_and_seeds(void **state)
         int nrows = 0;
         double sec = 0;
         assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps, &stt,
-                                         err, sizeof(err)), KT_OK);
+                                         err, sizeof(err)),
+                         KT_OK);
         assert_int_equal(kt_lower(stt, &lt, err, sizeof(err)), KT_OK);
-        assert_int_equal(kt_features_extract(lt, &rows, &nrows, err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_features_extract(lt, &rows, &nrows, err,
+                                             sizeof(err)),
+                         KT_OK);
         assert_int_equal(kt_prescore(lt, &mach, &sec, err, sizeof(err)), KT_OK);
         kt_train_set_add(&set, rows, nrows, 0, sec);
         assert_int_equal(kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
-                                          i % 7 == 3 ? 0 : sec), 1);
+                                          i % 7 == 3 ? 0 : sec),
+                         1);
         free(rows);
         kt_looptree_free(lt);
         kt_state_free(stt);
@@ -400,10 +422,11 @@ test_search_model_and_seeds(void **state)
     kt_search_batch_free(&b);
 
     assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 16, &b, &st, err,
-                                          sizeof(err)), KT_OK);
+                                          sizeof(err)),
+                     KT_OK);
     assert_int_equal(b.n, 16);
     assert_int_equal(st.iters, 4);
-    assert_int_equal(st.measured_seeds, 48 - 7);   /* failed ones are not seeds */
+    assert_int_equal(st.measured_seeds, 48 - 7); /* failed ones are not seeds */
     assert_true(isfinite(st.best_score));
     check_batch(dag, &b);
     kt_search_batch_free(&b);

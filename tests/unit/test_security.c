@@ -81,8 +81,9 @@ test_security_fake_tracker(void **state)
     assert_true(fd >= 0);
     kt_msg_init(&m, "challenge");
     kt_msg_setf(&m, "proto", "%d", KT_WIRE_PROTO);
-    kt_msg_set(&m, "nonce", "0123456789abcdef0123456789abcdef"
-                            "0123456789abcdef0123456789abcdef");
+    kt_msg_set(&m, "nonce",
+               "0123456789abcdef0123456789abcdef"
+               "0123456789abcdef0123456789abcdef");
     assert_int_equal(kt_wire_send(fd, &m), 0);
     kt_msg_free(&m);
     if (kt_wire_recv(fd, &m, 10000, err, sizeof(err)) < 0)
@@ -91,8 +92,9 @@ test_security_fake_tracker(void **state)
     kt_msg_free(&m);
     kt_msg_init(&m, "welcome");
     kt_msg_set(&m, "name", "victim");
-    kt_msg_set(&m, "mac", "00000000000000000000000000000000"
-                          "00000000000000000000000000000000");
+    kt_msg_set(&m, "mac",
+               "00000000000000000000000000000000"
+               "00000000000000000000000000000000");
     assert_int_equal(kt_wire_send(fd, &m), 0);
     kt_msg_free(&m);
     evil_build(e, &m);
@@ -160,10 +162,9 @@ relay_thread(void *arg)
                 break;
             (void)kt_wire_write_all(wfd, buf, (size_t)n);
             kt_buf_put(&from_tracker, buf, (size_t)n);
-            while (!r->injected &&
-                   kt_wire_take((unsigned char *)from_tracker.p,
-                                from_tracker.len, &used, &m, err,
-                                sizeof(err)) == 1) {
+            while (!r->injected && kt_wire_take((unsigned char *)from_tracker.p,
+                                                from_tracker.len, &used, &m,
+                                                err, sizeof(err)) == 1) {
                 int welcome = strcmp(kt_msg_type(&m), "welcome") == 0;
                 kt_msg_free(&m);
                 memmove(from_tracker.p, from_tracker.p + used,
@@ -464,9 +465,8 @@ fake_worker_thread(void *arg)
     if (fd < 0)
         goto out;
     (void)fake_reply(fd, &s, "j999", "build", NULL);
-    while (runs < f->nruns &&
-           kt_wire_recv_sealed(fd, &m, &s.rx, 20000, f->err,
-                               sizeof(f->err)) == 0) {
+    while (runs < f->nruns && kt_wire_recv_sealed(fd, &m, &s.rx, 20000, f->err,
+                                                  sizeof(f->err)) == 0) {
         const char *id = kt_msg_get(&m, "id");
         if (strcmp(kt_msg_type(&m), "build") == 0) {
             (void)fake_reply(fd, &s, id, "build", NULL);
@@ -486,12 +486,15 @@ out:
 static void
 test_security_fake_costs(void **state)
 {
-    static const char *const costs[] = {
-        "nan,nan,nan", "0,0,0", "-1e-9,1e-6,1e-6", "1e-6,1e-6",
-        "inf,1e-6,1e-6", "1e-6,2e-6,3e-6"};
-    static const char *const why[] = {
-        "finite and positive", "finite and positive", "finite and positive",
-        "2 costs for repeat=3", "finite and positive", ""};
+    static const char *const costs[] = {"nan,nan,nan",     "0,0,0",
+                                        "-1e-9,1e-6,1e-6", "1e-6,1e-6",
+                                        "inf,1e-6,1e-6",   "1e-6,2e-6,3e-6"};
+    static const char *const why[] = {"finite and positive",
+                                      "finite and positive",
+                                      "finite and positive",
+                                      "2 costs for repeat=3",
+                                      "finite and positive",
+                                      ""};
     struct env *e = env_new(NULL);
     struct fake_worker f;
     struct kt_candidate c[6];
@@ -577,10 +580,9 @@ crowd_thread(void *arg)
         c->joined = i + 1;
     }
     f = fmemopen(c->out, sizeof(c->out) - 1, "w");
-    c->rc = c->joined == c->n
-                ? kt_rpc_status("127.0.0.1", c->port, TOKEN, f, c->err,
-                                sizeof(c->err))
-                : -1;
+    c->rc = c->joined == c->n ? kt_rpc_status("127.0.0.1", c->port, TOKEN, f,
+                                              c->err, sizeof(c->err))
+                              : -1;
     fclose(f);
     c->finished = 1;
     return NULL;
@@ -646,8 +648,7 @@ hog_thread(void *arg)
     ph.token = TOKEN;
     ph.kind = "client";
     ph.hello = &hello;
-    if (kt_session_connect(fd, &ph, &welcome, &s, h->err, sizeof(h->err)) ==
-        0) {
+    if (kt_session_connect(fd, &ph, &welcome, &s, h->err, sizeof(h->err)) == 0) {
         kt_msg_free(&welcome);
         for (i = 0; i < 200000; i++) {
             kt_msg_init(&req, "status_req");

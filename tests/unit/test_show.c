@@ -21,7 +21,7 @@ struct fx {
     char dir[4096];
     char db[4200];
     struct kt_dag *dag;
-    char *good, *faster;   /* schedule JSON of two candidates */
+    char *good, *faster; /* schedule JSON of two candidates */
     int64_t first_id;
 };
 
@@ -42,7 +42,8 @@ schedule_json(const struct kt_dag *dag, int ti, int tj)
     unsigned i;
 
     for (i = 0; i < KT_ARRAY_LEN(steps); i++)
-        assert_int_equal(kt_state_apply(st, &steps[i], err, sizeof(err)), KT_OK);
+        assert_int_equal(kt_state_apply(st, &steps[i], err, sizeof(err)),
+                         KT_OK);
     kt_buf_init(&b);
     kt_steps_to_json(st->steps, st->nsteps, &b);
     kt_state_free(st);
@@ -50,8 +51,8 @@ schedule_json(const struct kt_dag *dag, int ti, int tj)
 }
 
 static void
-put_trial(struct kt_storage *st, const struct fx *f, const char *target, const char *config,
-          int err_no, double cost, int64_t *id)
+put_trial(struct kt_storage *st, const struct fx *f, const char *target,
+          const char *config, int err_no, double cost, int64_t *id)
 {
     struct kt_trial t = {0};
     char err[512];
@@ -63,7 +64,8 @@ put_trial(struct kt_storage *st, const struct fx *f, const char *target, const c
     t.err_no = err_no;
     t.err_text = err_no ? "kernel.c:1: error: boom" : NULL;
     t.cost = cost;
-    assert_int_equal(kt_storage_write_batch(st, &t, 1, id, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_storage_write_batch(st, &t, 1, id, err, sizeof(err)),
+                     KT_OK);
 }
 
 static int
@@ -90,7 +92,8 @@ setup(void **state)
     put_trial(st, f, "cpu:local:gcc", f->good, 0, 2e-3, &f->first_id);
     put_trial(st, f, "cpu:local:gcc", f->faster, 6, 0, &id);
     put_trial(st, f, "cpu:other:clang", f->faster, 0, 1e-3, &id);
-    put_trial(st, f, "cpu:local:gcc", "{\"v\":1,\"steps\":[[\"SP\",0,9,[4]]]}", 0, 5e-4, &id);
+    put_trial(st, f, "cpu:local:gcc", "{\"v\":1,\"steps\":[[\"SP\",0,9,[4]]]}",
+              0, 5e-4, &id);
     put_trial(st, f, "cpu:local:gcc", f->good, 0, 3e-3, &id);
     kt_storage_close(st);
     *state = f;
@@ -121,12 +124,15 @@ test_show_best_and_by_id(void **state)
     assert_int_equal(kt_show_open_db(f->db, &db, err, sizeof(err)), KT_OK);
     /* the 0.5 ms row is the fastest successful one even though it no longer
      * replays: best is what was measured, replay errors come later */
-    assert_int_equal(kt_show_load_best(db, f->db, f->dag->hash, &t, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_show_load_best(db, f->db, f->dag->hash, &t, err,
+                                       sizeof(err)),
+                     KT_OK);
     assert_int_equal(t.id, f->first_id + 3);
     assert_true(t.cost == 5e-4);
     kt_shown_free(&t);
 
-    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 1, &t, err, sizeof(err)),
+    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 1, &t, err,
+                                        sizeof(err)),
                      KT_OK);
     assert_int_equal(t.err_no, 6);
     assert_string_equal(t.err_text, "kernel.c:1: error: boom");
@@ -136,18 +142,22 @@ test_show_best_and_by_id(void **state)
     assert_string_equal(t.workload_hash, f->dag->hash);
     kt_shown_free(&t);
 
-    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 2, &t, err, sizeof(err)),
+    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 2, &t, err,
+                                        sizeof(err)),
                      KT_OK);
     assert_string_equal(t.target, "cpu:other:clang");
     assert_string_equal(t.config, f->faster);
     kt_shown_free(&t);
 
-    assert_int_equal(kt_show_load_trial(db, f->db, 12345, &t, err, sizeof(err)), KT_ENOENT);
+    assert_int_equal(kt_show_load_trial(db, f->db, 12345, &t, err, sizeof(err)),
+                     KT_ENOENT);
     assert_non_null(strstr(err, "no trial with id 12345"));
     assert_non_null(strstr(err, f->db));
-    assert_int_equal(kt_show_load_best(db, f->db, "0123456789abcdef", &t, err, sizeof(err)),
+    assert_int_equal(kt_show_load_best(db, f->db, "0123456789abcdef", &t, err,
+                                       sizeof(err)),
                      KT_ENOENT);
-    assert_non_null(strstr(err, "no successful trial of workload 0123456789abcdef"));
+    assert_non_null(
+        strstr(err, "no successful trial of workload 0123456789abcdef"));
     sqlite3_close(db);
 }
 
@@ -168,7 +178,8 @@ test_show_module_runs(void **state)
 
     kt_codegen_default_opts(&cg);
     assert_int_equal(kt_show_open_db(f->db, &db, err, sizeof(err)), KT_OK);
-    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 2, &t, err, sizeof(err)),
+    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 2, &t, err,
+                                        sizeof(err)),
                      KT_OK);
     assert_int_equal(kt_show_module(&t, &cg, &src, err, sizeof(err)), KT_OK);
     assert_non_null(strstr(src, "void kt_kernel("));
@@ -188,9 +199,11 @@ test_show_module_runs(void **state)
     kt_shown_free(&t);
 
     /* a stored schedule that no longer replays names the trial */
-    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 3, &t, err, sizeof(err)),
+    assert_int_equal(kt_show_load_trial(db, f->db, f->first_id + 3, &t, err,
+                                        sizeof(err)),
                      KT_OK);
-    assert_int_not_equal(kt_show_module(&t, &cg, &src, err, sizeof(err)), KT_OK);
+    assert_int_not_equal(kt_show_module(&t, &cg, &src, err, sizeof(err)),
+                         KT_OK);
     assert_null(src);
     assert_non_null(strstr(err, "the schedule does not replay"));
     kt_shown_free(&t);
@@ -209,15 +222,17 @@ test_show_missing_or_foreign_file(void **state)
     snprintf(path, sizeof(path), "%s/none.db", f->dir);
     assert_int_equal(kt_show_open_db(path, &db, err, sizeof(err)), KT_ENOENT);
     assert_non_null(strstr(err, path));
-    assert_int_equal(access(path, F_OK), -1);   /* not created */
+    assert_int_equal(access(path, F_OK), -1); /* not created */
 
     snprintf(path, sizeof(path), "%s/notes.txt", f->dir);
     fp = fopen(path, "w");
     assert_non_null(fp);
-    fputs("not a database, but long enough to have a first page of text.....\n", fp);
+    fputs("not a database, but long enough to have a first page of text.....\n",
+          fp);
     fclose(fp);
     assert_int_equal(kt_show_open_db(path, &db, err, sizeof(err)), KT_OK);
-    assert_int_equal(kt_show_load_trial(db, path, 1, &t, err, sizeof(err)), KT_EDB);
+    assert_int_equal(kt_show_load_trial(db, path, 1, &t, err, sizeof(err)),
+                     KT_EDB);
     assert_non_null(strstr(err, path));
     sqlite3_close(db);
 }
@@ -226,9 +241,11 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_show_best_and_by_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_show_best_and_by_id, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_show_module_runs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_show_missing_or_foreign_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_show_missing_or_foreign_file,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

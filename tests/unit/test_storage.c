@@ -14,9 +14,9 @@
 
 #include "tests/unit/test_storage_util.h"
 
-#define NW 3        /* workloads of job 1 */
-#define NPER 200    /* trials per workload of job 1 */
-#define NJOB2 100   /* trials of workload 0 by job 2 */
+#define NW 3      /* workloads of job 1 */
+#define NPER 200  /* trials per workload of job 1 */
+#define NJOB2 100 /* trials of workload 0 by job 2 */
 
 struct fx {
     char dir[4096];
@@ -64,12 +64,10 @@ fill(struct fx *f)
     int w, i;
 
     assert_int_equal(kt_storage_job_open(f->st, "resnet-1", "resnet18",
-                                         TS_TARGET, &f->job1, err,
-                                         sizeof(err)),
+                                         TS_TARGET, &f->job1, err, sizeof(err)),
                      0);
     assert_int_equal(kt_storage_job_open(f->st, "resnet-2", "resnet18",
-                                         TS_TARGET, &f->job2, err,
-                                         sizeof(err)),
+                                         TS_TARGET, &f->job2, err, sizeof(err)),
                      0);
     for (w = 0; w < NW; w++) {
         char key[160];
@@ -80,15 +78,14 @@ fill(struct fx *f)
                                   .compute = "C[i, j] += A[i, k] * B[k, j]",
                                   .shapes = "{}",
                                   .weight = 2,
-                                  .flops = 2.0 * 64 * (w + 1) * 256 *
-                                           (128 + w)};
+                                  .flops = 2.0 * 64 * (w + 1) * 256 * (128 + w)};
 
         ts_workload(w, key, sizeof(key));
-        assert_int_equal(kt_storage_task_put(f->st, &ti, err, sizeof(err)),
-                         0);
+        assert_int_equal(kt_storage_task_put(f->st, &ti, err, sizeof(err)), 0);
         for (i = 0; i < NPER; i += 50)
-            assert_int_equal(
-                ts_write(f->st, f->job1, w, i, 50, err, sizeof(err)), 0);
+            assert_int_equal(ts_write(f->st, f->job1, w, i, 50, err,
+                                      sizeof(err)),
+                             0);
     }
     assert_int_equal(ts_write(f->st, f->job2, 0, 0, NJOB2, err, sizeof(err)),
                      0);
@@ -142,9 +139,9 @@ test_storage_seed_queries(void **state)
                                         -1, &s, NULL),
                      SQLITE_OK);
     {
-        static const char *const cols[] = {"id",     "task_name", "target",
-                                           "workload", "config",  "err_no",
-                                           "trial_no", "cost",    "err_text"};
+        static const char *const cols[] = {"id",       "task_name", "target",
+                                           "workload", "config",    "err_no",
+                                           "trial_no", "cost",      "err_text"};
         int c;
 
         for (c = 0; c < 9; c++)
@@ -176,21 +173,21 @@ test_storage_seed_queries(void **state)
         SQLITE_OK);
     while (sqlite3_step(s) == SQLITE_ROW) {
         assert_int_not_equal(sqlite3_column_int(s, 1), 0);
-        assert_non_null(strstr((const char *)sqlite3_column_text(s, 2),
-                               "error"));
+        assert_non_null(
+            strstr((const char *)sqlite3_column_text(s, 2), "error"));
         failed_kvs++;
     }
     sqlite3_finalize(s);
-    assert_int_equal(failed_kvs, 3 * (NW * NPER + NJOB2 -
-                                      expected_errcount(0)));
+    assert_int_equal(failed_kvs,
+                     3 * (NW * NPER + NJOB2 - expected_errcount(0)));
 
     /* best_logs: one row per workload, the minimum cost. */
     assert_int_equal(ts_q1(db, "select count(*) from best_logs"), NW);
-    assert_int_equal(
-        ts_q1(db, "select count(*) from best_logs b where b.cost > (select "
-                  "min(cost) from logs l where l.err_no=0 and "
-                  "l.workload=b.workload)"),
-        0);
+    assert_int_equal(ts_q1(db, "select count(*) from best_logs b where b.cost "
+                               "> (select "
+                               "min(cost) from logs l where l.err_no=0 and "
+                               "l.workload=b.workload)"),
+                     0);
     /* The GFLOPS recipe of docs/sql.md joins tasks. */
     assert_int_equal(
         ts_q1(db, "select count(*) from best_logs b join tasks t on "
@@ -212,8 +209,8 @@ test_storage_reader_does_not_block(void **state)
     assert_int_equal(ts_write(f->st, 0, 0, 0, 10, err, sizeof(err)), 0);
     assert_int_equal(sqlite3_open(f->db, &rd), SQLITE_OK);
     assert_int_equal(sqlite3_exec(rd, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(rd, "select count(*) from logs", -1,
-                                        &s, NULL),
+    assert_int_equal(sqlite3_prepare_v2(rd, "select count(*) from logs", -1, &s,
+                                        NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(s, 0), 10);
@@ -311,8 +308,7 @@ check_resume(struct kt_storage *st, int64_t job1, int64_t job2)
     }
     kt_resume_free(r);
     /* Another target has nothing. */
-    assert_int_equal(kt_storage_resume(st, "cuda", job1, &r, err,
-                                       sizeof(err)),
+    assert_int_equal(kt_storage_resume(st, "cuda", job1, &r, err, sizeof(err)),
                      0);
     assert_int_equal((int)r->n, 0);
     kt_resume_free(r);
@@ -332,8 +328,7 @@ test_storage_resume(void **state)
     fill(f);
     kt_storage_close(f->st);
     f->st = NULL;
-    assert_int_equal(kt_storage_open(&f->st, f->db, NULL, err, sizeof(err)),
-                     0);
+    assert_int_equal(kt_storage_open(&f->st, f->db, NULL, err, sizeof(err)), 0);
     assert_int_equal(kt_storage_opened_version(f->st),
                      KT_STORAGE_SCHEMA_VERSION);
     check_resume(f->st, f->job1, f->job2);
@@ -342,8 +337,8 @@ test_storage_resume(void **state)
      * 100 of them), and nothing else. */
     ts_make(&g, 0, 0, 0);
     kt_hash_hex(kt_hash64(g.workload, strlen(g.workload)), hash);
-    assert_int_equal(kt_storage_measured(f->st, TS_TARGET, hash, &set, &n,
-                                         err, sizeof(err)),
+    assert_int_equal(kt_storage_measured(f->st, TS_TARGET, hash, &set, &n, err,
+                                         sizeof(err)),
                      0);
     assert_int_equal((int)n, NPER);
     for (i = 0; i < NPER + 5; i++) {
@@ -357,21 +352,21 @@ test_storage_resume(void **state)
 
     /* History: per workload, all, and the newest 'limit' rows. */
     memset(&h, 0, sizeof(h));
-    assert_int_equal(kt_storage_history(f->st, TS_TARGET, hash, 0, hist_cb,
-                                        &h, err, sizeof(err)),
+    assert_int_equal(kt_storage_history(f->st, TS_TARGET, hash, 0, hist_cb, &h,
+                                        err, sizeof(err)),
                      0);
     assert_int_equal(h.n, NPER + NJOB2);
     assert_int_equal(h.per_w[0], NPER + NJOB2);
     memset(&h, 0, sizeof(h));
-    assert_int_equal(kt_storage_history(f->st, TS_TARGET, NULL, 0, hist_cb,
-                                        &h, err, sizeof(err)),
+    assert_int_equal(kt_storage_history(f->st, TS_TARGET, NULL, 0, hist_cb, &h,
+                                        err, sizeof(err)),
                      0);
     assert_int_equal(h.n, NW * NPER + NJOB2);
     for (i = 0; i < NW; i++)
         assert_int_equal(h.per_w[i], NPER + (i == 0 ? NJOB2 : 0));
     memset(&h, 0, sizeof(h));
-    assert_int_equal(kt_storage_history(f->st, TS_TARGET, NULL, 10, hist_cb,
-                                        &h, err, sizeof(err)),
+    assert_int_equal(kt_storage_history(f->st, TS_TARGET, NULL, 10, hist_cb, &h,
+                                        err, sizeof(err)),
                      0);
     assert_int_equal(h.n, 10);
     ts_make(&g, 0, 0, NJOB2 - 10); /* the oldest of the newest ten */
@@ -511,8 +506,8 @@ test_storage_import_bad_lines(void **state)
         fclose(fp);
         assert_int_equal(kt_storage_open(&b, db2, NULL, err, sizeof(err)), 0);
         fp = fopen(path, "r");
-        assert_int_equal(kt_storage_import(b, fp, "x.jsonl", &added,
-                                           &skipped, err, sizeof(err)),
+        assert_int_equal(kt_storage_import(b, fp, "x.jsonl", &added, &skipped,
+                                           err, sizeof(err)),
                          KT_EPARSE);
         fclose(fp);
         if (strstr(err, cases[i].expect) == NULL ||
@@ -540,14 +535,12 @@ test_storage_bad_trial(void **state)
     t[0] = g[0].t;
     t[1] = g[1].t;
     t[1].config = NULL;
-    assert_int_equal(kt_storage_write_batch(f->st, t, 2, NULL, err,
-                                            sizeof(err)),
+    assert_int_equal(kt_storage_write_batch(f->st, t, 2, NULL, err, sizeof(err)),
                      KT_EINVAL);
     assert_non_null(strstr(err, "trial 1 of the batch has no config"));
     t[1] = g[1].t;
     t[1].err_no = 9;
-    assert_int_equal(kt_storage_write_batch(f->st, t, 2, NULL, err,
-                                            sizeof(err)),
+    assert_int_equal(kt_storage_write_batch(f->st, t, 2, NULL, err, sizeof(err)),
                      KT_EINVAL);
     assert_non_null(strstr(err, "err_no 9"));
     assert_int_equal(ts_q1(kt_storage_db(f->st), "select count(*) from logs"),
@@ -585,8 +578,7 @@ make_v1(const char *path)
     long long id;
     int i, k;
 
-    assert_int_equal(kt_storage_create_version(path, 1, err, sizeof(err)),
-                     0);
+    assert_int_equal(kt_storage_create_version(path, 1, err, sizeof(err)), 0);
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
     for (i = 0; i < FIX_ROWS; i++) {
@@ -616,8 +608,7 @@ make_v1(const char *path)
             q = sqlite3_mprintf("insert into kvs(log_id, log_workload, k, v)"
                                 " values(%lld, %Q, %Q, %Q)",
                                 id, g.workload, g.kvs[k].k, g.kvs[k].v);
-            assert_int_equal(sqlite3_exec(db, q, NULL, NULL, NULL),
-                             SQLITE_OK);
+            assert_int_equal(sqlite3_exec(db, q, NULL, NULL, NULL), SQLITE_OK);
             sqlite3_free(q);
         }
     }
@@ -664,8 +655,7 @@ check_migrated(const char *path)
 
         ts_make(&g, 0, w, w);
         kt_hash_hex(kt_hash64(g.workload, strlen(g.workload)), wh);
-        assert_int_equal(kt_storage_resume(st, "llvm", 0, &r, err,
-                                           sizeof(err)),
+        assert_int_equal(kt_storage_resume(st, "llvm", 0, &r, err, sizeof(err)),
                          0);
         e = kt_resume_find(r, wh);
         assert_non_null(e);
@@ -723,8 +713,8 @@ test_storage_newer_refused(void **state)
     struct kt_storage *st = NULL;
     char err[512];
 
-    assert_int_equal(sqlite3_exec(kt_storage_db(f->st),
-                                  "PRAGMA user_version=7", NULL, NULL, NULL),
+    assert_int_equal(sqlite3_exec(kt_storage_db(f->st), "PRAGMA user_version=7",
+                                  NULL, NULL, NULL),
                      SQLITE_OK);
     assert_int_equal(kt_storage_open(&st, f->db, NULL, err, sizeof(err)),
                      KT_EDB);
@@ -827,9 +817,10 @@ test_storage_locked(void **state)
     assert_int_equal(kt_storage_open(&st, f->db, &o, err, sizeof(err)), 0);
     f->st = st;
     assert_int_equal(sqlite3_open(f->db, &other), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE; insert into "
-                                         "jobs(name, created, updated) "
-                                         "values('x', 0, 0)",
+    assert_int_equal(sqlite3_exec(other,
+                                  "BEGIN IMMEDIATE; insert into "
+                                  "jobs(name, created, updated) "
+                                  "values('x', 0, 0)",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     rc = ts_write(st, 0, 0, 0, 64, err, sizeof(err));
@@ -841,8 +832,7 @@ test_storage_locked(void **state)
     sqlite3_close(other);
     /* The caller still has the batch: the retry stores it exactly once. */
     assert_int_equal(ts_write(st, 0, 0, 0, 64, err, sizeof(err)), 0);
-    assert_int_equal(ts_q1(kt_storage_db(st), "select count(*) from logs"),
-                     64);
+    assert_int_equal(ts_q1(kt_storage_db(st), "select count(*) from logs"), 64);
 }
 
 static void
@@ -900,8 +890,7 @@ test_storage_memory(void **state)
     assert_int_equal(kt_storage_open(&st, ":memory:", NULL, err, sizeof(err)),
                      0);
     assert_int_equal(ts_write(st, 0, 1, 0, 64, err, sizeof(err)), 0);
-    assert_int_equal(kt_storage_resume(st, TS_TARGET, 0, &r, err,
-                                       sizeof(err)),
+    assert_int_equal(kt_storage_resume(st, TS_TARGET, 0, &r, err, sizeof(err)),
                      0);
     assert_int_equal((int)r->n, 1);
     assert_int_equal(r->e[0].trials, 64);
@@ -922,19 +911,16 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_storage_import_bad_lines, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_storage_bad_trial, setup,
+        cmocka_unit_test_setup_teardown(test_storage_bad_trial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_migrate_v1_fixture, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_storage_migrate_v1_fixture,
-                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_newer_refused, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_storage_corrupt_and_foreign,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_storage_readonly, setup,
+        cmocka_unit_test_setup_teardown(test_storage_corrupt_and_foreign, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_storage_readonly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_locked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_storage_disk_full, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_storage_disk_full, setup, teardown),
         cmocka_unit_test(test_storage_memory),
     };
 

@@ -92,8 +92,7 @@ verify(const char *path, const struct reports *r)
     n = ts_q1(db, "select count(*) from logs");
     assert_true(n % BATCH == 0);
     nb = n / BATCH;
-    assert_int_equal(ts_q1(db, "select count(distinct trial_no) from logs"),
-                     n);
+    assert_int_equal(ts_q1(db, "select count(distinct trial_no) from logs"), n);
     if (n > 0) {
         assert_int_equal(ts_q1(db, "select min(trial_no) from logs"), 0);
         assert_int_equal(ts_q1(db, "select max(trial_no) from logs"), n - 1);
@@ -117,8 +116,7 @@ verify(const char *path, const struct reports *r)
             oks[w]++;
         }
     }
-    assert_int_equal(kt_storage_resume(st, TS_TARGET, 0, &res, err,
-                                       sizeof(err)),
+    assert_int_equal(kt_storage_resume(st, TS_TARGET, 0, &res, err, sizeof(err)),
                      0);
     for (w = 0; w < NWORK; w++) {
         char key[160], hash[17];

@@ -93,8 +93,8 @@ ts_make(struct ts_trial *g, int64_t job, int w, int64_t i)
         g->t.kvs = g->kvs;
         g->t.nkvs = 1;
     } else {
-        snprintf(g->err_text, sizeof(g->err_text),
-                 "error %d on trial %lld", e, (long long)i);
+        snprintf(g->err_text, sizeof(g->err_text), "error %d on trial %lld", e,
+                 (long long)i);
         g->t.err_text = g->err_text;
         snprintf(g->kv_v[0], sizeof(g->kv_v[0]), "kernel.c:%lld: error: x",
                  (long long)i);

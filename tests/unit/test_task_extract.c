@@ -118,8 +118,8 @@ test_task_extract_resnet50(void **state)
     /* The DAGs count a multiply-add as 2 plus the bias/relu epilogues. */
     f = task_flops_of(m, &t);
     print_message("resnet50: %d tasks, conv+dense %.4f GMACs, task FLOPs "
-                  "%.4f G (conv+dense), %.4f G (all)\n", t.n, macs / 1e9,
-                  f / 1e9, kt_tasks_total_flops(&t) / 1e9);
+                  "%.4f G (conv+dense), %.4f G (all)\n",
+                  t.n, macs / 1e9, f / 1e9, kt_tasks_total_flops(&t) / 1e9);
     assert_true(f >= 2 * macs && f < 2 * macs * 1.005);
     assert_true(kt_tasks_total_flops(&t) > f);
     for (i = 0; i < t.n; i++)
@@ -198,8 +198,9 @@ test_task_extract_tiny(void **state)
     kt_model_conf_free(m);
 }
 
-#define CONV "{\"op\": \"conv2d\", \"C\": 4, \"H\": 8, \"W\": 8, \"K\": 8, " \
-             "\"R\": 3, \"S\": 3, \"pad\": 1"
+#define CONV                                                                   \
+    "{\"op\": \"conv2d\", \"C\": 4, \"H\": 8, \"W\": 8, \"K\": 8, "            \
+    "\"R\": 3, \"S\": 3, \"pad\": 1"
 
 static void
 test_task_extract_fusion_rules(void **state)
@@ -215,7 +216,8 @@ test_task_extract_fusion_rules(void **state)
          1, "_bias_relu"},
         /* relu on a conv that already has one: stays separate. */
         {CONV ", \"epilogue\": [\"relu\"]}, {\"op\": \"relu\", \"shape\": "
-              "[1, 8, 8, 8]}", 2, "_relu"},
+              "[1, 8, 8, 8]}",
+         2, "_relu"},
         /* different shape: not fused. */
         {CONV "}, {\"op\": \"relu\", \"shape\": [1, 8, 4, 4]}", 2, NULL},
         /* bias after relu cannot be expressed: the add stays. */
@@ -224,10 +226,12 @@ test_task_extract_fusion_rules(void **state)
          2, "_relu"},
         /* a residual (tensor) add is not a bias. */
         {"{\"op\": \"dense\", \"N\": 8, \"K\": 8}, {\"op\": \"add\", "
-         "\"shape\": [1, 8]}", 2, NULL},
+         "\"shape\": [1, 8]}",
+         2, NULL},
         /* only the last copy of a repeated conv is followed by the relu. */
         {CONV ", \"repeat\": 3}, {\"op\": \"relu\", \"shape\": [1, 8, 8, "
-              "8]}", 2, NULL},
+              "8]}",
+         2, NULL},
     };
     size_t c;
     (void)state;

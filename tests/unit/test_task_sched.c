@@ -14,15 +14,14 @@
 #include <math.h>
 
 /* cmocka 1.1.5 compares floats only; doubles need their own check. */
-#define assert_double_equal(a, b, eps) \
+#define assert_double_equal(a, b, eps)                                         \
     check_double((a), (b), (eps), __FILE__, __LINE__)
 
 static void
 check_double(double a, double b, double eps, const char *file, int line)
 {
     if (!(fabs(a - b) <= eps)) {
-        print_error("%s:%d: %.17g != %.17g (eps %g)\n", file, line, a, b,
-                    eps);
+        print_error("%s:%d: %.17g != %.17g (eps %g)\n", file, line, a, b, eps);
         fail();
     }
 }
@@ -46,8 +45,8 @@ mk(int n, const double *w, const double *f, const char *const *tags,
 {
     struct kt_task_sched *s = NULL;
     char err[256];
-    assert_int_equal(kt_task_sched_new(&s, n, w, f, tags, o, err,
-                                       sizeof(err)), 0);
+    assert_int_equal(kt_task_sched_new(&s, n, w, f, tags, o, err, sizeof(err)),
+                     0);
     return s;
 }
 
@@ -127,8 +126,7 @@ test_task_sched_backward_window(void **state)
     kt_task_sched_restore(s, 0, 4, 4, hist, 5e-3, 256);
     kt_task_sched_restore(s, 1, 1, 1, NULL, 1.5e-3, 64);
     assert_int_equal(kt_task_sched_next(s), 0);
-    assert_double_equal(kt_task_sched_gradient(s, 0), -1.0 / 3 * 4e-3,
-                        1e-12);
+    assert_double_equal(kt_task_sched_gradient(s, 0), -1.0 / 3 * 4e-3, 1e-12);
     assert_double_equal(kt_task_sched_gradient(s, 1), -1.2e-3, 1e-12);
     assert_int_equal(kt_task_sched_total_trials(s), 320);
     kt_task_sched_free(s);
@@ -344,7 +342,8 @@ test_task_sched_budget(void **state)
     opts(&o, 2);
     s = NULL;
     assert_int_equal(kt_task_sched_new(&s, 3, NULL, NULL, NULL, &o, err,
-                                       sizeof(err)), KT_EINVAL);
+                                       sizeof(err)),
+                     KT_EINVAL);
     assert_null(s);
     assert_non_null(strstr(err, "too few"));
 }

@@ -40,14 +40,15 @@ test_tasklog_ansor_table(void **state)
     kt_tasklog_format_table(&b, &t, KT_TASKLOG_ANSOR);
     /* Lines in Ansor's exact format; Ansor's format ends the last with \t. */
     assert_string_equal(b.p,
-        "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |\n"
-        "-------------------------------------------------\n"
-        "|    0 |        0.050 |          19.95 |     58 |\n"
-        "|    1 |        0.042 |           2.96 |     58 |\n"
-        "|   16 |        0.551 |          28.89 |    116 |\n"
-        "-------------------------------------------------\n"
-        "Estimated total latency: 9.488 ms\tTrials: 2999\tUsed time : 10782 s"
-        "\tNext ID: 16\t\n");
+                        "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |\n"
+                        "-------------------------------------------------\n"
+                        "|    0 |        0.050 |          19.95 |     58 |\n"
+                        "|    1 |        0.042 |           2.96 |     58 |\n"
+                        "|   16 |        0.551 |          28.89 |    116 |\n"
+                        "-------------------------------------------------\n"
+                        "Estimated total latency: 9.488 ms\tTrials: 2999\tUsed "
+                        "time : 10782 s"
+                        "\tNext ID: 16\t\n");
     kt_buf_free(&b);
 }
 
@@ -64,13 +65,18 @@ test_tasklog_extra_columns_and_missing(void **state)
     (void)state;
     kt_buf_init(&b);
     kt_tasklog_format_table(&b, &t, 0);
-    assert_string_equal(b.p,
-        "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials | Errors | Weight | Task\n"
-        "------------------------------------------------------------------------\n"
-        "|    0 |        0.080 |         103.92 |     64 |      3 |    1.5 | gemm1024\n"
-        "|    1 |            - |              - |      0 |      0 |      1 | -\n"
-        "------------------------------------------------------------------------\n"
-        "Estimated total latency: - ms\tTrials: 64\tUsed time : 205 s\tNext ID: 1\t\n");
+    assert_string_equal(b.p, "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials "
+                             "| Errors | Weight | Task\n"
+                             "-------------------------------------------------"
+                             "-----------------------\n"
+                             "|    0 |        0.080 |         103.92 |     64 "
+                             "|      3 |    1.5 | gemm1024\n"
+                             "|    1 |            - |              - |      0 "
+                             "|      0 |      1 | -\n"
+                             "-------------------------------------------------"
+                             "-----------------------\n"
+                             "Estimated total latency: - ms\tTrials: 64\tUsed "
+                             "time : 205 s\tNext ID: 1\t\n");
     kt_buf_reset(&b);
     kt_tasklog_format_tsv(&b, &t);
     assert_string_equal(b.p, "ElapsedTime(s)\t205\tEstimatedLatency(ms)\tN/A\t"
@@ -105,8 +111,7 @@ test_tasklog_round_sections(void **state)
         {0, 0.8888, 0.6143, 116, 0, 0},
         {4, 0.9487, 0.7730, 116, 1381, 37},
     };
-    struct kt_tasklog_search s = {0, 1444, 0, 17.69, 2, ga, 116, 83.24,
-                                  0.9487};
+    struct kt_tasklog_search s = {0, 1444, 0, 17.69, 2, ga, 116, 83.24, 0.9487};
     struct kt_tasklog_cand *c = seed_cands();
     struct kt_tasklog_measure m = {58, c, 24, 106.66};
     struct kt_tasklog_train tr = {4.57, 2999};
@@ -136,22 +141,24 @@ test_tasklog_round_sections(void **state)
     kt_buf_puts(&want, "[ 2023-11-14T22:13:20Z ] job resnet50 round 52\n");
     title_line(t, sizeof(t), "Task Scheduler");
     kt_buf_puts(&want, t);
-    kt_buf_puts(&want,
-        "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |\n"
-        "-------------------------------------------------\n"
-        "|    0 |        0.050 |          19.95 |     58 |\n"
-        "-------------------------------------------------\n"
-        "Estimated total latency: 9.488 ms\tTrials: 2999\tUsed time : 10782 s"
-        "\tNext ID: 16\t\n");
+    kt_buf_puts(&want, "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |\n"
+                       "-------------------------------------------------\n"
+                       "|    0 |        0.050 |          19.95 |     58 |\n"
+                       "-------------------------------------------------\n"
+                       "Estimated total latency: 9.488 ms\tTrials: 2999\tUsed "
+                       "time : 10782 s"
+                       "\tNext ID: 16\t\n");
     title_line(t, sizeof(t), "Search");
     kt_buf_puts(&want, t);
     /* The next four lines are Ansor's format, byte for byte. */
-    kt_buf_puts(&want,
-        "Sample Initial Population\t#s: 1444\tfail_ct: 0\tTime elapsed: 17.69\n"
-        "GA Iter: 0\tMax score: 0.8888\tMin score: 0.6143\t#Pop: 116\t#M+: 0\t#M-: 0\n"
-        "GA Iter: 4\tMax score: 0.9487\tMin score: 0.7730\t#Pop: 116\t#M+: 1381\t#M-: 37\n"
-        "EvolutionarySearch\t\t#s: 116\tTime elapsed: 83.24\n"
-        "Best predicted score: 0.9487\n");
+    kt_buf_puts(&want, "Sample Initial Population\t#s: 1444\tfail_ct: 0\tTime "
+                       "elapsed: 17.69\n"
+                       "GA Iter: 0\tMax score: 0.8888\tMin score: "
+                       "0.6143\t#Pop: 116\t#M+: 0\t#M-: 0\n"
+                       "GA Iter: 4\tMax score: 0.9487\tMin score: "
+                       "0.7730\t#Pop: 116\t#M+: 1381\t#M-: 37\n"
+                       "EvolutionarySearch\t\t#s: 116\tTime elapsed: 83.24\n"
+                       "Best predicted score: 0.9487\n");
     title_line(t, sizeof(t), "Measure");
     kt_buf_puts(&want, t);
     kt_buf_puts(&want, "Get 58 programs to measure:\n");
@@ -255,23 +262,20 @@ test_tasklog_write_appends(void **state)
     free(got);
     snprintf(tsv, sizeof(tsv), "%s/tiny.total_latency.tsv", dir);
     got = slurp(tsv);
-    assert_string_equal(got,
-        "ElapsedTime(s)\t3\tEstimatedLatency(ms)\tN/A\tTrials\t64\n"
-        "ElapsedTime(s)\t7\tEstimatedLatency(ms)\t0.500\tTrials\t128\n");
+    assert_string_equal(
+        got, "ElapsedTime(s)\t3\tEstimatedLatency(ms)\tN/A\tTrials\t64\n"
+             "ElapsedTime(s)\t7\tEstimatedLatency(ms)\t0.500\tTrials\t128\n");
     free(got);
 
     /* A job name cannot escape the log dir. */
     r.job = "../etc/x";
-    assert_int_equal(kt_tasklog_write(dir, &r, 0, err, sizeof(err)),
-                     KT_EINVAL);
+    assert_int_equal(kt_tasklog_write(dir, &r, 0, err, sizeof(err)), KT_EINVAL);
     r.job = "";
-    assert_int_equal(kt_tasklog_write(dir, &r, 0, err, sizeof(err)),
-                     KT_EINVAL);
+    assert_int_equal(kt_tasklog_write(dir, &r, 0, err, sizeof(err)), KT_EINVAL);
     /* A missing log dir is an error naming the file. */
     r.job = "tiny";
     snprintf(path, sizeof(path), "%s/missing", dir);
-    assert_int_equal(kt_tasklog_write(path, &r, 0, err, sizeof(err)),
-                     -ENOENT);
+    assert_int_equal(kt_tasklog_write(path, &r, 0, err, sizeof(err)), -ENOENT);
     assert_non_null(strstr(err, "/missing/tiny.log"));
 
     snprintf(path, sizeof(path), "%s/tiny.log", dir);

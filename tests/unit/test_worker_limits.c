@@ -137,7 +137,8 @@ test_worker_crashing_jobs_leave_nothing(void **state)
     f = fopen(crashcc, "w");
     assert_non_null(f);
     fputs("#!/bin/sh\necho partial > \"${TMPDIR:-/tmp}/cc-temp-$$\"\n"
-          "kill -SEGV $$\n", f);
+          "kill -SEGV $$\n",
+          f);
     fclose(f);
     assert_int_equal(chmod(crashcc, 0755), 0);
     segv = kt_xstrdup(kernel_source("  *(volatile int *)0 = 1;"));
@@ -170,8 +171,8 @@ test_worker_crashing_jobs_leave_nothing(void **state)
     spin(e, n * 2.0 + 60, &m.done);
     assert_true(m.done);
     for (i = 0; i < n; i++)
-        if (m.err_no[i] != (i % 3 == 2 ? KT_MERR_COMPILE_HOST
-                                         : KT_MERR_RUNTIME_DEVICE))
+        if (m.err_no[i] !=
+            (i % 3 == 2 ? KT_MERR_COMPILE_HOST : KT_MERR_RUNTIME_DEVICE))
             fail_msg("job %d: err_no %d", i, m.err_no[i]);
     /* The worker never died: one build and one run dispatch at most. */
     assert_true(m.attempts_max <= 2);
@@ -295,7 +296,8 @@ test_worker_compiler_inherits_nothing(void **state)
     f = fopen(spy, "w");
     assert_non_null(f);
     fputs("#!/bin/sh\nls -l /proc/$$/fd >&2\n"
-          "echo \"token=${KERNTUNE_TOKEN:-none}\" >&2\nexit 1\n", f);
+          "echo \"token=${KERNTUNE_TOKEN:-none}\" >&2\nexit 1\n",
+          f);
     fclose(f);
     assert_int_equal(chmod(spy, 0755), 0);
     w = start_worker(e, kt_tracker_port(e->t));

@@ -48,7 +48,7 @@ test_xgb_labels_per_task(void **state)
     kt_train_set_add(&s, row, 1, 7, 2.0);
     kt_train_set_add(&s, row, 1, 3, 4.0);
     kt_train_set_add(&s, row, 1, 7, 1.0);
-    kt_train_set_add(&s, row, 1, 7, -1);      /* failed */
+    kt_train_set_add(&s, row, 1, 7, -1); /* failed */
     kt_train_set_add(&s, row, 1, 3, 8.0);
     kt_train_set_label(&s, 0);
     assert_float_equal(s.label[0], 0.5f, 1e-6);
@@ -158,8 +158,8 @@ test_xgb_ranks_held_out_programs(void **state)
         fail_msg("predict: %s", err);
     acc = pairwise_accuracy(scores, truth_te, NTEST);
     print_message("pairwise accuracy on held-out programs: %.3f "
-                  "(%d rounds, best %d, train p-rmse %.4f)\n", acc,
-                  st.rounds, st.best_round, st.best_prmse);
+                  "(%d rounds, best %d, train p-rmse %.4f)\n",
+                  acc, st.rounds, st.best_round, st.best_prmse);
     assert_true(acc > 0.85);
     free(p);
     kt_train_set_free(&train);
@@ -188,7 +188,7 @@ test_xgb_save_load_identical(void **state)
     p = progs_of(&train, 0, 200);
     p = realloc(p, 201 * sizeof(*p));
     p[200].rows = NULL;
-    p[200].nrows = 0;           /* extraction failed: -inf */
+    p[200].nrows = 0; /* extraction failed: -inf */
     fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
@@ -234,8 +234,7 @@ test_xgb_empty_set_refused(void **state)
     kt_train_set_init(&s);
     kt_train_set_add(&s, NULL, 0, 1, 1.0);
     kt_train_set_label(&s, 0);
-    assert_int_equal(kt_xgb_train(m, &s, NULL, err, sizeof(err)),
-                     KT_EINVAL);
+    assert_int_equal(kt_xgb_train(m, &s, NULL, err, sizeof(err)), KT_EINVAL);
     assert_non_null(strstr(err, "no feature rows"));
     kt_train_set_free(&s);
     kt_xgb_free(m);
