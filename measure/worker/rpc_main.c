@@ -156,8 +156,8 @@ main(int argc, char **argv)
         usage();
         return 2;
     }
-    if (kt_wire_parse_hostport(tracker, host, sizeof(host), &o.port, err,
-                               sizeof(err)) < 0) {
+    if (kt_hostport_parse(tracker, host, sizeof(host), &o.port, err,
+                          sizeof(err)) < 0) {
         fprintf(stderr, "kerntune-rpc: --tracker: %s\n", err);
         return 2;
     }

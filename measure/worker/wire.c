@@ -535,27 +535,6 @@ kt_wire_recv(int fd, struct kt_msg *m, int timeout_ms, char *err, size_t errlen)
 }
 
 int
-kt_wire_parse_hostport(const char *s, char *hostbuf, size_t hostlen, int *port,
-                       char *err, size_t errlen)
-{
-    const char *c = strrchr(s, ':');
-    char *end;
-    long p;
-
-    if (c == NULL || c == s || (size_t)(c - s) >= hostlen)
-        return kt_seterr(err, errlen, KT_EINVAL, "'%s' is not HOST:PORT", s);
-    errno = 0;
-    p = strtol(c + 1, &end, 10);
-    if (c[1] == '\0' || *end != '\0' || p < 0 || p > 65535)
-        return kt_seterr(err, errlen, KT_EINVAL,
-                         "'%s': port is not a number in [0, 65535]", s);
-    memcpy(hostbuf, s, (size_t)(c - s));
-    hostbuf[c - s] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
-int
 kt_wire_connect(const char *host, int port, char *err, size_t errlen)
 {
     struct addrinfo hints, *res = NULL, *ai;

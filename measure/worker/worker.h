@@ -96,9 +96,6 @@ int kt_wire_recv_raw(int fd, unsigned char **frame, size_t *n, uint32_t hdr_max,
                      size_t errlen);
 /* TCP connect to host:port; returns the fd or <0 with a message. */
 int kt_wire_connect(const char *host, int port, char *err, size_t errlen);
-/* Splits "HOST:PORT"; host is written into hostbuf. */
-int kt_wire_parse_hostport(const char *s, char *hostbuf, size_t hostlen,
-                           int *port, char *err, size_t errlen);
 
 /* ---- authentication and the session (session.c, auth.c) ------------- */
 /* A peer's or tracker's proof of the token failed (not fatal for a worker:

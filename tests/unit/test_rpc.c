@@ -376,15 +376,15 @@ test_rpc_roles_and_hostport(void **state)
     assert_int_equal(r, KT_ROLE_RUN);
     assert_true(kt_roles_parse("build,fly", &r, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "'fly'"));
-    assert_int_equal(kt_wire_parse_hostport("10.0.0.1:9190", host, sizeof(host),
-                                            &port, err, sizeof(err)),
+    assert_int_equal(kt_hostport_parse("10.0.0.1:9190", host, sizeof(host),
+                                       &port, err, sizeof(err)),
                      0);
     assert_string_equal(host, "10.0.0.1");
     assert_int_equal(port, 9190);
-    assert_true(kt_wire_parse_hostport("nohost", host, sizeof(host), &port, err,
-                                       sizeof(err)) < 0);
-    assert_true(kt_wire_parse_hostport("h:99999", host, sizeof(host), &port,
-                                       err, sizeof(err)) < 0);
+    assert_true(kt_hostport_parse("nohost", host, sizeof(host), &port, err,
+                                  sizeof(err)) < 0);
+    assert_true(kt_hostport_parse("h:99999", host, sizeof(host), &port, err,
+                                  sizeof(err)) < 0);
 }
 
 /* The runner child, forked here as the worker does, on a .so built with
