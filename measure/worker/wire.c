@@ -382,7 +382,7 @@ int
 kt_wire_take(const unsigned char *buf, size_t len, size_t *used,
              struct kt_msg *m, char *err, size_t errlen)
 {
-    uint32_t hlen, plen;
+    uint32_t hlen = 0, plen = 0;
     int rc;
 
     *used = 0;

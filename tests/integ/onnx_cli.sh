@@ -48,6 +48,7 @@ cat >"$tmp/models/cnn.json" <<JSON
   "tuning": {"trials": 10, "seed": 2}, "measure": {"repeat": 1, "min_repeat_ms": 2} }
 JSON
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
+chmod 600 "$tmp/token"
 cat >"$tmp/kerntuned.json" <<JSON
 { "listen": "127.0.0.1:0", "token_file": "$tmp/token", "database": "$tmp/tune.db",
   "log_dir": "$tmp", "model_dir": "$tmp/models", "control_socket": "$tmp/ctl.sock",
