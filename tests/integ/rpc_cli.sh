@@ -20,8 +20,9 @@ expect() { # expect CODE PATTERN ARGS...
 
 expect 2 usage
 expect 2 usage server --key=k
-expect 2 "not HOST:PORT" server --tracker=nohost --key=k
-expect 2 "port is not a number" server --tracker=h:70000 --key=k
+expect 2 "expected HOST:PORT" server --tracker=nohost --key=k
+expect 2 "the port must be a number from 0 to 65535" server --tracker=h:70000 --key=k
+expect 2 "written \[ADDRESS\]:PORT" server --tracker=::1:9190 --key=k
 expect 2 "unknown role 'fly'" server --tracker=127.0.0.1:1 --key=k --roles=build,fly
 expect 2 "--jobs" server --tracker=127.0.0.1:1 --key=k --jobs=0
 expect 2 "token file $tmp/none" server --tracker=127.0.0.1:1 --key=k --token-file "$tmp/none"
