@@ -90,8 +90,9 @@ static void
 emit_pc(struct kt_buf *b, const struct kt_cc *c)
 {
     kt_buf_printf(b,
-                  "# In place: PKG_CONFIG_PATH=DIR; `make install` writes "
-                  "the installed paths.\n"
+                  "# Used in place with PKG_CONFIG_PATH=DIR; `make install` "
+                  "rewrites "
+                  "the paths.\n"
                   "prefix=${pcfiledir}\nlibdir=${prefix}\n"
                   "includedir=${prefix}\n\n"
                   "Name: %s\n"

@@ -30,6 +30,13 @@ cc -O1 "$tmp/use.c" $flags -lm -o "$tmp/use_shared" || fail "use.c does not buil
 LD_LIBRARY_PATH=$lib "$tmp/use_shared" >"$tmp/use.log" 2>&1 || fail "use (shared): $(cat "$tmp/use.log")"
 grep -q "use: ok" "$tmp/use.log" || fail "use: $(cat "$tmp/use.log")"
 
+make -C "$lib" install PREFIX=/usr DESTDIR="$tmp/inst" >"$tmp/make.log" 2>&1 ||
+    fail "make install: $(tail -20 "$tmp/make.log")"
+for f in include/ct.h lib/libct.a lib/libct.so lib/pkgconfig/ct.pc; do
+    [ -f "$tmp/inst/usr/$f" ] || fail "make install did not install $f"
+done
+grep -q "^prefix=/usr$" "$tmp/inst/usr/lib/pkgconfig/ct.pc" || fail "installed ct.pc: $(cat "$tmp/inst/usr/lib/pkgconfig/ct.pc")"
+
 # The manifest names each task's fastest successful trial of the target.
 target=$(sqlite3 "$tmp/t.db" "select distinct target from logs")
 for id in $(sqlite3 "$tmp/t.db" "select (select id from logs l2 where l2.workload_hash = l.workload_hash and l2.err_no = 0 and l2.cost > 0 order by cost, id limit 1) from logs l group by workload_hash"); do
