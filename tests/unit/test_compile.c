@@ -176,6 +176,24 @@ test_compile_errors(void **state)
     assert_non_null(strstr(err, "none.db: no such database"));
     assert_int_equal(access(path, F_OK), -1);
 
+    /* An old schema is not upgraded (the file is only read); a file that
+     * is no database is refused. */
+    snprintf(path, sizeof(path), "%s/v1.db", f->dir);
+    assert_int_equal(kt_storage_create_version(path, 1, err, sizeof(err)),
+                     KT_OK);
+    assert_int_equal(kt_compile(f->m, &o, NULL, err, sizeof(err)), KT_EDB);
+    assert_non_null(strstr(err, "v1.db: not a kerntune database of schema "
+                                "version 2 (found 1"));
+    snprintf(path, sizeof(path), "%s/text.db", f->dir);
+    {
+        FILE *text = fopen(path, "w");
+        assert_non_null(text);
+        fputs("not a database, just text long enough to be read\n", text);
+        fclose(text);
+    }
+    assert_int_equal(kt_compile(f->m, &o, NULL, err, sizeof(err)), KT_EDB);
+    assert_non_null(strstr(err, "text.db: "));
+
     o.db_path = f->db;
     assert_int_equal(kt_model_conf_parse("cm.json", model_text, &other, err,
                                          sizeof(err)),
