@@ -22,6 +22,33 @@ uses_openmp(const struct kt_cc *c)
     return 0;
 }
 
+/* " word" for a Makefile recipe line: the tuner ran the compiler without a
+ * shell, so a word with shell or make syntax in it is single-quoted and
+ * its '$' doubled. */
+static void
+put_make_word(struct kt_buf *b, const char *word, const char *prefix)
+{
+    const char *p;
+
+    kt_buf_printf(b, " %s", prefix);
+    if (*word != '\0' &&
+        strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklm"
+                     "nopqrstuvwxyz0123456789_-+=,.:/@%") == strlen(word)) {
+        kt_buf_puts(b, word);
+        return;
+    }
+    kt_buf_putc(b, '\'');
+    for (p = word; *p; p++) {
+        if (*p == '\'')
+            kt_buf_puts(b, "'\\''");
+        else if (*p == '$')
+            kt_buf_puts(b, "$$");
+        else
+            kt_buf_putc(b, *p);
+    }
+    kt_buf_putc(b, '\'');
+}
+
 static void
 emit_makefile(struct kt_buf *b, const struct kt_cc *c)
 {
@@ -44,12 +71,13 @@ emit_makefile(struct kt_buf *b, const struct kt_cc *c)
         "#     RUN=\"qemu-aarch64 -L /usr/aarch64-linux-gnu\" check "
         "(docs/compile.md).\n\n",
         c->m->name, c->model, c->model, c->model, c->model);
-    kt_buf_printf(b, "LIB      = %s\nCC       = %s\nCFLAGS   =", c->model,
-                  t->cc);
+    kt_buf_printf(b, "LIB      = %s\nCC       =", c->model);
+    put_make_word(b, t->cc, "");
+    kt_buf_puts(b, "\nCFLAGS   =");
     for (i = 0; i < t->cflags.n; i++)
-        kt_buf_printf(b, " %s", t->cflags.v[i]);
+        put_make_word(b, t->cflags.v[i], "");
     if (t->sysroot != NULL)
-        kt_buf_printf(b, " --sysroot=%s", t->sysroot);
+        put_make_word(b, t->sysroot, "--sysroot=");
     kt_buf_puts(
         b,
         "\nLDLIBS   = -lm\n"

@@ -217,7 +217,7 @@ emit_header(struct kt_buf *h, const struct kt_cc *c)
         "the schedules. */\n",
         c->model, (long long)c->m->target.threads);
     kt_buf_printf(h,
-                  "#ifndef %s_H\n#define %s_H\n\n#ifdef __cplusplus\n"
+                  "#ifndef KT_%s_H\n#define KT_%s_H\n\n#ifdef __cplusplus\n"
                   "extern \"C\" {\n#endif\n\n#define %s_NTASKS %d\n\n",
                   up, up, up, c->tasks.n);
     for (i = 0; i < c->tasks.n; i++)
@@ -227,7 +227,7 @@ emit_header(struct kt_buf *h, const struct kt_cc *c)
                   "calls (omp_set_num_threads;\n * n <= 0 leaves it as it "
                   "is). */\nvoid %s_set_threads(int n);\n\n",
                   c->model);
-    kt_buf_printf(h, "#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s_H */\n",
+    kt_buf_printf(h, "#ifdef __cplusplus\n}\n#endif\n\n#endif /* KT_%s_H */\n",
                   up);
 }
 
