@@ -272,7 +272,6 @@ cc_free(struct kt_cc *c)
     free(c->t);
     kt_tasks_free(&c->tasks);
     free(c->target);
-    free(c->cc_line);
 }
 
 static void
@@ -288,8 +287,6 @@ cc_init(struct kt_cc *c, const struct kt_model_conf *m,
     kt_buf_init(&b);
     kt_target_id(&m->target, &b);
     c->target = kt_buf_take(&b);
-    kt_target_cc_line(&m->target, &b);
-    c->cc_line = kt_buf_take(&b);
     kt_codegen_default_opts(&c->cg);
     if (m->target.vector_bytes > 0)
         c->cg.vector_bytes = (int)m->target.vector_bytes;

@@ -35,7 +35,6 @@ struct kt_cc {
     const struct kt_compile_opts *o;
     char model[64]; /* C identifier of the model */
     char *target;   /* kt_target_id */
-    char *cc_line;  /* kt_target_cc_line */
     struct kt_codegen_opts cg;
     struct kt_tasks tasks;
     struct kt_cc_task *t; /* tasks.n entries */
