@@ -19,7 +19,8 @@ DESTDIR  ?=
 SAN      ?=
 OPT      ?= -O2
 
-MODULES  := common ir onnx scheduler costmodel measure measure/worker storage config daemon
+MODULES  := common ir onnx scheduler costmodel measure measure/worker storage config daemon \
+            compile
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wvla -Wformat=2
@@ -90,6 +91,10 @@ $(GEN_DIR)/onnx.pb-c.o: $(GEN_DIR)/onnx.pb-c.c
 
 $(filter-out $(GEN_DIR)/%,$(LIB_OBJS)) $(SUPPORT_OBJS) \
     $(UNIT_SRCS:%.c=$(BUILD)/%.o): | $(GEN_DIR)/onnx.pb-c.h
+
+# The version `kerntune compile` writes into manifest.json.
+KT_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/compile/emit_build.o: CFLAGS += -DKT_VERSION='"$(KT_VERSION)"'
 
 $(BUILD)/rpc/%.o: %.c
 	@mkdir -p $(@D)

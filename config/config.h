@@ -173,6 +173,13 @@ int kt_model_conf_load_cli(const char *path, const char *const *input_specs,
                            int ninputs, int partial, struct kt_model_conf **out,
                            char *err, size_t errlen);
 
+/* The compiler command line of a target ("gcc -O3 -march=native -fopenmp",
+ * then --sysroot=PATH when set), appended to b. */
+void kt_target_cc_line(const struct kt_target_conf *t, struct kt_buf *b);
+/* The target's identity in the database, appended to b: "KIND:KEY:" and
+ * the compiler line (the logs.target column of trials tuned for it). */
+void kt_target_id(const struct kt_target_conf *t, struct kt_buf *b);
+
 /* ---- Daemon config ----------------------------------------------------- */
 
 struct kt_daemon_conf {

@@ -11,6 +11,7 @@
  *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
  *   kerntune import --db FILE RECORDS.jsonl
  *   kerntune show --db FILE (MODEL.json [TASK] | --trial ID)   (daemon/show.h)
+ *   kerntune compile MODEL -o DIR [--db FILE] [--require-tuned]  (compile.h)
  *
  * `tune` runs one job in the foreground with local workers and the same
  * engine as kerntuned: it is the one-command way to tune a model. */
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "compile/compile.h"
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/engine.h"
@@ -50,7 +52,9 @@ usage(FILE *f)
           "  kerntune export --db FILE [--target T]\n"
           "  kerntune import --db FILE RECORDS.jsonl\n"
           "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) "
-          "[--module] [--no-tree]\n",
+          "[--module] [--no-tree]\n"
+          "  kerntune compile MODEL.json|MODEL.onnx -o DIR [--db FILE] "
+          "[--require-tuned]\n",
           f);
 }
 
@@ -510,6 +514,13 @@ cmd_show(const char *cmd, int argc, char **argv)
     return kt_show_main(argc, argv);
 }
 
+static int
+cmd_compile(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_compile_main(argc, argv);
+}
+
 /* The subcommands: one entry each; run gets argv from the command name. */
 static const struct command {
     const char *name;
@@ -521,6 +532,7 @@ static const struct command {
     {"export", cmd_records},
     {"import", cmd_records},
     {"show", cmd_show},
+    {"compile", cmd_compile},
     {"status", cmd_ctl},
     {"jobs", cmd_ctl},
     {"tasks", cmd_ctl},

@@ -433,19 +433,28 @@ kt_codegen_default_opts(struct kt_codegen_opts *o)
     o->vector_bytes = 16;
 #endif
     o->max_unrolled_stmts = 256;
+    o->packed_args = 0;
 }
 
 /* Prepacked buffers live in module storage "<kernel>_pk_<name>" (static,
- * so they come and go with the module): the pack routine fills them once,
- * the kernel reads them. */
+ * so they come and go with the module), or with o->packed_args in the
+ * caller's arguments after the kernel's own: the pack routine fills them
+ * once, the kernel reads them. */
 static void
 declare_packed(struct cg *g, const char *kname)
 {
-    int i;
+    int i, k = 0;
 
     for (i = 0; i < g->lt->nbufs; i++) {
         const struct kt_lbuf *b = &g->lt->bufs[i];
-        if (b->scope == KT_BUF_PACKED)
+        if (b->scope != KT_BUF_PACKED)
+            continue;
+        if (g->o->packed_args)
+            kt__cg_line(g,
+                        "float *restrict t_%s = (float "
+                        "*)__builtin_assume_aligned(args[%d], 64);",
+                        b->name, g->lt->nargs + k++);
+        else
             kt__cg_line(g, "float *restrict t_%s = %s_pk_%s;", b->name, kname,
                         b->name);
     }
@@ -540,7 +549,7 @@ kt_codegen_function(const struct kt_looptree *lt,
     if (lt->pack_root == NULL)
         return gen_function(lt, o, fname, 0, 0, out, err, errlen);
     for (i = 0; i < lt->nbufs; i++)
-        if (lt->bufs[i].scope == KT_BUF_PACKED)
+        if (lt->bufs[i].scope == KT_BUF_PACKED && !o->packed_args)
             kt_buf_printf(out,
                           "static float %s_pk_%s[%lld] "
                           "__attribute__((aligned(64)));\n",

@@ -478,6 +478,12 @@ void kt_looptree_print(const struct kt_looptree *lt, struct kt_buf *b);
 struct kt_codegen_opts {
     int vector_bytes;       /* 64 for AVX-512, 32 for AVX2, 16 for NEON/SSE */
     int max_unrolled_stmts; /* bound on straight-line code per micro-kernel */
+    /* 0: prepacked weights live in static module storage (one copy per
+     * module); 1: they are caller-owned arguments after the kernel's own,
+     * args[nargs + k] for the k-th KT_BUF_PACKED buffer, written by the pack
+     * routine and read by the kernel (a library kernel called for several
+     * layers with different weights). */
+    int packed_args;
 };
 
 /* Defaults for the machine this process runs on. */
@@ -504,6 +510,10 @@ int kt_codegen_function(const struct kt_looptree *lt,
 int kt__codegen_reference(const struct kt_looptree *lt,
                           const struct kt_codegen_opts *o, const char *fname,
                           struct kt_buf *out, char *err, size_t errlen);
+
+/* The shared prelude of generated code (includes, min/max and the vector
+ * helpers kt_codegen_function's output uses); once per C file. */
+void kt_codegen_prelude(struct kt_buf *out);
 
 /* A whole build unit for one candidate, with the ABI the runner expects:
  *

@@ -50,6 +50,12 @@ static const char prelude[] =
     "{ kt_v##W r; for (int l = 0; l < W; l++) r[l] = F(a[l]); return r; }\n"
     "KT_VEC(4)\nKT_VEC(8)\nKT_VEC(16)\n";
 
+void
+kt_codegen_prelude(struct kt_buf *out)
+{
+    kt_buf_puts(out, prelude);
+}
+
 static void
 metadata(const struct kt_dag *dag, const struct kt_looptree *lt,
          struct kt_buf *out)

@@ -190,4 +190,35 @@ int kt_storage_export(struct kt_storage *st, FILE *out, const char *target,
 int kt_storage_import(struct kt_storage *st, FILE *in, const char *name,
                       size_t *added, size_t *skipped, char *err, size_t errlen);
 
+/* ---- Read-only access (storage/reader.c) ------------------------------
+ * For tools that run beside or without the daemon (`kerntune compile`):
+ * the file is opened read-only, never created or upgraded, and may be in
+ * use by a running daemon (WAL readers do not block it). */
+struct kt_storage_reader; /* opaque; one thread only */
+
+/* The fastest successful trial of one workload on one target. */
+struct kt_best_trial {
+    int64_t id;
+    double cost;  /* seconds */
+    char *config; /* canonical schedule JSON, owned */
+};
+
+/* Opens the database at path.  -ENOENT when there is no such file,
+ * KT_EDB when it is not a kerntune database of this schema version. */
+int kt_storage_reader_open(const char *path, struct kt_storage_reader **out,
+                           char *err, size_t errlen);
+void kt_storage_reader_close(struct kt_storage_reader *r); /* NULL: no-op */
+/* *out gets the best successful trial of (target, workload_hash);
+ * KT_ENOENT (and *out zeroed) when there is none.  Free with
+ * kt_best_trial_free. */
+int kt_storage_reader_best(struct kt_storage_reader *r, const char *target,
+                           const char *workload_hash, struct kt_best_trial *out,
+                           char *err, size_t errlen);
+void kt_best_trial_free(struct kt_best_trial *b);
+/* The targets with at least one trial of workload_hash, one per line in b
+ * (nothing when there are none): for messages about a target mismatch. */
+int kt_storage_reader_targets(struct kt_storage_reader *r,
+                              const char *workload_hash, struct kt_buf *b,
+                              char *err, size_t errlen);
+
 #endif /* KT_STORAGE_H */
