@@ -239,7 +239,7 @@ void
 sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
     const struct sk_sketch *sk;
-    int slot, i, tries;
+    int slot, i, tries, blocked[SK_MAX_MLT] = {0};
 
     memset(g, 0, sizeof(*g));
     g->sketch = (int32_t)kt_rng_below(r, (uint64_t)s->nsketches);
@@ -247,14 +247,15 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
     for (slot = 0; slot < sk->nslots; slot++) {
         /* most samples are register-blocked, the others uniform (the
          * tile mutations leave both kinds) */
-        int blocked = kt_rng_below(r, 4) != 0, fits = 0;
+        int fits = 0;
         int32_t fit[KT_MAX_AXES][SK_MAXP];
+        blocked[slot] = kt_rng_below(r, 4) != 0;
         for (tries = 0; tries < SK_TILE_TRIES; tries++) {
             fill_tiles(s, r, g, slot);
             if (reg_tile(s, g, slot) > s->o.max_register_tile ||
                 !rf_vectorizes(s, g, slot))
                 continue;
-            if (!blocked || register_blocked(s, g, slot))
+            if (!blocked[slot] || register_blocked(s, g, slot))
                 break;
             memcpy(fit, g->tiles[slot], sizeof(fit));
             fits = 1;
@@ -270,7 +271,11 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
                             : (uint8_t)(1 + kt_rng_below(r, 64));
         g->par[i] = 255; /* Ansor's InitParallel rule */
         g->vec[i] = 1;
-        g->unroll_inner[i] = (uint8_t)kt_rng_below(r, 2);
+        /* a register tile is one when unrolled (the micro-kernel keeps
+         * the accumulators of a straight-line body in registers) */
+        g->unroll_inner[i] = p->role == SK_MLT && blocked[p->slot]
+                                 ? 1
+                                 : (uint8_t)kt_rng_below(r, 2);
         g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
     }
     sk_pack_sample(sk, r, g);
