@@ -163,6 +163,53 @@ rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
     return g->tiles[slot][r][nR - 1] % lanes == 0;
 }
 
+/* Lanes of the vectors the code generator emits for an innermost loop
+ * over a tile of this extent: the widest of 16, 8, 4 dividing it (at
+ * most the target's vector width), 1 when none does. */
+static int64_t
+vector_lanes(const struct kt_search *s, int64_t extent)
+{
+    int64_t w;
+
+    for (w = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4; w >= 4;
+         w /= 2)
+        if (extent % w == 0)
+            return w;
+    return 1;
+}
+
+/* InitRegisterBlock: the register tile of a multi-level tiling keeps at
+ * least SK_MIN_ACC_VECTORS independent vector accumulators (an FMA's
+ * latency times the FMA ports: fewer leave the pipes idle) and its
+ * vectorized innermost part fills whole vectors as wide as the axis
+ * allows.  A tile the stage's shape cannot give passes. */
+#define SK_MIN_ACC_VECTORS 8
+
+static int
+register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot];
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int nS = nparts_of(&sk->plan[i], 0), a, v = -1;
+    int64_t lanes, space = 1;
+
+    if (sk->plan[i].structure == SK_STRUCT_RF)
+        return 1; /* rf_vectorizes() and reg_tile() see to it */
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1) {
+            v = a;
+            space *= ss->axes[a].extent;
+        }
+    if (v < 0 || s->fac[g->sketch][slot][v]->n < nS)
+        return 1;
+    lanes = vector_lanes(s, ss->axes[v].extent);
+    if (g->tiles[slot][v][nS - 1] % lanes != 0)
+        return 0;
+    return reg_tile(s, g, slot) / lanes >= SK_MIN_ACC_VECTORS ||
+           space / lanes < SK_MIN_ACC_VECTORS;
+}
+
 static void
 fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
 {
@@ -186,22 +233,35 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
     }
 }
 
+#define SK_TILE_TRIES 64
+
 void
 sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
     const struct sk_sketch *sk;
-    int slot, i, tries;
+    int slot, i, tries, blocked[SK_MAX_MLT] = {0};
 
     memset(g, 0, sizeof(*g));
     g->sketch = (int32_t)kt_rng_below(r, (uint64_t)s->nsketches);
     sk = &s->sk[g->sketch];
     for (slot = 0; slot < sk->nslots; slot++) {
-        for (tries = 0; tries < 16; tries++) {
+        /* most samples are register-blocked, the others uniform (the
+         * tile mutations leave both kinds) */
+        int fits = 0;
+        int32_t fit[KT_MAX_AXES][SK_MAXP];
+        blocked[slot] = kt_rng_below(r, 4) != 0;
+        for (tries = 0; tries < SK_TILE_TRIES; tries++) {
             fill_tiles(s, r, g, slot);
-            if (reg_tile(s, g, slot) <= s->o.max_register_tile &&
-                rf_vectorizes(s, g, slot))
+            if (reg_tile(s, g, slot) > s->o.max_register_tile ||
+                !rf_vectorizes(s, g, slot))
+                continue;
+            if (!blocked[slot] || register_blocked(s, g, slot))
                 break;
+            memcpy(fit, g->tiles[slot], sizeof(fit));
+            fits = 1;
         }
+        if (tries == SK_TILE_TRIES && fits)
+            memcpy(g->tiles[slot], fit, sizeof(fit));
     }
     for (i = 0; i < sk->base->nstages; i++) {
         const struct sk_plan *p = &sk->plan[i];
@@ -211,7 +271,11 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
                             : (uint8_t)(1 + kt_rng_below(r, 64));
         g->par[i] = 255; /* Ansor's InitParallel rule */
         g->vec[i] = 1;
-        g->unroll_inner[i] = (uint8_t)kt_rng_below(r, 2);
+        /* a register tile is one when unrolled (the micro-kernel keeps
+         * the accumulators of a straight-line body in registers) */
+        g->unroll_inner[i] = p->role == SK_MLT && blocked[p->slot]
+                                 ? 1
+                                 : (uint8_t)kt_rng_below(r, 2);
         g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
     }
     sk_pack_sample(sk, r, g);

@@ -363,6 +363,68 @@ test_search_random_policy(void **state)
     kt_dag_free(dag);
 }
 
+/* Register-tile floats of the tiled stage of st whose innermost iterator
+ * is a vectorized spatial one and whose other innermost-level spatial
+ * iterators are unrolled (0 if none), and that vector loop's extent. */
+static int64_t
+register_tile(const struct kt_state *st, int64_t *vec_extent)
+{
+    int i, j;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        const struct kt_iter *last = &ss->iters[ss->niters - 1];
+        int64_t p = 1;
+        if (ss->inlined || ss->niters == 0 || ss->naxes == ss->nspatial ||
+            last->ann != KT_ANN_VECTORIZE || last->reduce)
+            continue;
+        for (j = 0; j < ss->niters; j++) {
+            const struct kt_iter *it = &ss->iters[j];
+            if (!it->reduce && it->nparts == 1 && it->extent > 1 &&
+                it->parts[0].part == ss->nparts[it->parts[0].axis] - 1) {
+                if (j < ss->niters - 1 && it->ann != KT_ANN_UNROLL)
+                    p = 0;
+                p *= it->extent;
+            }
+        }
+        *vec_extent = last->extent;
+        return p;
+    }
+    return 0;
+}
+
+/* InitRegisterBlock: most initial samples of a GEMM hold at least 8
+ * 16-lane accumulator vectors in an unrolled register tile (Ansor's
+ * uniform tile sampling: about one in twenty). */
+static void
+test_search_register_blocked(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[512];
+    int i, blocked = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 5, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 64, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_int_equal(b.n, 64);
+    for (i = 0; i < b.n; i++) {
+        int64_t vext = 0, reg = register_tile(b.v[i].state, &vext);
+        blocked += reg > 0 && vext % 16 == 0 && reg / 16 >= 8;
+    }
+    if (blocked < b.n / 2)
+        fail_msg("%d of %d samples register-blocked", blocked, b.n);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* Measured results seed the next population; a trained model is used for
  * 4 generations; bad options are refused. */
 static void
@@ -450,6 +512,7 @@ main(void)
         cmocka_unit_test(test_search_reproducible),
         cmocka_unit_test(test_search_dedup_restart),
         cmocka_unit_test(test_search_random_policy),
+        cmocka_unit_test(test_search_register_blocked),
         cmocka_unit_test(test_search_model_and_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
