@@ -246,6 +246,7 @@ job_register(struct kt_job *job, char *err, size_t errlen)
     }
     if (rc == KT_OK)
         rc = resume(job, err, errlen);
+    job->resumed_trials = job->trials;
     if (rc == KT_OK)
         rc = kt_storage_job_set_state(db, job->job_id, "running", err, errlen);
     return rc;
@@ -446,6 +447,7 @@ kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
     s->ntasks = job->tasks.n;
     s->trials = job->trials;
     s->budget = job->budget;
+    s->resumed = job->resumed_trials;
     s->errors = job->errors;
     s->rounds = job->rounds;
     s->total_latency_ms = kt_task_sched_total_latency_ms(job->sched);

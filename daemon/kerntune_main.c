@@ -5,8 +5,10 @@
  *                 [--input NAME=D1,D2,...] [--partial]
  *   kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,...] [--partial]
  *                  [--graph]
- *   kerntune status|jobs [--socket PATH]
- *   kerntune tasks|best|pause|resume JOB [--socket PATH]
+ *   kerntune status|jobs [--db FILE] [--json] [--socket PATH]
+ *   kerntune tasks|best JOB [--db FILE] [--json] [--socket PATH]
+ *   kerntune pause|resume JOB [--socket PATH]
+ *   kerntune report [JOB | --db FILE [MODEL.json|JOB]] [-o report.html]
  *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
  *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
  *   kerntune import --db FILE RECORDS.jsonl
@@ -25,6 +27,7 @@
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/engine.h"
+#include "daemon/report.h"
 #include "daemon/show.h"
 #include "measure/measure.h"
 #include "scheduler/scheduler.h"
@@ -43,8 +46,11 @@ usage(FILE *f)
           "  kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,D2,...] "
           "[--partial]\n"
           "                 [--graph]\n"
-          "  kerntune status|jobs [--socket PATH]\n"
-          "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
+          "  kerntune status|jobs [--db FILE] [--json] [--socket PATH]\n"
+          "  kerntune tasks|best JOB [--db FILE] [--json] [--socket PATH]\n"
+          "  kerntune pause|resume JOB [--socket PATH]\n"
+          "  kerntune report [JOB | --db FILE [MODEL.json|JOB]] "
+          "[-o report.html]\n"
           "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] "
           "[--socket PATH]\n"
           "  kerntune export --db FILE [--target T]\n"
@@ -510,6 +516,20 @@ cmd_show(const char *cmd, int argc, char **argv)
     return kt_show_main(argc, argv);
 }
 
+static int
+cmd_query(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_query_main(DEFAULT_SOCKET, argc, argv);
+}
+
+static int
+cmd_report(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_report_main(DEFAULT_SOCKET, argc, argv);
+}
+
 /* The subcommands: one entry each; run gets argv from the command name. */
 static const struct command {
     const char *name;
@@ -521,10 +541,11 @@ static const struct command {
     {"export", cmd_records},
     {"import", cmd_records},
     {"show", cmd_show},
-    {"status", cmd_ctl},
-    {"jobs", cmd_ctl},
-    {"tasks", cmd_ctl},
-    {"best", cmd_ctl},
+    {"status", cmd_query},
+    {"jobs", cmd_query},
+    {"tasks", cmd_query},
+    {"best", cmd_query},
+    {"report", cmd_report},
     {"pause", cmd_ctl},
     {"resume", cmd_ctl},
 };
