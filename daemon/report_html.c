@@ -179,12 +179,68 @@ errors_over_time(struct kt_buf *b, const struct kt_rep_job *j)
     kt_plot_end(&p);
 }
 
-/* Each worker's busy share (time inside build+run of a trial) per time
- * bin, as a heat map: one row per worker. */
+struct span {
+    int worker;
+    double t0, t1;
+};
+
+static int
+span_cmp(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+
+    if (x->worker != y->worker)
+        return x->worker < y->worker ? -1 : 1;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* Adds the share of each time bin that [t0, t1) covers to row. */
+static void
+add_busy(const struct kt_rep_job *j, double *row, double t0, double t1)
+{
+    double w = bin_width(j);
+    int k;
+
+    for (k = 0; k < TIME_BINS; k++) {
+        double b0 = j->first_started + k * w;
+        double lo = fmax(b0, t0), hi = fmin(b0 + w, t1);
+        if (hi > lo)
+            row[k] += (hi - lo) / w;
+    }
+}
+
+/* busy[worker * TIME_BINS + bin]: the share of the bin in which the worker
+ * had a batch (the union of its trials' started..finished: the trials of a
+ * batch share one span). */
+static double *
+busy_shares(const struct kt_rep_job *j)
+{
+    double *busy = kt_xcalloc((size_t)j->nworkers * TIME_BINS, sizeof(double));
+    struct span *v = kt_xcalloc((size_t)j->ntrials + 1, sizeof(*v));
+    int i, n = 0;
+
+    for (i = 0; i < j->ntrials; i++) {
+        const struct kt_rep_trial *t = &j->trial[i];
+        if (t->worker >= 0 && t->finished > t->started)
+            v[n++] = (struct span){t->worker, t->started, t->finished};
+    }
+    qsort(v, (size_t)n, sizeof(*v), span_cmp);
+    for (i = 0; i < n;) {
+        struct span u = v[i++];
+        while (i < n && v[i].worker == u.worker && v[i].t0 <= u.t1)
+            u.t1 = fmax(u.t1, v[i++].t1);
+        add_busy(j, busy + (size_t)u.worker * TIME_BINS, u.t0, u.t1);
+    }
+    free(v);
+    return busy;
+}
+
+/* Each worker's busy share per time bin as a heat map: one row per
+ * worker. */
 static void
 workers_over_time(struct kt_buf *b, const struct kt_rep_job *j)
 {
-    double w = bin_width(j), tmin = w / 60;
+    double tmin = bin_width(j) / 60;
     double *busy;
     struct kt_plot p;
     int i, k;
@@ -194,18 +250,7 @@ workers_over_time(struct kt_buf *b, const struct kt_rep_job *j)
         kt_buf_printf(b, "<p class='note'>No trial names its worker.</p>\n");
         return;
     }
-    busy = kt_xcalloc((size_t)j->nworkers * TIME_BINS, sizeof(double));
-    for (i = 0; i < j->ntrials; i++) {
-        const struct kt_rep_trial *t = &j->trial[i];
-        if (t->worker < 0 || t->finished <= t->started)
-            continue;
-        for (k = 0; k < TIME_BINS; k++) {
-            double b0 = j->first_started + k * w, b1 = b0 + w;
-            double lo = fmax(b0, t->started), hi = fmin(b1, t->finished);
-            if (hi > lo)
-                busy[t->worker * TIME_BINS + k] += (hi - lo) / w;
-        }
-    }
+    busy = busy_shares(j);
     kt_plot_begin(&p, b, "workers", KT_PLOT_INT_Y, "wall time (minutes)",
                   "worker", 0, TIME_BINS * tmin, 0, j->nworkers);
     for (i = 0; i < j->nworkers; i++) {
