@@ -177,6 +177,11 @@ install: all
 	install -m 644 dist/kerntuned.json $(DESTDIR)$(PREFIX)/share/kerntune/kerntuned.json.example
 	install -m 644 $(wildcard docs/*.md) README.md $(DESTDIR)$(PREFIX)/share/doc/kerntune/
 	$(if $(wildcard dist/systemd/*),install -m 644 $(wildcard dist/systemd/*) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	    $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
 
 # Every C file of the tree against .clang-format (programs, tests and
 # benchmarks too).

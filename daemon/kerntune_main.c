@@ -56,7 +56,10 @@ usage(FILE *f)
           "  kerntune export --db FILE [--target T]\n"
           "  kerntune import --db FILE RECORDS.jsonl\n"
           "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) "
-          "[--module] [--no-tree]\n",
+          "[--module] [--no-tree]\n"
+          "  kerntune --help | --version\n"
+          "Exit status: 0 success, 1 failure, 2 bad usage, 130 tune "
+          "interrupted (kerntune(1)).\n",
           f);
 }
 
@@ -569,6 +572,10 @@ main(int argc, char **argv)
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
         strcmp(cmd, "help") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("kerntune %s\n", KT_VERSION);
         return 0;
     }
     fprintf(stderr, "kerntune: unknown command \"%s\"\n", cmd);

@@ -180,7 +180,10 @@ daemon_start(struct daemon *d)
 static void
 usage(FILE *f)
 {
-    fprintf(f, "usage: kerntuned [--config FILE] [-t|--test]\n");
+    fprintf(f, "usage: kerntuned [--config FILE] [-t|--test]\n"
+               "       kerntuned --help | --version\n"
+               "Exit status: 0 stopped cleanly (or --test passed), 1 failed, "
+               "2 bad usage (kerntuned(8)).\n");
 }
 
 int
@@ -190,6 +193,7 @@ main(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"test", no_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *conf_path = "/etc/kerntune/kerntuned.json";
@@ -199,11 +203,12 @@ main(int argc, char **argv)
 
     kt_log_init(LOG_INFO);
     signal(SIGPIPE, SIG_IGN);
-    while ((c = getopt_long(argc, argv, "c:th", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': conf_path = optarg; break;
         case 't': test = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("kerntuned %s\n", KT_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }
