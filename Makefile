@@ -109,6 +109,19 @@ $(BUILD)/kerntuned: $(BUILD)/daemon/kerntuned_main.o $(LIB)
 $(BUILD)/kerntune-rpc: $(BUILD)/rpc/measure/worker/rpc_main.o $(RPC_OBJS)
 	$(CC) $(LDFLAGS) $^ -ldl -lm -o $@
 
+# The worker for a board, with a cross toolchain (docs/boards.md):
+#   make rpc-cross CROSS=aarch64-linux-gnu-   ->  build/aarch64-linux-gnu/kerntune-rpc
+# RPC_CROSS_LDFLAGS=-static for a board whose C library differs.
+CROSS ?=
+RPC_CROSS_LDFLAGS ?=
+.PHONY: rpc-cross
+rpc-cross:
+	@test -n "$(CROSS)" || { echo "make rpc-cross: set CROSS, e.g. CROSS=aarch64-linux-gnu-" >&2; exit 2; }
+	@mkdir -p $(BUILD)/$(CROSS:%-=%)
+	$(CROSS)gcc $(CSTD) -O2 $(WARN) -I. -DKT_RPC_ONLY=1 $(RPC_SRCS) measure/worker/rpc_main.c \
+	    $(RPC_CROSS_LDFLAGS) -ldl -lm -o $(BUILD)/$(CROSS:%-=%)/kerntune-rpc
+	@echo "built $(BUILD)/$(CROSS:%-=%)/kerntune-rpc ($$($(CROSS)gcc -dumpmachine))"
+
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -lcmocka $(LDLIBS) -o $@

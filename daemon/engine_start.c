@@ -284,6 +284,26 @@ job_start_warm(struct kt_job *job, char *err, size_t errlen)
     return KT_OK;
 }
 
+/* The workers of the job's key run its kernels only if they match the
+ * compiler's target triple (measure.h kt_tracker_set_key_abi). */
+static void
+job_match_workers(struct kt_job *job)
+{
+    const struct kt_model_conf *conf = job->conf;
+    char abi[64];
+
+    if (job->e->o.tracker == NULL)
+        return;
+    if (kt_abi_of_compiler(conf->target.cc, abi, sizeof(abi)) != 0) {
+        log_warnx("engine: job %s: the target triple of \"%s\" is unknown "
+                  "(not runnable here, no triple in its name): workers of "
+                  "key %s are not checked",
+                  job->name, conf->target.cc, conf->target.key);
+        return;
+    }
+    kt_tracker_set_key_abi(job->e->o.tracker, conf->target.key, abi);
+}
+
 int
 kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
              kt_job_end_cb cb, void *arg, struct kt_job **out, char *err,
@@ -311,6 +331,7 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
         kt_xgb_params_default(&p);
         job->model = kt_xgb_new(&p);
     }
+    job_match_workers(job);
     rc = job_start_warm(job, err, errlen);
     if (rc != KT_OK)
         goto fail;
