@@ -188,6 +188,8 @@ install: all
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(wildcard models/*.json) $(DESTDIR)$(PREFIX)/share/kerntune/models/
 	install -m 644 dist/kerntuned.json $(DESTDIR)$(PREFIX)/share/kerntune/kerntuned.json.example
+	install -m 644 dist/worker.env $(DESTDIR)$(PREFIX)/share/kerntune/worker.env.example
+	install -m 644 dist/board-model.json $(DESTDIR)$(PREFIX)/share/kerntune/board-model.json.example
 	install -m 644 $(wildcard docs/*.md) README.md $(DESTDIR)$(PREFIX)/share/doc/kerntune/
 	$(if $(wildcard dist/systemd/*),install -m 644 $(wildcard dist/systemd/*) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \

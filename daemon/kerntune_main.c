@@ -168,6 +168,24 @@ print_summary(const struct kt_job *job, FILE *out)
                 (long long)s.feature_errors, (long long)s.warm_skipped);
 }
 
+/* Local workers run on this host: a cross compiler's kernels cannot. */
+static int
+local_workers_can_run(const struct kt_model_conf *conf)
+{
+    char abi[64];
+
+    if (kt_abi_of_compiler(conf->target.cc, abi, sizeof(abi)) != 0 ||
+        kt_abi_match(abi, kt_abi_self()))
+        return 1;
+    fprintf(stderr,
+            "kerntune: %s: target cc \"%s\" builds %s code, but tune times "
+            "kernels on local workers (%s): tune for a board with kerntuned "
+            "and kerntune-rpc on the board (docs/boards.md)\n",
+            conf->path ? conf->path : conf->name, conf->target.cc, abi,
+            kt_abi_self());
+    return 0;
+}
+
 static int
 cmd_tune(const char *cmd, int argc, char **argv)
 {
@@ -228,6 +246,10 @@ cmd_tune(const char *cmd, int argc, char **argv)
                                 err, sizeof(err));
     if (rc != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
+    }
+    if (!local_workers_can_run(conf)) {
+        kt_model_conf_free(conf);
         return 1;
     }
     memset(&so, 0, sizeof(so));
