@@ -202,6 +202,40 @@ kt_ctl_request(const char *path, const char *request_json, char **response_json,
                                   response_json, err, errlen);
 }
 
+cJSON *
+kt_ctl_ask(const char *path, const char *cmd, const char *job, char *err,
+           size_t errlen)
+{
+    cJSON *req = cJSON_CreateObject(), *r;
+    char *text, *resp = NULL;
+    int rc;
+
+    cJSON_AddStringToObject(req, "cmd", cmd);
+    if (job != NULL)
+        cJSON_AddStringToObject(req, "job", job);
+    text = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    rc = kt_ctl_request(path, text, &resp, err, errlen);
+    cJSON_free(text);
+    if (rc != KT_OK)
+        return NULL;
+    r = cJSON_Parse(resp);
+    free(resp);
+    if (r == NULL)
+        snprintf(err, errlen, "the daemon sent malformed JSON");
+    return r;
+}
+
+const char *
+kt_ctl_error(const cJSON *r)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")))
+        return NULL;
+    return cJSON_IsString(e) ? e->valuestring : "request failed";
+}
+
 /* ---- rendering ------------------------------------------------------------ */
 
 enum col_kind { COL_STR, COL_INT, COL_MS, COL_F2, COL_S, COL_PCT, COL_ETA };

@@ -110,6 +110,14 @@ int kt_ctl_request(const char *path, const char *request_json,
 int kt_ctl_request_timeout(const char *path, const char *request_json,
                            int timeout_ms, char **response_json, char *err,
                            size_t errlen);
+/* Sends {"cmd": cmd, "job": job} (job may be NULL) with kt_ctl_request
+ * and returns the parsed response (caller frees with cJSON_Delete), or NULL
+ * with err saying why (no daemon, timeout, malformed JSON). */
+cJSON *kt_ctl_ask(const char *path, const char *cmd, const char *job, char *err,
+                  size_t errlen);
+/* NULL when response says "ok": true, else its "error" (or a generic
+ * sentence); borrowed from response. */
+const char *kt_ctl_error(const cJSON *response);
 /* Renders the response to cmd ("status", "jobs", "tasks", "best", "pause",
  * "resume", "rpc-status") as readable text: tables for lists, key: value
  * lines otherwise; unknown commands and fields are printed as JSON.

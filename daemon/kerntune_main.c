@@ -380,9 +380,8 @@ cmd_ctl(const char *cmd, int argc, char **argv)
     const char *sock = getenv("KERNTUNE_SOCKET") ? getenv("KERNTUNE_SOCKET")
                                                  : DEFAULT_SOCKET;
     const char *job = NULL;
-    char *resp = NULL, err[512];
-    cJSON *req, *r;
-    char *text;
+    char err[512];
+    cJSON *r;
     int c, rc;
 
     optind = 1;
@@ -401,22 +400,10 @@ cmd_ctl(const char *cmd, int argc, char **argv)
         }
         job = argv[optind];
     }
-    req = cJSON_CreateObject();
-    cJSON_AddStringToObject(req, "cmd", cmd);
-    if (job != NULL)
-        cJSON_AddStringToObject(req, "job", job);
-    text = cJSON_PrintUnformatted(req);
-    cJSON_Delete(req);
-    rc = kt_ctl_request(sock, text, &resp, err, sizeof(err));
-    cJSON_free(text);
-    if (rc != KT_OK) {
-        fprintf(stderr, "kerntune: %s\n", err);
-        return 1;
-    }
-    r = cJSON_Parse(resp);
-    free(resp);
-    if (r == NULL) {
-        fprintf(stderr, "kerntune: the daemon sent malformed JSON\n");
+    r = kt_ctl_ask(sock, cmd, job, err, sizeof(err));
+    if (r == NULL || kt_ctl_error(r) != NULL) {
+        fprintf(stderr, "kerntune: %s\n", r ? kt_ctl_error(r) : err);
+        cJSON_Delete(r);
         return 1;
     }
     rc = kt_ctl_print(stdout, cmd, r);

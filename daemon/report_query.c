@@ -142,25 +142,11 @@ query_usage(FILE *f)
 static cJSON *
 ask_daemon(const char *sock, const char *cmd, const char *job)
 {
-    cJSON *req = cJSON_CreateObject(), *r;
-    char *text, *resp = NULL, err[512];
-    int rc;
+    char err[512];
+    cJSON *r = kt_ctl_ask(sock, cmd, job, err, sizeof(err));
 
-    cJSON_AddStringToObject(req, "cmd", cmd);
-    if (job != NULL)
-        cJSON_AddStringToObject(req, "job", job);
-    text = cJSON_PrintUnformatted(req);
-    cJSON_Delete(req);
-    rc = kt_ctl_request(sock, text, &resp, err, sizeof(err));
-    cJSON_free(text);
-    if (rc != KT_OK) {
-        fprintf(stderr, "kerntune: %s (without the daemon: --db FILE)\n", err);
-        return NULL;
-    }
-    r = cJSON_Parse(resp);
-    free(resp);
     if (r == NULL)
-        fprintf(stderr, "kerntune: the daemon sent malformed JSON\n");
+        fprintf(stderr, "kerntune: %s (without the daemon: --db FILE)\n", err);
     return r;
 }
 
@@ -210,10 +196,8 @@ kt_query_main(const char *default_socket, int argc, char **argv)
     } else if ((resp = ask_daemon(sock, cmd, job)) == NULL) {
         return 1;
     }
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "ok")) && !json) {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(resp, "error");
-        fprintf(stderr, "kerntune: %s\n",
-                cJSON_IsString(e) ? e->valuestring : "request failed");
+    if (kt_ctl_error(resp) != NULL && !json) {
+        fprintf(stderr, "kerntune: %s\n", kt_ctl_error(resp));
         cJSON_Delete(resp);
         return 1;
     }
@@ -221,9 +205,7 @@ kt_query_main(const char *default_socket, int argc, char **argv)
         char *text = cJSON_PrintUnformatted(resp);
         printf("%s\n", text);
         cJSON_free(text);
-        rc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "ok"))
-                 ? KT_OK
-                 : KT_EINVAL;
+        rc = kt_ctl_error(resp) == NULL ? KT_OK : KT_EINVAL;
     } else {
         rc = kt_ctl_print(stdout, cmd, resp);
     }
