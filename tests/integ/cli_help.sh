@@ -27,8 +27,10 @@ done
 "$bin/kerntune" tasks --help | grep -q "^usage: kerntune status" || fail "kerntune tasks --help"
 "$bin/kerntune" report --help | grep -q "^usage: kerntune report" || fail "kerntune report --help"
 
-# make install with a staging root: binaries and the man pages.
-make -s -C "$here" BUILD="$(cd "$bin" && pwd)" install DESTDIR="$tmp/root" PREFIX=/usr \
+# make install with a staging root: binaries and the man pages.  -o all:
+# install the programs under test as they are (never relink them here,
+# e.g. without the sanitizer flags they were built with).
+make -s -C "$here" -o all BUILD="$(cd "$bin" && pwd)" install DESTDIR="$tmp/root" PREFIX=/usr \
     >"$tmp/install.log" 2>&1 || fail "make install: $(tail -20 "$tmp/install.log")"
 for f in bin/kerntune bin/kerntuned bin/kerntune-rpc share/man/man1/kerntune.1 \
          share/man/man8/kerntuned.8 share/man/man1/kerntune-rpc.1 \
