@@ -75,6 +75,20 @@ add_tasks(const struct kt_rep_job *j, cJSON *resp, int best)
     kt_ctl_add_progress(resp, j->trials, j->budget, j->trials, used_s(j));
 }
 
+/* The worker key of a target "KIND:KEY:COMPILER LINE" (the engine's
+ * jobs.target), or "-". */
+static void
+add_key(cJSON *o, const char *target)
+{
+    const char *a = target != NULL ? strchr(target, ':') : NULL;
+    const char *b = a != NULL ? strchr(a + 1, ':') : NULL;
+    char key[128];
+
+    snprintf(key, sizeof(key), "%.*s", b != NULL ? (int)(b - a - 1) : 1,
+             b != NULL ? a + 1 : "-");
+    cJSON_AddStringToObject(o, "key", key);
+}
+
 static void
 add_jobs(const struct kt_rep *r, cJSON *resp)
 {
@@ -92,6 +106,7 @@ add_jobs(const struct kt_rep *r, cJSON *resp)
         cJSON_AddNumberToObject(o, "errors", (double)j->errors);
         cJSON_AddNumberToObject(o, "total_latency_ms", total_latency_ms(j));
         cJSON_AddNumberToObject(o, "used_s", used_s(j));
+        add_key(o, j->target);
         cJSON_AddStringToObject(o, "target", j->target ? j->target : "");
         cJSON_AddStringToObject(o, "file", j->model ? j->model : "");
         cJSON_AddItemToArray(arr, o);

@@ -38,7 +38,7 @@ n=$(sqlite3 "$tmp/t.db" "select count(*) from logs")
 
 # The database alone answers what the daemon would.
 expect 0 "^trials: 16" status --db "$tmp/t.db"
-expect 0 "^| two | done  |     2 |     16 |     16 | 100.0% | done |" jobs --db "$tmp/t.db"
+expect 0 "^| two | done  |     2 |     16 |     16 | 100.0% | done |      0 | .* | local |$" jobs --db "$tmp/t.db"
 expect 0 "^Progress: 16/16 trials (100.0%), done" tasks two --db "$tmp/t.db"
 expect 0 'steps' best two --db "$tmp/t.db" --json
 python3 - "$tmp/out" "$tmp/t.db" <<'PY' || fail "best --json does not match the database: $(cat "$tmp/out")"

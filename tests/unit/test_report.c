@@ -146,6 +146,12 @@ test_report_responses(void **state)
         cJSON_GetObjectItem(resp, "total_latency_ms")->valuedouble < 3.001);
     assert_int_equal(cJSON_GetObjectItem(resp, "eta_s")->valuedouble, -1);
     cJSON_Delete(resp);
+    resp = kt_rep_response(&r, "jobs", NULL);
+    rows = cJSON_GetObjectItem(resp, "jobs");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "key")
+                            ->valuestring,
+                        "local");
+    cJSON_Delete(resp);
     resp = kt_rep_response(&r, "tasks", "nosuch");
     text = cJSON_PrintUnformatted(resp);
     assert_non_null(strstr(text, "\"ok\":false"));
