@@ -36,6 +36,19 @@ max_of(const double *v, int n)
     return m;
 }
 
+/* The smallest value > 0 (there is one when max_of is > 0). */
+static double
+min_positive(const double *v, int n)
+{
+    double m = 0;
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (v[i] > 0 && (m == 0 || v[i] < m))
+            m = v[i];
+    return m;
+}
+
 /* The tuning curve against trials and against minutes since the job's
  * first trial started. */
 static void
@@ -57,14 +70,21 @@ curves(struct kt_buf *b, const struct kt_rep_job *j)
         kt_buf_printf(b, "<p class='note'>No estimate yet: some task has no "
                          "valid program.</p>\n");
     } else {
-        kt_plot_begin(&p, b, "curve-trials", 0, "trials",
-                      "estimated total latency (ms)", 0, n, 0,
-                      max_of(y, n) * 1.05);
+        /* A first estimate far above the rest would flatten the curve:
+         * past a factor of 20 the axis is logarithmic. */
+        double top = max_of(y, n), low = min_positive(y, n);
+        int log_y = top > 20 * low;
+        const char *label = log_y ? "estimated total latency (ms, log)"
+                                  : "estimated total latency (ms)";
+        double y0 = log_y ? low / 1.2 : 0, y1 = log_y ? top * 1.2 : top * 1.05;
+        int flags = log_y ? KT_PLOT_LOG_Y : 0;
+
+        kt_plot_begin(&p, b, "curve-trials", flags, "trials", label, 0, n, y0,
+                      y1);
         kt_plot_steps(&p, xt, y, n, kt_plot_color(0));
         kt_plot_end(&p);
-        kt_plot_begin(&p, b, "curve-time", 0, "wall time (minutes)",
-                      "estimated total latency (ms)", 0, max_of(xw, n), 0,
-                      max_of(y, n) * 1.05);
+        kt_plot_begin(&p, b, "curve-time", flags, "wall time (minutes)", label,
+                      0, max_of(xw, n), y0, y1);
         kt_plot_steps(&p, xw, y, n, kt_plot_color(1));
         kt_plot_end(&p);
     }

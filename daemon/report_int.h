@@ -13,9 +13,11 @@ struct kt_plot {
     int w, h;              /* pixels */
     int left, right, top, bottom;
     int int_y; /* y ticks on whole numbers only (rows of a heat map) */
+    int log_y; /* logarithmic y axis (y0 > 0) */
 };
 
 #define KT_PLOT_INT_Y 1
+#define KT_PLOT_LOG_Y 2
 void kt_plot_begin(struct kt_plot *p, struct kt_buf *b, const char *cls,
                    int flags, const char *xlabel, const char *ylabel, double x0,
                    double x1, double y0, double y1);

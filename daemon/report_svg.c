@@ -40,8 +40,40 @@ px(const struct kt_plot *p, double x)
 static double
 py(const struct kt_plot *p, double y)
 {
-    double span = p->y1 > p->y0 ? p->y1 - p->y0 : 1;
-    return p->h - p->bottom - (y - p->y0) / span * (p->h - p->top - p->bottom);
+    double y0 = p->log_y ? log10(p->y0) : p->y0;
+    double y1 = p->log_y ? log10(p->y1) : p->y1;
+    double span = y1 > y0 ? y1 - y0 : 1;
+
+    if (p->log_y)
+        y = log10(y > 0 ? y : p->y0);
+    return p->h - p->bottom - (y - y0) / span * (p->h - p->top - p->bottom);
+}
+
+static void
+ytick(struct kt_plot *p, double v, double zero)
+{
+    kt_buf_printf(p->b,
+                  "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' "
+                  "stroke='#eee'/><text x='%d' y='%.1f' "
+                  "text-anchor='end'>%g</text>\n",
+                  p->left, py(p, v), p->w - p->right, py(p, v), p->left - 4,
+                  py(p, v) + 4, fabs(v) < zero ? 0 : v);
+}
+
+/* 1, 2 and 5 times each power of ten inside the axis. */
+static void
+log_ticks(struct kt_plot *p)
+{
+    static const double mult[] = {1, 2, 5};
+    double d;
+    size_t i;
+
+    for (d = floor(log10(p->y0)); d <= ceil(log10(p->y1)); d++)
+        for (i = 0; i < KT_ARRAY_LEN(mult); i++) {
+            double v = mult[i] * pow(10, d);
+            if (v >= p->y0 && v <= p->y1)
+                ytick(p, v, 0);
+        }
 }
 
 /* A round step (1, 2 or 5 times a power of ten) giving about 5 ticks. */
@@ -69,16 +101,15 @@ ticks(struct kt_plot *p)
                       "text-anchor='middle'>%g</text>\n",
                       px(p, v), h, px(p, v), h + 4, px(p, v), h + 16,
                       fabs(v) < s * 1e-9 ? 0 : v);
+    if (p->log_y) {
+        log_ticks(p);
+        return;
+    }
     s = tick_step(p->y1 - p->y0);
     if (p->int_y)
         s = s < 1 ? 1 : ceil(s);
     for (v = ceil(p->y0 / s) * s; v <= p->y1 + s * 1e-9; v += s)
-        kt_buf_printf(p->b,
-                      "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' "
-                      "stroke='#eee'/><text x='%d' y='%.1f' "
-                      "text-anchor='end'>%g</text>\n",
-                      p->left, py(p, v), p->w - p->right, py(p, v), p->left - 4,
-                      py(p, v) + 4, fabs(v) < s * 1e-9 ? 0 : v);
+        ytick(p, v, s * 1e-9);
 }
 
 void
@@ -88,6 +119,7 @@ kt_plot_begin(struct kt_plot *p, struct kt_buf *b, const char *cls, int flags,
 {
     memset(p, 0, sizeof(*p));
     p->int_y = (flags & KT_PLOT_INT_Y) != 0;
+    p->log_y = (flags & KT_PLOT_LOG_Y) != 0 && y0 > 0;
     p->b = b;
     p->w = 640;
     p->h = 300;

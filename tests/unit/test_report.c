@@ -186,6 +186,7 @@ test_report_html(void **state)
     assert_non_null(strstr(page, "<title>w1: 0% busy</title>"));
     assert_non_null(strstr(page, "<td>66.7%</td>")); /* a: 2 of 3 ms */
     assert_null(strstr(page, "<script"));
+    assert_null(strstr(page, "(ms, log)")); /* 5 to 3 ms: a linear axis */
     free(page);
     kt_rep_free(&r);
 }
