@@ -92,9 +92,10 @@ $(GEN_DIR)/onnx.pb-c.o: $(GEN_DIR)/onnx.pb-c.c
 $(filter-out $(GEN_DIR)/%,$(LIB_OBJS)) $(SUPPORT_OBJS) \
     $(UNIT_SRCS:%.c=$(BUILD)/%.o): | $(GEN_DIR)/onnx.pb-c.h
 
-# The version `kerntune compile` writes into manifest.json.
-KT_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
-$(BUILD)/compile/emit_build.o: CFLAGS += -DKT_VERSION='"$(KT_VERSION)"'
+# The source revision `kerntune compile` writes into manifest.json next to
+# KT_VERSION (common/common.h).
+KT_GIT_DESCRIBE ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/compile/emit_build.o: CFLAGS += -DKT_GIT_DESCRIBE='"$(KT_GIT_DESCRIBE)"'
 
 $(BUILD)/rpc/%.o: %.c
 	@mkdir -p $(@D)
@@ -113,6 +114,19 @@ $(BUILD)/kerntuned: $(BUILD)/daemon/kerntuned_main.o $(LIB)
 
 $(BUILD)/kerntune-rpc: $(BUILD)/rpc/measure/worker/rpc_main.o $(RPC_OBJS)
 	$(CC) $(LDFLAGS) $^ -ldl -lm -o $@
+
+# The worker for a board, with a cross toolchain (docs/boards.md):
+#   make rpc-cross CROSS=aarch64-linux-gnu-   ->  build/aarch64-linux-gnu/kerntune-rpc
+# RPC_CROSS_LDFLAGS=-static for a board whose C library differs.
+CROSS ?=
+RPC_CROSS_LDFLAGS ?=
+.PHONY: rpc-cross
+rpc-cross:
+	@test -n "$(CROSS)" || { echo "make rpc-cross: set CROSS, e.g. CROSS=aarch64-linux-gnu-" >&2; exit 2; }
+	@mkdir -p $(BUILD)/$(CROSS:%-=%)
+	$(CROSS)gcc $(CSTD) -O2 $(WARN) -I. -DKT_RPC_ONLY=1 $(RPC_SRCS) measure/worker/rpc_main.c \
+	    $(RPC_CROSS_LDFLAGS) -ldl -lm -o $(BUILD)/$(CROSS:%-=%)/kerntune-rpc
+	@echo "built $(BUILD)/$(CROSS:%-=%)/kerntune-rpc ($$($(CROSS)gcc -dumpmachine))"
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)
@@ -180,8 +194,15 @@ install: all
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(wildcard models/*.json) $(DESTDIR)$(PREFIX)/share/kerntune/models/
 	install -m 644 dist/kerntuned.json $(DESTDIR)$(PREFIX)/share/kerntune/kerntuned.json.example
+	install -m 644 dist/worker.env $(DESTDIR)$(PREFIX)/share/kerntune/worker.env.example
+	install -m 644 dist/board-model.json $(DESTDIR)$(PREFIX)/share/kerntune/board-model.json.example
 	install -m 644 $(wildcard docs/*.md) README.md $(DESTDIR)$(PREFIX)/share/doc/kerntune/
 	$(if $(wildcard dist/systemd/*),install -m 644 $(wildcard dist/systemd/*) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	    $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 644 $(wildcard man/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
 
 # Every C file of the tree against .clang-format (programs, tests and
 # benchmarks too).

@@ -167,6 +167,9 @@ int kt_u64set_add(struct kt_u64set *s, uint64_t k);
 /* Number of values held. */
 size_t kt_u64set_count(const struct kt_u64set *s);
 
+/* The release, printed by --version of all three programs. */
+#define KT_VERSION "0.1.0"
+
 #define KT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif /* KT_COMMON_H */

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef KT_VERSION
-#define KT_VERSION "unknown"
+#ifndef KT_GIT_DESCRIBE
+#define KT_GIT_DESCRIBE "unknown"
 #endif
 
 static int
@@ -192,6 +192,7 @@ manifest(const struct kt_cc *c)
         cJSON_AddStringToObject(root, "onnx", c->m->onnx);
     cJSON_AddStringToObject(root, "library", c->model);
     cJSON_AddStringToObject(root, "kerntune_version", KT_VERSION);
+    cJSON_AddStringToObject(root, "kerntune_git", KT_GIT_DESCRIBE);
     cJSON_AddStringToObject(root, "created", when);
     cJSON_AddStringToObject(root, "database", c->o->db_path);
     cJSON_AddStringToObject(root, "target", c->target);

@@ -202,9 +202,43 @@ kt_ctl_request(const char *path, const char *request_json, char **response_json,
                                   response_json, err, errlen);
 }
 
+cJSON *
+kt_ctl_ask(const char *path, const char *cmd, const char *job, char *err,
+           size_t errlen)
+{
+    cJSON *req = cJSON_CreateObject(), *r;
+    char *text, *resp = NULL;
+    int rc;
+
+    cJSON_AddStringToObject(req, "cmd", cmd);
+    if (job != NULL)
+        cJSON_AddStringToObject(req, "job", job);
+    text = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    rc = kt_ctl_request(path, text, &resp, err, errlen);
+    cJSON_free(text);
+    if (rc != KT_OK)
+        return NULL;
+    r = cJSON_Parse(resp);
+    free(resp);
+    if (r == NULL)
+        snprintf(err, errlen, "the daemon sent malformed JSON");
+    return r;
+}
+
+const char *
+kt_ctl_error(const cJSON *r)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")))
+        return NULL;
+    return cJSON_IsString(e) ? e->valuestring : "request failed";
+}
+
 /* ---- rendering ------------------------------------------------------------ */
 
-enum col_kind { COL_STR, COL_INT, COL_MS, COL_F2, COL_S };
+enum col_kind { COL_STR, COL_INT, COL_MS, COL_F2, COL_S, COL_PCT, COL_ETA };
 
 struct col {
     const char *field;
@@ -231,6 +265,13 @@ cell(char *out, size_t n, const cJSON *obj, const struct col *c)
         case COL_MS: snprintf(out, n, "%.3f", d); break;
         case COL_F2: snprintf(out, n, "%.2f", d); break;
         case COL_S: snprintf(out, n, "%.0f", d); break;
+        case COL_PCT: snprintf(out, n, "%.1f%%", d); break;
+        case COL_ETA:
+            if (d == 0)
+                snprintf(out, n, "done");
+            else
+                kt_duration_format(out, n, d);
+            break;
         default: snprintf(out, n, "%.15g", d); break;
         }
     }
@@ -344,6 +385,18 @@ str(const cJSON *o, const char *k, const char *def)
     return cJSON_IsString(v) ? v->valuestring : def;
 }
 
+void
+kt_ctl_add_progress(cJSON *o, int64_t trials, int64_t budget, int64_t resumed,
+                    double elapsed_s)
+{
+    struct kt_progress p;
+
+    kt_progress_compute(&p, trials, budget, resumed, elapsed_s);
+    cJSON_AddNumberToObject(o, "trials_target", (double)budget);
+    cJSON_AddNumberToObject(o, "percent", p.percent);
+    cJSON_AddNumberToObject(o, "eta_s", p.eta_s);
+}
+
 /* The task table in the log's layout (daemon.h, kt_tasklog_format_table). */
 static void
 print_tasks(FILE *out, const cJSON *r)
@@ -372,6 +425,8 @@ print_tasks(FILE *out, const cJSON *r)
     t.trials = (int64_t)num(r, "trials", 0);
     t.used_s = num(r, "used_s", 0);
     t.next_id = (int)num(r, "next_id", -1);
+    t.budget = (int64_t)num(r, "trials_target", 0);
+    t.eta_s = num(r, "eta_s", -1);
     kt_buf_init(&b);
     if (str(r, "job", NULL) != NULL)
         kt_buf_printf(&b, "job %s\n", str(r, "job", ""));
@@ -390,6 +445,8 @@ kt_ctl_print(FILE *out, const char *cmd, const cJSON *r)
         {"tasks", "Tasks", COL_INT},
         {"trials", "Trials", COL_INT},
         {"trials_target", "Target", COL_INT},
+        {"percent", "Done", COL_PCT},
+        {"eta_s", "ETA", COL_ETA},
         {"errors", "Errors", COL_INT},
         {"total_latency_ms", "Latency (ms)", COL_MS},
         {"used_s", "Used (s)", COL_S},

@@ -110,12 +110,25 @@ int kt_ctl_request(const char *path, const char *request_json,
 int kt_ctl_request_timeout(const char *path, const char *request_json,
                            int timeout_ms, char **response_json, char *err,
                            size_t errlen);
+/* Sends {"cmd": cmd, "job": job} (job may be NULL) with kt_ctl_request
+ * and returns the parsed response (caller frees with cJSON_Delete), or NULL
+ * with err saying why (no daemon, timeout, malformed JSON). */
+cJSON *kt_ctl_ask(const char *path, const char *cmd, const char *job, char *err,
+                  size_t errlen);
+/* NULL when response says "ok": true, else its "error" (or a generic
+ * sentence); borrowed from response. */
+const char *kt_ctl_error(const cJSON *response);
 /* Renders the response to cmd ("status", "jobs", "tasks", "best", "pause",
  * "resume", "rpc-status") as readable text: tables for lists, key: value
  * lines otherwise; unknown commands and fields are printed as JSON.
  * Returns 0, or KT_EINVAL when the response says "ok": false (the error is
  * printed as "error: ..."), or KT_EPROTO when it is not an object. */
 int kt_ctl_print(FILE *out, const char *cmd, const cJSON *response);
+
+/* Adds a job's "trials_target", "percent" and "eta_s" (kt_progress; -1
+ * unknown, 0 done) to a control response object o. */
+void kt_ctl_add_progress(cJSON *o, int64_t trials, int64_t budget,
+                         int64_t resumed, double elapsed_s);
 
 /* ---- task-table log ------------------------------------------------------ */
 
@@ -139,6 +152,9 @@ struct kt_tasklog_table {
     int64_t trials;          /* total measured trials of the job */
     double used_s;           /* tuning time so far */
     int next_id;             /* the task tuned next; -1 when none */
+    int64_t budget;          /* the job's trial budget; <= 0: unknown (no
+                                "Progress:" line) */
+    double eta_s;            /* kt_progress's eta_s */
 };
 
 /* One pass of the evolutionary search ("GA Iter" line). */
@@ -204,12 +220,28 @@ struct kt_tasklog_round {
     const struct kt_tasklog_train *train;
 };
 
+/* A job's way to its trial budget.  The rate is this run's: trials found
+ * in the database at start (resumed) took no time now. */
+struct kt_progress {
+    int64_t trials, budget;
+    double percent; /* of the budget, 0..100; < 0 when the budget is unknown */
+    double eta_s;   /* seconds left at this run's rate; 0 when done; < 0
+                       unknown (nothing measured yet in this run) */
+};
+void kt_progress_compute(struct kt_progress *p, int64_t trials, int64_t budget,
+                         int64_t resumed, double elapsed_s);
+/* "2999/20000 trials (15.0%), ETA 1h02m" ("ETA -" unknown, "done"). */
+void kt_progress_format(struct kt_buf *b, const struct kt_progress *p);
+/* A duration as "45s", "12m05s", "3h07m" or "2d04h". */
+void kt_duration_format(char *out, size_t len, double s);
+
 /* Options of the task table layout. */
 #define KT_TASKLOG_ANSOR 1 /* only Ansor's four columns */
 
 /* Appends the task table (header, rows, the "Estimated total latency"
  * line) to b, in Ansor's layout plus the Errors, Weight and Task columns on
- * the right unless flags has KT_TASKLOG_ANSOR. */
+ * the right and, when the budget is known, a "Progress:" line (trials /
+ * budget, percent, ETA) unless flags has KT_TASKLOG_ANSOR. */
 void kt_tasklog_format_table(struct kt_buf *b, const struct kt_tasklog_table *t,
                              int flags);
 /* Appends a whole round block (round line, task table, search, measure and

@@ -100,6 +100,7 @@ struct kt_job_stats {
     int ntasks;
     int64_t trials; /* measured this run (all err_no) */
     int64_t budget;
+    int64_t resumed; /* of trials: found in the database at start */
     int64_t errors;
     int64_t rounds;
     double total_latency_ms; /* sum weight x best latency; -1 = unknown */

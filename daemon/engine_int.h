@@ -154,6 +154,7 @@ struct kt_job {
     /* figures */
     double started;
     int64_t trials, errors, rounds;
+    int64_t resumed_trials; /* trials found in the database at start */
     double device_busy_s;
     int64_t spec_hits, spec_misses;
     int64_t feature_errors, warm_skipped, trainings;

@@ -53,6 +53,13 @@ kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
     lr.table.trials = job->trials;
     lr.table.used_s = kt_now() - job->started;
     lr.table.next_id = next_id;
+    lr.table.budget = job->budget;
+    {
+        struct kt_progress p;
+        kt_progress_compute(&p, job->trials, job->budget, job->resumed_trials,
+                            lr.table.used_s);
+        lr.table.eta_s = p.eta_s;
+    }
     lr.search = &r->stats;
     memset(&m, 0, sizeof(m));
     m.ncand = r->nres;

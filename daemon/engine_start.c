@@ -246,6 +246,7 @@ job_register(struct kt_job *job, char *err, size_t errlen)
     }
     if (rc == KT_OK)
         rc = resume(job, err, errlen);
+    job->resumed_trials = job->trials;
     if (rc == KT_OK)
         rc = kt_storage_job_set_state(db, job->job_id, "running", err, errlen);
     return rc;
@@ -283,6 +284,26 @@ job_start_warm(struct kt_job *job, char *err, size_t errlen)
     return KT_OK;
 }
 
+/* The workers of the job's key run its kernels only if they match the
+ * compiler's target triple (measure.h kt_tracker_set_key_abi). */
+static void
+job_match_workers(struct kt_job *job)
+{
+    const struct kt_model_conf *conf = job->conf;
+    char abi[64];
+
+    if (job->e->o.tracker == NULL)
+        return;
+    if (kt_abi_of_compiler(conf->target.cc, abi, sizeof(abi)) != 0) {
+        log_warnx("engine: job %s: the target triple of \"%s\" is unknown "
+                  "(not runnable here, no triple in its name): workers of "
+                  "key %s are not checked",
+                  job->name, conf->target.cc, conf->target.key);
+        return;
+    }
+    kt_tracker_set_key_abi(job->e->o.tracker, conf->target.key, abi);
+}
+
 int
 kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
              kt_job_end_cb cb, void *arg, struct kt_job **out, char *err,
@@ -310,6 +331,7 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
         kt_xgb_params_default(&p);
         job->model = kt_xgb_new(&p);
     }
+    job_match_workers(job);
     rc = job_start_warm(job, err, errlen);
     if (rc != KT_OK)
         goto fail;
@@ -446,6 +468,7 @@ kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
     s->ntasks = job->tasks.n;
     s->trials = job->trials;
     s->budget = job->budget;
+    s->resumed = job->resumed_trials;
     s->errors = job->errors;
     s->rounds = job->rounds;
     s->total_latency_ms = kt_task_sched_total_latency_ms(job->sched);

@@ -5,8 +5,10 @@
  *                 [--input NAME=D1,D2,...] [--partial]
  *   kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,...] [--partial]
  *                  [--graph]
- *   kerntune status|jobs [--socket PATH]
- *   kerntune tasks|best|pause|resume JOB [--socket PATH]
+ *   kerntune status|jobs [--db FILE] [--json] [--socket PATH]
+ *   kerntune tasks|best JOB [--db FILE] [--json] [--socket PATH]
+ *   kerntune pause|resume JOB [--socket PATH]
+ *   kerntune report [JOB | --db FILE [MODEL.json|JOB]] [-o report.html]
  *   kerntune rpc-status [--tracker HOST:PORT] [--token-file F] [--socket PATH]
  *   kerntune export --db FILE [--target T]      (JSON lines on stdout)
  *   kerntune import --db FILE RECORDS.jsonl
@@ -27,6 +29,7 @@
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/engine.h"
+#include "daemon/report.h"
 #include "daemon/show.h"
 #include "measure/measure.h"
 #include "scheduler/scheduler.h"
@@ -45,8 +48,11 @@ usage(FILE *f)
           "  kerntune check MODEL.json|MODEL.onnx [--input NAME=D1,D2,...] "
           "[--partial]\n"
           "                 [--graph]\n"
-          "  kerntune status|jobs [--socket PATH]\n"
-          "  kerntune tasks|best|pause|resume JOB [--socket PATH]\n"
+          "  kerntune status|jobs [--db FILE] [--json] [--socket PATH]\n"
+          "  kerntune tasks|best JOB [--db FILE] [--json] [--socket PATH]\n"
+          "  kerntune pause|resume JOB [--socket PATH]\n"
+          "  kerntune report [JOB | --db FILE [MODEL.json|JOB]] "
+          "[-o report.html]\n"
           "  kerntune rpc-status [--tracker HOST:PORT [--token-file F]] "
           "[--socket PATH]\n"
           "  kerntune export --db FILE [--target T]\n"
@@ -54,7 +60,10 @@ usage(FILE *f)
           "  kerntune show --db FILE (MODEL.json [TASK] | --trial ID) "
           "[--module] [--no-tree]\n"
           "  kerntune compile MODEL.json|MODEL.onnx -o DIR [--db FILE] "
-          "[--require-tuned]\n",
+          "[--require-tuned]\n"
+          "  kerntune --help | --version\n"
+          "Exit status: 0 success, 1 failure, 2 bad usage, 130 tune "
+          "interrupted (kerntune(1)).\n",
           f);
 }
 
@@ -163,6 +172,24 @@ print_summary(const struct kt_job *job, FILE *out)
                 (long long)s.feature_errors, (long long)s.warm_skipped);
 }
 
+/* Local workers run on this host: a cross compiler's kernels cannot. */
+static int
+local_workers_can_run(const struct kt_model_conf *conf)
+{
+    char abi[64];
+
+    if (kt_abi_of_compiler(conf->target.cc, abi, sizeof(abi)) != 0 ||
+        kt_abi_match(abi, kt_abi_self()))
+        return 1;
+    fprintf(stderr,
+            "kerntune: %s: target cc \"%s\" builds %s code, but tune times "
+            "kernels on local workers (%s): tune for a board with kerntuned "
+            "and kerntune-rpc on the board (docs/boards.md)\n",
+            conf->path ? conf->path : conf->name, conf->target.cc, abi,
+            kt_abi_self());
+    return 0;
+}
+
 static int
 cmd_tune(const char *cmd, int argc, char **argv)
 {
@@ -223,6 +250,10 @@ cmd_tune(const char *cmd, int argc, char **argv)
                                 err, sizeof(err));
     if (rc != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
+    }
+    if (!local_workers_can_run(conf)) {
+        kt_model_conf_free(conf);
         return 1;
     }
     memset(&so, 0, sizeof(so));
@@ -353,9 +384,8 @@ cmd_ctl(const char *cmd, int argc, char **argv)
     const char *sock = getenv("KERNTUNE_SOCKET") ? getenv("KERNTUNE_SOCKET")
                                                  : DEFAULT_SOCKET;
     const char *job = NULL;
-    char *resp = NULL, err[512];
-    cJSON *req, *r;
-    char *text;
+    char err[512];
+    cJSON *r;
     int c, rc;
 
     optind = 1;
@@ -374,22 +404,10 @@ cmd_ctl(const char *cmd, int argc, char **argv)
         }
         job = argv[optind];
     }
-    req = cJSON_CreateObject();
-    cJSON_AddStringToObject(req, "cmd", cmd);
-    if (job != NULL)
-        cJSON_AddStringToObject(req, "job", job);
-    text = cJSON_PrintUnformatted(req);
-    cJSON_Delete(req);
-    rc = kt_ctl_request(sock, text, &resp, err, sizeof(err));
-    cJSON_free(text);
-    if (rc != KT_OK) {
-        fprintf(stderr, "kerntune: %s\n", err);
-        return 1;
-    }
-    r = cJSON_Parse(resp);
-    free(resp);
-    if (r == NULL) {
-        fprintf(stderr, "kerntune: the daemon sent malformed JSON\n");
+    r = kt_ctl_ask(sock, cmd, job, err, sizeof(err));
+    if (r == NULL || kt_ctl_error(r) != NULL) {
+        fprintf(stderr, "kerntune: %s\n", r ? kt_ctl_error(r) : err);
+        cJSON_Delete(r);
         return 1;
     }
     rc = kt_ctl_print(stdout, cmd, r);
@@ -521,6 +539,20 @@ cmd_compile(const char *cmd, int argc, char **argv)
     return kt_compile_main(argc, argv);
 }
 
+static int
+cmd_query(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_query_main(DEFAULT_SOCKET, argc, argv);
+}
+
+static int
+cmd_report(const char *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return kt_report_main(DEFAULT_SOCKET, argc, argv);
+}
+
 /* The subcommands: one entry each; run gets argv from the command name. */
 static const struct command {
     const char *name;
@@ -533,10 +565,11 @@ static const struct command {
     {"import", cmd_records},
     {"show", cmd_show},
     {"compile", cmd_compile},
-    {"status", cmd_ctl},
-    {"jobs", cmd_ctl},
-    {"tasks", cmd_ctl},
-    {"best", cmd_ctl},
+    {"status", cmd_query},
+    {"jobs", cmd_query},
+    {"tasks", cmd_query},
+    {"best", cmd_query},
+    {"report", cmd_report},
     {"pause", cmd_ctl},
     {"resume", cmd_ctl},
 };
@@ -560,6 +593,10 @@ main(int argc, char **argv)
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
         strcmp(cmd, "help") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("kerntune %s\n", KT_VERSION);
         return 0;
     }
     fprintf(stderr, "kerntune: unknown command \"%s\"\n", cmd);

@@ -50,6 +50,7 @@ add_tasks(struct kt_job *job, cJSON *resp, int best)
     cJSON_AddNumberToObject(resp, "total_latency_ms", s.total_latency_ms);
     cJSON_AddNumberToObject(resp, "trials", (double)s.trials);
     cJSON_AddNumberToObject(resp, "used_s", s.elapsed_s);
+    kt_ctl_add_progress(resp, s.trials, s.budget, s.resumed, s.elapsed_s);
 }
 
 void
@@ -91,7 +92,7 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
                                         kt_job_state(d->jobs[i].job)));
             cJSON_AddNumberToObject(o, "tasks", s.ntasks);
             cJSON_AddNumberToObject(o, "trials", (double)s.trials);
-            cJSON_AddNumberToObject(o, "trials_target", (double)s.budget);
+            kt_ctl_add_progress(o, s.trials, s.budget, s.resumed, s.elapsed_s);
             cJSON_AddNumberToObject(o, "errors", (double)s.errors);
             cJSON_AddNumberToObject(o, "feature_errors",
                                     (double)s.feature_errors);

@@ -318,16 +318,33 @@ kt__daemon_on_signal(uv_signal_t *s, int signum)
     begin_stop(d, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
+/* systemd's STATUS= line: the workers, then every job's trials / budget,
+ * percent and ETA ("2 jobs, 3 workers: resnet50 2999/20000 trials (15.0%),
+ * ETA 1h02m; tiny 64/64 trials (100.0%), done"). */
 void
 kt__daemon_status_tick(uv_timer_t *t)
 {
     struct daemon *d = t->data;
-    int64_t trials = kt__daemon_total_trials(d);
+    struct kt_buf b;
+    int i, n = 0;
 
-    kt_notify_status("%d jobs, %lld trials this run, %d workers%s",
-                     kt__daemon_running_jobs(d), (long long)trials,
-                     d->tracker ? kt_tracker_nworkers(d->tracker, NULL) : 0,
-                     d->stopping ? ", stopping" : "");
+    kt_buf_init(&b);
+    kt_buf_printf(&b, "%d jobs, %d workers%s", kt__daemon_running_jobs(d),
+                  d->tracker ? kt_tracker_nworkers(d->tracker, NULL) : 0,
+                  d->stopping ? ", stopping" : "");
+    for (i = 0; i < d->njobs; i++) {
+        struct kt_job_stats s;
+        struct kt_progress p;
+        if (d->jobs[i].job == NULL)
+            continue;
+        kt_job_get_stats(d->jobs[i].job, &s);
+        kt_progress_compute(&p, s.trials, s.budget, s.resumed, s.elapsed_s);
+        kt_buf_printf(&b, "%s %s ", n++ ? ";" : ":",
+                      kt_job_name(d->jobs[i].job));
+        kt_progress_format(&b, &p);
+    }
+    kt_notify_status("%s", b.p);
+    kt_buf_free(&b);
 }
 
 void

@@ -8,6 +8,7 @@
  * Under systemd (Type=notify) it reports READY=1, STATUS=, WATCHDOG=1 and
  * STOPPING=1.  A control socket answers `kerntune status|jobs|tasks|best|
  * pause|resume|rpc-status`. */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,6 +55,39 @@ free_key_tokens(struct kt_key_token *tokens, int n)
     }
 }
 
+/* 127.0.0.0/8, ::1, ::ffff:127.x.y.z or "localhost". */
+static int
+is_loopback(const char *host)
+{
+    unsigned char a[16];
+
+    if (strcmp(host, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, host, a) == 1)
+        return a[0] == 127;
+    if (inet_pton(AF_INET6, host, a) != 1)
+        return 0;
+    if (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0)
+        return a[12] == 127;
+    return memcmp(a, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16) == 0;
+}
+
+/* The daemon never starts without its token; off loopback, say why that
+ * matters (err holds the token file's problem). */
+static void
+explain_token(const struct kt_daemon_conf *conf, char *err, size_t errlen)
+{
+    char why[1024];
+
+    if (is_loopback(conf->listen_host))
+        return;
+    snprintf(why, sizeof(why),
+             "listen %s accepts workers from other hosts, which must prove "
+             "the token of token_file: refusing to listen without it: %s",
+             conf->listen, err);
+    snprintf(err, errlen, "%s", why);
+}
+
 static char *
 read_token(const char *path, char *err, size_t errlen)
 {
@@ -75,8 +109,10 @@ check_runtime_files(const struct kt_daemon_conf *conf, char *err, size_t errlen)
 
     if (conf->token_file != NULL) {
         token = read_token(conf->token_file, err, errlen);
-        if (token == NULL)
+        if (token == NULL) {
+            explain_token(conf, err, errlen);
             return KT_ECONFIG;
+        }
         free(token);
     }
     if (kt__daemon_list_models(conf->model_dir, &names, &n, err, errlen) !=
@@ -113,8 +149,10 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     if (kt_storage_open(&d->db, d->conf->database, &so, err, errlen) != KT_OK)
         return KT_EDB;
     if (d->conf->token_file != NULL &&
-        (*token = read_token(d->conf->token_file, err, errlen)) == NULL)
+        (*token = read_token(d->conf->token_file, err, errlen)) == NULL) {
+        explain_token(d->conf, err, errlen);
         return KT_ECONFIG;
+    }
     if (read_key_tokens(&d->conf->key_tokens, keytoks, err, errlen) < 0) {
         free_key_tokens(keytoks, (int)KT_ARRAY_LEN(keytoks));
         return KT_ECONFIG;
@@ -180,7 +218,10 @@ daemon_start(struct daemon *d)
 static void
 usage(FILE *f)
 {
-    fprintf(f, "usage: kerntuned [--config FILE] [-t|--test]\n");
+    fprintf(f, "usage: kerntuned [--config FILE] [-t|--test]\n"
+               "       kerntuned --help | --version\n"
+               "Exit status: 0 stopped cleanly (or --test passed), 1 failed, "
+               "2 bad usage (kerntuned(8)).\n");
 }
 
 int
@@ -190,6 +231,7 @@ main(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"test", no_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *conf_path = "/etc/kerntune/kerntuned.json";
@@ -199,11 +241,12 @@ main(int argc, char **argv)
 
     kt_log_init(LOG_INFO);
     signal(SIGPIPE, SIG_IGN);
-    while ((c = getopt_long(argc, argv, "c:th", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': conf_path = optarg; break;
         case 't': test = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("kerntuned %s\n", KT_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -71,6 +71,69 @@ kt_tasklog_format_table(struct kt_buf *b, const struct kt_tasklog_table *t,
                   "Estimated total latency: %s ms\tTrials: %lld\t"
                   "Used time : %.0f s\tNext ID: %d\t\n",
                   total, (long long)t->trials, t->used_s, t->next_id);
+    if (!ansor && t->budget > 0) {
+        struct kt_progress p = {t->trials, t->budget, 0, t->eta_s};
+        p.percent = 100.0 * (double)t->trials / (double)t->budget;
+        kt_buf_printf(b, "Progress: ");
+        kt_progress_format(b, &p);
+        kt_buf_putc(b, '\n');
+    }
+}
+
+void
+kt_progress_compute(struct kt_progress *p, int64_t trials, int64_t budget,
+                    int64_t resumed, double elapsed_s)
+{
+    int64_t done_now = trials - resumed;
+
+    p->trials = trials;
+    p->budget = budget;
+    p->percent = -1;
+    p->eta_s = -1;
+    if (budget <= 0)
+        return;
+    p->percent = trials >= budget ? 100.0
+                                  : 100.0 * (double)trials / (double)budget;
+    if (trials >= budget)
+        p->eta_s = 0;
+    else if (done_now > 0 && elapsed_s > 0)
+        p->eta_s = (double)(budget - trials) * elapsed_s / (double)done_now;
+}
+
+void
+kt_duration_format(char *out, size_t len, double s)
+{
+    long long t = s > 0 ? (long long)(s + 0.5) : 0;
+
+    if (t < 60)
+        snprintf(out, len, "%llds", t);
+    else if (t < 3600)
+        snprintf(out, len, "%lldm%02llds", t / 60, t % 60);
+    else if (t < 86400)
+        snprintf(out, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+    else
+        snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+}
+
+void
+kt_progress_format(struct kt_buf *b, const struct kt_progress *p)
+{
+    char eta[32];
+
+    if (p->budget <= 0) {
+        kt_buf_printf(b, "%lld trials", (long long)p->trials);
+        return;
+    }
+    kt_buf_printf(b, "%lld/%lld trials (%.1f%%), ", (long long)p->trials,
+                  (long long)p->budget, p->percent);
+    if (p->trials >= p->budget) {
+        kt_buf_printf(b, "done");
+    } else if (p->eta_s < 0) {
+        kt_buf_printf(b, "ETA -");
+    } else {
+        kt_duration_format(eta, sizeof(eta), p->eta_s);
+        kt_buf_printf(b, "ETA %s", eta);
+    }
 }
 
 static void

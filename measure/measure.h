@@ -105,11 +105,20 @@ const char *kt_tracker_token(const struct kt_tracker *t);
 /* Authenticated workers for key (all keys when NULL). */
 int kt_tracker_nworkers(const struct kt_tracker *t, const char *key);
 /* Counters for tests and status (any pointer may be NULL): connections
- * refused by authentication, connections closed for malformed frames,
+ * refused by authentication or a mismatched ABI, connections closed for malformed frames,
  * workers lost, job results received. */
 void kt_tracker_counters(const struct kt_tracker *t, unsigned *refused,
                          unsigned *bad_frames, unsigned *lost,
                          unsigned *results);
+
+/* The target triple of key's jobs ("aarch64-linux-gnu", kt_abi_of_compiler
+ * of their compiler): from now on a worker of key with the run role must
+ * match it (kt_abi_match) or it is refused at registration, and one
+ * already registered is dropped; each refusal is logged with both triples.
+ * KT_EINVAL when key already has a different triple (logged; the first
+ * stays) or the table is full. */
+int kt_tracker_set_key_abi(struct kt_tracker *t, const char *key,
+                           const char *abi);
 
 /* Queues n candidates for the workers of key; cb runs once all have a
  * result (before this returns when every candidate has a preset error).

@@ -262,6 +262,7 @@ on_worker_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
         copy_field(m, "key", c->key, sizeof(c->key), 1, err, errlen) < 0 ||
         copy_field(m, "host", c->host, sizeof(c->host), 0, err, errlen) < 0 ||
         copy_field(m, "arch", c->arch, sizeof(c->arch), 0, err, errlen) < 0 ||
+        copy_field(m, "abi", c->abi, sizeof(c->abi), 0, err, errlen) < 0 ||
         kt_roles_parse(kt_msg_get(m, "roles") ? kt_msg_get(m, "roles") : "",
                        &c->roles, err, errlen) < 0 ||
         kt_msg_get_ll(m, "jobs", 0, 1, 1, 64, &v, err, errlen) < 0)
@@ -371,6 +372,12 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
     }
     if (strcmp(kind, "worker") == 0 && on_worker_hello(c, m, err, errlen) < 0)
         return KT_EPROTO;
+    if (strcmp(kind, "worker") == 0 && kt__abi_check(c, err, errlen)) {
+        t->refused++;
+        send_refused(c, err);
+        c->state = KT__CONN_CLIENT; /* no jobs; closed below */
+        return KT_EPROTO;
+    }
     kt_msg_init(&w, "welcome");
     kt_auth_proof(token, "tracker", role, c->nonce, pnonce, want);
     kt_msg_set(&w, "mac", want);
@@ -387,9 +394,10 @@ on_hello(struct kt__conn *c, const struct kt_msg *m, char *err, size_t errlen)
         return 0;
     }
     c->state = KT__CONN_WORKER;
-    log_info("tracker: worker %s joined key=%s roles=%d arch=%s cores=%d "
-             "host=%s peer=%s",
-             c->name, c->key, c->roles, c->arch, c->cores, c->host, c->peer);
+    log_info("tracker: worker %s joined key=%s roles=%d arch=%s abi=%s "
+             "cores=%d host=%s peer=%s",
+             c->name, c->key, c->roles, c->arch, c->abi, c->cores, c->host,
+             c->peer);
     kt__dispatch(t);
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #define KT__MAX_LOCAL 16
 #define KT__MAX_KEY_TOKENS 32
+#define KT__MAX_KEY_ABIS 64
 #define KT__LOCAL_BACKOFF_MIN_MS 500
 #define KT__LOCAL_BACKOFF_MAX_MS 60000
 #define KT__LOCAL_STABLE_S 60.0 /* a worker up this long resets backoff */
@@ -32,6 +33,7 @@ struct kt__conn {
     char key[64];
     char host[64];
     char arch[32];
+    char abi[64]; /* target triple of the worker binary; "?" unknown */
     int roles;
     int jobs;
     int cores;
@@ -94,6 +96,11 @@ struct kt__key_token {
     char token[256];
 };
 
+struct kt__key_abi {
+    char key[64];
+    char abi[64];
+};
+
 struct kt_tracker {
     uv_loop_t *loop;
     struct kt_tracker_opts o;
@@ -119,6 +126,8 @@ struct kt_tracker {
     char local_token[65]; /* local workers' own, bound to their key */
     struct kt__key_token keytok[KT__MAX_KEY_TOKENS];
     int nkeytok;
+    struct kt__key_abi keyabi[KT__MAX_KEY_ABIS];
+    int nkeyabi;
 };
 
 /* tracker.c */
@@ -127,6 +136,8 @@ int kt__bind_key_token(struct kt_tracker *t, const char *key,
 void kt__conn_send(struct kt__conn *c, const struct kt_msg *m);
 void kt__conn_drop(struct kt__conn *c, const char *why);
 void kt__handle_closed(uv_handle_t *h);
+/* tracker_abi.c: -1 with reason (logged) when c may not register. */
+int kt__abi_check(struct kt__conn *c, char *reason, size_t len);
 /* jobs.c */
 void kt__dispatch(struct kt_tracker *t);
 void kt__on_result(struct kt__conn *c, const struct kt_msg *m);

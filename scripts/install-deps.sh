@@ -7,7 +7,7 @@ PACKAGES="build-essential pkg-config clang clang-format libclang-rt-14-dev
   libuv1-dev libsqlite3-dev sqlite3 libcjson-dev libxgboost-dev libcmocka-dev
   libsystemd-dev libopenblas-dev libdnnl-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   valgrind gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-  systemd python3"
+  systemd python3 chromium"
 
 missing=""
 for p in $PACKAGES; do

@@ -20,13 +20,35 @@
 #endif
 
 static void
-usage(void)
+usage(FILE *f)
 {
-    fprintf(stderr, "usage: kerntune-rpc server --tracker=HOST:PORT --key=KEY "
-                    "[--token-file F]\n"
-                    "           [--roles build,run] [--jobs N] [--name NAME] "
-                    "[--heartbeat-ms MS] [--once]\n"
-                    "           [--exit-with-parent] [-v]\n");
+    fprintf(f, "usage: kerntune-rpc server --tracker=HOST:PORT --key=KEY "
+               "[--token-file F]\n"
+               "           [--roles build,run] [--jobs N] [--name NAME] "
+               "[--heartbeat-ms MS] [--once]\n"
+               "           [--exit-with-parent] [-v]\n"
+               "       kerntune-rpc --help | --version\n"
+               "Exit status: 0 done, 1 the server failed, 2 bad usage "
+               "or token file (kerntune-rpc(1)).\n");
+}
+
+/* --help / --version anywhere in argv: 1 after printing, else 0. */
+static int
+help_or_version(int argc, char **argv)
+{
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("kerntune-rpc %s\n", KT_VERSION);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -118,14 +140,14 @@ parse_args(int argc, char **argv, struct kt_server_opts *o,
             fprintf(stderr, "kerntune-rpc: %s '%s'\n",
                     c == ':' ? "missing value for" : "unknown argument",
                     argv[optind - 1]);
-            usage();
+            usage(stderr);
             return 2;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "kerntune-rpc: unexpected argument '%s'\n",
                 argv[optind]);
-        usage();
+        usage(stderr);
         return 2;
     }
     return 0;
@@ -145,15 +167,17 @@ main(int argc, char **argv)
     o.heartbeat_ms = 2000;
     o.max_backoff_ms = 5000;
     kt_log_init(LOG_INFO);
+    if (help_or_version(argc, argv))
+        return 0;
     if (argc < 2 || strcmp(argv[1], "server") != 0) {
-        usage();
+        usage(stderr);
         return 2;
     }
     rc = parse_args(argc, argv, &o, &tracker, &tokfile);
     if (rc != 0)
         return rc == 3 ? 0 : rc;
     if (tracker == NULL || o.key == NULL || o.key[0] == '\0') {
-        usage();
+        usage(stderr);
         return 2;
     }
     if (kt_hostport_parse(tracker, host, sizeof(host), &o.port, err,

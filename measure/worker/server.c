@@ -550,6 +550,7 @@ handshake(struct srv *v, char *err, size_t errlen)
                    : "run");
     kt_msg_setf(&h, "jobs", "%d", v->nslots);
     kt_msg_set(&h, "arch", u.machine);
+    kt_msg_set(&h, "abi", kt_abi_self());
     kt_msg_setf(&h, "cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
     kt_msg_set(&h, "host", host);
     kt_msg_setf(&h, "pid", "%ld", (long)getpid());

@@ -21,6 +21,21 @@
 /* "NO_ERROR", "COMPILE_HOST", ...; "?" outside 0..8. */
 const char *kt_measure_errname(int err_no);
 
+/* ---- architecture and ABI (abi.c) ------------------------------------- */
+/* The target triple this program was compiled for, e.g. "x86_64-linux-gnu",
+ * "aarch64-linux-gnu", "arm-linux-gnueabihf": a worker's kernels must be
+ * built for it. */
+const char *kt_abi_self(void);
+/* 1 when triples (or `uname -m` names) a and b run the same code: same
+ * architecture (amd64 = x86_64, arm64 = aarch64, armv7l = arm, i686 =
+ * i386) and, when both name one, the same environment (gnu, gnueabihf,
+ * musl...).  The vendor and OS parts are ignored. */
+int kt_abi_match(const char *a, const char *b);
+/* The triple compiler cc produces: `cc -dumpmachine`, or when cc cannot be
+ * run here, the triple its name starts with ("aarch64-linux-gnu-gcc").
+ * 0, or -1 when unknown. */
+int kt_abi_of_compiler(const char *cc, char *out, size_t len);
+
 /* ---- frames and messages ----------------------------------------------- */
 #define KT_WIRE_MAGIC "KTR2" /* 3 letters + protocol version */
 #define KT_WIRE_PROTO 2

@@ -114,6 +114,25 @@ for j in a b c; do
 done
 echo "three jobs tuned to their budgets; broken config reported"
 
+# Progress: trials / budget, percent and ETA in the log, STATUS= and the CLI,
+# the same figures from the database alone (--db) while the daemon runs.
+grep -q '^Progress: 16/16 trials (100.0%), done$' "$T/logs/a.log" || fail "a.log has no progress line"
+grep -Eq '^Progress: 8/16 trials \(50.0%\), ETA [0-9]+[smhd]' "$T/logs/a.log" || fail "a.log has no ETA half way"
+status_done() { grep -q '^STATUS=.*: .*a 16/16 trials (100.0%), done.*c 8/8 trials (100.0%), done' "$T/notify.txt"; }
+wait_for 12 status_done || fail "STATUS= lacks the jobs' progress: $(grep STATUS= "$T/notify.txt" | tail -2)"
+for src in "--socket $T/ctl.sock" "--db $T/tune.db"; do
+    "$BIN/kerntune" tasks a $src --json > "$T/a.json" || fail "tasks a $src --json"
+    python3 - "$T/a.json" <<'PY' || fail "tasks a $src --json: $(cat "$T/a.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] and r["job"] == "a" and r["trials"] == 16, r
+assert r["trials_target"] == 16 and r["percent"] == 100 and r["eta_s"] == 0, r
+assert len(r["tasks"]) == 1 and r["tasks"][0]["trials"] == 16, r
+PY
+    "$BIN/kerntune" jobs $src | grep -Eq '^\| b +\| done +\| +1 \| +16 \| +16 \| 100.0% \| done \|' ||
+        fail "jobs $src: $("$BIN/kerntune" jobs $src 2>&1)"
+done
+
 # SIGTERM in the middle of a job, then a restart resumes it.
 model e 48 48 48 48
 kill -HUP $DPID
@@ -133,6 +152,9 @@ echo "stopped with $before of 48 trials of job e committed"
 start_daemon
 wait_for 180 state_is e done || fail "job e did not finish after the restart"
 [ "$(trials_of e)" = 48 ] || fail "job e: $(trials_of e) trials after resume, want exactly 48"
+grep -Eq "^STATUS=.* e $before/48 trials \([0-9.]+%\), ETA -" "$T/notify.txt" ||
+    grep -Eq "^STATUS=.* e [0-9]+/48 trials \([0-9.]+%\), ETA [0-9]" "$T/notify.txt" ||
+    fail "STATUS= never showed job e's progress: $(grep STATUS= "$T/notify.txt" | tail -3)"
 [ "$(dups_of e)" = 0 ] || fail "job e measured a schedule twice across the restart"
 [ "$(trials_of a)" = 16 ] || fail "job a was tuned again after the restart"
 kill -TERM $DPID

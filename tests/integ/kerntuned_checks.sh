@@ -52,6 +52,18 @@ echo "$out" | grep -q "no-such-dir" || fail "-t does not name the model dir: $ou
 
 out=$("$BIN/kerntuned" --config "$T/kerntuned.json" stray 2>&1) && fail "a stray argument was accepted"
 
+# Listening for other hosts without a usable token file: refused, saying so,
+# both by -t and by the daemon itself (exit 1, nothing listening).
+for listen in 0.0.0.0:0 "[::]:0" 192.0.2.1:9190; do
+    conf "$T/no-such-token" "$T/models"
+    sed -i "s|\"127.0.0.1:0\"|\"$listen\"|" "$T/kerntuned.json"
+    out=$("$BIN/kerntuned" -t --config "$T/kerntuned.json" 2>&1) && fail "-t passed listen $listen without a token file"
+    echo "$out" | grep -qF "listen $listen accepts workers from other hosts, which must prove the token of token_file: refusing to listen without it: token file $T/no-such-token" ||
+        fail "-t on listen $listen without a token: $out"
+done
+"$BIN/kerntuned" --config "$T/kerntuned.json" >"$T/open.log" 2>&1 && fail "kerntuned started on 192.0.2.1 without a token file"
+grep -q "refusing to listen without it" "$T/open.log" || fail "kerntuned without a token: $(cat "$T/open.log")"
+
 # Strict integers and HOST:PORT on the command line.
 printf '{"name": "m", "tasks": [{"name": "mm", "compute": ["O[i,j] += A[i,k] * B[k,j]"], "shapes": {"A": [8, 8], "B": [8, 8]}}]}\n' > "$T/m.json"
 for bad in "--trials abc" "--trials 12x" "--trials -3" "--workers 0" "--workers 65"; do

@@ -75,7 +75,14 @@ need $d 'ProtectSystem=strict'
 need $d 'UMask=0077'
 r=kerntune-rpc@.service
 need $r 'Restart=always'
-need $r 'ExecStart=/usr/local/bin/kerntune-rpc server --tracker=127.0.0.1:9190 --key=%i --token-file /etc/kerntune/token'
+need $r 'ExecStart=/usr/local/bin/kerntune-rpc server --tracker=${KERNTUNE_TRACKER} --key=%i --token-file ${KERNTUNE_TOKEN_FILE} $KERNTUNE_RPC_ARGS'
+need $r 'Environment=KERNTUNE_TRACKER=127.0.0.1:9190 KERNTUNE_TOKEN_FILE=/etc/kerntune/token KERNTUNE_RPC_ARGS='
+need $r 'EnvironmentFile=-/etc/kerntune/worker.env'
+need $r 'EnvironmentFile=-/etc/kerntune/worker-%i.env'
+# The documented worker.env example sets exactly the variables the unit uses.
+for v in KERNTUNE_TRACKER KERNTUNE_TOKEN_FILE KERNTUNE_RPC_ARGS; do
+    grep -q "^$v=" "$here/dist/worker.env" || { echo "dist/worker.env: no $v"; fail=1; }
+done
 for u in $d $r; do
     need $u 'LimitCORE=0'
     need $u 'IPAddressAllow=localhost'

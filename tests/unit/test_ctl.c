@@ -521,25 +521,32 @@ test_ctl_print_tables(void **state)
     out = render("jobs",
                  "{\"ok\":true,\"cmd\":\"jobs\",\"jobs\":["
                  "{\"name\":\"resnet50\",\"state\":\"running\",\"tasks\":34,"
-                 "\"trials\":1280,\"trials_target\":20000,\"errors\":17,"
+                 "\"trials\":1280,\"trials_target\":20000,\"percent\":6.4,"
+                 "\"eta_s\":3725,\"errors\":17,"
                  "\"total_latency_ms\":9.4876,\"used_s\":600.4,\"key\":"
                  "\"local\"},"
                  "{\"name\":\"tiny\",\"state\":\"failed\",\"tasks\":1,"
-                 "\"trials\":0,\"trials_target\":64,\"errors\":0,"
+                 "\"trials\":0,\"trials_target\":64,\"percent\":0,"
+                 "\"eta_s\":-1,\"errors\":0,"
                  "\"total_latency_ms\":-1,\"used_s\":0,\"key\":\"rk3399\","
                  "\"error\":\"no worker\"}]}",
                  &rc);
     assert_int_equal(rc, 0);
     assert_string_equal(out, "| Job      | State   | Tasks | Trials | Target | "
+                             "Done | ETA   | "
                              "Errors | Latency (ms) | Used (s) | Key    |\n"
                              "-------------------------------------------------"
-                             "-------------------------------------------\n"
+                             "-------------------------------------------"
+                             "---------------\n"
                              "| resnet50 | running |    34 |   1280 |  20000 | "
+                             "6.4% | 1h02m | "
                              "    17 |        9.488 |      600 | local  |\n"
                              "| tiny     | failed  |     1 |      0 |     64 | "
+                             "0.0% |     - | "
                              "     0 |            - |        0 | rk3399 |\n"
                              "-------------------------------------------------"
-                             "-------------------------------------------\n"
+                             "-------------------------------------------"
+                             "---------------\n"
                              "error tiny: no worker\n");
     free(out);
 

@@ -178,6 +178,15 @@ p_workers(struct env *e, void *arg)
 }
 
 static int
+p_refused(struct env *e, void *arg)
+{
+    unsigned refused = 0;
+
+    kt_tracker_counters(e->t, &refused, NULL, NULL, NULL);
+    return refused >= *(unsigned *)arg;
+}
+
+static int
 p_done(struct env *e, void *arg)
 {
     (void)arg;
@@ -689,8 +698,9 @@ test_measure_aarch64_board_under_qemu(void **state)
     char cross[400], cmd[1200], tracker[64];
     char *src = gemm_source("ikj", 4, NULL);
     char *bad = gemm_source("ijk", 4, bodies[0]);
-    pid_t pb, pr;
-    int two = 2;
+    pid_t pb, pr, px;
+    int two = 2, three = 3;
+    unsigned refusals = 2;
 
     (void)state;
     if (!have_tool("aarch64-linux-gnu-gcc") || !have_tool("qemu-aarch64") ||
@@ -702,12 +712,11 @@ test_measure_aarch64_board_under_qemu(void **state)
                    source tree (make test does) */
     }
     e = env_new(1);
-    snprintf(cross, sizeof(cross), "%s/kerntune-rpc-aarch64", e->tmp);
+    /* The documented command (docs/boards.md). */
+    snprintf(cross, sizeof(cross), "%s/aarch64-linux-gnu/kerntune-rpc", e->tmp);
     snprintf(cmd, sizeof(cmd),
-             "aarch64-linux-gnu-gcc -std=c11 -D_POSIX_C_SOURCE=200809L "
-             "-D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -I. "
-             "-DKT_RPC_ONLY=1 common/*.c measure/worker/*.c -ldl -lm -o %s",
-             cross);
+             "make -s rpc-cross CROSS=aarch64-linux-gnu- BUILD=%s >/dev/null",
+             e->tmp);
     assert_int_equal(system(cmd), 0);
     snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d",
              kt_tracker_port(e->t));
@@ -729,9 +738,26 @@ test_measure_aarch64_board_under_qemu(void **state)
                                "--roles=run",
                                "--name=sa8155",
                                NULL};
+        /* A host (x86) worker under the board's key with the run role:
+         * it cannot load aarch64 kernels. */
+        const char *xargv[] = {e->rpc,        "server",
+                               tracker,       "--key=board",
+                               "--roles=run", "--name=wrong-arch",
+                               NULL};
         pb = start_worker(bargv, "s3cret-token");
         pr = start_worker(rargv, "s3cret-token");
+        px = start_worker(xargv, "s3cret-token");
     }
+    assert_int_equal(run_until(e, p_workers, &three, WAIT_S), 0);
+    /* The job's target becomes known: the x86 run worker is dropped, and
+     * refused when it registers again; the builder and the board stay. */
+    assert_int_equal(kt_tracker_set_key_abi(e->t, "board", "aarch64-linux-gnu"),
+                     0);
+    assert_int_equal(kt_tracker_nworkers(e->t, "board"), 2);
+    assert_int_equal(run_until(e, p_refused, &refusals, WAIT_S), 0);
+    assert_int_equal(kt_tracker_nworkers(e->t, "board"), 2);
+    assert_int_equal(kt_tracker_set_key_abi(e->t, "board", "x86_64-linux-gnu"),
+                     KT_EINVAL);
     assert_int_equal(run_until(e, p_workers, &two, WAIT_S), 0);
     memset(c, 0, sizeof(c));
     c[0].source = src;
@@ -759,6 +785,7 @@ test_measure_aarch64_board_under_qemu(void **state)
                   e->cv[0]);
     stop_worker(pb);
     stop_worker(pr);
+    stop_worker(px);
     free(src);
     free(bad);
     env_free(e);

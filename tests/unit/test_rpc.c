@@ -557,10 +557,41 @@ test_rpc_ref_cache_lru(void **state)
     assert_int_not_equal(access(dir, F_OK), 0);
 }
 
+/* Target triples: aliases fold, vendor and OS parts are ignored, the
+ * environment counts when both name one; the host compiler's triple is
+ * this program's. */
+static void
+test_rpc_abi_match(void **state)
+{
+    char abi[64];
+
+    (void)state;
+    assert_true(kt_abi_match("x86_64-linux-gnu", "x86_64-pc-linux-gnu"));
+    assert_true(kt_abi_match("aarch64-linux-gnu", "arm64"));
+    assert_true(kt_abi_match("aarch64-unknown-linux-gnu", "aarch64"));
+    assert_true(kt_abi_match("i686-linux-gnu", "i386-linux-gnu"));
+    assert_true(kt_abi_match("arm-linux-gnueabihf", "armv7l"));
+    assert_false(kt_abi_match("aarch64-linux-gnu", "x86_64-linux-gnu"));
+    assert_false(kt_abi_match("x86_64", "amd"));
+    assert_false(kt_abi_match("arm-linux-gnueabihf", "arm-linux-gnueabi"));
+    assert_false(kt_abi_match("aarch64-linux-gnu", "aarch64-linux-musl"));
+    assert_false(kt_abi_match("unknown-linux-gnu", "unknown-linux-gnu"));
+    assert_int_equal(kt_abi_of_compiler("cc", abi, sizeof(abi)), 0);
+    assert_true(kt_abi_match(abi, kt_abi_self()));
+    /* Not installed here: the triple its name starts with. */
+    assert_int_equal(kt_abi_of_compiler("/nonexistent/riscv64-linux-gnu-gcc",
+                                        abi, sizeof(abi)),
+                     0);
+    assert_string_equal(abi, "riscv64-linux-gnu");
+    assert_int_equal(kt_abi_of_compiler("/nonexistent/gcc", abi, sizeof(abi)),
+                     -1);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rpc_abi_match),
         cmocka_unit_test(test_rpc_sha256_vectors),
         cmocka_unit_test(test_rpc_auth_proofs),
         cmocka_unit_test(test_rpc_session_seal),

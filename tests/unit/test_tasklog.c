@@ -29,10 +29,53 @@ title_line(char *out, size_t n, const char *name)
              name, dash70);
 }
 
+/* trials / budget, percent and ETA: the rate is this run's (resumed trials
+ * took no time now); the Ansor layout never prints the line. */
+static void
+test_tasklog_progress(void **state)
+{
+    struct kt_tasklog_table t = {3, seed_rows, 9.488, 2999, 10782.4, 16, 0, -1};
+    struct kt_progress p;
+    struct kt_buf b;
+    char d[32];
+
+    (void)state;
+    kt_progress_compute(&p, 2999, 20000, 999, 1000.0);
+    assert_true(p.percent > 14.99 && p.percent < 15.0);
+    assert_true(p.eta_s > 8500.4 && p.eta_s < 8500.6); /* 17001 at 2/s */
+    t.budget = 20000;
+    t.eta_s = p.eta_s;
+    kt_buf_init(&b);
+    kt_tasklog_format_table(&b, &t, 0);
+    assert_non_null(strstr(b.p, "Next ID: 16\t\nProgress: 2999/20000 trials "
+                                "(15.0%), ETA 2h21m\n"));
+    kt_buf_reset(&b);
+    kt_tasklog_format_table(&b, &t, KT_TASKLOG_ANSOR);
+    assert_null(strstr(b.p, "Progress"));
+    kt_progress_compute(&p, 999, 20000, 999, 30.0); /* nothing new yet */
+    assert_true(p.eta_s < 0);
+    kt_buf_reset(&b);
+    kt_progress_format(&b, &p);
+    assert_string_equal(b.p, "999/20000 trials (5.0%), ETA -");
+    kt_progress_compute(&p, 64, 64, 0, 30.0);
+    kt_buf_reset(&b);
+    kt_progress_format(&b, &p);
+    assert_string_equal(b.p, "64/64 trials (100.0%), done");
+    kt_progress_compute(&p, 64, 0, 0, 30.0);
+    assert_true(p.percent < 0);
+    kt_buf_free(&b);
+    kt_duration_format(d, sizeof(d), 59.4);
+    assert_string_equal(d, "59s");
+    kt_duration_format(d, sizeof(d), 725);
+    assert_string_equal(d, "12m05s");
+    kt_duration_format(d, sizeof(d), 2 * 86400 + 4 * 3600 + 1);
+    assert_string_equal(d, "2d04h");
+}
+
 static void
 test_tasklog_ansor_table(void **state)
 {
-    struct kt_tasklog_table t = {3, seed_rows, 9.488, 2999, 10782.4, 16};
+    struct kt_tasklog_table t = {3, seed_rows, 9.488, 2999, 10782.4, 16, 0, -1};
     struct kt_buf b;
 
     (void)state;
@@ -59,7 +102,7 @@ test_tasklog_extra_columns_and_missing(void **state)
         {0, "gemm1024", 1.5, 0.080, 103.92, 64, 3},
         {1, NULL, 1, -1, -1, 0, 0},
     };
-    struct kt_tasklog_table t = {2, rows, -1, 64, 205.2, 1};
+    struct kt_tasklog_table t = {2, rows, -1, 64, 205.2, 1, 0, -1};
     struct kt_buf b;
 
     (void)state;
@@ -291,6 +334,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tasklog_ansor_table),
+        cmocka_unit_test(test_tasklog_progress),
         cmocka_unit_test(test_tasklog_extra_columns_and_missing),
         cmocka_unit_test(test_tasklog_round_sections),
         cmocka_unit_test(test_tasklog_write_appends),
