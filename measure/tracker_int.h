@@ -1,5 +1,6 @@
 /* tracker_int.h - private to measure/: the tracker's state, shared by
- * tracker.c (connections, authentication, framing, status), jobs.c
+ * tracker.c (dispatch of messages, timeouts, status), tracker_conn.c
+ * (connections, framing), tracker_auth.c (the handshake), jobs.c
  * (batches, queues, dispatch, results) and local.c (local workers). */
 #ifndef KT_TRACKER_INT_H
 #define KT_TRACKER_INT_H
@@ -121,12 +122,19 @@ struct kt_tracker {
     int nkeytok;
 };
 
-/* tracker.c */
-int kt__bind_key_token(struct kt_tracker *t, const char *key,
-                       const char *token);
+/* tracker.c: <0 closes the connection (err says why) */
+int kt__on_msg(struct kt__conn *c, const struct kt_msg *m, char *err,
+               size_t errlen);
+/* tracker_conn.c */
+void kt__on_connection(uv_stream_t *server, int status);
 void kt__conn_send(struct kt__conn *c, const struct kt_msg *m);
 void kt__conn_drop(struct kt__conn *c, const char *why);
 void kt__handle_closed(uv_handle_t *h);
+/* tracker_auth.c */
+int kt__bind_key_token(struct kt_tracker *t, const char *key,
+                       const char *token);
+int kt__on_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
+                 size_t errlen);
 /* jobs.c */
 void kt__dispatch(struct kt_tracker *t);
 void kt__on_result(struct kt__conn *c, const struct kt_msg *m);
