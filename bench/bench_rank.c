@@ -1,9 +1,7 @@
 /* bench_rank.c - how well the cost model ranks real programs: loads every
  * successful trial of a tuning database, trains the XGBoost model on a
  * random 80% and reports the pairwise ranking accuracy on the held-out 20%
- * (pairs of the same workload: does the lower cost get the higher score?),
- * and that of the roofline pre-score (kt_prescore, no training) on the same
- * pairs and on all pairs.
+ * (pairs of the same workload: does the lower cost get the higher score?).
  *
  *   build/bench/bench_rank DB [DB ...]
  *
@@ -22,7 +20,6 @@ struct prog {
     int nrows;
     int64_t group;
     double cost;
-    double roofline; /* kt_prescore seconds */
 };
 
 static int nprogs, capprogs;
@@ -70,8 +67,6 @@ load(const char *path)
             kt_lower(s, &lt, err, sizeof(err)) == KT_OK &&
             kt_features_extract(lt, &p.rows, &p.nrows, err, sizeof(err)) ==
                 KT_OK) {
-            if (kt_prescore(lt, NULL, &p.roofline, err, sizeof(err)) != KT_OK)
-                p.roofline = 0;
             p.group = (int64_t)(kt_hash64(dag->key, strlen(dag->key)) >> 1);
             p.cost = sqlite3_column_double(q, 2);
             if (nprogs == capprogs) {
@@ -87,27 +82,6 @@ load(const char *path)
     sqlite3_finalize(q);
     kt_dag_free(dag);
     kt_storage_close(st);
-}
-
-/* Pairwise accuracy of the roofline over programs [lo, hi). */
-static double
-roofline_accuracy(int lo, int hi, long long *npairs)
-{
-    long long right = 0, pairs = 0;
-    int i, j;
-
-    for (i = lo; i < hi; i++)
-        for (j = i + 1; j < hi; j++) {
-            const struct prog *a = &progs[i], *b = &progs[j];
-            if (a->group != b->group || a->cost == b->cost ||
-                a->roofline == b->roofline)
-                continue;
-            pairs++;
-            if ((a->cost < b->cost) == (a->roofline < b->roofline))
-                right++;
-        }
-    *npairs = pairs;
-    return pairs ? (double)right / (double)pairs : 0.0;
 }
 
 int
@@ -181,16 +155,6 @@ main(int argc, char **argv)
     printf("pairwise ranking accuracy on the held-out 20%%: %.3f (%lld pairs, "
            "%d programs)\n",
            pairs ? (double)right / (double)pairs : 0.0, pairs, ntest);
-    {
-        long long np = 0;
-        double acc = roofline_accuracy(ntrain, nprogs, &np);
-        printf("roofline pre-score on the same held-out programs: %.3f (%lld "
-               "pairs without a tie)\n",
-               acc, np);
-        acc = roofline_accuracy(0, nprogs, &np);
-        printf("roofline pre-score on all %d programs: %.3f (%lld pairs)\n",
-               nprogs, acc, np);
-    }
     kt_train_set_free(&set);
     kt_xgb_free(m);
     free(test);
