@@ -159,6 +159,8 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         }
         c->source = kt_xstrdup(cands[i].source);
         c->cc = kt_xstrdup(cands[i].cc);
+        if (cands[i].avoid_worker != NULL)
+            snprintf(c->avoid, sizeof(c->avoid), "%s", cands[i].avoid_worker);
     }
     b->remaining -= preset;
     if (b->remaining == 0) {
@@ -244,6 +246,23 @@ usable(const struct kt__conn *w, const struct kt__batch *b, int role)
            strcmp(w->key, b->key) == 0;
 }
 
+/* A run that should avoid a worker waits for another run worker of the
+ * key while one is connected (busy or not); it goes to the avoided worker
+ * only when that is the key's only one. */
+static int
+avoided(const struct kt_tracker *t, const struct kt__cand *c,
+        const struct kt__conn *w)
+{
+    const struct kt__conn *o;
+
+    if (c->avoid[0] == '\0' || strcmp(w->name, c->avoid) != 0)
+        return 0;
+    for (o = t->conns; o != NULL; o = o->next)
+        if (o != w && usable(o, c->b, KT_ROLE_RUN))
+            return 1;
+    return 0;
+}
+
 void
 kt__dispatch(struct kt_tracker *t)
 {
@@ -270,7 +289,8 @@ kt__dispatch(struct kt_tracker *t)
                 continue;
             for (w = t->conns; w != NULL; w = w->next) {
                 int hi;
-                if (!usable(w, b, KT_ROLE_RUN) || w->nrun || w->nbuild)
+                if (!usable(w, b, KT_ROLE_RUN) || w->nrun || w->nbuild ||
+                    avoided(t, c, w))
                     continue;
                 hi = host_of(&h, w->host);
                 if (ser && (h.runs[hi] || h.builds[hi])) {

@@ -42,6 +42,9 @@ struct kt_candidate {
     int preset_err_no;  /* non-zero: report this error without building
                              (INSTANTIATION_ERROR from lowering) */
     const char *preset_err_text;
+    const char *avoid_worker; /* NULL, or a worker's name: run on another
+                                 worker of the key when one is connected
+                                 (re-timing a result of that worker) */
 };
 
 /* Per-candidate result, borrowed for the duration of the callback. */

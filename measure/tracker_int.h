@@ -55,6 +55,7 @@ struct kt__cand {
     int attempts; /* dispatches of the current stage */
     int total_attempts;
     struct kt__conn *w;
+    char avoid[96]; /* run on another worker than this one if there is one */
     char id[24];
     double deadline;
     /* Result. */
