@@ -19,6 +19,7 @@
 #include "common/common.h"
 
 #define KT_CONFIG_MAX_BYTES (4u << 20) /* larger config files are refused */
+#define KT_CONFIG_MAX_DEPTH 32 /* deeper nesting of [ and { is refused */
 #define KT_CONFIG_MAX_LAYERS 4096
 #define KT_CONFIG_MAX_TASKS 1024
 
