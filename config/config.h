@@ -183,6 +183,7 @@ struct kt_daemon_conf {
     int listen_port;
     char *token_file;
     struct kt_strlist key_tokens; /* "KEY=TOKEN_FILE": that key's own token */
+    struct kt_strlist build_keys; /* "KEY=BUILD_KEY": trusted builders */
     char *database;
     char *log_dir;
     char *model_dir;

@@ -239,11 +239,28 @@ send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
     kt_msg_free(&m);
 }
 
+/* Builds by a worker of another key only where the configuration trusts
+ * that key's builders for the batch's key (kt_key_builder). */
+static int
+trusted_builder(const struct kt_tracker *t, const char *key,
+                const char *build_key)
+{
+    int i;
+
+    for (i = 0; i < t->nkeybuild; i++)
+        if (strcmp(t->keybuild[i].key, key) == 0 &&
+            strcmp(t->keybuild[i].build_key, build_key) == 0)
+            return 1;
+    return 0;
+}
+
 static int
 usable(const struct kt__conn *w, const struct kt__batch *b, int role)
 {
-    return w->state == KT__CONN_WORKER && (w->roles & role) &&
-           strcmp(w->key, b->key) == 0;
+    if (w->state != KT__CONN_WORKER || !(w->roles & role))
+        return 0;
+    return strcmp(w->key, b->key) == 0 ||
+           (role == KT_ROLE_BUILD && trusted_builder(b->t, b->key, w->key));
 }
 
 /* A run that should avoid a worker waits for another run worker of the

@@ -164,6 +164,25 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
                              i, o->key_tokens[i].key, KT__MAX_KEY_TOKENS);
         }
     }
+    for (i = 0; i < o->nkey_builders; i++) {
+        const struct kt_key_builder *kb = &o->key_builders[i];
+        struct kt__key_builder *dst = &t->keybuild[t->nkeybuild];
+        if (i >= KT__MAX_KEY_TOKENS || kb->key == NULL ||
+            kb->build_key == NULL || kb->key[0] == '\0' ||
+            kb->build_key[0] == '\0' || strlen(kb->key) >= sizeof(dst->key) ||
+            strlen(kb->build_key) >= sizeof(dst->build_key)) {
+            free(t);
+            return kt_seterr(err, errlen, KT_EINVAL,
+                             "tracker: key builder %d is invalid (1..63-byte "
+                             "keys, at most %d)",
+                             i, KT__MAX_KEY_TOKENS);
+        }
+        snprintf(dst->key, sizeof(dst->key), "%s", kb->key);
+        snprintf(dst->build_key, sizeof(dst->build_key), "%s", kb->build_key);
+        t->nkeybuild++;
+    }
+    t->o.key_builders = NULL; /* copied above */
+    t->o.key_tokens = NULL;
     if (t->o.heartbeat_lost_ms <= 0)
         t->o.heartbeat_lost_ms = 10000;
     if (t->o.max_retries < 0)

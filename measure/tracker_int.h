@@ -96,6 +96,11 @@ struct kt__key_token {
     char token[256];
 };
 
+struct kt__key_builder {
+    char key[64];
+    char build_key[64];
+};
+
 struct kt_tracker {
     uv_loop_t *loop;
     struct kt_tracker_opts o;
@@ -121,6 +126,8 @@ struct kt_tracker {
     char local_token[65]; /* local workers' own, bound to their key */
     struct kt__key_token keytok[KT__MAX_KEY_TOKENS];
     int nkeytok;
+    struct kt__key_builder keybuild[KT__MAX_KEY_TOKENS];
+    int nkeybuild;
 };
 
 /* tracker.c: <0 closes the connection (err says why) */
