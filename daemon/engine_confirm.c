@@ -145,7 +145,7 @@ confirm_done(void *arg, const struct kt_measure_result *res, int n)
     struct kt_job *job = r->job;
 
     if (job->abandoned) {
-        kt__job_round_abandon(job, r, 1);
+        kt__job_round_abandon(job, r, r->nres);
         return;
     }
     if (n >= 1)
