@@ -36,14 +36,16 @@ print_stats(const char *what, const struct kt_search_stats *st, int n)
            (double)st->best_score);
 }
 
-/* Replay, lower, features and the module of one candidate from its steps:
- * what the trial path did for each candidate before the search carried
- * its tree and features (the module lowered it and the reference again). */
+/* The work after the search's replay for one candidate: lowering and
+ * features, then the module.  before != 0: as the trial path did it before
+ * the search carried the tree (kt_codegen_module lowers the candidate and
+ * the reference again); else as now (the lowering and features are take()'s,
+ * the module comes from that tree and the round's reference tree). */
 static int
-rebuild_one(const struct kt_dag *dag, const struct kt_search_cand *c,
-            const struct kt_codegen_opts *cg, size_t *bytes)
+post_search(const struct kt_dag *dag, const struct kt_search_cand *c,
+            const struct kt_looptree *ref, const struct kt_codegen_opts *cg,
+            int before, size_t *bytes)
 {
-    struct kt_state *state = NULL;
     struct kt_looptree *lt = NULL;
     struct kt_buf src;
     float *rows = NULL;
@@ -51,68 +53,56 @@ rebuild_one(const struct kt_dag *dag, const struct kt_search_cand *c,
     char err[512];
 
     kt_buf_init(&src);
-    rc = kt_state_replay(dag, c->steps, c->nsteps, &state, err, sizeof(err));
-    if (rc == KT_OK)
-        rc = kt_lower(state, &lt, err, sizeof(err));
+    rc = kt_lower(c->state, &lt, err, sizeof(err));
     if (rc == KT_OK)
         rc = kt_features_extract(lt, &rows, &nrows, err, sizeof(err));
     if (rc == KT_OK)
-        rc = kt_codegen_module(state, dag, cg, &src, err, sizeof(err));
+        rc = before
+                 ? kt_codegen_module(c->state, dag, cg, &src, err, sizeof(err))
+                 : kt_codegen_module_lowered(ref, lt, dag, cg, &src, err,
+                                             sizeof(err));
     *bytes += src.len;
     free(rows);
     kt_buf_free(&src);
     kt_looptree_free(lt);
-    kt_state_free(state);
     if (rc != KT_OK)
-        fprintf(stderr, "rebuild: %s\n", err);
+        fprintf(stderr, "candidate: %s\n", err);
     return rc;
 }
 
-/* The trial path after the search, for the round's candidates, measured
- * in this process both ways: rebuilt from steps (replay, lower, features,
- * module lowering the candidate and the reference again), and from what
- * the search carried (the module from the candidate's tree, the reference
- * lowered once per round). */
+/* The trial path after the search's replay, for the round's candidates,
+ * both ways in this process (post_search). */
 static int
 trial_path(const struct kt_dag *dag, const struct kt_search_batch *b)
 {
     struct kt_codegen_opts cg;
     struct kt_looptree *ref = NULL;
-    size_t bytes_old = 0, bytes_new = 0;
-    double t0, t_old, t_new;
+    size_t bytes[2] = {0, 0};
+    double t0, t[2];
     char err[512];
-    int i;
+    int i, way;
 
     kt_codegen_default_opts(&cg);
-    t0 = kt_now();
-    for (i = 0; i < b->n; i++)
-        if (rebuild_one(dag, &b->v[i], &cg, &bytes_old) != KT_OK)
-            return 1;
-    t_old = kt_now() - t0;
-    t0 = kt_now();
-    if (kt_lower_reference(dag, &ref, err, sizeof(err)) != KT_OK) {
-        fprintf(stderr, "reference: %s\n", err);
-        return 1;
-    }
-    for (i = 0; i < b->n; i++) {
-        struct kt_buf src;
-        kt_buf_init(&src);
-        if (kt_codegen_module_lowered(ref, b->v[i].lt, dag, &cg, &src, err,
-                                      sizeof(err)) != KT_OK) {
-            fprintf(stderr, "module: %s\n", err);
+    for (way = 0; way < 2; way++) {
+        t0 = kt_now();
+        if (way == 1 &&
+            kt_lower_reference(dag, &ref, err, sizeof(err)) != KT_OK) {
+            fprintf(stderr, "reference: %s\n", err);
             return 1;
         }
-        bytes_new += src.len;
-        kt_buf_free(&src);
+        for (i = 0; i < b->n; i++)
+            if (post_search(dag, &b->v[i], ref, &cg, way == 0, &bytes[way]) !=
+                KT_OK)
+                return 1;
+        t[way] = kt_now() - t0;
     }
     kt_looptree_free(ref);
-    t_new = kt_now() - t0;
-    printf("trial path of %d candidates after the search: rebuilt from steps "
-           "%.3f s, from the carried trees %.3f s (%.1fx less; the search's "
-           "take() now lowers and extracts once), same source: %s\n",
-           b->n, t_old, t_new, t_new > 0 ? t_old / t_new : 0.0,
-           bytes_old == bytes_new ? "yes" : "NO");
-    return bytes_old == bytes_new ? 0 : 1;
+    printf("trial path of %d candidates after the search's replay (lower, "
+           "features, module): %.3f s lowering each again in the module, "
+           "%.3f s from the one tree (%.2fx), same source: %s\n",
+           b->n, t[0], t[1], t[1] > 0 ? t[0] / t[1] : 0.0,
+           bytes[0] == bytes[1] ? "yes" : "NO");
+    return bytes[0] == bytes[1] ? 0 : 1;
 }
 
 int
