@@ -1,7 +1,8 @@
 /* tracker_int.h - private to measure/: the tracker's state, shared by
  * tracker.c (dispatch of messages, timeouts, status), tracker_conn.c
- * (connections, framing), tracker_auth.c (the handshake), jobs.c
- * (batches, queues, dispatch, results) and local.c (local workers). */
+ * (connections, framing), tracker_auth.c (the handshake), dispatch.c
+ * (which worker takes a job), jobs.c
+ * (batches, queues, results) and local.c (local workers). */
 #ifndef KT_TRACKER_INT_H
 #define KT_TRACKER_INT_H
 
@@ -143,8 +144,9 @@ int kt__bind_key_token(struct kt_tracker *t, const char *key,
                        const char *token);
 int kt__on_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
                  size_t errlen);
-/* jobs.c */
+/* dispatch.c */
 void kt__dispatch(struct kt_tracker *t);
+/* jobs.c */
 void kt__on_result(struct kt__conn *c, const struct kt_msg *m);
 void kt__worker_lost(struct kt__conn *c, const char *why);
 void kt__check_deadlines(struct kt_tracker *t, double now);
