@@ -1,11 +1,11 @@
 /* bench_costmodel.c - cost-model throughput on hand-built GEMM loop trees:
- * feature extraction (programs/s, one core), the roofline pre-score,
- * XGBoost training on 10,000 programs and batched prediction.
+ * feature extraction (programs/s, one core), XGBoost training on 10,000
+ * programs and batched prediction.
  *
  * The programs are dense-layer schedules with random tiles, fusion and
- * annotations; their "cost" is the roofline estimate times lognormal
- * noise (no measured data yet), so the ranking accuracy printed is how
- * well the model learns that synthetic target, not a tuning result.
+ * annotations; their "cost" is ktt_synthetic_cost times lognormal noise
+ * (no measured data here), so the ranking accuracy printed is how well
+ * the model learns that synthetic target, not a tuning result.
  * KT_BENCH_PROGRAMS overrides the 10,000; KT_BENCH_TREE_METHOD (hist,
  * exact, approx) overrides the XGBoost tree method. */
 #include <math.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "costmodel/costmodel.h"
+#include "tests/support/ktt.h"
 #include "tests/unit/cm_trees.h"
 
 static int64_t
@@ -116,16 +117,10 @@ main(void)
            "each, %d programs in %.2f s, one thread)\n",
            n / dt, NTREES, n, dt);
 
-    /* 2. Pre-score rate. */
-    t0 = kt_now();
-    for (n = 0; kt_now() - t0 < 0.5; n++)
-        kt_prescore(trees[n % NTREES], NULL, &sec, err, sizeof(err));
-    dt = kt_now() - t0;
-    printf("roofline prescore: %.0f programs/s\n", n / dt);
     for (i = 0; i < NTREES; i++)
         tb_free(trees[i]);
 
-    /* 3. A training set of nprog programs; cost = roofline x noise. */
+    /* 2. A training set of nprog programs; cost = synthetic x noise. */
     truth = kt_xmalloc((size_t)(nprog + NTEST) * sizeof(double));
     pre = kt_xmalloc((size_t)(nprog + NTEST) * sizeof(double));
     progs = kt_xcalloc((size_t)NTEST, sizeof(*progs));
@@ -134,7 +129,7 @@ main(void)
         struct kt_looptree *lt = random_gemm(&rng, &task);
         double cost;
         kt_features_extract(lt, &rows, &n, err, sizeof(err));
-        kt_prescore(lt, NULL, &sec, err, sizeof(err));
+        sec = ktt_synthetic_cost(rows, n);
         cost = sec * exp(0.3 * gauss(&rng));
         truth[i] = 1.0 / cost;
         pre[i] = 1.0 / sec;
@@ -167,7 +162,7 @@ main(void)
            "train p-rmse %.4f), nthread 1\n",
            nprog, st.nrows, dt, st.rounds, st.best_round, st.best_prmse);
 
-    /* 4. Batched prediction rate and held-out ranking. */
+    /* 3. Batched prediction rate and held-out ranking. */
     scores = kt_xmalloc(NTEST * sizeof(float));
     t0 = kt_now();
     for (n = 0; kt_now() - t0 < 1.0; n++)
@@ -183,8 +178,8 @@ main(void)
         for (i = 0; i < NTEST; i++)
             ps[i] = (float)pre[nprog + i];
         printf("held-out pairwise accuracy within a task (synthetic "
-               "target): model %.3f, roofline prescore %.3f (the target "
-               "is roofline x noise, so the prescore is the ceiling)\n",
+               "target): model %.3f, the noiseless synthetic cost %.3f "
+               "(the ceiling: the target is it x noise)\n",
                pairwise(scores, truth + nprog, tasks, NTEST),
                pairwise(ps, truth + nprog, tasks, NTEST));
         free(ps);

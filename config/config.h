@@ -19,6 +19,7 @@
 #include "common/common.h"
 
 #define KT_CONFIG_MAX_BYTES (4u << 20) /* larger config files are refused */
+#define KT_CONFIG_MAX_DEPTH 32 /* deeper nesting of [ and { is refused */
 #define KT_CONFIG_MAX_LAYERS 4096
 #define KT_CONFIG_MAX_TASKS 1024
 
@@ -189,6 +190,7 @@ struct kt_daemon_conf {
     int listen_port;
     char *token_file;
     struct kt_strlist key_tokens; /* "KEY=TOKEN_FILE": that key's own token */
+    struct kt_strlist build_keys; /* "KEY=BUILD_KEY": trusted builders */
     char *database;
     char *log_dir;
     char *model_dir;

@@ -145,6 +145,37 @@ offset_linecol(const char *t, size_t off, int *line, int *col)
     }
 }
 
+/* Refuses nesting deeper than KT_CONFIG_MAX_DEPTH before anything is
+ * parsed (the parser and the position walk recurse per level). */
+static int
+check_depth(const char *text, const char *file, char *err, size_t errlen)
+{
+    int depth = 0, in_string = 0, line, col;
+    size_t i;
+
+    for (i = 0; text[i] != '\0'; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\' && text[i + 1] != '\0')
+                i++;
+            else if (ch == '"')
+                in_string = 0;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > KT_CONFIG_MAX_DEPTH) {
+                offset_linecol(text, i, &line, &col);
+                return kt_seterr(err, errlen, KT_EPARSE,
+                                 "%s:%d:%d: nesting deeper than %d levels",
+                                 file, line, col, KT_CONFIG_MAX_DEPTH);
+            }
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
 int
 kt__jdoc_parse(struct kt__jdoc *doc, const char *file, const char *text,
                char *err, size_t errlen)
@@ -164,6 +195,8 @@ kt__jdoc_parse(struct kt__jdoc *doc, const char *file, const char *text,
                          "%s: file larger than %u "
                          "bytes",
                          file, KT_CONFIG_MAX_BYTES);
+    if (check_depth(text, file, err, errlen) < 0)
+        return KT_EPARSE;
     if ((unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
         (unsigned char)text[2] == 0xBF)
         start = 3;

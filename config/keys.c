@@ -335,6 +335,10 @@ static const struct kt__key daemon_keys[] = {
      "\"KEY=TOKEN_FILE\" entries: workers of KEY must prove that token "
      "(and it proves no other key). Local workers always get a random token "
      "bound to local_worker_key."},
+    {"build_keys", KT_K_STRLIST, D(build_keys), NOLIM, "[]", NULL,
+     "\"KEY=BUILD_KEY\" entries: workers of BUILD_KEY may also build what "
+     "workers of KEY run (a shared build host). Otherwise an object is "
+     "built by a worker of the key that runs it."},
     {"database", KT_K_STR, D(database), NOLIM, "\"/var/lib/kerntune/tune.db\"",
      NULL, "SQLite database of all trials."},
     {"log_dir", KT_K_STR, D(log_dir), NOLIM, "\"/var/log/kerntune\"", NULL,

@@ -1,6 +1,6 @@
 /* cm_internal.h - shared by the cost model's own files only (the loop-tree
- * walk and the access analysis used by features.c and prescore.c).  Other
- * modules include costmodel/costmodel.h. */
+ * walk and the access analysis used by features.c).  Other modules include
+ * costmodel/costmodel.h. */
 #ifndef KT_CM_INTERNAL_H
 #define KT_CM_INTERNAL_H
 

@@ -1,12 +1,12 @@
 /* costmodel.h - the cost model: program features extracted from a lowered
- * loop tree, an analytic roofline pre-score, the XGBoost "pack-sum" model
- * and a random model for baselines.
+ * loop tree, the XGBoost "pack-sum" model and a random model for
+ * baselines.
  *
  * Data flow:  kt_looptree --kt_features_extract--> rows (one per store)
  *             rows of many programs + labels --kt_xgb_train--> booster
  *             rows of candidates --kt_xgb_predict--> one score per program
  *
- * Feature extraction and kt_prescore are pure functions of their inputs:
+ * Feature extraction is a pure function of its inputs:
  * deterministic and safe to call from any thread.  A struct kt_xgb_model
  * serializes its own booster accesses with a mutex, so predictions and a
  * retrain may run on different pool threads.  docs/features.md documents
@@ -129,30 +129,6 @@ void kt_feature_name(int i, char *buf, size_t len);
  * with the stage and buffer named in err.  Borrows lt; thread-safe. */
 int kt_features_extract(const struct kt_looptree *lt, float **rows, int *nrows,
                         char *err, size_t errlen);
-
-/* ---- Analytic pre-score (roofline) ---------------------------------------
- * The machine a schedule runs on.  Zero fields take the defaults of
- * kt_machine_default (a Sapphire Rapids class core). */
-struct kt_machine {
-    int cores;
-    int vector_lanes;       /* float lanes per vector register */
-    double flops_per_cycle; /* per core, full vector FMA throughput */
-    double ghz;
-    double cache_bytes[3];    /* L1, L2 (per core), L3 (shared) */
-    double bw_bytes_per_s[4]; /* L1, L2, L3, DRAM (per core for L1/L2) */
-};
-
-void kt_machine_default(struct kt_machine *m);
-
-/* Roofline estimate of one call of lt: for every store, compute time is
- * its flops over the peak scaled by its vector and parallel use; memory
- * time is, for each cache level, the bytes that level must deliver (the
- * working set of the outermost loop whose footprint fits in the level
- * below, times the iterations of the loops outside it) over the level's
- * bandwidth; the store costs the largest of these.  *seconds receives the
- * sum over stores.  Errors as kt_features_extract.  Thread-safe. */
-int kt_prescore(const struct kt_looptree *lt, const struct kt_machine *m,
-                double *seconds, char *err, size_t errlen);
 
 /* ---- Programs and training sets ----------------------------------------- */
 /* The feature rows of one program (borrowed by the functions below). */

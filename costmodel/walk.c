@@ -1,5 +1,4 @@
-/* walk.c - the loop-tree walk shared by feature extraction and the
- * pre-score: validation, the loop stack and lets in scope at each store,
+/* walk.c - the loop-tree walk of feature extraction: validation, the loop stack and lets in scope at each store,
  * per-loop access counts, and the access geometry (footprints, strides,
  * dependence) those features are made of.  See cm_internal.h. */
 #include "costmodel/cm_internal.h"

@@ -125,6 +125,7 @@ kt__job_round_free(struct kt_round *r)
     free_trial_strings(r);
     free(r->trials);
     free(r->kvs);
+    free(r->confirmed);
     free(r->costs);
     kt__feedback_free(r->feedback, r->nfeedback);
     if (r->retry != NULL)

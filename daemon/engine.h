@@ -112,6 +112,8 @@ struct kt_job_stats {
     int64_t trainings;      /* cost-model trainings that succeeded */
     int64_t trained_records; /* records the current model learnt from */
     int64_t records;         /* training records held */
+    int64_t confirmed;       /* new bests timed again and kept */
+    int64_t unconfirmed;     /* new bests whose re-timing failed (err_no 8) */
 };
 void kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s);
 

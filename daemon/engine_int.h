@@ -51,12 +51,14 @@ struct kt_round {
     double submitted;
     double measured_s;
     /* The results as the database takes them: the tracker's strings are
-     * borrowed during its callback and copied only when the database
-     * refuses the batch and it must wait for a retry ('owned'). */
+     * borrowed during its callback and copied when the batch must wait,
+     * for a re-timing or for the database ('owned'). */
     struct kt_trial *trials;
     int nres;
-    struct kt_kv *kvs;
-    double *costs; /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
+    struct kt_kv *kvs; /* each trial's, plus one free slot (timed_also) */
+    unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
+    int confirming;           /* the trial being timed again */
+    double *costs;            /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
@@ -158,6 +160,7 @@ struct kt_job {
     double device_busy_s;
     int64_t spec_hits, spec_misses;
     int64_t feature_errors, warm_skipped, trainings;
+    int64_t confirmed, unconfirmed;
     struct kt_tasklog_train last_train;
     kt_job_end_cb end_cb;
     void *end_arg;
@@ -179,6 +182,15 @@ void kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id);
 /* The tracker's callback for a round's batch (engine_results.c). */
 void kt__job_measure_done(void *arg, const struct kt_measure_result *res,
                           int n);
+/* Stores the measured round (retried while the database refuses) and then
+ * applies it (engine_results.c). */
+void kt__job_commit_round(struct kt_job *job, struct kt_round *r);
+/* Drops a measured round of an abandoned job: its n results not stored. */
+void kt__job_round_abandon(struct kt_job *job, struct kt_round *r, int n);
+/* Times again, one at a time, the results of round r that would become the
+ * task's best; 1 while a re-timing is out (the round is committed when the
+ * last one returns), 0 when nothing is left to time (engine_confirm.c). */
+int kt__job_confirm_next(struct kt_job *job, struct kt_round *r);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);

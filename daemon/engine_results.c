@@ -22,9 +22,10 @@ build_trials(struct kt_job *job, struct kt_round *r,
 
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += res[i].nkvs;
+        nkv += res[i].nkvs + 1;
     r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
     r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
+    r->confirmed = kt_xcalloc((size_t)(r->nres ? r->nres : 1), 1);
     nkv = 0;
     for (i = 0; i < r->nres; i++) {
         struct kt_trial *tr = &r->trials[i];
@@ -53,6 +54,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
             r->kvs[nkv].v = res[i].kv_vals[k];
             nkv++;
         }
+        nkv++; /* a free slot for engine_confirm.c */
         tr->nkvs = res[i].nkvs;
     }
 }
@@ -143,18 +145,16 @@ apply_round(struct kt_job *job, struct kt_round *r)
     kt__job_start_training(job);
 }
 
-static void try_commit(struct kt_job *job, struct kt_round *r);
-
 static void
 retry_timer_cb(uv_timer_t *t)
 {
     struct kt_round *r = t->data;
 
-    try_commit(r->job, r);
+    kt__job_commit_round(r->job, r);
 }
 
-static void
-try_commit(struct kt_job *job, struct kt_round *r)
+void
+kt__job_commit_round(struct kt_job *job, struct kt_round *r)
 {
     char err[512];
     int rc = kt_storage_write_batch(job->e->o.db, r->trials, (size_t)r->nres,
@@ -187,6 +187,16 @@ try_commit(struct kt_job *job, struct kt_round *r)
 }
 
 void
+kt__job_round_abandon(struct kt_job *job, struct kt_round *r, int n)
+{
+    log_warnx("engine: job %s: %d results of an abandoned batch not stored",
+              job->name, n);
+    job->measuring = NULL;
+    kt__job_round_free(r);
+    kt__job_maybe_end(job);
+}
+
+void
 kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n)
 {
     struct kt_round *r = arg;
@@ -195,13 +205,13 @@ kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n)
     r->measured_s = kt_now() - r->submitted;
     job->device_busy_s += r->measured_s;
     if (job->abandoned) {
-        log_warnx("engine: job %s: %d results of an abandoned batch not stored",
-                  job->name, n);
-        job->measuring = NULL;
-        kt__job_round_free(r);
-        kt__job_maybe_end(job);
+        kt__job_round_abandon(job, r, n);
         return;
     }
     build_trials(job, r, res, n);
-    try_commit(job, r);
+    /* A new best waits for its re-timing: the results outlive this call. */
+    own_trials(r);
+    if (kt__job_confirm_next(job, r))
+        return;
+    kt__job_commit_round(job, r);
 }

@@ -481,6 +481,8 @@ kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
     s->trainings = job->trainings;
     s->trained_records = job->last_train.records;
     s->records = job->nrecs;
+    s->confirmed = job->confirmed;
+    s->unconfirmed = job->unconfirmed;
 }
 
 void

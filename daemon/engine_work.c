@@ -9,13 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Lowers a state of dag: the features, and (when src != NULL) the C
- * module.  A program whose features fail still runs: *rows stays NULL and
- * the message goes to feat_err (the caller counts it). */
+/* The features of a stored trial's state (the warm start). */
 static int
-build_candidate(const struct kt_dag *dag, const struct kt_state *st,
-                const struct kt_codegen_opts *cg, char **src, float **rows,
-                int *nrows, char *feat_err, size_t feat_errlen, char *err,
+stored_features(const struct kt_state *st, float **rows, int *nrows, char *err,
                 size_t errlen)
 {
     struct kt_looptree *lt = NULL;
@@ -23,24 +19,29 @@ build_candidate(const struct kt_dag *dag, const struct kt_state *st,
 
     *rows = NULL;
     *nrows = 0;
-    if (src != NULL)
-        *src = NULL;
     rc = kt_lower(st, &lt, err, errlen);
-    if (rc == KT_OK &&
-        kt_features_extract(lt, rows, nrows, feat_err, feat_errlen) != KT_OK) {
-        *rows = NULL;
-        *nrows = 0;
-    }
-    if (rc == KT_OK && src != NULL) {
-        struct kt_buf b;
-        kt_buf_init(&b);
-        rc = kt_codegen_module(st, dag, cg, &b, err, errlen);
-        if (rc == KT_OK)
-            *src = kt_buf_take(&b);
-        else
-            kt_buf_free(&b);
-    }
+    if (rc == KT_OK)
+        rc = kt_features_extract(lt, rows, nrows, err, errlen);
     kt_looptree_free(lt);
+    return rc;
+}
+
+/* The C module of a candidate from the tree the search lowered and the
+ * round's reference tree: nothing is replayed or lowered again. */
+static int
+candidate_source(const struct kt_dag *dag, const struct kt_looptree *ref,
+                 const struct kt_looptree *lt, const struct kt_codegen_opts *cg,
+                 char **src, char *err, size_t errlen)
+{
+    struct kt_buf b;
+    int rc;
+
+    kt_buf_init(&b);
+    rc = kt_codegen_module_lowered(ref, lt, dag, cg, &b, err, errlen);
+    if (rc == KT_OK)
+        *src = kt_buf_take(&b);
+    else
+        kt_buf_free(&b);
     return rc;
 }
 
@@ -51,8 +52,10 @@ kt__engine_search_work(uv_work_t *w)
     const struct kt_dag *dag = kt__job_dag(r->job, r->task);
     struct kt_search_batch batch;
     struct kt_search_stats st;
+    struct kt_looptree *ref = NULL;
+    char ref_err[512] = "";
     double t0 = kt_now();
-    int i;
+    int i, ref_rc = KT_OK;
 
     memset(&batch, 0, sizeof(batch));
     memset(&st, 0, sizeof(st));
@@ -65,29 +68,37 @@ kt__engine_search_work(uv_work_t *w)
         return;
     r->c = kt_xcalloc((size_t)(batch.n ? batch.n : 1), sizeof(*r->c));
     r->ncand = batch.n;
+    if (batch.n > 0)
+        ref_rc = kt_lower_reference(dag, &ref, ref_err, sizeof(ref_err));
     for (i = 0; i < batch.n; i++) {
         struct kt_search_cand *sc = &batch.v[i];
         struct kt_cand *c = &r->c[i];
         struct kt_buf j;
-        char err[512], ferr[256] = "";
+        char err[512];
         kt_buf_init(&j);
         kt_steps_to_json(sc->steps, sc->nsteps, &j);
         c->config = kt_buf_take(&j);
         memcpy(c->hash, sc->hash, sizeof(c->hash));
-        c->steps = sc->steps; /* the candidate owns them from here */
+        /* the candidate owns what the search built from here */
+        c->steps = sc->steps;
         c->nsteps = sc->nsteps;
         sc->steps = NULL;
-        if (build_candidate(dag, sc->state, &r->cg, &c->source, &c->rows,
-                            &c->nrows, ferr, sizeof(ferr), err,
-                            sizeof(err)) != KT_OK) {
+        c->rows = sc->rows;
+        c->nrows = sc->nrows;
+        sc->rows = NULL;
+        if (ref_rc != KT_OK ||
+            candidate_source(dag, ref, sc->lt, &r->cg, &c->source, err,
+                             sizeof(err)) != KT_OK) {
             /* The schedule cannot be instantiated: err_no 1, not built. */
             c->preset_err = KT_MERR_INSTANTIATION;
-            c->preset_text = kt_xstrdup(err);
+            c->preset_text = kt_xstrdup(ref_rc != KT_OK ? ref_err : err);
         } else if (c->rows == NULL) {
             if (r->feature_errors++ == 0)
-                snprintf(r->feature_err, sizeof(r->feature_err), "%s", ferr);
+                snprintf(r->feature_err, sizeof(r->feature_err), "%s",
+                         sc->feature_err ? sc->feature_err : "no rows");
         }
     }
+    kt_looptree_free(ref);
     kt_search_batch_free(&batch);
     r->search_s = kt_now() - t0;
     r->stats.sketches = st.sketches;
@@ -164,8 +175,7 @@ kt__engine_warm_work(uv_work_t *w)
         if (rc == KT_OK)
             rc = kt_state_replay(dag, steps, n, &st, err, sizeof(err));
         if (rc == KT_OK)
-            rc = build_candidate(dag, st, NULL, NULL, &rec->rows, &rec->nrows,
-                                 err, sizeof(err), err, sizeof(err));
+            rc = stored_features(st, &rec->rows, &rec->nrows, err, sizeof(err));
         kt_state_free(st);
         if (rc == KT_OK && rec->rows != NULL) {
             rec->task = wj->in[i].task;

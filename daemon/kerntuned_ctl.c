@@ -97,6 +97,8 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
             cJSON_AddNumberToObject(o, "feature_errors",
                                     (double)s.feature_errors);
             cJSON_AddNumberToObject(o, "warm_skipped", (double)s.warm_skipped);
+            cJSON_AddNumberToObject(o, "confirmed", (double)s.confirmed);
+            cJSON_AddNumberToObject(o, "unconfirmed", (double)s.unconfirmed);
             cJSON_AddNumberToObject(o, "total_latency_ms", s.total_latency_ms);
             cJSON_AddNumberToObject(o, "used_s", s.elapsed_s);
             cJSON_AddStringToObject(o, "key",

@@ -19,29 +19,70 @@
 
 #include "daemon/kerntuned_int.h"
 
+/* Entry i of a "KEY=VALUE" list: *key (malloc'd) and *value (in entry). */
+static int
+split_entry(const struct kt_strlist *l, int i, const char *form, char **key,
+            const char **value, char *err, size_t errlen)
+{
+    const char *eq = strchr(l->v[i], '=');
+
+    if (l->n > 32)
+        return kt_seterr(err, errlen, KT_ECONFIG, "at most 32 entries");
+    if (eq == NULL || eq == l->v[i] || eq[1] == '\0')
+        return kt_seterr(err, errlen, KT_ECONFIG, "entry %d '%s' is not %s", i,
+                         l->v[i], form);
+    *key = kt_xstrdup(l->v[i]);
+    (*key)[eq - l->v[i]] = '\0';
+    *value = eq + 1;
+    return 0;
+}
+
 /* "KEY=TOKEN_FILE" entries into tokens (their strings are malloc'd and
  * stay for the daemon's lifetime). */
 static int
 read_key_tokens(const struct kt_strlist *l, struct kt_key_token *tokens,
                 char *err, size_t errlen)
 {
-    char buf[1024];
+    char buf[1024], *key;
+    const char *file;
     int i;
 
-    if (l->n > 32)
-        return kt_seterr(err, errlen, KT_ECONFIG, "at most 32 entries");
     for (i = 0; i < l->n; i++) {
-        const char *eq = strchr(l->v[i], '=');
-        if (eq == NULL || eq == l->v[i] || eq[1] == '\0')
-            return kt_seterr(err, errlen, KT_ECONFIG,
-                             "entry %d '%s' is not KEY=TOKEN_FILE", i, l->v[i]);
-        if (kt_token_read(eq + 1, buf, sizeof(buf), err, errlen) < 0)
+        if (split_entry(l, i, "KEY=TOKEN_FILE", &key, &file, err, errlen) < 0)
             return KT_ECONFIG;
-        tokens[i].key = kt_xstrdup(l->v[i]);
-        ((char *)tokens[i].key)[eq - l->v[i]] = '\0';
+        tokens[i].key = key;
+        if (kt_token_read(file, buf, sizeof(buf), err, errlen) < 0)
+            return KT_ECONFIG;
         tokens[i].token = kt_xstrdup(buf);
     }
     return 0;
+}
+
+/* "KEY=BUILD_KEY" entries into builders (keys malloc'd; build keys point
+ * into the config). */
+static int
+read_build_keys(const struct kt_strlist *l, struct kt_key_builder *builders,
+                char *err, size_t errlen)
+{
+    char *key;
+    int i;
+
+    for (i = 0; i < l->n; i++) {
+        if (split_entry(l, i, "KEY=BUILD_KEY", &key, &builders[i].build_key,
+                        err, errlen) < 0)
+            return KT_ECONFIG;
+        builders[i].key = key;
+    }
+    return 0;
+}
+
+static void
+free_build_keys(struct kt_key_builder *builders, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        free((char *)builders[i].key);
 }
 
 static void
@@ -142,6 +183,7 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     struct kt_tracker_opts to;
     struct kt_engine_opts eo;
     struct kt_key_token keytoks[32] = {{NULL, NULL}};
+    struct kt_key_builder builders[32] = {{NULL, NULL}};
     int rc;
 
     memset(&so, 0, sizeof(so));
@@ -153,8 +195,10 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
         explain_token(d->conf, err, errlen);
         return KT_ECONFIG;
     }
-    if (read_key_tokens(&d->conf->key_tokens, keytoks, err, errlen) < 0) {
+    if (read_key_tokens(&d->conf->key_tokens, keytoks, err, errlen) < 0 ||
+        read_build_keys(&d->conf->build_keys, builders, err, errlen) < 0) {
         free_key_tokens(keytoks, (int)KT_ARRAY_LEN(keytoks));
+        free_build_keys(builders, (int)KT_ARRAY_LEN(builders));
         return KT_ECONFIG;
     }
     kt_tracker_default_opts(&to);
@@ -163,10 +207,13 @@ daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     to.token = *token;
     to.key_tokens = keytoks; /* copied by the tracker */
     to.nkey_tokens = d->conf->key_tokens.n;
+    to.key_builders = builders; /* copied by the tracker */
+    to.nkey_builders = d->conf->build_keys.n;
     to.max_retries = (int)d->conf->max_job_retries;
     to.heartbeat_lost_ms = (int)(d->conf->worker_timeout_s * 1000);
     rc = kt_tracker_new(&d->tracker, &d->loop, &to, err, errlen);
     free_key_tokens(keytoks, (int)KT_ARRAY_LEN(keytoks));
+    free_build_keys(builders, (int)KT_ARRAY_LEN(builders));
     if (rc != KT_OK)
         return KT_EIO;
     /* worker_path NULL: next to this program, then PATH (as kerntune tune) */

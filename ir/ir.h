@@ -537,5 +537,16 @@ void kt_codegen_prelude(struct kt_buf *out);
 int kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
                       const struct kt_codegen_opts *o, struct kt_buf *out,
                       char *err, size_t errlen);
+/* The same unit from trees already lowered: ref from kt_lower_reference
+ * (one per DAG, shared by its candidates), cand the candidate's (NULL:
+ * only the reference).  The trial path lowers each candidate once. */
+int kt_codegen_module_lowered(const struct kt_looptree *ref,
+                              const struct kt_looptree *cand,
+                              const struct kt_dag *dag,
+                              const struct kt_codegen_opts *o,
+                              struct kt_buf *out, char *err, size_t errlen);
+/* The naive loop tree of dag's unscheduled state (the reference). */
+int kt_lower_reference(const struct kt_dag *dag, struct kt_looptree **out,
+                       char *err, size_t errlen);
 
 #endif /* KT_IR_H */

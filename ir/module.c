@@ -84,26 +84,21 @@ metadata(const struct kt_dag *dag, const struct kt_looptree *lt,
 }
 
 int
-kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
-                  const struct kt_codegen_opts *o, struct kt_buf *out,
-                  char *err, size_t errlen)
+kt_codegen_module_lowered(const struct kt_looptree *ref,
+                          const struct kt_looptree *cand,
+                          const struct kt_dag *dag,
+                          const struct kt_codegen_opts *o, struct kt_buf *out,
+                          char *err, size_t errlen)
 {
-    struct kt_state *plain = kt_state_new(dag);
-    struct kt_looptree *ref = NULL, *cand = NULL;
     int rc;
 
-    rc = kt_lower(plain, &ref, err, errlen);
-    if (rc == KT_OK && st != NULL)
-        rc = kt_lower(st, &cand, err, errlen);
-    if (rc != KT_OK)
-        goto out;
     kt_buf_puts(out, prelude);
     metadata(dag, ref, out);
     rc = kt__codegen_reference(ref, o, "kt__reference", out, err, errlen);
     if (rc == KT_OK && cand != NULL)
         rc = kt_codegen_function(cand, o, "kt__kernel", out, err, errlen);
     if (rc != KT_OK)
-        goto out;
+        return rc;
     kt_buf_printf(out,
                   "void kt_reference(float *const *bufs) { "
                   "kt__reference(bufs); }\n"
@@ -118,9 +113,34 @@ kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
                       "void kt_pack(float *const *bufs) { "
                       "kt__kernel_pack(bufs); }\n",
                       (long long)cand->pack_elems);
-out:
+    return KT_OK;
+}
+
+int
+kt_lower_reference(const struct kt_dag *dag, struct kt_looptree **out,
+                   char *err, size_t errlen)
+{
+    struct kt_state *plain = kt_state_new(dag);
+    int rc = kt_lower(plain, out, err, errlen);
+
+    kt_state_free(plain);
+    return rc;
+}
+
+int
+kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
+                  const struct kt_codegen_opts *o, struct kt_buf *out,
+                  char *err, size_t errlen)
+{
+    struct kt_looptree *ref = NULL, *cand = NULL;
+    int rc;
+
+    rc = kt_lower_reference(dag, &ref, err, errlen);
+    if (rc == KT_OK && st != NULL)
+        rc = kt_lower(st, &cand, err, errlen);
+    if (rc == KT_OK)
+        rc = kt_codegen_module_lowered(ref, cand, dag, o, out, err, errlen);
     kt_looptree_free(ref);
     kt_looptree_free(cand);
-    kt_state_free(plain);
     return rc;
 }

@@ -2,17 +2,14 @@
  * job, then a run job (the built .so travels back through the tracker, so
  * build and run may happen on different workers, as with a cross compiler
  * on the host and a board that only runs).  Jobs wait in submission order;
- * the queue of a key is the jobs of batches for that key.  Dispatch gives a
- * job to an idle worker of the key with the role; with serialize_hosts a
- * host times one kernel at a time and compiles nothing meanwhile. */
+ * the queue of a key is the jobs of batches for that key; dispatch.c hands
+ * them to workers. */
 #include "measure/tracker_int.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DEADLINE_GRACE_S 10.0
-#define MAX_HOSTS 64
 
 void
 kt_measure_default_opts(struct kt_measure_opts *o)
@@ -159,6 +156,8 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         }
         c->source = kt_xstrdup(cands[i].source);
         c->cc = kt_xstrdup(cands[i].cc);
+        if (cands[i].avoid_worker != NULL)
+            snprintf(c->avoid, sizeof(c->avoid), "%s", cands[i].avoid_worker);
     }
     b->remaining -= preset;
     if (b->remaining == 0) {
@@ -167,144 +166,6 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
     }
     kt__dispatch(t);
     return 0;
-}
-
-struct hosts {
-    const char *name[MAX_HOSTS];
-    int runs[MAX_HOSTS];
-    int builds[MAX_HOSTS];
-    int run_waiting[MAX_HOSTS];
-    int n;
-};
-
-static int
-host_of(struct hosts *h, const char *name)
-{
-    int i;
-
-    for (i = 0; i < h->n; i++)
-        if (strcmp(h->name[i], name) == 0)
-            return i;
-    if (h->n == MAX_HOSTS)
-        return MAX_HOSTS - 1;
-    h->name[h->n] = name;
-    return h->n++;
-}
-
-static void
-send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
-{
-    struct kt__batch *b = c->b;
-    struct kt_msg m;
-    int tmo;
-
-    snprintf(c->id, sizeof(c->id), "j%lu", ++t->next_id);
-    c->w = w;
-    c->state = KT__JOB_ACTIVE;
-    c->attempts++;
-    c->total_attempts++;
-    if (c->stage == KT__STAGE_BUILD) {
-        tmo = b->o.build_timeout_ms;
-        w->nbuild++;
-        kt_msg_init(&m, "build");
-        kt_msg_set(&m, "id", c->id);
-        kt_msg_setf(&m, "timeout_ms", "%d", tmo);
-        kt_msg_set(&m, "cc", c->cc);
-        kt_msg_set_payload(&m, c->source, strlen(c->source));
-    } else {
-        tmo = b->o.run_timeout_ms;
-        w->nrun++;
-        kt_msg_init(&m, "run");
-        kt_msg_set(&m, "id", c->id);
-        kt_msg_setf(&m, "timeout_ms", "%d", tmo);
-        kt_msg_setf(&m, "number", "%d", b->o.number);
-        kt_msg_setf(&m, "repeat", "%d", b->o.repeat);
-        kt_msg_setf(&m, "min_repeat_ms", "%d", b->o.min_repeat_ms);
-        kt_msg_setf(&m, "cooldown_ms", "%d", b->o.cooldown_ms);
-        kt_msg_setf(&m, "flush", "%d", b->o.flush_cache ? 1 : 0);
-        kt_msg_setf(&m, "threads", "%d", b->o.threads);
-        kt_msg_setf(&m, "mem_mb", "%lld", b->o.mem_mb);
-        kt_msg_setf(&m, "tol", "%.9g", b->o.tolerance);
-        kt_msg_setf(&m, "seed", "%llu", (unsigned long long)b->o.seed);
-        kt_msg_set_payload(&m, c->so, c->solen);
-    }
-    c->deadline = kt_now() + tmo / 1000.0 * 1.5 + DEADLINE_GRACE_S;
-    snprintf(c->worker, sizeof(c->worker), "%s", w->name);
-    log_debug("tracker: %s %s of batch key=%s to %s",
-              c->stage == KT__STAGE_BUILD ? "build" : "run", c->id, b->key,
-              w->name);
-    kt__conn_send(w, &m);
-    kt_msg_free(&m);
-}
-
-static int
-usable(const struct kt__conn *w, const struct kt__batch *b, int role)
-{
-    return w->state == KT__CONN_WORKER && (w->roles & role) &&
-           strcmp(w->key, b->key) == 0;
-}
-
-void
-kt__dispatch(struct kt_tracker *t)
-{
-    struct hosts h;
-    struct kt__conn *w;
-    struct kt__batch *b;
-    int i, ser = t->o.serialize_hosts;
-
-    if (t->closing)
-        return;
-    memset(&h, 0, sizeof(h));
-    for (w = t->conns; w != NULL; w = w->next) {
-        if (w->state != KT__CONN_WORKER)
-            continue;
-        i = host_of(&h, w->host);
-        h.runs[i] += w->nrun;
-        h.builds[i] += w->nbuild;
-    }
-    /* Runs first: an idle run worker whose host is quiet. */
-    for (b = t->batches; b != NULL; b = b->next) {
-        for (i = 0; i < b->n; i++) {
-            struct kt__cand *c = &b->c[i];
-            if (c->state != KT__JOB_QUEUED || c->stage != KT__STAGE_RUN)
-                continue;
-            for (w = t->conns; w != NULL; w = w->next) {
-                int hi;
-                if (!usable(w, b, KT_ROLE_RUN) || w->nrun || w->nbuild)
-                    continue;
-                hi = host_of(&h, w->host);
-                if (ser && (h.runs[hi] || h.builds[hi])) {
-                    if (!h.runs[hi])
-                        h.run_waiting[hi] = 1;
-                    continue;
-                }
-                send_job(t, c, w);
-                h.runs[hi]++;
-                break;
-            }
-        }
-    }
-    /* Builds: a worker with a free slot, on a host that is not timing and
-     * has no timing run waiting for its builds to drain. */
-    for (b = t->batches; b != NULL; b = b->next) {
-        for (i = 0; i < b->n; i++) {
-            struct kt__cand *c = &b->c[i];
-            if (c->state != KT__JOB_QUEUED || c->stage != KT__STAGE_BUILD)
-                continue;
-            for (w = t->conns; w != NULL; w = w->next) {
-                int hi;
-                if (!usable(w, b, KT_ROLE_BUILD) || w->nrun ||
-                    w->nbuild >= w->jobs)
-                    continue;
-                hi = host_of(&h, w->host);
-                if (ser && (h.runs[hi] || h.run_waiting[hi]))
-                    continue;
-                send_job(t, c, w);
-                h.builds[hi]++;
-                break;
-            }
-        }
-    }
 }
 
 static struct kt__cand *

@@ -42,6 +42,9 @@ struct kt_candidate {
     int preset_err_no;  /* non-zero: report this error without building
                              (INSTANTIATION_ERROR from lowering) */
     const char *preset_err_text;
+    const char *avoid_worker; /* NULL, or a worker's name: run on another
+                                 worker of the key when one is connected
+                                 (re-timing a result of that worker) */
 };
 
 /* Per-candidate result, borrowed for the duration of the callback. */
@@ -73,6 +76,14 @@ struct kt_key_token {
     const char *token;
 };
 
+/* Workers of build_key may also build what workers of key run (a shared
+ * build host for several boards).  Without such an entry an object is
+ * built by a worker of the key that runs it. */
+struct kt_key_builder {
+    const char *key;
+    const char *build_key;
+};
+
 struct kt_tracker_opts {
     const char *host;  /* listen address, e.g. "127.0.0.1" */
     int port;          /* 0 = ephemeral (see kt_tracker_port) */
@@ -81,6 +92,8 @@ struct kt_tracker_opts {
                                one that no worker knows */
     const struct kt_key_token *key_tokens; /* copied; at most 32 */
     int nkey_tokens;
+    const struct kt_key_builder *key_builders; /* copied; at most 32 */
+    int nkey_builders;
     int heartbeat_lost_ms;  /* a silent worker is lost after this (10000) */
     int max_retries;        /* re-queues of a lost worker's job (2) */
     int serialize_hosts;    /* 1: one timing run at a time per host and no

@@ -1,6 +1,8 @@
 /* tracker_int.h - private to measure/: the tracker's state, shared by
- * tracker.c (connections, authentication, framing, status), jobs.c
- * (batches, queues, dispatch, results) and local.c (local workers). */
+ * tracker.c (dispatch of messages, timeouts, status), tracker_conn.c
+ * (connections, framing), tracker_auth.c (the handshake), dispatch.c
+ * (which worker takes a job), jobs.c
+ * (batches, queues, results) and local.c (local workers). */
 #ifndef KT_TRACKER_INT_H
 #define KT_TRACKER_INT_H
 
@@ -56,6 +58,7 @@ struct kt__cand {
     int attempts; /* dispatches of the current stage */
     int total_attempts;
     struct kt__conn *w;
+    char avoid[96]; /* run on another worker than this one if there is one */
     char id[24];
     double deadline;
     /* Result. */
@@ -101,6 +104,11 @@ struct kt__key_abi {
     char abi[64];
 };
 
+struct kt__key_builder {
+    char key[64];
+    char build_key[64];
+};
+
 struct kt_tracker {
     uv_loop_t *loop;
     struct kt_tracker_opts o;
@@ -128,18 +136,28 @@ struct kt_tracker {
     int nkeytok;
     struct kt__key_abi keyabi[KT__MAX_KEY_ABIS];
     int nkeyabi;
+    struct kt__key_builder keybuild[KT__MAX_KEY_TOKENS];
+    int nkeybuild;
 };
 
-/* tracker.c */
-int kt__bind_key_token(struct kt_tracker *t, const char *key,
-                       const char *token);
+/* tracker.c: <0 closes the connection (err says why) */
+int kt__on_msg(struct kt__conn *c, const struct kt_msg *m, char *err,
+               size_t errlen);
+/* tracker_conn.c */
+void kt__on_connection(uv_stream_t *server, int status);
 void kt__conn_send(struct kt__conn *c, const struct kt_msg *m);
 void kt__conn_drop(struct kt__conn *c, const char *why);
 void kt__handle_closed(uv_handle_t *h);
 /* tracker_abi.c: -1 with reason (logged) when c may not register. */
 int kt__abi_check(struct kt__conn *c, char *reason, size_t len);
-/* jobs.c */
+/* tracker_auth.c */
+int kt__bind_key_token(struct kt_tracker *t, const char *key,
+                       const char *token);
+int kt__on_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
+                 size_t errlen);
+/* dispatch.c */
 void kt__dispatch(struct kt_tracker *t);
+/* jobs.c */
 void kt__on_result(struct kt__conn *c, const struct kt_msg *m);
 void kt__worker_lost(struct kt__conn *c, const char *why);
 void kt__check_deadlines(struct kt_tracker *t, double now);

@@ -194,15 +194,21 @@ void kt_search_free(struct kt_search *s); /* NULL is a no-op */
 int kt_search_nsketches(struct kt_search *s);
 const char *kt_search_sketch_desc(struct kt_search *s, int i);
 
-/* One proposed candidate (owned by its batch; a caller may take steps or
- * state and set the pointer to NULL). */
+/* One proposed candidate, built once: its steps replayed into state,
+ * lowered into lt and its features extracted here, so the trial path
+ * generates code from lt and trains on rows without building it again.
+ * Owned by its batch; a caller may take any pointer and set it to NULL. */
 struct kt_search_cand {
     struct kt_step *steps;
     int nsteps;
-    struct kt_state *state; /* the steps applied: replayed once, here */
-    char hash[17];          /* kt_steps_hash of the steps */
-    float score;            /* predicted; random-model score if none */
-    int from_random;        /* an eps-greedy random pick */
+    struct kt_state *state;
+    struct kt_looptree *lt;
+    float *rows; /* nrows x KT_FEATURE_LEN; NULL when extraction failed */
+    int nrows;
+    char *feature_err; /* why rows is NULL (owned) */
+    char hash[17];     /* kt_steps_hash of the steps */
+    float score;       /* predicted; random-model score if none */
+    int from_random;   /* an eps-greedy random pick */
 };
 
 struct kt_search_batch {

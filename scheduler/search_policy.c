@@ -103,6 +103,9 @@ kt_search_batch_free(struct kt_search_batch *b)
     for (i = 0; i < b->n; i++) {
         free(b->v[i].steps);
         kt_state_free(b->v[i].state);
+        kt_looptree_free(b->v[i].lt);
+        free(b->v[i].rows);
+        free(b->v[i].feature_err);
     }
     free(b->v);
     b->v = NULL;
@@ -337,7 +340,9 @@ take(struct round *R, const struct sk_member *m, int from_random,
      struct kt_search_batch *out, int cap)
 {
     struct kt_state *st;
+    struct kt_looptree *lt = NULL;
     struct kt_search_cand *c;
+    char err[256];
 
     if (out->n >= cap || !m->valid || !is_new(R, m->hash) ||
         kt_u64set_has(&R->taken, m->hash)) {
@@ -346,10 +351,19 @@ take(struct round *R, const struct sk_member *m, int from_random,
         return 0;
     }
     st = sk_build(R->s, &m->g, NULL, 0);
-    if (st == NULL)
+    if (st == NULL || kt_lower(st, &lt, err, sizeof(err)) != KT_OK) {
+        kt_state_free(st);
         return 0;
+    }
     c = &out->v[out->n++];
     memset(c, 0, sizeof(*c));
+    c->lt = lt;
+    if (kt_features_extract(lt, &c->rows, &c->nrows, err, sizeof(err)) !=
+        KT_OK) {
+        c->rows = NULL;
+        c->nrows = 0;
+        c->feature_err = kt_xstrdup(err);
+    }
     c->nsteps = st->nsteps;
     c->steps = kt_xmalloc(sizeof(*c->steps) *
                           (size_t)(st->nsteps ? st->nsteps : 1));

@@ -1,5 +1,6 @@
 /* ktt.c - see ktt.h. */
 #include "tests/support/ktt.h"
+#include "costmodel/costmodel.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -303,4 +304,34 @@ ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
     };
 
     return kt_op_conv2d(d, &p);
+}
+
+static double
+unscale(float v)
+{
+    return exp2((double)v) - 1.0; /* features are log2(1 + x) */
+}
+
+double
+ktt_synthetic_cost(const float *rows, int nrows)
+{
+    static const int work[] = {KT_F_FLOAT_MAD,  KT_F_FLOAT_ADDSUB,
+                               KT_F_FLOAT_MUL,  KT_F_FLOAT_DIV,
+                               KT_F_FLOAT_CMP,  KT_F_FLOAT_MATH,
+                               KT_F_FLOAT_OTHER};
+    double sec = 0;
+    int i, k;
+
+    for (i = 0; i < nrows; i++) {
+        const float *f = rows + (size_t)i * KT_FEATURE_LEN;
+        double ops = 0, lanes, par;
+        for (k = 0; k < (int)(sizeof(work) / sizeof(work[0])); k++)
+            ops += unscale(f[work[k]]);
+        lanes = unscale(f[KT_F_VEC_NUM + KT_FA_LEN]);
+        par = unscale(f[KT_F_PARALLEL_NUM + KT_FA_PROD]);
+        lanes = lanes < 1 ? 1 : lanes > 16 ? 16 : lanes;
+        par = par < 1 ? 1 : par > 2 ? 2 : par;
+        sec += (ops + 1) / (lanes * par) * 1e-9;
+    }
+    return sec;
 }

@@ -61,4 +61,11 @@ int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                  int64_t R, int64_t stride, int64_t pad, int64_t dil,
                  int64_t groups, int epi);
 
+/* A synthetic cost in seconds for training the model in tests and
+ * benchmarks that have no measurements: the floating-point work of the
+ * feature rows (nrows x KT_FEATURE_LEN, costmodel.h) over the vector length
+ * and the parallel extent (at most 2 cores).  Not a prediction of anything
+ * real; only something the model can learn. */
+double ktt_synthetic_cost(const float *rows, int nrows);
+
 #endif

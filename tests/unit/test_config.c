@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
 
@@ -253,6 +254,109 @@ test_config_docs_in_sync(void **state)
     free(doc);
 }
 
+/* "{"name": "deep", "a": " then depth '[' and as many ']' then "}". */
+static char *
+nested(int depth)
+{
+    char *t = malloc((size_t)depth * 2 + 64);
+    int n;
+
+    assert_non_null(t);
+    n = sprintf(t, "{\"name\": \"deep\", \"a\": ");
+    memset(t + n, '[', (size_t)depth);
+    memset(t + n + depth, ']', (size_t)depth);
+    strcpy(t + n + 2 * depth, "}");
+    return t;
+}
+
+/* Nesting deeper than KT_CONFIG_MAX_DEPTH is refused before parsing, with
+ * the position of the first bracket too deep; brackets in strings do not
+ * count. */
+static void
+test_config_depth_limit(void **state)
+{
+    struct kt_model_conf *m = NULL;
+    char err[512], *t;
+    const int depths[] = {KT_CONFIG_MAX_DEPTH, 200000};
+    int i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        t = nested(depths[i]);
+        assert_int_equal(kt_model_conf_parse("deep.json", t, &m, err,
+                                             sizeof(err)),
+                         KT_EPARSE);
+        assert_null(m);
+        assert_string_equal(err, "deep.json:1:54: nesting deeper than 32 "
+                                 "levels");
+        free(t);
+    }
+    /* At the limit (the object plus 31 arrays) the nesting is fine: the
+     * error is about the key. */
+    t = nested(KT_CONFIG_MAX_DEPTH - 1);
+    assert_int_not_equal(kt_model_conf_parse("deep.json", t, &m, err,
+                                             sizeof(err)),
+                         KT_OK);
+    assert_null(strstr(err, "nesting"));
+    free(t);
+    t = malloc(KT_CONFIG_MAX_DEPTH * 2 + 64);
+    assert_non_null(t);
+    memset(t, '[', KT_CONFIG_MAX_DEPTH * 2);
+    t[0] = '"';
+    t[KT_CONFIG_MAX_DEPTH * 2 - 1] = '"';
+    t[KT_CONFIG_MAX_DEPTH * 2] = '\0';
+    assert_int_not_equal(kt_model_conf_parse("str.json", t, &m, err,
+                                             sizeof(err)),
+                         KT_OK);
+    assert_null(strstr(err, "nesting"));
+    free(t);
+}
+
+/* A config file above KT_CONFIG_MAX_BYTES is refused before it is read,
+ * for models and for the daemon's own file. */
+static void
+test_config_size_limit(void **state)
+{
+    char path[] = "/tmp/kt_config_big_XXXXXX", err[512], want[256];
+    struct kt_model_conf *m = NULL;
+    struct kt_daemon_conf *d = NULL;
+    FILE *f;
+    int fd;
+
+    (void)state;
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("{\"name\": \"big\"}", f);
+    assert_int_equal(fseek(f, KT_CONFIG_MAX_BYTES, SEEK_SET), 0);
+    fputc(' ', f); /* KT_CONFIG_MAX_BYTES + 1 bytes */
+    fclose(f);
+    snprintf(want, sizeof(want), "%s: file larger than %u bytes", path,
+             KT_CONFIG_MAX_BYTES);
+    assert_int_equal(kt_model_conf_load(path, &m, err, sizeof(err)),
+                     KT_ETOOBIG);
+    assert_string_equal(err, want);
+    assert_int_equal(kt_daemon_conf_load(path, &d, err, sizeof(err)),
+                     KT_ETOOBIG);
+    assert_string_equal(err, want);
+    /* In memory too (kt_model_conf_parse of a text that big). */
+    {
+        char *t = malloc(KT_CONFIG_MAX_BYTES + 2);
+        assert_non_null(t);
+        memset(t, ' ', KT_CONFIG_MAX_BYTES + 1);
+        t[0] = '{';
+        t[KT_CONFIG_MAX_BYTES] = '}';
+        t[KT_CONFIG_MAX_BYTES + 1] = '\0';
+        assert_int_equal(kt_model_conf_parse("mem.json", t, &m, err,
+                                             sizeof(err)),
+                         KT_ETOOBIG);
+        assert_non_null(strstr(err, "mem.json: file larger than"));
+        free(t);
+    }
+    unlink(path);
+}
+
 int
 main(void)
 {
@@ -264,6 +368,8 @@ main(void)
         cmocka_unit_test(test_config_missing_file),
         cmocka_unit_test(test_config_daemon),
         cmocka_unit_test(test_config_docs_in_sync),
+        cmocka_unit_test(test_config_depth_limit),
+        cmocka_unit_test(test_config_size_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -275,6 +275,51 @@ test_ctl_pipelined_and_many_clients(void **state)
     assert_int_equal(f->rejected, 0);
 }
 
+/* Answers one status request on fd; 0, or -1 when the server closed it. */
+static int
+status_on(int fd)
+{
+    const char *req = "{\"cmd\":\"status\",\"id\":3}\n";
+    char line[4096];
+
+    if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
+        return -1;
+    if (raw_line(fd, line, sizeof(line)) < 0)
+        return -1;
+    assert_non_null(strstr(line, "\"id\":3"));
+    return 0;
+}
+
+/* At most 64 clients at once: the 65th is closed at accept (the others
+ * keep being served), and a slot is free again once a client leaves. */
+static void
+test_ctl_client_cap(void **state)
+{
+    struct fix *f = *state;
+    int fds[64], extra, i, served = 0;
+
+    for (i = 0; i < 64; i++) {
+        fds[i] = raw_connect(f->path);
+        assert_int_equal(status_on(fds[i]), 0);
+    }
+    extra = raw_connect(f->path); /* the kernel accepts it, the server not */
+    assert_int_equal(status_on(extra), -1);
+    close(extra);
+    assert_int_equal(status_on(fds[10]), 0);
+    close(fds[0]);
+    /* The server sees fds[0] go at its own pace: try a few times. */
+    for (i = 0; i < 200 && !served; i++) {
+        extra = raw_connect(f->path);
+        served = status_on(extra) == 0;
+        close(extra);
+        if (!served)
+            usleep(10000);
+    }
+    assert_true(served);
+    for (i = 1; i < 64; i++)
+        close(fds[i]);
+}
+
 static void
 test_ctl_malformed_json(void **state)
 {
@@ -646,6 +691,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_ctl_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ctl_pipelined_and_many_clients,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ctl_client_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ctl_malformed_json, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ctl_oversized_line, setup,

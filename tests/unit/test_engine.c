@@ -38,8 +38,13 @@ struct fake {
     uv_timer_t timer;
     int hold;        /* keep a batch until fake_release */
     int fail_submit; /* refuse every batch */
-    int nsubmits;
-    int n; /* the batch in flight, 0 = none */
+    int liar;        /* candidate 0 of each batch claims 1 ns (worker "liar") */
+    int retime_fails; /* re-timings end in RUNTIME_DEVICE */
+    int nsubmits;     /* rounds' batches */
+    int nretimes;     /* re-timings of a new best (avoid_worker set) */
+    int retiming;     /* the batch in flight is one */
+    int avoided_liar; /* re-timings that avoid the worker "liar" */
+    int n;            /* the batch in flight, 0 = none */
     int preset[64];
     kt_measure_done_cb cb;
     void *cb_arg;
@@ -59,9 +64,18 @@ fake_deliver(uv_timer_t *t)
     memset(res, 0, sizeof(res));
     for (i = 0; i < n; i++) {
         struct kt_measure_result *r = &res[i];
-        r->worker = "fake-0";
+        r->worker = f->retiming ? "fake-1" : "fake-0";
         r->err_text = "";
-        if (f->preset[i] != 0) {
+        if (f->retiming && f->retime_fails) {
+            r->err_no = KT_MERR_RUNTIME_DEVICE;
+            r->err_text = "kernel process died of SIGSEGV";
+        } else if (f->liar && !f->retiming && i == 0 && f->preset[i] == 0) {
+            r->worker = "liar";
+            r->ncosts = 3;
+            for (k = 0; k < 3; k++)
+                r->costs[k] = 1e-9;
+            r->cost = 1e-9;
+        } else if (f->preset[i] != 0) {
             r->err_no = f->preset[i];
             r->err_text = "preset";
         } else if (i % 4 == 3) {
@@ -98,7 +112,14 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
     assert_true(n > 0 && n <= 64);
     if (f->fail_submit)
         return kt_seterr(err, errlen, KT_EIO, "fake tracker refuses batches");
-    f->nsubmits++;
+    f->retiming = c[0].avoid_worker != NULL;
+    if (f->retiming) {
+        assert_int_equal(n, 1);
+        f->nretimes++;
+        f->avoided_liar += strcmp(c[0].avoid_worker, "liar") == 0;
+    } else {
+        f->nsubmits++;
+    }
     f->n = n;
     f->cb = cb;
     f->cb_arg = cb_arg;
@@ -108,7 +129,7 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
         if (c[i].preset_err_no == 0)
             assert_non_null(strstr(c[i].source, "kt_kernel"));
     }
-    if (f->on_submit != NULL)
+    if (f->on_submit != NULL && !f->retiming)
         f->on_submit(f);
     if (!f->hold)
         uv_timer_start(&f->timer, fake_deliver, 0, 0);
@@ -673,7 +694,7 @@ release_after_refusal(uv_prepare_t *p)
     struct kt_job *job = locker.run->job;
 
     if (!locker.locked || job == NULL || job->measuring == NULL ||
-        !job->measuring->owned)
+        job->measuring->retry == NULL)
         return;
     /* the engine copied the results and waits for its retry timer */
     assert_non_null(strstr(kt_job_error(job), "storage"));
@@ -713,7 +734,12 @@ test_engine_refused_batch_is_stored_on_retry(void **state)
                                     "4 AND "
                                     "err_text = 'killed by signal 11'"),
                      s.errors);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs"), s.errors);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'signal'"),
+                     s.errors);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'timed_also'"),
+                     s.confirmed);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = "
                                     "0 AND "
                                     "cost <= 0"),
@@ -753,6 +779,69 @@ test_engine_counts_feature_failures(void **state)
     run_close(&r);
 }
 
+/* --- a new best is timed again before it counts --- */
+
+/* A worker that claims 1 ns for a program never makes it the best: the
+ * program is timed again on another worker and the slower timing stands. */
+static void
+test_engine_new_best_is_timed_again(void **state)
+{
+    struct run r;
+    struct kt_job_stats s;
+    struct kt_job_task_info ti;
+
+    (void)state;
+    run_open(&r);
+    r.fake.liar = 1;
+    run_start(&r, one_task_conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    kt_job_task(r.job, 0, &ti);
+    assert_true(ti.best_cost >= 1e-4);
+    assert_true(r.fake.nretimes >= 1);
+    assert_int_equal(s.confirmed, r.fake.nretimes);
+    assert_int_equal(s.unconfirmed, 0);
+    assert_true(r.fake.avoided_liar >= 1);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = "
+                                    "0 AND cost < 1e-6"),
+                     0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'timed_also' AND v LIKE '1e-09 s on "
+                                    "liar'"),
+                     r.fake.avoided_liar);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
+    run_close(&r);
+}
+
+/* A new best whose re-timing fails is stored as UNKNOWN_ERROR with both
+ * sides named, and never becomes the best. */
+static void
+test_engine_unconfirmed_best_is_an_error(void **state)
+{
+    struct run r;
+    struct kt_job_stats s;
+    struct kt_job_task_info ti;
+
+    (void)state;
+    run_open(&r);
+    r.fake.retime_fails = 1;
+    run_start(&r, one_task_conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    kt_job_task(r.job, 0, &ti);
+    assert_true(s.unconfirmed >= 1);
+    assert_int_equal(s.confirmed, 0);
+    assert_int_equal(ti.best_cost, 0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = "
+                                    "8 AND err_text LIKE '%not confirmed: "
+                                    "timing it again on fake-1 failed%'"),
+                     s.unconfirmed);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
+    run_close(&r);
+}
+
 int
 main(void)
 {
@@ -766,6 +855,8 @@ main(void)
         cmocka_unit_test(test_candidate_state_matches_replay),
         cmocka_unit_test(test_engine_refused_batch_is_stored_on_retry),
         cmocka_unit_test(test_engine_counts_feature_failures),
+        cmocka_unit_test(test_engine_new_best_is_timed_again),
+        cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
     };
 
     /* One pool thread: pool work runs in the order it is queued. */

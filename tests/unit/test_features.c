@@ -1,4 +1,4 @@
-/* test_features.c - feature extraction and the roofline pre-score on
+/* test_features.c - feature extraction on
  * hand-built loop trees (a tiled, vectorized, unrolled, parallel GEMM with
  * a local accumulator, init store and relu epilogue). */
 #include <math.h>
@@ -428,42 +428,6 @@ test_features_vector_access(void **state)
     free(r);
 }
 
-/* The roofline estimate orders obvious schedule changes. */
-static void
-test_prescore_orders_schedules(void **state)
-{
-    struct tb_gemm g = gemm512;
-    struct kt_looptree *lt;
-    double t_best, t_novec, t_serial, t_big;
-    char err[256] = "";
-
-    (void)state;
-    lt = tb_gemm_tree(&g);
-    assert_int_equal(kt_prescore(lt, NULL, &t_best, err, sizeof(err)), 0);
-    tb_free(lt);
-    g.vectorize = 0;
-    g.tj = 1; /* scalar, strided innermost */
-    lt = tb_gemm_tree(&g);
-    assert_int_equal(kt_prescore(lt, NULL, &t_novec, err, sizeof(err)), 0);
-    tb_free(lt);
-    g = gemm512;
-    g.parallel = 0;
-    lt = tb_gemm_tree(&g);
-    assert_int_equal(kt_prescore(lt, NULL, &t_serial, err, sizeof(err)), 0);
-    tb_free(lt);
-    g = gemm512;
-    g.ti = 512;
-    g.tj = 512; /* a 1 MiB accumulator tile spills L1/L2 */
-    lt = tb_gemm_tree(&g);
-    assert_int_equal(kt_prescore(lt, NULL, &t_big, err, sizeof(err)), 0);
-    tb_free(lt);
-    /* The floor: 2*512^3 flops at the 2-core AVX-512 peak. */
-    assert_true(t_best >= 2.0 * 512 * 512 * 512 / (2 * 64 * 2e9) * 0.999);
-    assert_true(t_novec > t_best * 4);
-    assert_true(t_serial > t_best * 1.5);
-    assert_true(t_big > t_best);
-}
-
 int
 main(void)
 {
@@ -476,7 +440,6 @@ main(void)
         cmocka_unit_test(test_features_bad_trees),
         cmocka_unit_test(test_features_empty_tree_and_names),
         cmocka_unit_test(test_features_vector_access),
-        cmocka_unit_test(test_prescore_orders_schedules),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -329,6 +329,22 @@ test_measure_gemm_batch_two_workers(void **state)
     }
     /* Both workers took jobs. */
     assert_true(used_a > 0 && used_b > 0);
+    /* Re-timings that avoid one worker run on the other. */
+    snprintf(first, sizeof(first), "%s", e->worker[0]);
+    for (i = 0; i < 4; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        src[i] = gemm_source(orders[i], 4, NULL);
+        c[i].source = src[i];
+        c[i].cc = CC;
+        c[i].avoid_worker = first;
+    }
+    submit(e, c, 4, &o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S * 2), 0);
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(e->err_no[i], 0);
+        assert_string_not_equal(e->worker[i], first);
+        free(src[i]);
+    }
     env_free(e);
 }
 

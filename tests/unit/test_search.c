@@ -50,8 +50,56 @@ new_search(const struct kt_dag *dag, int policy, int pop, uint64_t seed,
     return s;
 }
 
-/* Every candidate replays, lowers, has the hash of its steps, and no two
- * are equal. */
+/* The candidate carries what the trial path needs, built once by the
+ * search: its loop tree is the one its steps lower to, its features are
+ * that tree's, and the module from the carried tree is the module from
+ * the steps. */
+static void
+check_carried(const struct kt_dag *dag, const struct kt_search_cand *c,
+              const struct kt_state *st, const struct kt_looptree *lt,
+              int module)
+{
+    struct kt_buf want, got;
+    struct kt_looptree *ref = NULL;
+    struct kt_codegen_opts cg;
+    float *rows = NULL;
+    int nrows = 0;
+    char err[512];
+
+    assert_non_null(c->lt);
+    kt_buf_init(&want);
+    kt_buf_init(&got);
+    kt_looptree_print(lt, &want);
+    kt_looptree_print(c->lt, &got);
+    assert_string_equal(got.p, want.p);
+    assert_int_equal(kt_features_extract(lt, &rows, &nrows, err, sizeof(err)),
+                     KT_OK);
+    assert_non_null(c->rows);
+    assert_int_equal(c->nrows, nrows);
+    assert_memory_equal(c->rows, rows,
+                        sizeof(float) * KT_FEATURE_LEN * (size_t)nrows);
+    free(rows);
+    if (module) {
+        kt_codegen_default_opts(&cg);
+        kt_buf_reset(&want);
+        kt_buf_reset(&got);
+        assert_int_equal(kt_codegen_module(st, dag, &cg, &want, err,
+                                           sizeof(err)),
+                         KT_OK);
+        assert_int_equal(kt_lower_reference(dag, &ref, err, sizeof(err)),
+                         KT_OK);
+        assert_int_equal(kt_codegen_module_lowered(ref, c->lt, dag, &cg, &got,
+                                                   err, sizeof(err)),
+                         KT_OK);
+        assert_string_equal(got.p, want.p);
+        kt_looptree_free(ref);
+    }
+    kt_buf_free(&want);
+    kt_buf_free(&got);
+}
+
+/* Every candidate replays, lowers, has the hash of its steps, carries its
+ * tree and features, and no two are equal. */
 static void
 check_batch(const struct kt_dag *dag, const struct kt_search_batch *b)
 {
@@ -68,6 +116,7 @@ check_batch(const struct kt_dag *dag, const struct kt_search_batch *b)
             fail_msg("%s: candidate %d does not lower: %s", dag->key, i, err);
         kt_steps_hash(b->v[i].steps, b->v[i].nsteps, hash);
         assert_string_equal(hash, b->v[i].hash);
+        check_carried(dag, &b->v[i], st, lt, i < 2);
         for (j = 0; j < i; j++)
             assert_string_not_equal(b->v[i].hash, b->v[j].hash);
         kt_looptree_free(lt);
@@ -437,7 +486,6 @@ test_search_model_and_seeds(void **state)
     struct kt_search_stats st;
     struct kt_xgb_model *model = kt_xgb_new(NULL);
     struct kt_train_set set;
-    struct kt_machine mach;
     struct kt_search_opts o;
     char err[512];
     int i;
@@ -452,7 +500,6 @@ test_search_model_and_seeds(void **state)
     assert_int_equal(b.n, 48);
     assert_int_equal(st.iters, 2); /* untrained model: random, 2 iters */
     assert_int_equal(st.measured_seeds, 0);
-    kt_machine_default(&mach);
     kt_train_set_init(&set);
     for (i = 0; i < b.n; i++) {
         struct kt_state *stt = NULL;
@@ -467,7 +514,8 @@ test_search_model_and_seeds(void **state)
         assert_int_equal(kt_features_extract(lt, &rows, &nrows, err,
                                              sizeof(err)),
                          KT_OK);
-        assert_int_equal(kt_prescore(lt, &mach, &sec, err, sizeof(err)), KT_OK);
+        sec = ktt_synthetic_cost(rows, nrows);
+        assert_true(sec > 0);
         kt_train_set_add(&set, rows, nrows, 0, sec);
         assert_int_equal(kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
                                           i % 7 == 3 ? 0 : sec),

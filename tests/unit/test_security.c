@@ -791,6 +791,99 @@ test_security_tokens_bound_to_keys(void **state)
     env_free(e);
 }
 
+/* A worker of key with roles and name, proving the shared token. */
+static pid_t
+start_keyed(struct env *e, const char *key, const char *roles, const char *name)
+{
+    char tracker[64], keyarg[96], rolearg[64], namearg[96];
+    pid_t p;
+
+    snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d",
+             kt_tracker_port(e->t));
+    snprintf(keyarg, sizeof(keyarg), "--key=%s", key);
+    snprintf(rolearg, sizeof(rolearg), "--roles=%s", roles);
+    snprintf(namearg, sizeof(namearg), "--name=%s", name);
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        setenv("KERNTUNE_TOKEN", TOKEN, 1);
+        execl(e->rpc, e->rpc, "server", tracker, keyarg, rolearg, namearg,
+              (char *)NULL);
+        _exit(99);
+    }
+    return p;
+}
+
+/* Builds a 4-candidate batch of key "board"; the builders' names. */
+static void
+board_batch(struct env *e, struct batch *b)
+{
+    struct kt_candidate c[4];
+    struct kt_measure_opts o;
+    char err[256];
+    int i;
+
+    memset(b, 0, sizeof(*b));
+    memset(c, 0, sizeof(c));
+    for (i = 0; i < 4; i++) {
+        c[i].source = "int x;";
+        c[i].cc = "cc";
+    }
+    kt_measure_default_opts(&o);
+    o.run_timeout_ms = 5000;
+    if (kt_tracker_submit(e->t, "board", c, 4, &o, on_batch, b, err,
+                          sizeof(err)) < 0)
+        fail_msg("submit: %s", err);
+    spin(e, WAIT_S, &b->done);
+    assert_true(b->done);
+    assert_int_equal(b->n, 4);
+}
+
+/* Objects are built by workers of the key that runs them, unless
+ * build_keys trusts another key's builders for it (a shared build host);
+ * then those build and the key's own workers still run. */
+static void
+test_security_builders_of_other_keys(void **state)
+{
+    static const struct kt_key_builder kb[] = {{"board", "farm"}};
+    struct kt_tracker_opts o;
+    struct env *e;
+    struct batch b;
+    pid_t board, farm;
+    int i;
+
+    (void)state;
+    e = env_new(NULL);
+    board = start_keyed(e, "board", "build,run", "board-w");
+    farm = start_keyed(e, "farm", "build", "farm-w");
+    wait_workers(e, "board", 1);
+    wait_workers(e, "farm", 1);
+    board_batch(e, &b);
+    for (i = 0; i < 4; i++)
+        assert_string_equal(b.build_worker[i], "board-w");
+    stop_worker(board);
+    stop_worker(farm);
+    env_free(e);
+
+    kt_tracker_default_opts(&o);
+    o.key_builders = kb;
+    o.nkey_builders = 1;
+    e = env_new(&o);
+    board = start_keyed(e, "board", "run", "board-r");
+    farm = start_keyed(e, "farm", "build", "farm-w");
+    wait_workers(e, "board", 1);
+    wait_workers(e, "farm", 1);
+    board_batch(e, &b);
+    for (i = 0; i < 4; i++) {
+        assert_string_equal(b.build_worker[i], "farm-w");
+        /* built, then run on board-r: "int x;" has no kernel to load */
+        assert_int_equal(b.err_no[i], KT_MERR_RUNTIME_DEVICE);
+    }
+    stop_worker(board);
+    stop_worker(farm);
+    env_free(e);
+}
+
 int
 main(void)
 {
@@ -803,6 +896,7 @@ main(void)
         cmocka_unit_test(test_security_log_injection),
         cmocka_unit_test(test_security_fake_costs),
         cmocka_unit_test(test_security_tokens_bound_to_keys),
+        cmocka_unit_test(test_security_builders_of_other_keys),
         cmocka_unit_test(test_security_status_many_workers),
         cmocka_unit_test(test_security_write_backpressure),
     };
