@@ -382,7 +382,8 @@ result_key_cap(const char *k)
                                         "ref_cached", "workload",
                                         "flops",      "cost",
                                         "cv",         "mem_limit",
-                                        "pack_s"};
+                                        "pack_s",     "check_s",
+                                        "time_s",     "check_is_repeat0"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)
