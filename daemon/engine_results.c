@@ -85,9 +85,9 @@ own_trials(struct kt_round *r)
     r->owned = 1;
 }
 
-/* The search learns of the result at its next run (see kt_feedback). */
-static void
-queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
+void
+kt__task_queue_feedback(struct kt_task_state *ts, struct kt_step *steps,
+                        int nsteps, double cost)
 {
     struct kt_feedback *f;
 
@@ -97,9 +97,16 @@ queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
                                                    (size_t)ts->cappending);
     }
     f = &ts->pending[ts->npending++];
-    f->steps = c->steps;
-    f->nsteps = c->nsteps;
+    f->steps = steps;
+    f->nsteps = nsteps;
     f->cost = cost;
+}
+
+/* The search learns of the result at its next run (see kt_feedback). */
+static void
+queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
+{
+    kt__task_queue_feedback(ts, c->steps, c->nsteps, cost);
     c->steps = NULL; /* the feedback owns them now */
     c->nsteps = 0;
 }

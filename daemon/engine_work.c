@@ -140,6 +140,10 @@ kt__engine_warm_work(uv_work_t *w)
 
     wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
                          sizeof(*wj->out));
+    wj->seeds = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
+                           sizeof(*wj->seeds));
+    wj->seed_task = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
+                               sizeof(*wj->seed_task));
     for (i = 0; i < wj->nrows_in; i++) {
         const struct kt_dag *dag = NULL;
         struct kt_step *steps = NULL;
@@ -173,6 +177,13 @@ kt__engine_warm_work(uv_work_t *w)
             wj->nout++;
         } else if (wj->skipped++ == 0) {
             snprintf(wj->skip_err, sizeof(wj->skip_err), "%s", err);
+        }
+        if (rc == KT_OK && wj->in[i].workload == NULL && wj->in[i].cost > 0) {
+            wj->seeds[wj->nseeds].steps = steps;
+            wj->seeds[wj->nseeds].nsteps = n;
+            wj->seeds[wj->nseeds].cost = wj->in[i].cost;
+            wj->seed_task[wj->nseeds++] = wj->in[i].task;
+            steps = NULL;
         }
         free(steps);
     }

@@ -121,6 +121,12 @@ void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
  * -1 when the picked rule could not change anything. */
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 
+/* ---- search_seed.c ---- */
+/* Decodes steps (hash: their kt_steps_hash) into a genome of one of s's
+ * sketches that builds exactly these steps; 1 and *out (valid) if found. */
+int sk_decode(const struct kt_search *s, const struct kt_step *steps,
+              int nsteps, uint64_t hash, struct sk_member *out);
+
 /* ---- search_pack.c ---- */
 /* The next input stage s should read through a pack, or -1. */
 int sk_pack_operand(const struct kt_state *st, int s);

@@ -536,6 +536,12 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
     kt_steps_hash(steps, nsteps, hex);
     kt_hash_parse(hex, &h);
     pthread_mutex_lock(&s->lock);
+    if (!kt_u64set_has(&s->proposed, h) && cost > 0 && isfinite(cost)) {
+        /* measured elsewhere (a stored record): seeds the GA if it decodes */
+        struct sk_member m;
+        if (sk_decode(s, steps, nsteps, h, &m))
+            remember(s, &m);
+    }
     kt_u64set_add(&s->proposed, h);
     for (i = s->nprop - 1; i >= 0; i--) {
         if (s->prop[i].hash != h)
