@@ -200,7 +200,7 @@ struct kt_xgb_params {
      * model on the new set for at most warm_rounds rounds (same early
      * stopping); every retrain_every-th training starts from scratch.
      * retrain_every <= 1 always starts from scratch (Ansor's scheme). */
-    int retrain_every; /* 4 */
+    int retrain_every; /* 1 (off: bench/bench_train.c) */
     int warm_rounds;   /* 50 */
 };
 

@@ -45,7 +45,7 @@ kt_xgb_params_default(struct kt_xgb_params *p)
     p->early_stop = 50;
     p->eval_every = 2;
     p->tree_method = "hist";
-    p->retrain_every = 4;
+    p->retrain_every = 1;
     p->warm_rounds = 50;
 }
 

@@ -19,6 +19,7 @@ struct kt_cand {
     char *preset_text;
     float *rows; /* cost-model features, nrows x KT_FEATURE_LEN */
     int nrows;
+    char seed_of[17]; /* kt_search_cand.seed_of, stored as a kvs note */
 };
 
 struct kt_round {

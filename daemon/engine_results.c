@@ -22,7 +22,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
 
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += res[i].nkvs;
+        nkv += res[i].nkvs + 1; /* + seed_of */
     r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
     r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
     nkv = 0;
@@ -54,6 +54,11 @@ build_trials(struct kt_job *job, struct kt_round *r,
             nkv++;
         }
         tr->nkvs = res[i].nkvs;
+        if (r->c[i].seed_of[0] != '\0') {
+            r->kvs[nkv].k = "seed_of";
+            r->kvs[nkv++].v = r->c[i].seed_of;
+            tr->nkvs++;
+        }
     }
 }
 

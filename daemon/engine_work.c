@@ -74,6 +74,7 @@ kt__engine_search_work(uv_work_t *w)
         kt_steps_to_json(sc->steps, sc->nsteps, &j);
         c->config = kt_buf_take(&j);
         memcpy(c->hash, sc->hash, sizeof(c->hash));
+        memcpy(c->seed_of, sc->seed_of, sizeof(c->seed_of));
         c->steps = sc->steps; /* the candidate owns them from here */
         c->nsteps = sc->nsteps;
         sc->steps = NULL;

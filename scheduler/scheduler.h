@@ -203,6 +203,9 @@ struct kt_search_cand {
     char hash[17];          /* kt_steps_hash of the steps */
     float score;            /* predicted; random-model score if none */
     int from_random;        /* an eps-greedy random pick */
+    char seed_of[17];       /* "" or the schedule hash of the measured
+                             * program (this run's or a stored one) it was
+                             * mutated from */
 };
 
 struct kt_search_batch {

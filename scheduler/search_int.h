@@ -80,7 +80,8 @@ struct sk_member {
     struct sk_genome g;
     uint64_t hash; /* schedule hash (kt_steps_hash as number) */
     float score;
-    int valid; /* built and lowered */
+    int valid;       /* built and lowered */
+    uint64_t origin; /* hash of the measured seed it descends from, 0 */
 };
 
 struct kt_search {

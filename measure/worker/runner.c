@@ -326,6 +326,18 @@ first_number(const struct kt_run_req *r, const struct loaded *k)
     return number;
 }
 
+/* Early stop (off unless the request has stop_above): after the first
+ * repeat, a candidate already slower than stop_above per call is not timed
+ * again; it keeps that one cost and the note early_stop=1. */
+static int
+hopeless(const struct kt_run_req *r, double first, struct kt_msg *out)
+{
+    if (!(r->stop_above > 0) || !(first > r->stop_above) || r->repeat <= 1)
+        return 0;
+    kt_msg_set(out, "early_stop", "1");
+    return 1;
+}
+
 /* Stage 3: TVM's WrapTimeEvaluator (the checked call is the warm-up).  A
  * checked call that alone lasts min_repeat_ms is what TVM's first repeat
  * would time (number 1, nothing to raise), so it is kept as repeat 0
@@ -344,6 +356,8 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
         k->check_s * 1000 >= r->min_repeat_ms && r->min_repeat_ms > 0) {
         costs[rep++] = k->check_s;
         kt_msg_set(out, "check_is_repeat0", "1");
+        if (hopeless(r, costs[0], out))
+            goto done;
         if (r->cooldown_ms > 0 && rep < r->repeat)
             sleep_ms(r->cooldown_ms);
     }
@@ -367,9 +381,14 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
             }
         }
         costs[rep] = dur / number;
+        if (hopeless(r, costs[0], out)) {
+            rep++;
+            break;
+        }
         if (r->cooldown_ms > 0 && rep + 1 < r->repeat)
             sleep_ms(r->cooldown_ms);
     }
+done:
     kt_run_summarize(costs, rep, &cost, &cv);
     kt_buf_init(&cl);
     for (i = 0; i < rep; i++)

@@ -3,9 +3,8 @@
 # trials, stops, and tunes the same job again to 128 with another search
 # seed (so its random initial population shares nothing with the first
 # run's).  The second run's first round must contain mutations of stored
-# records: trials whose steps differ from a stored successful trial's in
-# at most two steps (one gene; a tile change also re-splits a fused
-# consumer), checked in the database.
+# records: trials whose kvs note seed_of names the schedule hash of a
+# successful trial of the first run, checked in the database.
 set -u
 bin=${KT_BIN_DIR:-build}
 kt=$bin/kerntune
@@ -35,14 +34,17 @@ ok1=$(sqlite3 "$tmp/t.db" "select count(*) from logs where err_no = 0")
     fail "second tune: $(tail -20 "$tmp/tune2.log")"
 n=$(sqlite3 "$tmp/t.db" "select count(*) from logs")
 [ "$n" -eq 128 ] || fail "$n trials stored, want 128"
-# steps of stored trials (run 1) and of run 2's first round, one row each
+# Every proposed candidate carries the schedule hash of the measured
+# program it was mutated from (kvs note seed_of).
 near=$(sqlite3 "$tmp/t.db" "
-    with r2 as (select id, config from logs where id > $last1 order by id limit 16),
-         r1 as (select id, config from logs where id <= $last1 and err_no = 0)
-    select count(distinct r2.id) from r2, r1
-    where json_array_length(r2.config, '\$.steps') = json_array_length(r1.config, '\$.steps')
-      and (select count(*) from json_each(r2.config, '\$.steps') a
-           join json_each(r1.config, '\$.steps') b on a.key = b.key
-           where a.value != b.value) between 1 and 2")
+    select count(*) from (select id from logs where id > $last1 order by id limit 16) r2
+    join kvs on kvs.log_id = r2.id and kvs.k = 'seed_of'
+    where kvs.v in (select sched_hash from logs where id <= $last1 and err_no = 0)")
 echo "second run, first round: $near of 16 trials are mutations of stored ones"
 [ "$near" -ge 1 ] || fail "no trial of the second run's first round is a mutation of a stored record"
+# and the first run's own rounds after the first name only its own trials
+bad=$(sqlite3 "$tmp/t.db" "
+    select count(*) from kvs join logs l on l.id = kvs.log_id
+    where kvs.k = 'seed_of' and l.id <= $last1
+      and kvs.v not in (select sched_hash from logs where id < l.id and err_no = 0)")
+[ "$bad" -eq 0 ] || fail "$bad trials name a seed that was not measured before them"

@@ -510,8 +510,9 @@ count_calls(const char *dir)
 
 /* A checked call that already lasts min_repeat_ms is kept as repeat 0: a
  * kernel that sleeps 30 ms, timed with repeat 3 and min_repeat_ms 20, is
- * called 3 times (TVM: the warm-up plus 3).  A fast kernel gets its
- * `number` from the checked call and is not kept as a repeat. */
+ * called 3 times (TVM: the warm-up plus 3), once with stop_above below its
+ * cost (early stop).  A fast kernel gets its `number` from the checked
+ * call and is not kept as a repeat. */
 static void
 test_rpc_runner_check_call_is_first_repeat(void **state)
 {
@@ -551,6 +552,22 @@ test_rpc_runner_check_call_is_first_repeat(void **state)
         r.min_repeat_ms = 20;
         r.seed = 7;
         r.tol = 1e-6;
+        if (slow) {
+            /* early stop: 30 ms per call is above 5 ms, one repeat only */
+            r.stop_above = 0.005;
+            run_in_child(&r, &m);
+            assert_int_equal(count_calls(dir), 1);
+            assert_string_equal(kt_msg_get(&m, "early_stop"), "1");
+            assert_null(strchr(kt_msg_get(&m, "costs"), ','));
+            kt_msg_free(&m);
+            /* ... and not below it */
+            r.stop_above = 10;
+            run_in_child(&r, &m);
+            assert_null(kt_msg_get(&m, "early_stop"));
+            kt_msg_free(&m);
+            (void)count_calls(dir);
+            r.stop_above = 0;
+        }
         run_in_child(&r, &m);
         if (slow) {
             assert_int_equal(count_calls(dir), 3);

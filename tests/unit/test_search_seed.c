@@ -61,9 +61,17 @@ seeds_of(const struct kt_op_def *d)
                                           err, sizeof(err)),
                      KT_OK);
     assert_int_equal(st.measured_seeds, b.n - 1);
-    for (i = 0; i < b2.n; i++)
+    for (i = 0; i < b2.n; i++) {
         for (j = 0; j < b.n; j++)
             assert_string_not_equal(b2.v[i].hash, b.v[j].hash);
+        /* a mutant names its seed: one of the recorded successes */
+        for (j = 1; j < b.n && b2.v[i].seed_of[0] != '\0'; j++)
+            if (strcmp(b2.v[i].seed_of, b.v[j].hash) == 0)
+                break;
+        if (b2.v[i].seed_of[0] != '\0' && j == b.n)
+            fail_msg("%s: seed_of %s is not a recorded schedule", d->name,
+                     b2.v[i].seed_of);
+    }
     kt_search_batch_free(&b2);
     kt_search_batch_free(&b);
     kt_search_free(first);
