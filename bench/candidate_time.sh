@@ -45,5 +45,10 @@ for cfg in "$@"; do
               printf "%-10s %6d %6d %8.3fs %7.3fs %10.3fs %7.3fs %8.3fs %8.0f%%\n",
                   name, n, err, wall / n, b / n, (r - t) / n, t / n,
                   wall / n - b / n - r / n, ok ? 100 * rep0 / ok : 0 }' "$T/$name.rows"
+    errs=$(sqlite3 -separator ' x ' "$T/$name.db" "select err_no, count(*) from logs
+                                             where err_no != 0 group by err_no")
+    [ -z "$errs" ] || echo "    $name errors (err_no x count): $(echo $errs)"
+    early=$(sqlite3 "$T/$name.db" "select count(*) from kvs where k = 'early_stop'")
+    [ "$early" -eq 0 ] || echo "    $name: $early candidates stopped after one repeat (measure.stop_ratio)"
 done
 echo "load after:  $(uptime | sed 's/.*load average/load average/')"
