@@ -100,8 +100,9 @@ test_search_seed_dense_epilogue(void **state)
     seeds_of(&d);
 }
 
+/* conv2d 3x3, 16->32 channels, 14x14, pad 1, with the given epilogue. */
 static void
-test_search_seed_conv2d(void **state)
+small_conv(struct kt_op_def *d, int epilogue)
 {
     struct kt_conv2d_params p = {
         .N = 1,
@@ -118,12 +119,19 @@ test_search_seed_conv2d(void **state)
         .dilation_h = 1,
         .dilation_w = 1,
         .groups = 1,
-        .epilogue = KT_EPI_BIAS | KT_EPI_RELU,
     };
+
+    p.epilogue = epilogue;
+    kt_op_conv2d(d, &p);
+}
+
+static void
+test_search_seed_conv2d(void **state)
+{
     struct kt_op_def d;
 
     (void)state;
-    kt_op_conv2d(&d, &p);
+    small_conv(&d, KT_EPI_BIAS | KT_EPI_RELU);
     seeds_of(&d);
 }
 
@@ -133,22 +141,6 @@ test_search_seed_conv2d(void **state)
 static void
 test_search_seed_foreign(void **state)
 {
-    struct kt_conv2d_params p = {
-        .N = 1,
-        .C = 16,
-        .H = 14,
-        .W = 14,
-        .K = 32,
-        .R = 3,
-        .S = 3,
-        .stride_h = 1,
-        .stride_w = 1,
-        .pad_h = 1,
-        .pad_w = 1,
-        .dilation_h = 1,
-        .dilation_w = 1,
-        .groups = 1,
-    };
     struct kt_op_def d1, d2;
     struct kt_dag *a = NULL, *b = NULL;
     struct kt_search *sa, *sb;
@@ -157,7 +149,7 @@ test_search_seed_foreign(void **state)
     int i;
 
     (void)state;
-    kt_op_conv2d(&d1, &p);
+    small_conv(&d1, 0);
     assert_int_equal(kt_op_matmul(&d2, 96, 128, 64), KT_OK);
     assert_int_equal(kt_op_build(&d1, &a, err, sizeof(err)), KT_OK);
     assert_int_equal(kt_op_build(&d2, &b, err, sizeof(err)), KT_OK);
