@@ -72,7 +72,8 @@ struct kt_measure_conf {
     int flush_cache; /* boolean */
     double build_timeout_s;
     double run_timeout_s;
-    double tolerance; /* relative error allowed against the reference */
+    double tolerance;  /* relative error allowed against the reference */
+    double stop_ratio; /* early stop above this x the task's best; 0 off */
 };
 
 enum kt_layer_op {

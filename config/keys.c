@@ -138,6 +138,11 @@ static const struct kt__key measure_keys[] = {
      60000, "0", NULL, "Pause between repeats, in milliseconds."},
     {"flush_cache", KT_K_BOOL, offsetof(struct kt_measure_conf, flush_cache),
      NOLIM, "false", NULL, "Flush the CPU caches before each repeat."},
+    {"stop_ratio", KT_K_NUM, offsetof(struct kt_measure_conf, stop_ratio), 0,
+     1e6, "0", NULL,
+     "Early stop: a candidate whose first repeat is more than this many "
+     "times slower than the task's best gets no more repeats (stored with "
+     "the kvs note early_stop); 0 = off."},
     {"build_timeout_s", KT_K_NUM,
      offsetof(struct kt_measure_conf, build_timeout_s), 0.1, 3600, "15", NULL,
      "Compile deadline per candidate, seconds (err_no 6 after)."},

@@ -172,6 +172,12 @@ struct kt_xgb_params {
     int early_stop;          /* 50 rounds without a better train p-rmse */
     int eval_every;          /* 2 */
     const char *tree_method; /* "hist" (see docs/features.md) */
+    /* Between full retrains, kt_xgb_train continues boosting the current
+     * model on the new set for at most warm_rounds rounds (same early
+     * stopping); every retrain_every-th training starts from scratch.
+     * retrain_every <= 1 always starts from scratch (Ansor's scheme). */
+    int retrain_every; /* 1 (off: bench/bench_train.c) */
+    int warm_rounds;   /* 50 */
 };
 
 /* Ansor's hyper-parameters (docs/features.md, Model) with nthread 1. */
@@ -184,6 +190,7 @@ struct kt_xgb_train_stats {
     int best_round;
     double best_prmse; /* p-rmse on the training set at best_round */
     int nrows;         /* feature rows used */
+    int continued;     /* 1: boosted on from the previous model */
 };
 
 /* New, untrained model (copies params; NULL = defaults).  Caller frees
@@ -193,9 +200,11 @@ void kt_xgb_free(struct kt_xgb_model *m); /* NULL is a no-op */
 /* 1 once the model has a booster (trained or loaded). */
 int kt_xgb_trained(struct kt_xgb_model *m);
 
-/* Trains a new booster from scratch on set (pack-sum objective, custom
- * gradients, early stopping on the training p-rmse) and swaps it in under
- * the model's lock; the old booster is freed.  Programs with no rows are
+/* Trains a booster on set (pack-sum objective, custom gradients, early
+ * stopping on the training p-rmse) and swaps it in under the model's lock;
+ * the old booster is freed.  From scratch on the first call and every
+ * retrain_every-th; otherwise boosting continues from the current model
+ * (stats->continued = 1, stats->rounds counts only the new rounds).  Programs with no rows are
  * skipped.  On error the old booster stays.  XGBoost errors give KT_EIO
  * with XGBGetLastError() in err; an empty set gives KT_EINVAL.  stats may
  * be NULL.  Safe to run on a pool thread while others predict. */

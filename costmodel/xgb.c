@@ -22,6 +22,7 @@ struct kt_xgb_model {
     char tree_method[16];
     pthread_mutex_t mu;
     BoosterHandle bst; /* NULL until trained or loaded */
+    int ntrain;        /* trainings since the last one from scratch */
 };
 
 static int
@@ -44,6 +45,8 @@ kt_xgb_params_default(struct kt_xgb_params *p)
     p->early_stop = 50;
     p->eval_every = 2;
     p->tree_method = "hist";
+    p->retrain_every = 1;
+    p->warm_rounds = 50;
 }
 
 struct kt_xgb_model *
@@ -151,29 +154,50 @@ prmse(const float *pred, const int *pack, int nrows, const float *label,
     return sqrt(e / (nrows > 0 ? nrows : 1));
 }
 
-/* The boosting loop on a fresh booster; *out gets it on success. */
+/* The training data of one kt_xgb_train call. */
+struct train_data {
+    DMatrixHandle dm;
+    const int *pack;
+    const float *label, *weight;
+    int nrows, nprog;
+};
+
+/* The boosting loop on a fresh booster, or on a copy of the model in
+ * from[0..fromlen) when from is not NULL (then the loaded model's p-rmse is
+ * the first to beat, and at most p->warm_rounds rounds are added); *out
+ * gets it on success. */
 static int
-boost(const struct kt_xgb_params *p, DMatrixHandle dm, const int *pack,
-      int nrows, const float *label, const float *weight, int nprog,
-      BoosterHandle *out, struct kt_xgb_train_stats *st, char *err,
-      size_t errlen)
+boost(const struct kt_xgb_params *p, const struct train_data *d,
+      const void *from, size_t fromlen, BoosterHandle *out,
+      struct kt_xgb_train_stats *st, char *err, size_t errlen)
 {
     BoosterHandle h = NULL, sl = NULL;
+    DMatrixHandle dm = d->dm;
+    const int *pack = d->pack;
+    const float *label = d->label, *weight = d->weight;
+    int nrows = d->nrows, nprog = d->nprog;
     float *grad = kt_xmalloc((size_t)nrows * sizeof(float));
     float *hess = kt_xmalloc((size_t)nrows * sizeof(float));
     const float *pred;
     bst_ulong len;
     double e, best = INFINITY;
-    int it, best_it = 0, rc = 0;
+    int it, best_it = 0, base = 0, rc = 0;
+    int max_rounds = from != NULL ? p->warm_rounds : p->max_rounds;
 
     if (XGBoosterCreate(&dm, 1, &h) != 0) {
         rc = xgb_err(err, errlen, "create booster");
         goto out;
     }
+    if (from != NULL &&
+        (XGBoosterLoadModelFromBuffer(h, from, (bst_ulong)fromlen) != 0 ||
+         XGBoosterBoostedRounds(h, &base) != 0)) {
+        rc = xgb_err(err, errlen, "continue from the previous model");
+        goto out;
+    }
     rc = set_params(p, h, err, errlen);
     if (rc < 0)
         goto out;
-    for (it = 0; it < p->max_rounds; it++) {
+    for (it = 0; it < max_rounds; it++) {
         if (XGBoosterPredict(h, dm, 0, 0, 1, &len, &pred) != 0) {
             rc = xgb_err(err, errlen, "predict");
             goto out;
@@ -185,7 +209,7 @@ boost(const struct kt_xgb_params *p, DMatrixHandle dm, const int *pack,
                            (unsigned long long)len, nrows);
             goto out;
         }
-        if (it > 0 && it % p->eval_every == 0) {
+        if ((it > 0 || from != NULL) && it % p->eval_every == 0) {
             e = prmse(pred, pack, nrows, label, nprog);
             if (e < best) {
                 best = e;
@@ -206,8 +230,8 @@ boost(const struct kt_xgb_params *p, DMatrixHandle dm, const int *pack,
     st->best_prmse = best;
     /* Keep the trees up to the best evaluation: the rounds after it only
      * cost prediction time. */
-    if (best_it > 0 && best_it < it) {
-        if (XGBoosterSlice(h, 0, best_it, 1, &sl) != 0) {
+    if ((best_it > 0 || from != NULL) && best_it < it) {
+        if (XGBoosterSlice(h, 0, base + best_it, 1, &sl) != 0) {
             rc = xgb_err(err, errlen, "slice");
             goto out;
         }
@@ -286,12 +310,24 @@ kt_xgb_train(struct kt_xgb_model *m, const struct kt_train_set *set,
         rc = xgb_err(err, errlen, "create matrix");
         goto out;
     }
-    rc = boost(&m->p, dm, pack, nrows, label, weight, nprog, &h, &st, err,
-               errlen);
+    {
+        struct train_data d = {dm, pack, label, weight, nrows, nprog};
+        void *prev = NULL;
+        size_t prevlen = 0;
+        char ign[8];
+        if (m->p.retrain_every > 1 && m->ntrain % m->p.retrain_every != 0)
+            (void)kt_xgb_save_buf(m, &prev, &prevlen, ign, sizeof(ign));
+        rc = boost(&m->p, &d, prev, prevlen, &h, &st, err, errlen);
+        st.continued = prev != NULL;
+        free(prev);
+    }
     if (rc < 0)
         goto out;
     st.nrows = nrows;
     swap_in(m, h);
+    pthread_mutex_lock(&m->mu);
+    m->ntrain = st.continued ? m->ntrain + 1 : 1;
+    pthread_mutex_unlock(&m->mu);
     if (stats != NULL)
         *stats = st;
 out:

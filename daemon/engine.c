@@ -303,6 +303,11 @@ submit(struct kt_job *job, struct kt_round *r)
         c[i].preset_err_text = r->c[i].preset_text;
     }
     r->submitted = kt_now();
+    job->mo.stop_above_s = 0;
+    if (job->conf->measure.stop_ratio > 0 &&
+        kt_task_sched_best_cost(job->sched, r->task) < KT_SCHED_NO_COST)
+        job->mo.stop_above_s = job->conf->measure.stop_ratio *
+                               kt_task_sched_best_cost(job->sched, r->task);
     job->measuring = r;
     if (job->e->o.submit != NULL)
         rc = job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, c,
@@ -433,6 +438,11 @@ kt__job_kick(struct kt_job *job)
         }
         return;
     }
+    /* After a restart the first model (trained on the stored records) is
+     * waited for, as Ansor trains on a loaded log before searching: a
+     * random-model round would ignore the seeds decoded from them. */
+    if (job->training != NULL && !job->model_ready)
+        return;
     if (job->measuring == NULL) {
         t = kt_task_sched_next(job->sched);
         if (t < 0) {

@@ -19,6 +19,7 @@ struct kt_cand {
     char *preset_text;
     float *rows; /* cost-model features, nrows x KT_FEATURE_LEN */
     int nrows;
+    char seed_of[17]; /* kt_search_cand.seed_of, stored as a kvs note */
 };
 
 struct kt_round {
@@ -95,6 +96,11 @@ struct kt_warm_job {
     } * in;
     struct kt_record *out; /* nout records, rows owned */
     int nout;
+    /* the job's own successful stored trials, as feedback that seeds
+     * each task's search (steps owned) */
+    struct kt_feedback *seeds;
+    int *seed_task;
+    int nseeds;
     int skipped;        /* stored trials that could not be rebuilt */
     char skip_err[256]; /* why the first one was skipped */
     double time_s;
@@ -208,6 +214,9 @@ int kt__job_queue_work(struct kt_job *job, uv_work_t *w, uv_work_cb work,
 void kt__job_fail(struct kt_job *job, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void kt__feedback_free(struct kt_feedback *f, int n);
+/* Queues a result for the task's next search work (takes steps). */
+void kt__task_queue_feedback(struct kt_task_state *ts, struct kt_step *steps,
+                             int nsteps, double cost);
 /* Read-only view the work callbacks need. */
 const struct kt_dag *kt__job_dag(const struct kt_job *job, int task);
 const struct kt_model_conf *kt__job_conf(const struct kt_job *job);

@@ -22,7 +22,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
 
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += res[i].nkvs + 1;
+        nkv += res[i].nkvs + 2; /* + seed_of, + engine_confirm.c's note */
     r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
     r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
     r->confirmed = kt_xcalloc((size_t)(r->nres ? r->nres : 1), 1);
@@ -54,8 +54,13 @@ build_trials(struct kt_job *job, struct kt_round *r,
             r->kvs[nkv].v = res[i].kv_vals[k];
             nkv++;
         }
-        nkv++; /* a free slot for engine_confirm.c */
         tr->nkvs = res[i].nkvs;
+        if (r->c[i].seed_of[0] != '\0') {
+            r->kvs[nkv].k = "seed_of";
+            r->kvs[nkv++].v = r->c[i].seed_of;
+            tr->nkvs++;
+        }
+        nkv++; /* a free slot for engine_confirm.c */
     }
 }
 
@@ -87,9 +92,9 @@ own_trials(struct kt_round *r)
     r->owned = 1;
 }
 
-/* The search learns of the result at its next run (see kt_feedback). */
-static void
-queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
+void
+kt__task_queue_feedback(struct kt_task_state *ts, struct kt_step *steps,
+                        int nsteps, double cost)
 {
     struct kt_feedback *f;
 
@@ -99,9 +104,16 @@ queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
                                                    (size_t)ts->cappending);
     }
     f = &ts->pending[ts->npending++];
-    f->steps = c->steps;
-    f->nsteps = c->nsteps;
+    f->steps = steps;
+    f->nsteps = nsteps;
     f->cost = cost;
+}
+
+/* The search learns of the result at its next run (see kt_feedback). */
+static void
+queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
+{
+    kt__task_queue_feedback(ts, c->steps, c->nsteps, cost);
     c->steps = NULL; /* the feedback owns them now */
     c->nsteps = 0;
 }

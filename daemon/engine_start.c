@@ -35,10 +35,18 @@ warm_done(uv_work_t *w, int status)
             log_info("engine: job %s: warm start from %d stored trials (%.2f "
                      "s)",
                      job->name, wj->nout, wj->time_s);
+        /* the search decodes them into genomes that seed its GA */
+        for (i = 0; i < wj->nseeds; i++)
+            kt__task_queue_feedback(&job->ts[wj->seed_task[i]],
+                                    wj->seeds[i].steps, wj->seeds[i].nsteps,
+                                    wj->seeds[i].cost);
+        wj->nseeds = 0;
     } else {
         for (i = 0; i < wj->nout; i++)
             free(wj->out[i].rows);
     }
+    kt__feedback_free(wj->seeds, wj->nseeds);
+    free(wj->seed_task);
     free(wj->out);
     free(wj);
     if (job->state == KT_JOB_STARTING)

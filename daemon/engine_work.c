@@ -79,6 +79,7 @@ kt__engine_search_work(uv_work_t *w)
         kt_steps_to_json(sc->steps, sc->nsteps, &j);
         c->config = kt_buf_take(&j);
         memcpy(c->hash, sc->hash, sizeof(c->hash));
+        memcpy(c->seed_of, sc->seed_of, sizeof(c->seed_of));
         /* the candidate owns what the search built from here */
         c->steps = sc->steps;
         c->nsteps = sc->nsteps;
@@ -151,6 +152,10 @@ kt__engine_warm_work(uv_work_t *w)
 
     wj->out = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
                          sizeof(*wj->out));
+    wj->seeds = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
+                           sizeof(*wj->seeds));
+    wj->seed_task = kt_xcalloc((size_t)(wj->nrows_in ? wj->nrows_in : 1),
+                               sizeof(*wj->seed_task));
     for (i = 0; i < wj->nrows_in; i++) {
         const struct kt_dag *dag = NULL;
         struct kt_step *steps = NULL;
@@ -183,6 +188,13 @@ kt__engine_warm_work(uv_work_t *w)
             wj->nout++;
         } else if (wj->skipped++ == 0) {
             snprintf(wj->skip_err, sizeof(wj->skip_err), "%s", err);
+        }
+        if (rc == KT_OK && wj->in[i].workload == NULL && wj->in[i].cost > 0) {
+            wj->seeds[wj->nseeds].steps = steps;
+            wj->seeds[wj->nseeds].nsteps = n;
+            wj->seeds[wj->nseeds].cost = wj->in[i].cost;
+            wj->seed_task[wj->nseeds++] = wj->in[i].task;
+            steps = NULL;
         }
         free(steps);
     }

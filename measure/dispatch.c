@@ -68,6 +68,8 @@ send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
         kt_msg_setf(&m, "mem_mb", "%lld", b->o.mem_mb);
         kt_msg_setf(&m, "tol", "%.9g", b->o.tolerance);
         kt_msg_setf(&m, "seed", "%llu", (unsigned long long)b->o.seed);
+        if (b->o.stop_above_s > 0)
+            kt_msg_setf(&m, "stop_above", "%.9g", b->o.stop_above_s);
         kt_msg_set_payload(&m, c->so, c->solen);
     }
     c->deadline = kt_now() + tmo / 1000.0 * 1.5 + DEADLINE_GRACE_S;

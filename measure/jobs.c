@@ -185,8 +185,8 @@ find_active(struct kt_tracker *t, struct kt__conn *w, const char *id)
 /* Parses "c1,c2,..." strictly: exactly want costs, each finite and > 0
  * seconds.  Returns 0, or -1 with the reason in why. */
 static int
-parse_costs(struct kt__cand *c, const char *s, int want, char *why,
-            size_t whylen)
+parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
+            char *why, size_t whylen)
 {
     char *end;
 
@@ -223,7 +223,8 @@ parse_costs(struct kt__cand *c, const char *s, int want, char *why,
             break;
         s = end + 1;
     }
-    if (c->ncosts != want) {
+    /* an early-stopped run (stop_above was sent) has one repeat */
+    if (c->ncosts != want && !(early_stop && c->ncosts == 1)) {
         snprintf(why, whylen, "worker returned %d costs for repeat=%d",
                  c->ncosts, want);
         return -1;
@@ -243,7 +244,9 @@ result_key_cap(const char *k)
                                         "ref_cached", "workload",
                                         "flops",      "cost",
                                         "cv",         "mem_limit",
-                                        "pack_s"};
+                                        "pack_s",     "check_s",
+                                        "time_s",     "check_is_repeat0",
+                                        "early_stop"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)
@@ -322,8 +325,11 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
         (void)kt_msg_get_double(m, "run_s", 0, 0, 0, 1e9, &c->run_s, err,
                                 sizeof(err));
         if (e == 0) {
-            if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat, why,
-                            sizeof(why)) == 0) {
+            const char *es = kt_msg_get(m, "early_stop");
+            int early = c->b->o.stop_above_s > 0 && es != NULL &&
+                        strcmp(es, "1") == 0;
+            if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat, early,
+                            why, sizeof(why)) == 0) {
                 kt_run_summarize(c->costs, c->ncosts, &c->cost, &c->cv);
             } else {
                 log_warnx("tracker: worker %s, job %s: %s; err_no 8", w->name,

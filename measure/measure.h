@@ -29,6 +29,9 @@ struct kt_measure_opts {
     long long mem_mb;     /* runner address-space limit; 0 = none */
     double tolerance;     /* relative L2 error bound (WRONG_ANSWER) */
     uint64_t seed;        /* input data seed */
+    double stop_above_s;  /* early stop: a candidate whose first repeat is
+                           * slower per call than this gets no more
+                           * repeats; 0 = off (docs/measure.md) */
 };
 /* number 1, repeat 3, min_repeat_ms 100, timeouts 15 s / 10 s, threads 0,
  * mem_mb 2048, tolerance 1e-4, seed 1. */

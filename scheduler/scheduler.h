@@ -209,6 +209,8 @@ struct kt_search_cand {
     char hash[17];     /* kt_steps_hash of the steps */
     float score;       /* predicted; random-model score if none */
     int from_random;   /* an eps-greedy random pick */
+    char seed_of[17];  /* "" or the schedule hash of the measured program
+                        * (this run's or a stored one) it was mutated from */
 };
 
 struct kt_search_batch {
@@ -260,9 +262,11 @@ int kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
 
 /* Feeds back one measured result: cost in seconds (<= 0 or not finite =
  * failed).  A candidate of this search that ran is remembered as a seed of
- * later initial populations; any schedule (also one from another run) is
- * never proposed again.  Returns 1 if it was one of this search's
- * candidates, 0 if only its hash was recorded. */
+ * later initial populations, and so is a successful schedule measured
+ * elsewhere (a stored record after a restart) whose steps decode into a
+ * genome of this search (scheduler/search_seed.c); any schedule is never
+ * proposed again.  Returns 1 if it seeds the search, 0 if only its hash
+ * was recorded. */
 int kt_search_record(struct kt_search *s, const struct kt_step *steps,
                      int nsteps, double cost);
 

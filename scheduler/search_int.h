@@ -80,7 +80,8 @@ struct sk_member {
     struct sk_genome g;
     uint64_t hash; /* schedule hash (kt_steps_hash as number) */
     float score;
-    int valid; /* built and lowered */
+    int valid;       /* built and lowered */
+    uint64_t origin; /* hash of the measured seed it descends from, 0 */
 };
 
 struct kt_search {
@@ -120,6 +121,12 @@ void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
 /* Applies one mutation (weights as Ansor's CPU rules); 0 on success,
  * -1 when the picked rule could not change anything. */
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+
+/* ---- search_seed.c ---- */
+/* Decodes steps (hash: their kt_steps_hash) into a genome of one of s's
+ * sketches that builds exactly these steps; 1 and *out (valid) if found. */
+int sk_decode(const struct kt_search *s, const struct kt_step *steps,
+              int nsteps, uint64_t hash, struct sk_member *out);
 
 /* ---- search_pack.c ---- */
 /* The next input stage s should read through a pack, or -1. */

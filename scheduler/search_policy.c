@@ -371,6 +371,8 @@ take(struct round *R, const struct sk_member *m, int from_random,
     kt_steps_hash(st->steps, st->nsteps, c->hash);
     c->score = m->score;
     c->from_random = from_random;
+    if (m->origin != 0)
+        kt_hash_hex(m->origin, c->seed_of);
     c->state = st;
     kt_u64set_add(&R->taken, m->hash);
     if (from_random)
@@ -411,8 +413,11 @@ measured_seeds(struct kt_search *s, struct sk_member *dst, int max)
         }
         ord[j + 1] = v;
     }
-    for (i = 0; i < s->nmeas && n < max; i++)
-        dst[n++] = s->meas[ord[i]];
+    for (i = 0; i < s->nmeas && n < max; i++) {
+        dst[n] = s->meas[ord[i]];
+        dst[n].origin = dst[n].hash; /* its mutants keep this */
+        n++;
+    }
     free(ord);
     return n;
 }
@@ -472,6 +477,11 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         init = kt_xrealloc(init,
                            sizeof(*init) * ((size_t)ninit + (size_t)nseed + 1));
         stats->measured_seeds = measured_seeds(s, init + ninit, nseed);
+        /* scored by this round's model: a stored seed has no score yet, and
+         * the roulette only picks members scoring above 0 */
+        rc = sk_score(&R.sc, init + ninit, stats->measured_seeds, err, errlen);
+        if (rc != KT_OK)
+            goto done;
         ninit += stats->measured_seeds;
         rc = evolve(&R, init, ninit, iters, 2 * n, &best, &nbest);
         if (rc != KT_OK)
@@ -550,6 +560,12 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
     kt_steps_hash(steps, nsteps, hex);
     kt_hash_parse(hex, &h);
     pthread_mutex_lock(&s->lock);
+    if (!kt_u64set_has(&s->proposed, h) && cost > 0 && isfinite(cost)) {
+        /* measured elsewhere (a stored record): seeds the GA if it decodes */
+        struct sk_member m;
+        if (sk_decode(s, steps, nsteps, h, &m))
+            remember(s, &m);
+    }
     kt_u64set_add(&s->proposed, h);
     for (i = s->nprop - 1; i >= 0; i--) {
         if (s->prop[i].hash != h)

@@ -188,6 +188,7 @@ struct loaded {
     kernel_fn fker, fref;
     float *bufs[MAX_BUFS];
     int nbufs;
+    double check_s; /* wall time of the checked (first) call */
 };
 
 /* Stage 1: limits, dlopen and the ABI symbols.  Returns 0 or fails out. */
@@ -281,7 +282,9 @@ run_verify(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
             memset(k->bufs[i], 0xff,
                    (size_t)k->elems[i] * sizeof(float)); /* NaN */
     prepack(k->so, k->bufs, out);
+    k->check_s = kt_now();
     k->fker(k->bufs);
+    k->check_s = kt_now() - k->check_s;
     for (i = 0; i < k->nbufs; i++) {
         double num = 0, den = 0, rel;
         long long j;
@@ -308,17 +311,57 @@ out:
     return rc;
 }
 
-/* Stage 3: TVM's WrapTimeEvaluator (the checked call warmed up). */
+/* The first `number` for timing: what TVM's calibration (number 1 timed,
+ * then raised to min_repeat_ms / per_call + 1) would pick, taken from the
+ * checked call instead of one more untimed-for-cost call. */
+static long long
+first_number(const struct kt_run_req *r, const struct loaded *k)
+{
+    long long number = r->number > 0 ? r->number : 1;
+    double per = k->check_s > 0 ? k->check_s : 1e-9;
+    double want = r->min_repeat_ms / 1000.0 / per + 1;
+
+    if (number == 1 && per * 1000 < r->min_repeat_ms && want > 1.618)
+        number = want < (double)(1LL << 40) ? (long long)want : 1LL << 40;
+    return number;
+}
+
+/* Early stop (off unless the request has stop_above): after the first
+ * repeat, a candidate already slower than stop_above per call is not timed
+ * again; it keeps that one cost and the note early_stop=1. */
+static int
+hopeless(const struct kt_run_req *r, double first, struct kt_msg *out)
+{
+    if (!(r->stop_above > 0) || !(first > r->stop_above) || r->repeat <= 1)
+        return 0;
+    kt_msg_set(out, "early_stop", "1");
+    return 1;
+}
+
+/* Stage 3: TVM's WrapTimeEvaluator (the checked call is the warm-up).  A
+ * checked call that alone lasts min_repeat_ms is what TVM's first repeat
+ * would time (number 1, nothing to raise), so it is kept as repeat 0
+ * rather than run again (docs/measure.md). */
 static void
 run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
          double t_all)
 {
     double costs[KT_RUN_MAX_REPEAT], t0, cost, cv;
-    long long number = r->number > 0 ? r->number : 1;
+    long long number = first_number(r, k);
     struct kt_buf cl;
-    int i, rep;
+    double t_time = kt_now();
+    int i, rep = 0;
 
-    for (rep = 0; rep < r->repeat && rep < KT_RUN_MAX_REPEAT; rep++) {
+    if (r->number <= 1 && !r->flush && r->repeat > 0 &&
+        k->check_s * 1000 >= r->min_repeat_ms && r->min_repeat_ms > 0) {
+        costs[rep++] = k->check_s;
+        kt_msg_set(out, "check_is_repeat0", "1");
+        if (hopeless(r, costs[0], out))
+            goto done;
+        if (r->cooldown_ms > 0 && rep < r->repeat)
+            sleep_ms(r->cooldown_ms);
+    }
+    for (; rep < r->repeat && rep < KT_RUN_MAX_REPEAT; rep++) {
         double dur;
         if (r->flush)
             flush_cache();
@@ -338,9 +381,14 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
             }
         }
         costs[rep] = dur / number;
+        if (hopeless(r, costs[0], out)) {
+            rep++;
+            break;
+        }
         if (r->cooldown_ms > 0 && rep + 1 < r->repeat)
             sleep_ms(r->cooldown_ms);
     }
+done:
     kt_run_summarize(costs, rep, &cost, &cv);
     kt_buf_init(&cl);
     for (i = 0; i < rep; i++)
@@ -350,6 +398,8 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
     kt_msg_setf(out, "cost", "%.9g", cost);
     kt_msg_setf(out, "cv", "%.6g", cv);
     kt_msg_setf(out, "number", "%lld", number);
+    kt_msg_setf(out, "check_s", "%.6f", k->check_s);
+    kt_msg_setf(out, "time_s", "%.6f", kt_now() - t_time);
     kt_msg_setf(out, "run_s", "%.6f", kt_now() - t_all);
     kt_buf_free(&cl);
 }

@@ -158,7 +158,7 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
     struct kt_run_req r;
     char err[256], so[320];
     long long tmo, number, repeat, minms, cool, flush, thr, mem;
-    double tol, seed;
+    double tol, seed, stop_above;
     int pfd[2];
     long nproc;
     struct slot *s;
@@ -185,7 +185,9 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
         kt_msg_get_double(m, "tol", 0, 1e-4, 0, 1e300, &tol, err, sizeof(err)) <
             0 ||
         kt_msg_get_double(m, "seed", 0, 1, 0, 1.8e19, &seed, err, sizeof(err)) <
-            0) {
+            0 ||
+        kt_msg_get_double(m, "stop_above", 0, 0, 0, 1e9, &stop_above, err,
+                          sizeof(err)) < 0) {
         reply_error(v, id, "run", KT_MERR_UNKNOWN, err);
         return;
     }
@@ -216,6 +218,7 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
     r.seed = (uint64_t)seed;
     r.tol = tol;
     r.mem_mb = mem;
+    r.stop_above = stop_above;
     nproc = kt_kernel_nproc_limit((int)thr);
     p = fork();
     if (p < 0) {

@@ -224,8 +224,10 @@ struct kt_run_req {
     int flush;
     int threads;
     uint64_t seed;
-    double tol;       /* relative L2 error bound */
-    long long mem_mb; /* address-space limit above the current size; 0 off */
+    double tol;        /* relative L2 error bound */
+    long long mem_mb;  /* address-space limit above the current size; 0 off */
+    double stop_above; /* seconds per call: a first repeat slower than this
+                        * ends the timing (early_stop=1); 0 off */
 };
 #define KT_RUN_MAX_REPEAT 64
 /* Runs in a forked child: limits, load, verify, time.  Fills out with a

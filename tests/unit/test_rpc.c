@@ -387,6 +387,41 @@ test_rpc_roles_and_hostport(void **state)
                                   sizeof(err)) < 0);
 }
 
+/* Runs kt_run_child in a forked child, as the worker does, and decodes
+ * its result into m; fails the test unless err_no is 0. */
+static void
+run_in_child(const struct kt_run_req *r, struct kt_msg *m)
+{
+    int pfd[2], status;
+    pid_t p;
+    char buf[4096], err[256];
+    ssize_t n;
+    size_t used;
+
+    assert_int_equal(pipe(pfd), 0);
+    p = fork();
+    if (p == 0) {
+        struct kt_msg res;
+        struct kt_buf b;
+        close(pfd[0]);
+        kt_run_child(r, &res);
+        kt_buf_init(&b);
+        kt_msg_encode(&res, &b);
+        (void)!write(pfd[1], b.p, b.len);
+        _exit(0);
+    }
+    close(pfd[1]);
+    n = read(pfd[0], buf, sizeof(buf));
+    close(pfd[0]);
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(n > 0);
+    assert_int_equal(kt_wire_take((unsigned char *)buf, (size_t)n, &used, m,
+                                  err, sizeof(err)),
+                     1);
+    if (strcmp(kt_msg_get(m, "err_no"), "0") != 0)
+        fail_msg("runner: %s", kt_msg_get(m, "err_text"));
+}
+
 /* The runner child, forked here as the worker does, on a .so built with
  * the real compiler: the reference is computed once, then cached. */
 static void
@@ -427,36 +462,9 @@ test_rpc_runner_child_caches_reference(void **state)
     r.tol = 1e-6;
     r.mem_mb = 512;
     for (i = 0; i < 2; i++) {
-        int pfd[2], status;
-        pid_t p;
-        char buf[4096];
-        ssize_t n;
-        size_t used;
         struct kt_msg m;
-        char err[256];
 
-        assert_int_equal(pipe(pfd), 0);
-        p = fork();
-        if (p == 0) {
-            struct kt_msg res;
-            struct kt_buf b;
-            close(pfd[0]);
-            kt_run_child(&r, &res);
-            kt_buf_init(&b);
-            kt_msg_encode(&res, &b);
-            (void)!write(pfd[1], b.p, b.len);
-            _exit(0);
-        }
-        close(pfd[1]);
-        n = read(pfd[0], buf, sizeof(buf));
-        close(pfd[0]);
-        assert_int_equal(waitpid(p, &status, 0), p);
-        assert_true(n > 0);
-        assert_int_equal(kt_wire_take((unsigned char *)buf, (size_t)n, &used,
-                                      &m, err, sizeof(err)),
-                         1);
-        if (strcmp(kt_msg_get(&m, "err_no"), "0") != 0)
-            fail_msg("runner: %s", kt_msg_get(&m, "err_text"));
+        run_in_child(&r, &m);
         assert_string_equal(kt_msg_get(&m, "ref_cached"), i ? "1" : "0");
         assert_string_equal(kt_msg_get(&m, "workload"), "fedcba9876543210");
         assert_non_null(kt_msg_get(&m, "costs"));
@@ -465,6 +473,122 @@ test_rpc_runner_child_caches_reference(void **state)
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* Builds src as dir/NAME.so with the real compiler. */
+static void
+build_so(const char *dir, const char *name, const char *text, char *so,
+         size_t solen)
+{
+    char src[160], cmd[512];
+    FILE *f;
+
+    snprintf(src, sizeof(src), "%s/%s.c", dir, name);
+    snprintf(so, solen, "%s/%s.so", dir, name);
+    f = fopen(src, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "cc -O2 -shared -fPIC -o %s %s", so, src);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Calls of kt_kernel, counted by the kernel itself in dir/calls (one byte
+ * per call; the runner child _exits, so a counter in memory is lost). */
+static long
+count_calls(const char *dir)
+{
+    char path[160];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/calls", dir);
+    if (stat(path, &st) < 0)
+        return 0;
+    (void)unlink(path);
+    return (long)st.st_size;
+}
+
+/* A checked call that already lasts min_repeat_ms is kept as repeat 0: a
+ * kernel that sleeps 30 ms, timed with repeat 3 and min_repeat_ms 20, is
+ * called 3 times (TVM: the warm-up plus 3), once with stop_above below its
+ * cost (early stop).  A fast kernel gets its `number` from the checked
+ * call and is not kept as a repeat. */
+static void
+test_rpc_runner_check_call_is_first_repeat(void **state)
+{
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", text[2048], so[160];
+    struct kt_run_req r;
+    struct kt_msg m;
+    int slow;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    for (slow = 1; slow >= 0; slow--) {
+        snprintf(text, sizeof(text),
+                 "#include <fcntl.h>\n#include <time.h>\n"
+                 "#include <unistd.h>\n"
+                 "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
+                 "const int kt_nbufs = 2;\n"
+                 "const long long kt_buf_elems[] = {64, 64};\n"
+                 "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+                 "const double kt_flops = 64;\n"
+                 "void kt_reference(float *const *b) {\n"
+                 "  for (int i = 0; i < 64; i++) b[1][i] = 2 * b[0][i]; }\n"
+                 "void kt_kernel(float *const *b) {\n"
+                 "  int fd = open(\"%s/calls\", O_WRONLY | O_CREAT | "
+                 "O_APPEND, 0600);\n"
+                 "  if (fd >= 0) { (void)!write(fd, \"x\", 1); close(fd); }\n"
+                 "  struct timespec ts = {0, %d};\n"
+                 "  if (ts.tv_nsec) nanosleep(&ts, 0);\n"
+                 "  for (int i = 0; i < 64; i++) b[1][i] = b[0][i] + b[0][i]; "
+                 "}\n",
+                 dir, slow ? 30000000 : 0);
+        build_so(dir, slow ? "slow" : "fast", text, so, sizeof(so));
+        memset(&r, 0, sizeof(r));
+        r.so_path = so;
+        r.cache_dir = dir;
+        r.number = 1;
+        r.repeat = 3;
+        r.min_repeat_ms = 20;
+        r.seed = 7;
+        r.tol = 1e-6;
+        if (slow) {
+            /* early stop: 30 ms per call is above 5 ms, one repeat only */
+            r.stop_above = 0.005;
+            run_in_child(&r, &m);
+            assert_int_equal(count_calls(dir), 1);
+            assert_string_equal(kt_msg_get(&m, "early_stop"), "1");
+            assert_null(strchr(kt_msg_get(&m, "costs"), ','));
+            kt_msg_free(&m);
+            /* ... and not below it */
+            r.stop_above = 10;
+            run_in_child(&r, &m);
+            assert_null(kt_msg_get(&m, "early_stop"));
+            kt_msg_free(&m);
+            (void)count_calls(dir);
+            r.stop_above = 0;
+        }
+        run_in_child(&r, &m);
+        if (slow) {
+            assert_int_equal(count_calls(dir), 3);
+            assert_string_equal(kt_msg_get(&m, "check_is_repeat0"), "1");
+            assert_string_equal(kt_msg_get(&m, "number"), "1");
+        } else {
+            assert_true(count_calls(dir) > 4);
+            assert_null(kt_msg_get(&m, "check_is_repeat0"));
+            assert_true(atoll(kt_msg_get(&m, "number")) > 1);
+        }
+        assert_int_equal((int)(strchr(kt_msg_get(&m, "costs"), ',') != NULL),
+                         1);
+        assert_non_null(kt_msg_get(&m, "check_s"));
+        assert_non_null(kt_msg_get(&m, "time_s"));
+        kt_msg_free(&m);
+    }
+    {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+    }
 }
 
 static void
@@ -603,6 +727,7 @@ main(void)
         cmocka_unit_test(test_rpc_summarize),
         cmocka_unit_test(test_rpc_roles_and_hostport),
         cmocka_unit_test(test_rpc_runner_child_caches_reference),
+        cmocka_unit_test(test_rpc_runner_check_call_is_first_repeat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

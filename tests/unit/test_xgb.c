@@ -167,6 +167,56 @@ test_xgb_ranks_held_out_programs(void **state)
     kt_xgb_free(m);
 }
 
+/* retrain_every 2: from scratch, continued (at most warm_rounds new
+ * rounds on the grown set, still ranking held-out programs), from scratch
+ * again. */
+static void
+test_xgb_continued_boosting(void **state)
+{
+    struct kt_train_set half, full, test;
+    double truth_h[NTRAIN / 2], truth_f[NTRAIN], truth_te[NTEST];
+    struct kt_xgb_train_stats st;
+    struct kt_xgb_params prm;
+    struct kt_xgb_model *m;
+    struct kt_prog_rows *p;
+    float scores[NTEST];
+    char err[512] = "";
+    double acc;
+
+    (void)state;
+    kt_xgb_params_default(&prm);
+    assert_int_equal(prm.retrain_every, 1);
+    prm.retrain_every = 2;
+    prm.warm_rounds = 10;
+    m = kt_xgb_new(&prm);
+    make_programs(&half, NTRAIN / 2, 1, truth_h);
+    make_programs(&full, NTRAIN, 1, truth_f);
+    make_programs(&test, NTEST, 2, truth_te);
+    p = progs_of(&test, 0, NTEST);
+    if (kt_xgb_train(m, &half, &st, err, sizeof(err)) != 0)
+        fail_msg("train: %s", err);
+    assert_int_equal(st.continued, 0);
+    assert_true(st.rounds > 10);
+    if (kt_xgb_train(m, &full, &st, err, sizeof(err)) != 0)
+        fail_msg("continued: %s", err);
+    assert_int_equal(st.continued, 1);
+    assert_true(st.rounds <= 10);
+    if (kt_xgb_predict(m, p, NTEST, scores, err, sizeof(err)) != 0)
+        fail_msg("predict: %s", err);
+    acc = pairwise_accuracy(scores, truth_te, NTEST);
+    print_message("continued: accuracy %.3f after %d more rounds\n", acc,
+                  st.rounds);
+    assert_true(acc > 0.85);
+    if (kt_xgb_train(m, &full, &st, err, sizeof(err)) != 0)
+        fail_msg("retrain: %s", err);
+    assert_int_equal(st.continued, 0);
+    free(p);
+    kt_train_set_free(&half);
+    kt_train_set_free(&full);
+    kt_train_set_free(&test);
+    kt_xgb_free(m);
+}
+
 static void
 test_xgb_save_load_identical(void **state)
 {
@@ -326,6 +376,7 @@ main(void)
         cmocka_unit_test(test_xgb_packsum_grad_by_hand),
         cmocka_unit_test(test_xgb_labels_per_task),
         cmocka_unit_test(test_xgb_ranks_held_out_programs),
+        cmocka_unit_test(test_xgb_continued_boosting),
         cmocka_unit_test(test_xgb_save_load_identical),
         cmocka_unit_test(test_xgb_empty_set_refused),
         cmocka_unit_test(test_xgb_predict_while_training),

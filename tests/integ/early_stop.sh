@@ -1,0 +1,38 @@
+#!/bin/sh
+# measure.stop_ratio end to end: with an aggressive ratio (1.5), candidates
+# of the second round whose first repeat is slower than 1.5 x the task's
+# best get one repeat: stored as successes (err_no 0) with one cost and the
+# kvs note early_stop=1; every other success has all its repeats.
+set -u
+bin=${KT_BIN_DIR:-build}
+kt=$bin/kerntune
+[ -x "$kt" ] || { echo "no $kt"; exit 1; }
+command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat >"$tmp/m.json" <<'JSON'
+{"name": "early", "target": {"threads": 1},
+ "tuning": {"trials": 48, "measures_per_round": 16, "seed": 1},
+ "measure": {"repeat": 3, "min_repeat_ms": 1, "stop_ratio": 1.5},
+ "tasks": [{"name": "mm", "compute": ["C[i,j] += A[i,k] * B[k,j]"],
+            "shapes": {"A": [128, 128], "B": [128, 128]}}]}
+JSON
+"$kt" tune "$tmp/m.json" --db "$tmp/t.db" --quiet >"$tmp/tune.log" 2>&1 ||
+    fail "tune: $(tail -20 "$tmp/tune.log")"
+q() { sqlite3 "$tmp/t.db" "$1"; }
+early=$(q "select count(*) from kvs where k = 'early_stop' and v = '1'")
+[ "$early" -ge 1 ] || fail "no candidate was stopped early"
+bad=$(q "select count(*) from logs l join kvs k on k.log_id = l.id and k.k = 'early_stop'
+         where l.err_no != 0 or json_array_length(l.costs) != 1")
+[ "$bad" -eq 0 ] || fail "$bad early-stopped trials are not one-cost successes"
+full=$(q "select count(*) from logs l where l.err_no = 0 and json_array_length(l.costs) != 3
+          and not exists (select 1 from kvs where log_id = l.id and k = 'early_stop')")
+[ "$full" -eq 0 ] || fail "$full successes without early_stop lack repeats"
+lost=$(q "select count(*) from logs where err_no = 8")
+[ "$lost" -eq 0 ] || fail "$lost trials with err_no 8: $(q "select err_text from logs where err_no = 8 limit 1")"
+first=$(q "select count(*) from kvs k join logs l on l.id = k.log_id
+           where k.k = 'early_stop' and l.id <= 16")
+[ "$first" -eq 0 ] || fail "the first round (no best yet) stopped $first candidates"
+echo "$early of 48 candidates stopped after one repeat"

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Stored records seed the search after a restart: tunes a GEMM for 64
+# trials, stops, and tunes the same job again to 128 with another search
+# seed (so its random initial population shares nothing with the first
+# run's).  The second run's first round must contain mutations of stored
+# records: trials whose kvs note seed_of names the schedule hash of a
+# successful trial of the first run, checked in the database.
+set -u
+bin=${KT_BIN_DIR:-build}
+kt=$bin/kerntune
+[ -x "$kt" ] || { echo "no $kt"; exit 1; }
+command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+model() { # model SEED
+    cat <<JSON
+{"name": "seeds", "target": {"threads": 1},
+ "tuning": {"trials": 128, "measures_per_round": 16, "seed": $1},
+ "measure": {"repeat": 1, "min_repeat_ms": 1},
+ "tasks": [{"name": "mm", "compute": ["C[i,j] += A[i,k] * B[k,j]"],
+            "shapes": {"A": [128, 128], "B": [128, 128]}}]}
+JSON
+}
+model 1 >"$tmp/run1.json"
+model 2 >"$tmp/run2.json"
+"$kt" tune "$tmp/run1.json" --trials 64 --db "$tmp/t.db" --quiet >"$tmp/tune1.log" 2>&1 ||
+    fail "first tune: $(tail -20 "$tmp/tune1.log")"
+last1=$(sqlite3 "$tmp/t.db" "select max(id) from logs")
+ok1=$(sqlite3 "$tmp/t.db" "select count(*) from logs where err_no = 0")
+[ "$ok1" -gt 0 ] || fail "the first run stored no successful trial"
+"$kt" tune "$tmp/run2.json" --trials 128 --db "$tmp/t.db" --quiet >"$tmp/tune2.log" 2>&1 ||
+    fail "second tune: $(tail -20 "$tmp/tune2.log")"
+n=$(sqlite3 "$tmp/t.db" "select count(*) from logs")
+[ "$n" -eq 128 ] || fail "$n trials stored, want 128"
+# Every proposed candidate carries the schedule hash of the measured
+# program it was mutated from (kvs note seed_of).
+near=$(sqlite3 "$tmp/t.db" "
+    select count(*) from (select id from logs where id > $last1 order by id limit 16) r2
+    join kvs on kvs.log_id = r2.id and kvs.k = 'seed_of'
+    where kvs.v in (select sched_hash from logs where id <= $last1 and err_no = 0)")
+echo "second run, first round: $near of 16 trials are mutations of stored ones"
+[ "$near" -ge 1 ] || fail "no trial of the second run's first round is a mutation of a stored record"
+# and the first run's own rounds after the first name only its own trials
+bad=$(sqlite3 "$tmp/t.db" "
+    select count(*) from kvs join logs l on l.id = kvs.log_id
+    where kvs.k = 'seed_of' and l.id <= $last1
+      and kvs.v not in (select sched_hash from logs where id < l.id and err_no = 0)")
+[ "$bad" -eq 0 ] || fail "$bad trials name a seed that was not measured before them"

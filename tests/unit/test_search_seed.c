@@ -1,0 +1,183 @@
+/* test_search_seed.c - stored schedules seed a new search: every candidate
+ * a search proposed, fed to a fresh search (another seed, as after a
+ * restart) through kt_search_record, decodes into a genome of the fresh
+ * search (returns 1) for GEMM, dense with bias+relu (fusion, rfactor) and
+ * conv2d (padding stage, layout packs); the fresh search's next round puts
+ * them into its population (measured_seeds) and never proposes them again;
+ * failed and foreign schedules do not seed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/scheduler.h"
+
+static struct kt_search *
+new_search(const struct kt_dag *dag, uint64_t seed)
+{
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    char err[512];
+
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_SKETCH_RANDOM;
+    o.population = 256;
+    o.seed = seed;
+    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", dag->key, err);
+    return s;
+}
+
+static void
+seeds_of(const struct kt_op_def *d)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_search *first, *fresh;
+    struct kt_search_batch b, b2;
+    struct kt_search_stats st;
+    char err[512];
+    int i, j;
+
+    if (kt_op_build(d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d->name, err);
+    first = new_search(dag, 1);
+    fresh = new_search(dag, 2);
+    assert_int_equal(kt_search_next_batch(first, NULL, NULL, 0, 24, &b, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    assert_true(b.n >= 8);
+    /* a failed trial is only marked measured */
+    assert_int_equal(kt_search_record(fresh, b.v[0].steps, b.v[0].nsteps, 0),
+                     0);
+    for (i = 1; i < b.n; i++)
+        if (kt_search_record(fresh, b.v[i].steps, b.v[i].nsteps,
+                             1e-3 * (i + 1)) != 1)
+            fail_msg("%s: candidate %d of %d does not decode", d->name, i, b.n);
+    assert_int_equal(kt_search_next_batch(fresh, NULL, NULL, 0, 24, &b2, &st,
+                                          err, sizeof(err)),
+                     KT_OK);
+    assert_int_equal(st.measured_seeds, b.n - 1);
+    for (i = 0; i < b2.n; i++) {
+        for (j = 0; j < b.n; j++)
+            assert_string_not_equal(b2.v[i].hash, b.v[j].hash);
+        /* a mutant names its seed: one of the recorded successes */
+        for (j = 1; j < b.n && b2.v[i].seed_of[0] != '\0'; j++)
+            if (strcmp(b2.v[i].seed_of, b.v[j].hash) == 0)
+                break;
+        if (b2.v[i].seed_of[0] != '\0' && j == b.n)
+            fail_msg("%s: seed_of %s is not a recorded schedule", d->name,
+                     b2.v[i].seed_of);
+    }
+    kt_search_batch_free(&b2);
+    kt_search_batch_free(&b);
+    kt_search_free(first);
+    kt_search_free(fresh);
+    kt_dag_free(dag);
+}
+
+static void
+test_search_seed_gemm(void **state)
+{
+    struct kt_op_def d;
+
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d, 128, 96, 64), KT_OK);
+    seeds_of(&d);
+}
+
+static void
+test_search_seed_dense_epilogue(void **state)
+{
+    struct kt_op_def d;
+
+    (void)state;
+    assert_int_equal(kt_op_dense(&d, 16, 1000, 64, KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
+    seeds_of(&d);
+}
+
+/* conv2d 3x3, 16->32 channels, 14x14, pad 1, with the given epilogue. */
+static void
+small_conv(struct kt_op_def *d, int epilogue)
+{
+    struct kt_conv2d_params p = {
+        .N = 1,
+        .C = 16,
+        .H = 14,
+        .W = 14,
+        .K = 32,
+        .R = 3,
+        .S = 3,
+        .stride_h = 1,
+        .stride_w = 1,
+        .pad_h = 1,
+        .pad_w = 1,
+        .dilation_h = 1,
+        .dilation_w = 1,
+        .groups = 1,
+    };
+
+    p.epilogue = epilogue;
+    kt_op_conv2d(d, &p);
+}
+
+static void
+test_search_seed_conv2d(void **state)
+{
+    struct kt_op_def d;
+
+    (void)state;
+    small_conv(&d, KT_EPI_BIAS | KT_EPI_RELU);
+    seeds_of(&d);
+}
+
+/* A schedule of another operator (conv2d's steps fed to a GEMM search):
+ * its hash is recorded, nothing seeds.  (A GEMM of another shape may
+ * decode: the same steps are then a valid schedule of both.) */
+static void
+test_search_seed_foreign(void **state)
+{
+    struct kt_op_def d1, d2;
+    struct kt_dag *a = NULL, *b = NULL;
+    struct kt_search *sa, *sb;
+    struct kt_search_batch batch;
+    char err[512];
+    int i;
+
+    (void)state;
+    small_conv(&d1, 0);
+    assert_int_equal(kt_op_matmul(&d2, 96, 128, 64), KT_OK);
+    assert_int_equal(kt_op_build(&d1, &a, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_op_build(&d2, &b, err, sizeof(err)), KT_OK);
+    sa = new_search(a, 1);
+    sb = new_search(b, 1);
+    assert_int_equal(kt_search_next_batch(sa, NULL, NULL, 0, 16, &batch, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    assert_true(batch.n > 0);
+    for (i = 0; i < batch.n; i++)
+        assert_int_equal(kt_search_record(sb, batch.v[i].steps,
+                                          batch.v[i].nsteps, 1e-3),
+                         0);
+    kt_search_batch_free(&batch);
+    kt_search_free(sa);
+    kt_search_free(sb);
+    kt_dag_free(a);
+    kt_dag_free(b);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_search_seed_gemm),
+        cmocka_unit_test(test_search_seed_dense_epilogue),
+        cmocka_unit_test(test_search_seed_conv2d),
+        cmocka_unit_test(test_search_seed_foreign),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
