@@ -45,6 +45,11 @@ enum kt_measure_errno {
     KT_MERR_COUNT = 9
 };
 
+/* A build's timeout limits the compiler's CPU time (RLIMIT_CPU), so a
+ * loaded machine does not turn slow builds into timeouts; wall time is
+ * only a backstop against a compiler that hangs without using the CPU. */
+#define KT_BUILD_WALL_FACTOR 4
+
 /* Text for any kt_err or -errno value; never NULL. */
 const char *kt_strerror(int err);
 

@@ -145,7 +145,8 @@ static const struct kt__key measure_keys[] = {
      "the kvs note early_stop); 0 = off."},
     {"build_timeout_s", KT_K_NUM,
      offsetof(struct kt_measure_conf, build_timeout_s), 0.1, 3600, "15", NULL,
-     "Compile deadline per candidate, seconds (err_no 6 after)."},
+     "Compiler CPU time per candidate, seconds (err_no 6 after; wall time "
+     "is cut off at 4 times this)."},
     {"run_timeout_s", KT_K_NUM, offsetof(struct kt_measure_conf, run_timeout_s),
      0.1, 3600, "10", NULL,
      "Run deadline per candidate, seconds (err_no 7 after)."},

@@ -72,7 +72,12 @@ send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
             kt_msg_setf(&m, "stop_above", "%.9g", b->o.stop_above_s);
         kt_msg_set_payload(&m, c->so, c->solen);
     }
-    c->deadline = kt_now() + tmo / 1000.0 * 1.5 + DEADLINE_GRACE_S;
+    /* past the worker's own deadline (a build's is a CPU-time budget with
+     * a wall-time backstop KT_BUILD_WALL_FACTOR times longer) */
+    c->deadline = kt_now() +
+                  tmo / 1000.0 * 1.5 *
+                      (c->stage == KT__STAGE_BUILD ? KT_BUILD_WALL_FACTOR : 1) +
+                  DEADLINE_GRACE_S;
     snprintf(c->worker, sizeof(c->worker), "%s", w->name);
     log_debug("tracker: %s %s of batch key=%s to %s",
               c->stage == KT__STAGE_BUILD ? "build" : "run", c->id, b->key,

@@ -246,7 +246,7 @@ result_key_cap(const char *k)
                                         "cv",         "mem_limit",
                                         "pack_s",     "check_s",
                                         "time_s",     "check_is_repeat0",
-                                        "early_stop"};
+                                        "early_stop", "build_cpu_s"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)

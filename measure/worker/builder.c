@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -34,7 +36,7 @@ write_file(const char *path, const void *p, size_t n, char *err, size_t errlen)
 
 int
 kt_build_start(const char *dir, const char *cc, const void *src, size_t srclen,
-               pid_t *pid, int *fd, char *err, size_t errlen)
+               int cpu_ms, pid_t *pid, int *fd, char *err, size_t errlen)
 {
     char srcpath[512], sopath[512];
     char *words = NULL, *save = NULL, *w;
@@ -84,7 +86,12 @@ kt_build_start(const char *dir, const char *cc, const void *src, size_t srclen,
     }
     if (p == 0) {
         int devnull = open("/dev/null", O_RDONLY);
+        struct rlimit cpu;
         (void)setpgid(0, 0);
+        /* Inherited by cc1, as and ld: each gets SIGXCPU past the limit. */
+        cpu.rlim_cur = (rlim_t)(cpu_ms + 999) / 1000;
+        cpu.rlim_max = cpu.rlim_cur + 1;
+        (void)setrlimit(RLIMIT_CPU, &cpu);
 #ifdef __linux__
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
@@ -110,4 +117,13 @@ kt_build_start(const char *dir, const char *cc, const void *src, size_t srclen,
     *pid = p;
     *fd = pfd[0];
     return 0;
+}
+
+int
+kt_build_cpu_limited(int status, const char *out)
+{
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+        return 1;
+    /* gcc's driver survives and reports its cc1's signal by name. */
+    return out != NULL && strstr(out, strsignal(SIGXCPU)) != NULL;
 }

@@ -86,7 +86,9 @@ slot_new(struct srv *v, int kind, const char *id, int timeout_ms)
     kt_buf_init(&s->out);
     s->timeout_ms = timeout_ms;
     s->start = kt_now();
-    s->deadline = s->start + timeout_ms / 1000.0;
+    s->deadline = s->start +
+                  timeout_ms / 1000.0 *
+                      (kind == SLOT_BUILD ? KT_BUILD_WALL_FACTOR : 1);
     if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/job%lu", v->tmp,
                          ++v->jobs_seen) >= sizeof(s->dir) ||
         mkdir(s->dir, 0700) < 0) {
@@ -118,8 +120,8 @@ kt__start_build(struct srv *v, const struct kt_msg *m, const char *id)
         reply_error(v, id, "build", KT_MERR_UNKNOWN, "worker busy");
         return;
     }
-    if (kt_build_start(s->dir, cc, m->payload, m->payload_len, &s->pid, &s->fd,
-                       err, sizeof(err)) < 0) {
+    if (kt_build_start(s->dir, cc, m->payload, m->payload_len, (int)tmo,
+                       &s->pid, &s->fd, err, sizeof(err)) < 0) {
         reply_error(v, id, "build", KT_MERR_COMPILE_HOST, err);
         slot_release(s);
     }
@@ -259,7 +261,7 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
 }
 
 static void
-finish_build(struct srv *v, struct slot *s, int status)
+finish_build(struct srv *v, struct slot *s, int status, double cpu_s)
 {
     struct kt_msg m;
     char so[320];
@@ -273,9 +275,17 @@ finish_build(struct srv *v, struct slot *s, int status)
                       "\n[... %zu more bytes of compiler output "
                       "dropped]",
                       s->dropped);
+    kt_msg_setf(&m, "build_cpu_s", "%.6f", cpu_s);
     if (s->timed_out) {
         kt_msg_setf(&m, "err_no", "%d", KT_MERR_BUILD_TIMEOUT);
-        kt_msg_setf(&m, "err_text", "build exceeded its %d ms deadline",
+        kt_msg_setf(&m, "err_text",
+                    "build still running after %d x its %d ms budget "
+                    "of wall time (a hung compiler?)",
+                    KT_BUILD_WALL_FACTOR, s->timeout_ms);
+    } else if (kt_build_cpu_limited(status, s->out.p)) {
+        kt_msg_setf(&m, "err_no", "%d", KT_MERR_BUILD_TIMEOUT);
+        kt_msg_setf(&m, "err_text",
+                    "build used more than its %d ms of CPU time",
                     s->timeout_ms);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         kt_msg_setf(&m, "err_no", "%d", KT_MERR_COMPILE_HOST);
@@ -402,9 +412,11 @@ slot_drain(struct slot *s)
 int
 kt__slot_poll(struct srv *v, struct slot *s, int readable)
 {
+    struct rusage ru;
     int status = 0;
     pid_t w;
 
+    memset(&ru, 0, sizeof(ru));
     if (readable)
         slot_drain(s);
     if (!s->timed_out && kt_now() >= s->deadline) {
@@ -412,12 +424,15 @@ kt__slot_poll(struct srv *v, struct slot *s, int readable)
         (void)kill(-s->pid, SIGKILL);
         (void)kill(s->pid, SIGKILL);
     }
-    w = waitpid(s->pid, &status, s->timed_out ? 0 : WNOHANG);
+    /* wait4: the CPU time of the compiler and everything it reaped */
+    w = wait4(s->pid, &status, s->timed_out ? 0 : WNOHANG, &ru);
     if (w == 0)
         return 0;
     slot_drain(s); /* all it wrote before exiting */
     if (s->kind == SLOT_BUILD)
-        finish_build(v, s, status);
+        finish_build(v, s, status,
+                     (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
     else
         finish_run(v, s, status);
     /* Whatever the compiler or kernel left running in its process group

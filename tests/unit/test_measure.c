@@ -115,6 +115,7 @@ struct env {
     char build_worker[64][96];
     char kv_signal[64][32];
     char requeued[64][96];
+    char build_cpu_s[64][32];
     double cost[64];
     double cv[64];
     int ncosts[64];
@@ -150,6 +151,8 @@ on_done(void *arg, const struct kt_measure_result *res, int n)
                  kv(&res[i], "signal"));
         snprintf(e->requeued[i], sizeof(e->requeued[i]), "%s",
                  kv(&res[i], "requeued_from"));
+        snprintf(e->build_cpu_s[i], sizeof(e->build_cpu_s[i]), "%s",
+                 kv(&res[i], "build_cpu_s"));
         e->cost[i] = res[i].cost;
         e->cv[i] = res[i].cv;
         e->ncosts[i] = res[i].ncosts;
@@ -604,6 +607,56 @@ test_measure_build_errors(void **state)
     env_free(e);
 }
 
+static void
+write_script(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* The build budget is the compiler's CPU time: a compiler that waits (as
+ * on a loaded machine) longer than the budget still builds, one that
+ * burns the CPU is stopped. */
+static void
+test_measure_build_budget_is_cpu_time(void **state)
+{
+    struct env *e = env_new(1);
+    struct kt_candidate c[2];
+    struct kt_measure_opts o;
+    char waitcc[300], burncc[300], waitcmd[512];
+    char *good = gemm_source("ijk", 2, NULL);
+
+    (void)state;
+    spawn(e, 1, "build,run");
+    snprintf(waitcc, sizeof(waitcc), "%s/waitcc.sh", e->tmp);
+    snprintf(burncc, sizeof(burncc), "%s/burncc.sh", e->tmp);
+    write_script(waitcc, "#!/bin/sh\nsleep 3\nexec \"$@\"\n");
+    write_script(burncc, "#!/bin/sh\nwhile :; do :; done\n");
+    snprintf(waitcmd, sizeof(waitcmd), "%s %s", waitcc, CC);
+    memset(c, 0, sizeof(c));
+    c[0].source = good;
+    c[0].cc = waitcmd;
+    c[1].source = good;
+    c[1].cc = burncc;
+    test_opts(&o);
+    o.build_timeout_ms = 2000;
+    submit(e, c, 2, &o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+    print_message("waiting compiler: err_no %d, %s s of CPU; burning "
+                  "compiler: err_no %d (%s)\n",
+                  e->err_no[0], e->build_cpu_s[0], e->err_no[1],
+                  e->err_text[1]);
+    assert_int_equal(e->err_no[0], 0);
+    assert_true(e->build_cpu_s[0][0] != '\0' && atof(e->build_cpu_s[0]) < 2.0);
+    assert_int_equal(e->err_no[1], KT_MERR_BUILD_TIMEOUT);
+    free(good);
+    env_free(e);
+}
+
 /* ---- rpc-status --------------------------------------------------------- */
 
 struct status_job {
@@ -816,6 +869,7 @@ main(void)
         cmocka_unit_test(test_measure_crashing_kernels),
         cmocka_unit_test(test_measure_bad_peers_refused),
         cmocka_unit_test(test_measure_build_errors),
+        cmocka_unit_test(test_measure_build_budget_is_cpu_time),
         cmocka_unit_test(test_measure_rpc_status),
         cmocka_unit_test(test_measure_aarch64_board_under_qemu),
     };
