@@ -16,9 +16,9 @@ mkdir -p "$gen"
 [ "$gen/onnx.pb-c.c" -nt /usr/include/onnx/onnx.proto ] ||
     protoc-c --c_out="$gen" -I/usr/include/onnx /usr/include/onnx/onnx.proto ||
     { echo "fuzz: protoc-c failed"; exit 1; }
-libs="$(ls common/*.c ir/*.c onnx/*.c) $gen/onnx.pb-c.c $(ls measure/worker/*.c 2>/dev/null | grep -v _main.c)"
-# ir/ may use cJSON (schedule JSON); link it when present.
-extra="-I$gen $(pkg-config --cflags --libs libcjson libprotobuf-c 2>/dev/null)"
+libs="$(ls common/*.c ir/*.c onnx/*.c config/*.c) daemon/ctl.c $gen/onnx.pb-c.c $(ls measure/worker/*.c 2>/dev/null | grep -v _main.c)"
+# ir/ and config/ use cJSON; daemon/ctl.c (the control socket) libuv.
+extra="-I$gen $(pkg-config --cflags --libs libcjson libprotobuf-c libuv 2>/dev/null)"
 failed=""
 for src in "$@"; do
     name=$(basename "$src" .c)
