@@ -3,6 +3,7 @@
  * output sizes, groups dividing channels, task shapes, name syntax). */
 #include "config/internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,16 +227,14 @@ read_shapes(struct kt__jdoc *doc, const cJSON *obj, const char *path,
         cJSON_ArrayForEach (d, c) {
             char dim[640];
             snprintf(dim, sizeof(dim), "%s[%d]", sub, j);
-            if (!cJSON_IsNumber(d))
+            /* floor, not a cast: casting 1e30 to int64_t is undefined. */
+            if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble))
                 return kt__jerr(doc, d, dim, "must be an integer");
-            /* The range first: casting 1e30 to int64_t is undefined. */
             if (d->valuedouble < 1 || d->valuedouble > 16777216.0)
                 return kt__jerr(doc, d, dim,
                                 "must be >= 1 and <= 16777216 "
                                 "(got %.0f)",
                                 d->valuedouble);
-            if (d->valuedouble != (double)(int64_t)d->valuedouble)
-                return kt__jerr(doc, d, dim, "must be an integer");
             s->dims[j++] = (int64_t)d->valuedouble;
         }
         s->ndim = j;
