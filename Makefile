@@ -8,6 +8,7 @@
 #   make test         unit tests (normal + ASan/UBSan) and integration tests
 #   make test-long    the full randomized schedule sweep (slow)
 #   make bench        benchmarks in bench/ (print ratios measured in one run)
+#   make bench-load   the daemon under load: 64 fake worker connections, 20,000 trials
 #   make fuzz         bounded fuzzing runs with clang's libFuzzer
 #   make install      PREFIX=/usr/local DESTDIR=
 #   make deps         install Debian packages (scripts/install-deps.sh)

@@ -116,8 +116,7 @@ set_costs(struct kt_msg *r, long long repeat, unsigned *seed)
     long long i;
 
     for (i = 0; i < repeat; i++)
-        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%.9g",
-                              i ? "," : "",
+        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%.9g", i ? "," : "",
                               base * (1 + (rand_r(seed) % 100) * 1e-4));
     kt_msg_set(r, "costs", buf);
     kt_msg_setf(r, "cost", "%.9g", base);
@@ -220,9 +219,8 @@ report(FILE *f, struct stats *st, int conns)
     fprintf(f,
             "connections %d builds %lu runs %lu bad %lu\n"
             "dispatch_latency_ms n %zu p50 %.3f p90 %.3f p99 %.3f max %.3f\n",
-            conns, st->builds, st->runs, st->bad, st->nlat,
-            pct(st, 50) * 1e3, pct(st, 90) * 1e3, pct(st, 99) * 1e3,
-            pct(st, 100) * 1e3);
+            conns, st->builds, st->runs, st->bad, st->nlat, pct(st, 50) * 1e3,
+            pct(st, 90) * 1e3, pct(st, 99) * 1e3, pct(st, 100) * 1e3);
 }
 
 static void
@@ -306,8 +304,9 @@ main(int argc, char **argv)
         kt_hostport_parse(tracker, host, sizeof(host), &port, err,
                           sizeof(err)) < 0 ||
         kt_token_read(tokf, token, sizeof(token), err, sizeof(err)) < 0) {
-        fprintf(stderr, "fake_worker: bad --conns (1..%d), --tracker or "
-                        "--token-file: %s\n",
+        fprintf(stderr,
+                "fake_worker: bad --conns (1..%d), --tracker or "
+                "--token-file: %s\n",
                 MAX_CONNS, err);
         return 2;
     }
@@ -321,8 +320,8 @@ main(int argc, char **argv)
     for (i = 0; i < n; i++)
         if (conn_open(&cs[i], host, port, key, token, i) < 0)
             return 1;
-    fprintf(stderr, "fake_worker: %d connections registered under key %s\n",
-            n, key);
+    fprintf(stderr, "fake_worker: %d connections registered under key %s\n", n,
+            key);
     rc = serve(cs, n, &st);
     report(stdout, &st, n);
     if (stats_path) {

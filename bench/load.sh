@@ -120,6 +120,9 @@ wait "$WPID"
 WPID=
 kill "$SPID" 2>/dev/null
 SPID=
+# What the daemon keeps once every job is done and the workers are gone.
+sleep 5
+RSS_IDLE=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status)
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
 
 # ---- every trial stored exactly once
@@ -145,12 +148,32 @@ awk -v trials="$TRIALS" -v s="$START" -v e="$END" 'BEGIN {
     printf "throughput %.1f trials/s\n", trials / (e - s) }'
 awk '{ r[NR] = $2 } END {
     q = int(NR / 4); if (q < 1) { print "memory: too few samples"; exit }
-    for (i = 1; i <= q; i++) a += r[i]
-    for (i = NR - q + 1; i <= NR; i++) b += r[i]
+    for (k = 0; k < 4; k++) { m[k] = 0
+        for (i = k * q + 1; i <= (k + 1) * q; i++) m[k] += r[i] / q / 1024 }
     max = 0; for (i = 1; i <= NR; i++) if (r[i] > max) max = r[i]
-    printf "daemon RSS: first quarter mean %.1f MiB, last quarter mean %.1f MiB (%+.1f%%), peak %.1f MiB, %d samples\n",
-        a / q / 1024, b / q / 1024, 100 * (b - a) / a, max / 1024, NR }' "$T/samples.txt"
+    printf "daemon RSS by quarter of the run (mean MiB): %.1f %.1f %.1f %.1f; last vs first quarter %+.1f%%, peak %.1f MiB, %d samples\n",
+        m[0], m[1], m[2], m[3], 100 * (m[3] - m[0]) / m[0], max / 1024, NR }' "$T/samples.txt"
+# The daemon's own view: per round, the time from handing its candidates to
+# the tracker to having every result back (builds and runs of the round),
+# and the time its search took before that.
+cat "$T"/logs/*.log | awk '
+    /^Time elapsed for measurement:/ { m[++nm] = $5 }
+    /^EvolutionarySearch/ { s[++ns] = $NF }
+    function sort(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i];
+        for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
+    function sum(a, n,   i, t) { for (i = 1; i <= n; i++) t += a[i]; return t }
+    END { sort(m, nm); sort(s, ns)
+        printf "daemon rounds: %d; measurement of a round (its builds and runs): median %.3f s, p90 %.3f s, max %.3f s, total %.1f s\n",
+            nm, m[int((nm + 1) / 2)], m[int(0.9 * nm + 0.5)], m[nm], sum(m, nm)
+        printf "daemon search per round: median %.2f s, max %.2f s, total %.1f s\n",
+            s[int((ns + 1) / 2)], s[ns], sum(s, ns) }'
+retimed=$(q "select count(*) from kvs where k = 'timed_also';")
+echo "new bests timed again (stored as the trial's timed_also key, not as trials): $retimed"
+echo "daemon RSS 5 s after the last job finished (workers gone): $((RSS_IDLE / 1024)) MiB"
 sed 's/^/fake worker: /' "$T/worker.txt"
+runs=$(sed -n 's/.* runs \([0-9]*\) .*/\1/p' "$T/worker.txt")
+[ "$runs" = $((total + retimed)) ] ||
+    fail "the workers ran $runs jobs, the database holds $total trials and $retimed re-timings"
 
 [ "$total" = "$TRIALS" ] && [ "$dup" = 0 ] && [ "$bad_range" = 0 ] ||
     fail "trials lost or stored twice"
