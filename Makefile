@@ -8,6 +8,7 @@
 #   make test         unit tests (normal + ASan/UBSan) and integration tests
 #   make test-long    the full randomized schedule sweep (slow)
 #   make bench        benchmarks in bench/ (print ratios measured in one run)
+#   make bench-load   the daemon under load: 64 fake worker connections, 20,000 trials
 #   make fuzz         bounded fuzzing runs with clang's libFuzzer
 #   make install      PREFIX=/usr/local DESTDIR=
 #   make deps         install Debian packages (scripts/install-deps.sh)
@@ -174,6 +175,22 @@ valgrind: all $(UNIT_BINS)
 bench: OPT := -O3 -march=native
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+
+# The service under load (bench/load.sh): kerntuned with LOAD_JOBS jobs over
+# LOAD_TRIALS trials against LOAD_CONNS connections of a fake worker that
+# answers at once; checks every trial is stored once and reports dispatch
+# latency, the daemon's CPU share and its memory over time.
+LOAD_TRIALS ?= 20000
+LOAD_JOBS ?= 8
+LOAD_CONNS ?= 64
+.PHONY: bench-load
+bench-load: all $(BUILD)/bench/fake_worker
+	sh bench/load.sh --bin $(BUILD) --trials $(LOAD_TRIALS) --jobs $(LOAD_JOBS) \
+	    --conns $(LOAD_CONNS)
+
+$(BUILD)/bench/fake_worker: $(BUILD)/rpc/bench/fake_worker.o $(RPC_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -ldl -lm -o $@
 
 # Every task of bench/suite/ tuned on a fresh database, then timed against
 # OpenBLAS, oneDNN and the FMA peak (docs/performance.md).  SUITE_FLAGS:

@@ -1,0 +1,180 @@
+#!/bin/sh
+# The service under load (make bench-load): a real kerntuned on 127.0.0.1
+# with JOBS small matmul jobs whose budgets sum to TRIALS, and CONNS worker
+# connections of bench/fake_worker (the real protocol, answers at once).
+# Checks in SQLite that every trial is stored exactly once, then reports the
+# daemon's CPU share, its RSS over time (first vs last quarter) and the
+# dispatch latency the workers saw.  Exit 1 on a lost or doubled trial.
+#
+#   sh bench/load.sh [--bin build] [--trials 20000] [--jobs 8] [--conns 64]
+#                    [--keep]
+set -u
+BIN=build
+TRIALS=20000
+JOBS=8
+CONNS=64
+KEEP=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --bin) BIN=$2; shift 2 ;;
+    --trials) TRIALS=$2; shift 2 ;;
+    --jobs) JOBS=$2; shift 2 ;;
+    --conns) CONNS=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) echo "load.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+command -v sqlite3 >/dev/null 2>&1 || { echo "load.sh: needs sqlite3" >&2; exit 2; }
+[ $((TRIALS % JOBS)) = 0 ] || { echo "load.sh: --trials must be a multiple of --jobs" >&2; exit 2; }
+PER_JOB=$((TRIALS / JOBS))
+
+T=$(mktemp -d /tmp/kt-load.XXXXXX)
+DPID= WPID= SPID=
+cleanup() {
+    [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
+    [ -n "$WPID" ] && kill "$WPID" 2>/dev/null
+    [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
+    if [ "$KEEP" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -30 "$T/daemon.log"; exit 1; }
+
+mkdir -p "$T/models" "$T/logs"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/token"
+chmod 600 "$T/token"
+cat > "$T/kerntuned.json" <<EOF
+{ "listen": "127.0.0.1:0", "token_file": "$T/token", "database": "$T/tune.db",
+  "log_dir": "$T/logs", "model_dir": "$T/models", "control_socket": "$T/ctl.sock",
+  "worker_path": "$BIN/kerntune-rpc", "local_workers": 0, "threads": 2 }
+EOF
+# One matmul task per job, each of another shape (so another workload).
+j=0
+while [ $j -lt "$JOBS" ]; do
+    m=$((32 + 8 * j)) n=$((48 + 8 * j)) k=$((40 + 4 * j))
+    cat > "$T/models/load$j.json" <<EOF
+{ "name": "load$j", "target": {"threads": 1, "key": "load"},
+  "tuning": {"trials": $PER_JOB, "measures_per_round": 64, "seed": $((j + 1))},
+  "measure": {"repeat": 3, "min_repeat_ms": 1},
+  "tasks": [ {"name": "mm", "compute": ["O[i,j] += A[i,k] * B[k,j]"],
+              "shapes": {"A": [$m, $k], "B": [$k, $n]}} ] }
+EOF
+    j=$((j + 1))
+done
+
+echo "== kerntune load test: $JOBS jobs x $PER_JOB trials = $TRIALS, $CONNS worker connections"
+echo "$(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs"
+echo "load before: $(uptime | sed 's/.*load average/load average/')"
+
+"$BIN/kerntuned" --config "$T/kerntuned.json" >"$T/daemon.log" 2>&1 &
+DPID=$!
+i=0
+PORT=
+while [ $i -lt 200 ] && [ -z "$PORT" ]; do
+    PORT=$(sed -n 's/.*tracker: listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/daemon.log" | head -1)
+    sleep 0.1
+    i=$((i + 1))
+done
+[ -n "$PORT" ] || fail "the daemon never said which port its tracker listens on"
+
+# RSS (kB) and utime+stime (ticks) of the daemon every second.
+HZ=$(getconf CLK_TCK)
+sample() {
+    while kill -0 "$DPID" 2>/dev/null; do
+        rss=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status 2>/dev/null)
+        # fields 14 and 15 of stat, after the ")" that ends the command name
+        cpu=$(sed 's/.*) //' /proc/$DPID/stat 2>/dev/null | awk '{print $12 + $13}')
+        [ -n "$rss" ] && echo "$(date +%s.%N) $rss $cpu"
+        sleep 1
+    done
+}
+sample > "$T/samples.txt" &
+SPID=$!
+
+START=$(date +%s.%N)
+"$BIN/bench/fake_worker" --tracker "127.0.0.1:$PORT" --key load \
+    --token-file "$T/token" --conns "$CONNS" --stats "$T/worker.txt" \
+    >/dev/null 2>"$T/worker.log" &
+WPID=$!
+
+all_done() {
+    [ "$(sqlite3 "$T/tune.db" "select count(*) from jobs where state='done';" 2>/dev/null)" = "$JOBS" ]
+}
+LIMIT=${LOAD_TIMEOUT_S:-3600}
+t0=$(date +%s)
+last=-1
+while ! all_done; do
+    kill -0 "$DPID" 2>/dev/null || fail "the daemon died"
+    kill -0 "$WPID" 2>/dev/null || { cat "$T/worker.log"; fail "the fake worker died"; }
+    now=$(date +%s)
+    [ $((now - t0)) -lt "$LIMIT" ] || fail "not done after $LIMIT s"
+    if [ $(((now - t0) / 60)) != "$last" ]; then
+        last=$(((now - t0) / 60))
+        echo "  $((now - t0)) s: $(sqlite3 "$T/tune.db" 'select count(*) from logs;' 2>/dev/null) trials stored"
+    fi
+    sleep 1
+done
+END=$(date +%s.%N)
+CPU_END=$(sed 's/.*) //' /proc/$DPID/stat | awk '{print $12 + $13}')
+kill "$WPID"
+wait "$WPID"
+WPID=
+kill "$SPID" 2>/dev/null
+SPID=
+# What the daemon keeps once every job is done and the workers are gone.
+sleep 5
+RSS_IDLE=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status)
+echo "load after: $(uptime | sed 's/.*load average/load average/')"
+
+# ---- every trial stored exactly once
+q() { sqlite3 "$T/tune.db" "$1"; }
+total=$(q "select count(*) from logs;")
+dup=$(q "select count(*) from (select job_id, workload_hash, trial_no from logs
+         group by 1, 2, 3 having count(*) > 1);")
+bad_range=$(q "select count(*) from (select job_id, min(trial_no) lo, max(trial_no) hi,
+               count(*) n from logs group by job_id)
+               where lo != 0 or hi != $PER_JOB - 1 or n != $PER_JOB;")
+jobs_seen=$(q "select count(distinct job_id) from logs;")
+errs=$(q "select count(*) from logs where err_no != 0;")
+echo "trials stored: $total (want $TRIALS) in $jobs_seen jobs; doubled (job, task, trial_no): $dup;" \
+    "jobs whose trial_no is not exactly 0..$((PER_JOB - 1)): $bad_range; err_no != 0: $errs"
+q "select e.name, count(*) from logs l join err_names e using(err_no)
+   where l.err_no != 0 group by 1;" | sed 's/^/  errors: /'
+
+# ---- CPU share, memory, latency
+awk -v s="$START" -v e="$END" -v c="$CPU_END" -v hz="$HZ" 'BEGIN {
+    w = e - s; printf "wall %.1f s; daemon CPU %.1f s = %.1f%% of one core over the run\n",
+        w, c / hz, 100 * c / hz / w }'
+awk -v trials="$TRIALS" -v s="$START" -v e="$END" 'BEGIN {
+    printf "throughput %.1f trials/s\n", trials / (e - s) }'
+awk '{ r[NR] = $2 } END {
+    q = int(NR / 4); if (q < 1) { print "memory: too few samples"; exit }
+    for (k = 0; k < 4; k++) { m[k] = 0
+        for (i = k * q + 1; i <= (k + 1) * q; i++) m[k] += r[i] / q / 1024 }
+    max = 0; for (i = 1; i <= NR; i++) if (r[i] > max) max = r[i]
+    printf "daemon RSS by quarter of the run (mean MiB): %.1f %.1f %.1f %.1f; last vs first quarter %+.1f%%, peak %.1f MiB, %d samples\n",
+        m[0], m[1], m[2], m[3], 100 * (m[3] - m[0]) / m[0], max / 1024, NR }' "$T/samples.txt"
+# The daemon's own view: per round, the time from handing its candidates to
+# the tracker to having every result back (builds and runs of the round),
+# and the time its search took before that.
+cat "$T"/logs/*.log | awk '
+    /^Time elapsed for measurement:/ { m[++nm] = $5 }
+    /^EvolutionarySearch/ { s[++ns] = $NF }
+    function sort(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i];
+        for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
+    function sum(a, n,   i, t) { for (i = 1; i <= n; i++) t += a[i]; return t }
+    END { sort(m, nm); sort(s, ns)
+        printf "daemon rounds: %d; measurement of a round (its builds and runs): median %.3f s, p90 %.3f s, max %.3f s, total %.1f s\n",
+            nm, m[int((nm + 1) / 2)], m[int(0.9 * nm + 0.5)], m[nm], sum(m, nm)
+        printf "daemon search per round: median %.2f s, max %.2f s, total %.1f s\n",
+            s[int((ns + 1) / 2)], s[ns], sum(s, ns) }'
+retimed=$(q "select count(*) from kvs where k = 'timed_also';")
+echo "new bests timed again (stored as the trial's timed_also key, not as trials): $retimed"
+echo "daemon RSS 5 s after the last job finished (workers gone): $((RSS_IDLE / 1024)) MiB"
+sed 's/^/fake worker: /' "$T/worker.txt"
+runs=$(sed -n 's/.* runs \([0-9]*\) .*/\1/p' "$T/worker.txt")
+[ "$runs" = $((total + retimed)) ] ||
+    fail "the workers ran $runs jobs, the database holds $total trials and $retimed re-timings"
+
+[ "$total" = "$TRIALS" ] && [ "$dup" = 0 ] && [ "$bad_range" = 0 ] ||
+    fail "trials lost or stored twice"
+echo "OK: $TRIALS trials, none lost or stored twice"
