@@ -268,7 +268,8 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
                 R->st->best_score = m->score;
         }
         record_generation(R->st, heap, nheap, ncur, mut_ok, mut_fail);
-        if (k == iters)
+        /* nothing left to breed from (no valid initial sample) */
+        if (k == iters || ncur == 0)
             break;
         mut_ok = R->st->mutations_ok;
         mut_fail = R->st->mutations_fail;

@@ -862,5 +862,7 @@ main(void)
     /* One pool thread: pool work runs in the order it is queued. */
     setenv("UV_THREADPOOL_SIZE", "1", 1);
     kt_log_init(LOG_WARNING);
+    if (getenv("KT_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("KT_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
