@@ -211,11 +211,49 @@ record_generation(struct kt_search_stats *st, const struct sk_member *heap,
     }
 }
 
+/* 1 in NEAR_SHARE candidates of a batch (and at least one) descends from a
+ * measured program when there are such mutants. */
+#define NEAR_SHARE 8
+
+/* Keeps the cap best-scoring members offered to heap (in: their hashes). */
+static void
+heap_offer(struct sk_member *heap, int *nheap, int cap, struct kt_u64set *in,
+           const struct sk_member *m)
+{
+    int lo = 0, j;
+
+    if (kt_u64set_has(in, m->hash))
+        return;
+    if (*nheap < cap) {
+        heap[(*nheap)++] = *m;
+        kt_u64set_add(in, m->hash);
+        return;
+    }
+    for (j = 1; j < *nheap; j++)
+        if (heap[j].score < heap[lo].score)
+            lo = j;
+    if (m->score > heap[lo].score) {
+        /* the evicted one may come back later */
+        struct kt_u64set keep;
+        kt_u64set_init(&keep);
+        for (j = 0; j < *nheap; j++)
+            if (j != lo)
+                kt_u64set_add(&keep, heap[j].hash);
+        kt_u64set_free(in);
+        *in = keep;
+        heap[lo] = *m;
+        kt_u64set_add(in, m->hash);
+    }
+}
+
 /* The evolutionary search; *best gets up to out_size members never
- * measured, best first. */
+ * measured, best first, and *near up to near_size of them that descend
+ * from a measured program (they would rarely make *best when the model
+ * scores unmeasured samples higher than what was measured). */
 static int
 evolve(struct round *R, struct sk_member *init, int ninit, int iters,
-       int out_size, struct sk_member **best, int *nbest)
+       int out_size, struct sk_member **best, int *nbest, int near_size,
+       struct sk_member **near, int *nnear)
 {
     struct kt_search *s = R->s;
     int pop = s->o.population, k, i, nheap = 0, rc = KT_OK;
@@ -224,11 +262,13 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
     struct sk_member *next = kt_xcalloc((size_t)pop + (size_t)ninit,
                                         sizeof(*next));
     struct sk_member *heap = kt_xcalloc((size_t)out_size + 1, sizeof(*heap));
+    struct sk_member *kin = kt_xcalloc((size_t)near_size + 1, sizeof(*kin));
     double *cum = kt_xcalloc((size_t)pop + (size_t)ninit, sizeof(double));
-    struct kt_u64set in_heap;
-    int ncur = ninit, mut_ok = 0, mut_fail = 0;
+    struct kt_u64set in_heap, in_kin;
+    int ncur = ninit, mut_ok = 0, mut_fail = 0, nkin = 0;
 
     kt_u64set_init(&in_heap);
+    kt_u64set_init(&in_kin);
     memcpy(cur, init, sizeof(*cur) * (size_t)ninit);
     for (k = 0; k <= iters; k++) {
         double total = 0;
@@ -240,30 +280,11 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
         }
         for (i = 0; i < ncur; i++) {
             const struct sk_member *m = &cur[i];
-            if (!m->valid || !is_new(R, m->hash) ||
-                kt_u64set_has(&in_heap, m->hash))
+            if (!m->valid || !is_new(R, m->hash))
                 continue;
-            if (nheap < out_size) {
-                heap[nheap++] = *m;
-                kt_u64set_add(&in_heap, m->hash);
-            } else {
-                int lo = 0, j;
-                for (j = 1; j < nheap; j++)
-                    if (heap[j].score < heap[lo].score)
-                        lo = j;
-                if (m->score > heap[lo].score) {
-                    /* the evicted one may come back later */
-                    struct kt_u64set keep;
-                    kt_u64set_init(&keep);
-                    for (j = 0; j < nheap; j++)
-                        if (j != lo)
-                            kt_u64set_add(&keep, heap[j].hash);
-                    kt_u64set_free(&in_heap);
-                    in_heap = keep;
-                    heap[lo] = *m;
-                    kt_u64set_add(&in_heap, m->hash);
-                }
-            }
+            heap_offer(heap, &nheap, out_size, &in_heap, m);
+            if (m->origin != 0)
+                heap_offer(kin, &nkin, near_size, &in_kin, m);
             if (m->score > R->st->best_score)
                 R->st->best_score = m->score;
         }
@@ -316,12 +337,16 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
         mut_fail = R->st->mutations_fail - mut_fail;
     }
     kt_u64set_free(&in_heap);
+    kt_u64set_free(&in_kin);
     free(cur);
     free(next);
     free(cum);
     qsort(heap, (size_t)nheap, sizeof(*heap), cmp_score_desc);
+    qsort(kin, (size_t)nkin, sizeof(*kin), cmp_score_desc);
     *best = heap;
     *nbest = nheap;
+    *near = kin;
+    *nnear = nkin;
     return rc;
 }
 
@@ -431,8 +456,8 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
 {
     struct kt_search_stats local;
     struct round R;
-    struct sk_member *init = NULL, *best = NULL, *all = NULL;
-    int ninit = 0, nbest = 0, i, rc = KT_OK, iters, nrand, extra;
+    struct sk_member *init = NULL, *best = NULL, *all = NULL, *near = NULL;
+    int ninit = 0, nbest = 0, nnear = 0, i, rc = KT_OK, iters, nrand, extra;
     size_t k;
     double t0 = kt_now(), t1;
 
@@ -484,10 +509,15 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         if (rc != KT_OK)
             goto done;
         ninit += stats->measured_seeds;
-        rc = evolve(&R, init, ninit, iters, 2 * n, &best, &nbest);
+        rc = evolve(&R, init, ninit, iters, 2 * n, &best, &nbest,
+                    n / NEAR_SHARE + 1, &near, &nnear);
         if (rc != KT_OK)
             goto done;
         stats->evo_s = kt_now() - t1;
+        /* a share of the batch stays close to what was measured (stored
+         * records after a restart included) */
+        for (i = 0; i < nnear && out->n < n / NEAR_SHARE + 1; i++)
+            take(&R, &near[i], 0, out, n);
         /* eps-greedy: num_random picks from the initial population */
         nrand = (int)(s->o.eps_greedy * n);
         for (i = 0; i < nbest && out->n < n - nrand; i++)
@@ -527,6 +557,11 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
                 m = best[j];
                 found = 1;
             }
+        for (j = 0; j < nnear && !found; j++)
+            if (near[j].hash == h) {
+                m = near[j];
+                found = 1;
+            }
         for (j = 0; j < ninit && !found; j++)
             if (init[j].hash == h) {
                 m = init[j];
@@ -544,6 +579,7 @@ done:
     pthread_mutex_unlock(&s->lock);
     free(init);
     free(best);
+    free(near);
     free(all);
     if (rc != KT_OK)
         kt_search_batch_free(out);
