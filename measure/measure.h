@@ -107,6 +107,8 @@ struct kt_tracker_opts {
                                are closed at accept (64) */
     size_t write_queue_max; /* bytes queued to a peer that is not reading
                                before it is dropped (8 MiB) */
+    int client_idle_ms;     /* an authenticated client (rpc-status) that
+                               sends nothing this long is closed (30000) */
 };
 void kt_tracker_default_opts(struct kt_tracker_opts *o);
 

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #define TICK_MS 50
-#define CLIENT_IDLE_S 30.0
 #define STATUS_PAGE 64
 
 void
@@ -20,6 +19,7 @@ kt_tracker_default_opts(struct kt_tracker_opts *o)
     o->max_retries = 2;
     o->serialize_hosts = 1;
     o->hello_timeout_ms = 10000;
+    o->client_idle_ms = 30000;
     o->max_pending = 64;
     o->write_queue_max = 8u << 20;
 }
@@ -116,7 +116,7 @@ on_tick(uv_timer_t *h)
                       c->peer, t->o.hello_timeout_ms);
             kt__conn_drop(c, "no hello in time");
         } else if (c->state == KT__CONN_CLIENT &&
-                   now - c->last_rx > CLIENT_IDLE_S) {
+                   (now - c->last_rx) * 1000 > t->o.client_idle_ms) {
             kt__conn_drop(c, "client idle");
         } else if (c->state == KT__CONN_WORKER &&
                    (now - c->last_rx) * 1000 > t->o.heartbeat_lost_ms) {
@@ -189,6 +189,8 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
         t->o.max_retries = 0;
     if (t->o.hello_timeout_ms <= 0)
         t->o.hello_timeout_ms = 10000;
+    if (t->o.client_idle_ms <= 0)
+        t->o.client_idle_ms = 30000;
     if (t->o.max_pending <= 0)
         t->o.max_pending = 64;
     if (t->o.write_queue_max == 0)

@@ -346,6 +346,69 @@ test_security_hello_timeout(void **state)
     env_free(e);
 }
 
+struct idle_client {
+    int port;
+    int fd;
+    char err[256];
+    volatile int finished;
+};
+
+/* Connects and authenticates as a client (the loop runs meanwhile in the
+ * test's thread), then stays silent. */
+static void *
+idle_client_thread(void *arg)
+{
+    struct idle_client *ic = arg;
+    struct kt_msg hello, welcome;
+    struct kt_peer_hello ph;
+    struct kt_session s;
+
+    ic->fd = kt_wire_connect("127.0.0.1", ic->port, ic->err, sizeof(ic->err));
+    if (ic->fd >= 0) {
+        kt_msg_init(&hello, "hello");
+        ph.token = TOKEN;
+        ph.kind = "client";
+        ph.hello = &hello;
+        if (kt_session_connect(ic->fd, &ph, &welcome, &s, ic->err,
+                               sizeof(ic->err)) == 0)
+            kt_msg_free(&welcome);
+        else {
+            close(ic->fd);
+            ic->fd = -1;
+        }
+        kt_msg_free(&hello);
+    }
+    ic->finished = 1;
+    return NULL;
+}
+
+/* An authenticated client that sends nothing is closed after
+ * client_idle_ms, so idle rpc-status connections do not pile up. */
+static void
+test_security_client_idle_timeout(void **state)
+{
+    struct kt_tracker_opts o;
+    struct idle_client ic;
+    struct env *e;
+    pthread_t th;
+
+    (void)state;
+    kt_tracker_default_opts(&o);
+    o.client_idle_ms = 300;
+    e = env_new(&o);
+    memset(&ic, 0, sizeof(ic));
+    ic.port = kt_tracker_port(e->t);
+    assert_int_equal(pthread_create(&th, NULL, idle_client_thread, &ic), 0);
+    spin(e, WAIT_S, &ic.finished);
+    pthread_join(th, NULL);
+    if (ic.fd < 0)
+        fail_msg("client did not authenticate: %s", ic.err);
+    /* Well before the 30 s default: the configured idle time closed it. */
+    assert_true(tracker_closes(e, ic.fd, 5.0));
+    close(ic.fd);
+    env_free(e);
+}
+
 /* ---- log injection ----------------------------------------------------- */
 
 /* A peer's strings reach the log with control bytes escaped: a decoded
@@ -893,6 +956,7 @@ main(void)
         cmocka_unit_test(test_security_large_frame_before_auth),
         cmocka_unit_test(test_security_connection_flood),
         cmocka_unit_test(test_security_hello_timeout),
+        cmocka_unit_test(test_security_client_idle_timeout),
         cmocka_unit_test(test_security_log_injection),
         cmocka_unit_test(test_security_fake_costs),
         cmocka_unit_test(test_security_tokens_bound_to_keys),
