@@ -172,6 +172,10 @@ valgrind: all $(UNIT_BINS)
 	@KT_VALGRIND=1 KT_SWEEP=2 KT_TEST_CFLAGS="-O2 -mavx2 -mfma -fopenmp" \
 	    BUILD=$(BUILD) sh tests/run-unit.sh $(UNIT_BINS)
 
+# Every benchmark program built, none run: CI checks they still compile.
+.PHONY: bench-build
+bench-build: all $(BENCH_BINS) $(BUILD)/bench/suite_time $(BUILD)/bench/fake_worker
+
 bench: OPT := -O3 -march=native
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done

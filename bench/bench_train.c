@@ -1,7 +1,7 @@
 /* bench_train.c - cost-model training time and search-round time as the
  * stored records grow, on the conv2d task of bench_search (3x3, 64->64,
  * 56x56, pad 1, +bias+relu).  Programs are real lowered candidates of the
- * task; their "cost" is the roofline pre-score times lognormal noise (no
+ * task; their "cost" is ktt_synthetic_cost times lognormal noise (no
  * measured data here), so the ranking accuracy printed compares training
  * schemes on the same synthetic target, not a tuning result.
  *
@@ -29,6 +29,7 @@
 
 #include "costmodel/costmodel.h"
 #include "scheduler/scheduler.h"
+#include "tests/support/ktt.h"
 
 #define NHELD 400
 #define NMAX 2000
@@ -68,17 +69,16 @@ die(const char *what, const char *err)
     exit(1);
 }
 
-/* Real candidates of the task: lowered, features, pre-score x noise. */
+/* Real candidates of the task (the search carries their features), costed
+ * by ktt_synthetic_cost x noise. */
 static int
-collect(const struct kt_dag *dag, struct kt_search *s, struct prog *v, int n)
+collect(struct kt_search *s, struct prog *v, int n)
 {
     struct kt_search_batch b = {0, NULL};
-    struct kt_machine mach;
     struct kt_rng rng;
     char err[512];
     int i, got = 0;
 
-    kt_machine_default(&mach);
     kt_rng_seed(&rng, 11);
     while (got < n) {
         if (kt_search_next_batch(s, NULL, NULL, 0, 512, &b, NULL, err,
@@ -87,20 +87,15 @@ collect(const struct kt_dag *dag, struct kt_search *s, struct prog *v, int n)
         if (b.n == 0)
             break;
         for (i = 0; i < b.n && got < n; i++) {
-            struct kt_state *st = NULL;
-            struct kt_looptree *lt = NULL;
-            double sec = 0;
-            if (kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps, &st, err,
-                                sizeof(err)) != KT_OK ||
-                kt_lower(st, &lt, err, sizeof(err)) != KT_OK ||
-                kt_features_extract(lt, &v[got].rows, &v[got].nrows, err,
-                                    sizeof(err)) != KT_OK ||
-                kt_prescore(lt, &mach, &sec, err, sizeof(err)) != KT_OK)
-                die("candidate", err);
-            v[got].cost = sec * exp(0.2 * gauss(&rng));
+            if (b.v[i].rows == NULL)
+                die("candidate",
+                    b.v[i].feature_err ? b.v[i].feature_err : "no features");
+            v[got].rows = b.v[i].rows;
+            v[got].nrows = b.v[i].nrows;
+            b.v[i].rows = NULL; /* v owns them now */
+            v[got].cost = ktt_synthetic_cost(v[got].rows, v[got].nrows) *
+                          exp(0.2 * gauss(&rng));
             got++;
-            kt_looptree_free(lt);
-            kt_state_free(st);
         }
         kt_search_batch_free(&b);
     }
@@ -185,23 +180,6 @@ sequence(const char *name, const struct kt_xgb_params *p, const struct prog *v,
 int
 main(void)
 {
-    struct kt_conv2d_params cp = {
-        .N = 1,
-        .C = 64,
-        .H = 56,
-        .W = 56,
-        .K = 64,
-        .R = 3,
-        .S = 3,
-        .stride_h = 1,
-        .stride_w = 1,
-        .pad_h = 1,
-        .pad_w = 1,
-        .dilation_h = 1,
-        .dilation_w = 1,
-        .groups = 1,
-        .epilogue = KT_EPI_BIAS | KT_EPI_RELU,
-    };
     static const int sizes[] = {200, 1000, 2000};
     struct prog *v = kt_xcalloc(NMAX + NHELD, sizeof(*v));
     struct kt_xgb_params scratch, cont;
@@ -212,7 +190,8 @@ main(void)
     char err[512];
     int i, n;
 
-    kt_op_conv2d(&d, &cp);
+    /* conv2d 3x3, 64->64 channels, 56x56, pad 1, +bias+relu */
+    ktt_conv_def(&d, 64, 56, 64, 3, 1, 1, 1, 1, KT_EPI_BIAS | KT_EPI_RELU);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         die("dag", err);
     kt_search_opts_default(&o);
@@ -220,12 +199,12 @@ main(void)
     o.seed = 7;
     if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
         die("search", err);
-    n = collect(dag, s, v, NMAX + NHELD);
+    n = collect(s, v, NMAX + NHELD);
     if (n < NMAX + NHELD) {
         fprintf(stderr, "bench_train: only %d distinct candidates\n", n);
         return 1;
     }
-    printf("task %s: %d programs (%d held out), cost = roofline x "
+    printf("task %s: %d programs (%d held out), cost = ktt_synthetic_cost x "
            "lognormal(0.2)\n",
            d.name, n, NHELD);
     kt_xgb_params_default(&scratch);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "scheduler/scheduler.h"
+#include "tests/support/ktt.h"
 
 static struct kt_search *
 new_search(const struct kt_dag *dag, uint64_t seed)
@@ -104,25 +105,7 @@ test_search_seed_dense_epilogue(void **state)
 static void
 small_conv(struct kt_op_def *d, int epilogue)
 {
-    struct kt_conv2d_params p = {
-        .N = 1,
-        .C = 16,
-        .H = 14,
-        .W = 14,
-        .K = 32,
-        .R = 3,
-        .S = 3,
-        .stride_h = 1,
-        .stride_w = 1,
-        .pad_h = 1,
-        .pad_w = 1,
-        .dilation_h = 1,
-        .dilation_w = 1,
-        .groups = 1,
-    };
-
-    p.epilogue = epilogue;
-    kt_op_conv2d(d, &p);
+    ktt_conv_def(d, 16, 14, 32, 3, 1, 1, 1, 1, epilogue);
 }
 
 static void
