@@ -112,9 +112,13 @@ int
 kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
 {
     struct kt_candidate c;
+    struct kt_measure_opts full_timing = job->mo;
     char err[512], why[600];
     int i, rc;
 
+    /* A re-timing gets every repeat: an early-stopped one would replace
+     * the trial's costs with a single cost and no early_stop note. */
+    full_timing.stop_above_s = 0;
     while ((i = next_to_confirm(job, r)) >= 0) {
         memset(&c, 0, sizeof(c));
         c.source = r->c[i].source;
@@ -124,11 +128,11 @@ kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
         r->confirming = i;
         if (job->e->o.submit != NULL)
             rc = job->e->o.submit(job->e->o.submit_arg, job->conf->target.key,
-                                  &c, 1, &job->mo, confirm_done, r, err,
+                                  &c, 1, &full_timing, confirm_done, r, err,
                                   sizeof(err));
         else
             rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, &c,
-                                   1, &job->mo, confirm_done, r, err,
+                                   1, &full_timing, confirm_done, r, err,
                                    sizeof(err));
         if (rc == KT_OK)
             return 1;
