@@ -270,6 +270,7 @@ cc_free(struct kt_cc *c)
         free(c->t[i].arg_read);
     }
     free(c->t);
+    kt__cc_net_free(c->net);
     kt_tasks_free(&c->tasks);
     free(c->target);
 }
@@ -344,9 +345,13 @@ kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
         rc = choose_all(&c, r, log, err, errlen);
     kt_storage_reader_close(r);
     if (rc == KT_OK)
+        rc = kt__cc_net_plan(&c, log, err, errlen);
+    if (rc == KT_OK)
         rc = make_dirs(o->out_dir, err, errlen);
     if (rc == KT_OK)
         rc = kt__cc_emit_sources(&c, err, errlen);
+    if (rc == KT_OK)
+        rc = kt__cc_emit_net(&c, err, errlen);
     if (rc == KT_OK)
         rc = kt__cc_emit_build(&c, err, errlen);
     if (rc == KT_OK && log != NULL)
@@ -355,6 +360,13 @@ kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
                 "%s/%s_kernels.c, %s/Makefile\n",
                 m->name, c.tasks.n, c.ntuned, c.tasks.n - c.ntuned, o->out_dir,
                 c.model, o->out_dir, c.model, o->out_dir);
+    if (rc == KT_OK && log != NULL && c.net != NULL)
+        fprintf(log,
+                "kerntune: network: %d steps, peak activation memory %lld "
+                "bytes, weights %lld bytes -> %s/%s_net.c, %s/%s.weights\n",
+                c.net->nsteps, (long long)c.net->arena_bytes,
+                (long long)c.net->nw * 4, o->out_dir, c.model, o->out_dir,
+                c.model);
     cc_free(&c);
     return rc;
 }

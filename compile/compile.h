@@ -36,5 +36,9 @@ int kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
 
 /* `kerntune compile`; argv[0] is "compile".  Returns the exit status. */
 int kt_compile_main(int argc, char **argv);
+/* `kerntune run DIR`: builds and runs the compiled network's inference
+ * program (latency), with --check against ONNX Runtime; argv[0] is "run".
+ * Returns the exit status. */
+int kt_run_main(int argc, char **argv);
 
 #endif /* KT_COMPILE_H */
