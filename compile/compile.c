@@ -312,17 +312,23 @@ choose_all(struct kt_cc *c, struct kt_storage_reader *r, FILE *log, char *err,
         if (rc != KT_OK)
             return rc;
     }
-    for (i = 0; i < c->tasks.n; i++) {
+    for (i = 0; r != NULL && i < c->tasks.n; i++) {
         rc = kt_storage_reader_best(r, c->target, c->tasks.v[i].dag->hash,
                                     &c->t[i].best, err, errlen);
         if (rc != KT_OK && rc != KT_ENOENT)
             return rc;
         found += rc == KT_OK;
     }
-    if (found == 0)
+    if (r != NULL && found == 0)
         return mismatch(c, r, err, errlen);
+    if (r == NULL && log != NULL)
+        fprintf(log,
+                "kerntune: warning: --untuned: all %d tasks get the untuned "
+                "default schedule\n",
+                c->tasks.n);
     for (i = 0; i < c->tasks.n; i++) {
-        rc = choose_schedule(c, &c->t[i], log, err, errlen);
+        rc = choose_schedule(c, &c->t[i], r != NULL ? log : NULL, err,
+                             errlen);
         if (rc != KT_OK)
             return rc;
     }
@@ -338,7 +344,8 @@ kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
     int rc;
 
     cc_init(&c, m, o);
-    rc = kt_storage_reader_open(o->db_path, &r, err, errlen);
+    rc = o->untuned ? KT_OK
+                    : kt_storage_reader_open(o->db_path, &r, err, errlen);
     if (rc == KT_OK)
         rc = kt_tasks_extract(m, &c.tasks, err, errlen);
     if (rc == KT_OK)

@@ -22,6 +22,9 @@ struct kt_compile_opts {
     const char *db_path; /* the tuning database (read-only) */
     const char *out_dir; /* created when missing */
     int require_tuned;   /* a task without a successful trial is an error */
+    int untuned;         /* no database: every task gets the untuned
+                          * default schedule (checks a network before it
+                          * is tuned) */
 };
 
 /* Writes the library of model m into o->out_dir.  A task without a
