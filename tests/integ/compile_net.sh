@@ -29,10 +29,10 @@ if [ -f "$ort/node_modules/onnxruntime-node/package.json" ]; then
 elif command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
     mkdir -p "$ort" &&
         timeout 300 npm install --prefix "$ort" --ignore-scripts --no-audit \
-            --no-fund onnxruntime-node@1.30.0 >"$tmp/npm.log" 2>&1 &&
+            --no-fund --fetch-retries 1 onnxruntime-node@1.30.0 >"$tmp/npm.log" 2>&1 &&
         have_ort=1
 fi
-[ $have_ort -eq 1 ] || echo "note: ONNX Runtime cannot be installed ($(tail -1 "$tmp/npm.log" 2>/dev/null || echo no npm)); outputs checked without it"
+[ $have_ort -eq 1 ] || echo "note: ONNX Runtime cannot be installed ($(grep -m1 error "$tmp/npm.log" 2>/dev/null || echo no npm)); outputs checked without it"
 export KT_ORT_DIR=$ort
 
 # softmax_sums FILE ROWS COLS: every row of the float32 file sums to 1.
