@@ -83,11 +83,31 @@ softmax_sums "$tmp/out.bin" 2 4 || fail "cnn: softmax rows do not sum to 1"
 "$kt" run "$tmp/cnn" --input "$tmp/out.bin" >"$tmp/run.log" 2>&1 &&
     fail "run with a short input passed"
 grep -q "exactly the input's" "$tmp/run.log" || fail "short input: $(cat "$tmp/run.log")"
-head -c 1536 /dev/urandom >"$tmp/in.bin"
+(cd "$tmp/cnn" && ./cnn_infer -s "$tmp/in.bin" -n 1 >/dev/null) || fail "cnn_infer -s"
 "$kt" run "$tmp/cnn" --input "$tmp/in.bin" --output "$tmp/o1.bin" >/dev/null 2>&1 &&
     "$kt" run "$tmp/cnn" --input "$tmp/in.bin" --output "$tmp/o2.bin" >/dev/null 2>&1 ||
     fail "run --input"
 cmp -s "$tmp/o1.bin" "$tmp/o2.bin" || fail "the same input gave different outputs"
+
+# The network cross-built for aarch64 and run under qemu gives the native
+# outputs on the same input (skipped without the cross tools).
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
+    cp -r "$tmp/cnn" "$tmp/cnn64"
+    make -C "$tmp/cnn64" clean >/dev/null
+    make -C "$tmp/cnn64" CC=aarch64-linux-gnu-gcc CFLAGS="-O2 -fopenmp" infer \
+        >"$tmp/make.log" 2>&1 || fail "aarch64 build: $(tail -20 "$tmp/make.log")"
+    (cd "$tmp/cnn64" && qemu-aarch64 -L /usr/aarch64-linux-gnu ./cnn_infer \
+        -i "$tmp/in.bin" -o "$tmp/o64.bin" -n 1) >"$tmp/run.log" 2>&1 ||
+        fail "qemu-aarch64 cnn_infer: $(cat "$tmp/run.log")"
+    od -An -v -f -w4 "$tmp/o1.bin" >"$tmp/o1.txt"
+    od -An -v -f -w4 "$tmp/o64.bin" >"$tmp/o64.txt"
+    paste "$tmp/o1.txt" "$tmp/o64.txt" | awk '
+        { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5) bad = 1; n++ }
+        END { exit (bad || n != 8) }' || fail "aarch64 outputs differ: $(paste "$tmp/o1.txt" "$tmp/o64.txt")"
+    echo "aarch64 (qemu): the same outputs"
+else
+    echo "note: aarch64-linux-gnu-gcc or qemu-aarch64 missing; cross build not checked"
+fi
 
 # Weights of another model are refused by init.
 "$kt" compile "$tmp/transformer.onnx" --untuned -o "$tmp/tf" >"$tmp/c.log" 2>&1 ||
