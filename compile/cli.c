@@ -9,7 +9,8 @@ compile_usage(FILE *f)
 {
     fputs("usage: kerntune compile MODEL.json|MODEL.onnx -o DIR [--db FILE] "
           "[--require-tuned]\n"
-          "                        [--untuned] [--input NAME=D1,D2,...] [--partial]\n"
+          "                        [--untuned] [--input NAME=D1,D2,...] "
+          "[--partial]\n"
           "  -o, --output DIR     where the library's sources and Makefile go "
           "(created)\n"
           "  --db FILE            the tuning database (default kerntune.db); "

@@ -327,8 +327,7 @@ choose_all(struct kt_cc *c, struct kt_storage_reader *r, FILE *log, char *err,
                 "default schedule\n",
                 c->tasks.n);
     for (i = 0; i < c->tasks.n; i++) {
-        rc = choose_schedule(c, &c->t[i], r != NULL ? log : NULL, err,
-                             errlen);
+        rc = choose_schedule(c, &c->t[i], r != NULL ? log : NULL, err, errlen);
         if (rc != KT_OK)
             return rc;
     }

@@ -92,8 +92,7 @@ int kt__cc_emit_sources(const struct kt_cc *c, char *err, size_t errlen);
 int kt__cc_emit_build(const struct kt_cc *c, char *err, size_t errlen);
 /* The packed copy of argument a of t, or NULL; 1 when the kernel reads
  * argument a only through its packed copy (it is passed in its place). */
-const struct kt_cc_packed *kt__cc_packed_of(const struct kt_cc_task *t,
-                                            int a);
+const struct kt_cc_packed *kt__cc_packed_of(const struct kt_cc_task *t, int a);
 int kt__cc_arg_replaced(const struct kt_cc_task *t, int a);
 /* net.c: plans the network of an ONNX model (c->net); a graph it cannot
  * run leaves c->net NULL with the reason in c->net_skip and a warning on

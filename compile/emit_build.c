@@ -80,30 +80,28 @@ emit_makefile(struct kt_buf *b, const struct kt_cc *c)
         put_make_word(b, t->cflags.v[i], "");
     if (t->sysroot != NULL)
         put_make_word(b, t->sysroot, "--sysroot=");
-    kt_buf_puts(
-        b,
-        "\nLDLIBS   = -lm\n"
-        "# gcc's archiver for gcc and cross gccs (aarch64-linux-gnu-gcc-ar), "
-        "else ar\n"
-        "AR       = $(if $(filter %gcc,$(CC)),$(CC)-ar,ar)\n"
-        "RUN      =\n"
-        "PREFIX   = /usr/local\n"
-        "DESTDIR  =\n\n"
-        ".PHONY: all check install clean\n"
-        "all: lib$(LIB).a lib$(LIB).so\n\n");
+    kt_buf_puts(b, "\nLDLIBS   = -lm\n"
+                   "# gcc's archiver for gcc and cross gccs "
+                   "(aarch64-linux-gnu-gcc-ar), "
+                   "else ar\n"
+                   "AR       = $(if $(filter %gcc,$(CC)),$(CC)-ar,ar)\n"
+                   "RUN      =\n"
+                   "PREFIX   = /usr/local\n"
+                   "DESTDIR  =\n\n"
+                   ".PHONY: all check install clean\n"
+                   "all: lib$(LIB).a lib$(LIB).so\n\n");
     kt_buf_printf(b, "OBJS     = $(LIB)_kernels.o%s\n\n",
                   c->net != NULL ? " $(LIB)_net.o" : "");
     if (c->net != NULL)
-        kt_buf_puts(b,
-                    "# The whole network: $(LIB)_init/_run/_free, "
-                    "$(LIB).weights; `make infer`\n"
-                    "# builds the program `kerntune run DIR` runs.\n"
-                    "$(LIB)_net.o: $(LIB)_net.c $(LIB).h\n"
-                    "\t$(CC) $(CFLAGS) -fPIC -c $(LIB)_net.c -o $@\n\n"
-                    "$(LIB)_infer: $(LIB)_infer.c $(LIB).h lib$(LIB).a\n"
-                    "\t$(CC) $(CFLAGS) $(LIB)_infer.c lib$(LIB).a $(LDLIBS) "
-                    "-o $@\n\n"
-                    "infer: $(LIB)_infer\n\n");
+        kt_buf_puts(b, "# The whole network: $(LIB)_init/_run/_free, "
+                       "$(LIB).weights; `make infer`\n"
+                       "# builds the program `kerntune run DIR` runs.\n"
+                       "$(LIB)_net.o: $(LIB)_net.c $(LIB).h\n"
+                       "\t$(CC) $(CFLAGS) -fPIC -c $(LIB)_net.c -o $@\n\n"
+                       "$(LIB)_infer: $(LIB)_infer.c $(LIB).h lib$(LIB).a\n"
+                       "\t$(CC) $(CFLAGS) $(LIB)_infer.c lib$(LIB).a $(LDLIBS) "
+                       "-o $@\n\n"
+                       "infer: $(LIB)_infer\n\n");
     kt_buf_puts(
         b,
         "$(LIB)_kernels.o: $(LIB)_kernels.c $(LIB).h\n"

@@ -52,7 +52,7 @@ put_params(struct kt_buf *b, const struct kt_cc_task *t)
         kt_buf_printf(b, "%s%sfloat *%s", first ? "" : ", ",
                       kt__cc_arg_is_output(t, a) ? "" : "const ",
                       kt__cc_arg_replaced(t, a) ? packed_name(t, p)
-                                         : kt__cc_arg(t, a)->name);
+                                                : kt__cc_arg(t, a)->name);
         first = 0;
     }
     for (k = 0; k < t->npacked; k++)
@@ -157,8 +157,9 @@ header_task(struct kt_buf *h, const struct kt_cc *c, int i)
                       packed_name(t, &t->packed[k]), src->name);
         put_shape(h, src->ndim, src->shape);
         kt_buf_printf(h, " as written by %s_pack()%s\n", t->fname,
-                      kt__cc_arg_replaced(t, t->packed[k].arg) ? ", in its place"
-                                                        : "");
+                      kt__cc_arg_replaced(t, t->packed[k].arg)
+                          ? ", in its place"
+                          : "");
     }
     if (t->best.id > 0)
         kt_buf_printf(h,

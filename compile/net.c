@@ -13,13 +13,16 @@
 #include "onnx/onnx.h"
 
 /* Untuned nodes the generated runtime runs (net_emit.c). */
-static const char *const untuned_ops[] = {
-    "Add",       "Sub",       "Mul",        "Div",        "Pow",
-    "Relu",      "Clip",      "Sigmoid",    "HardSigmoid", "HardSwish",
-    "Tanh",      "Sqrt",      "Exp",        "Log",         "Abs",
-    "Neg",       "Reciprocal", "BatchNormalization",       "Reshape",
-    "Flatten",   "Squeeze",   "Unsqueeze",  "Identity",    "Dropout",
-    "Transpose", "Concat",    NULL};
+static const char *const untuned_ops[] =
+    {"Add",       "Sub",        "Mul",
+     "Div",       "Pow",        "Relu",
+     "Clip",      "Sigmoid",    "HardSigmoid",
+     "HardSwish", "Tanh",       "Sqrt",
+     "Exp",       "Log",        "Abs",
+     "Neg",       "Reciprocal", "BatchNormalization",
+     "Reshape",   "Flatten",    "Squeeze",
+     "Unsqueeze", "Identity",   "Dropout",
+     "Transpose", "Concat",     NULL};
 
 static int
 is_op(const struct kt_onnx_node *n, const char *op)
@@ -27,8 +30,8 @@ is_op(const struct kt_onnx_node *n, const char *op)
     return strcmp(n->op, op) == 0;
 }
 
-static int
-skip(struct kt_cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int skip(struct kt_cc *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Records why the network cannot be compiled; returns 1. */
 static int
@@ -198,8 +201,8 @@ kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k, const char *name,
 {
     struct kt_cc_net *net = c->net;
     const struct kt_onnx_node *a = &net->g->nodes[k->anchor];
-    const struct kt_onnx_node *bn =
-        k->bn_folded ? &net->g->nodes[k->nodes[1]] : NULL;
+    const struct kt_onnx_node *bn = k->bn_folded ? &net->g->nodes[k->nodes[1]]
+                                                 : NULL;
     int matmul = strncmp(k->def.name, "matmul", 6) == 0 ||
                  strncmp(k->def.name, "batch_matmul", 12) == 0;
 
@@ -210,8 +213,8 @@ kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k, const char *name,
     if (name[0] == 'P' && name[1] >= '0' && name[1] <= '9') {
         int i = atoi(name + 1);
         if (i >= k->nextra)
-            return skip(c, "kernel %s reads %s, which the graph lacks",
-                        k->name, name);
+            return skip(c, "kernel %s reads %s, which the graph lacks", k->name,
+                        name);
         *r = extra_ref(net, k, k->extra_values[i]);
         return 0;
     }
@@ -308,12 +311,14 @@ node_step(struct kt_cc *c, int i, struct kt_cc_step *s)
     for (j = 0; untuned_ops[j] != NULL; j++)
         known |= is_op(n, untuned_ops[j]);
     if (!known || n->nout != 1)
-        return skip(c, "node '%s' (%s) has no plain C version in the compiled "
-                       "network",
+        return skip(c,
+                    "node '%s' (%s) has no plain C version in the compiled "
+                    "network",
                     node_label(n), n->op);
     if (is_op(n, "BatchNormalization") && !bn_consts(net->g, n))
-        return skip(c, "node '%s' (BatchNormalization) has non-constant "
-                       "parameters",
+        return skip(c,
+                    "node '%s' (BatchNormalization) has non-constant "
+                    "parameters",
                     node_label(n));
     s->kernel = -1;
     s->node = i;
@@ -324,8 +329,8 @@ node_step(struct kt_cc *c, int i, struct kt_cc_step *s)
             return skip(c, "node '%s' (%s) has more than %d inputs",
                         node_label(n), n->op, KT_CC_MAX_REFS - 1);
         if (is_op(n, "BatchNormalization") && j > 0)
-            s->refs[s->nrefs++] =
-                (struct kt_cc_ref){KT_CC_WEIGHT, w_bn(net, n, j)};
+            s->refs[s->nrefs++] = (struct kt_cc_ref){KT_CC_WEIGHT,
+                                                     w_bn(net, n, j)};
         else
             s->refs[s->nrefs++] = value_ref(net, n->in[j]);
         if (is_op(n, "BatchNormalization") && j == 2)
@@ -396,8 +401,8 @@ plan_arena(struct kt_cc_net *net)
             if (st->refs[r].src != KT_CC_ACT)
                 continue;
             v = (int)st->refs[r].at;
-            if (r == nout || (st->kernel >= 0 && v ==
-                                  g->kernels[st->kernel].output))
+            if (r == nout ||
+                (st->kernel >= 0 && v == g->kernels[st->kernel].output))
                 def[v] = def[v] < s ? def[v] : s;
             if (end[v] < s)
                 end[v] = s;
@@ -450,8 +455,8 @@ fnv1a(const void *p, size_t n)
 /* ---- The plan ------------------------------------------------------------ */
 
 static int
-import_graph(const struct kt_model_conf *m, struct kt_onnx_graph **g,
-             char *err, size_t errlen)
+import_graph(const struct kt_model_conf *m, struct kt_onnx_graph **g, char *err,
+             size_t errlen)
 {
     struct kt_onnx_input *in = kt_xcalloc((size_t)m->ninputs + 1, sizeof(*in));
     int i, rc;

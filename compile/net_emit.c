@@ -75,10 +75,10 @@ kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c)
                   c->m->onnx, M, M, up, M);
     for (i = 0; i < g->ninputs + g->noutputs; i++) {
         int out = i >= g->ninputs, k = out ? i - g->ninputs : i;
-        const struct kt_onnx_value *v =
-            val(c, out ? g->outputs[k] : g->inputs[k]);
-        kt_buf_printf(h, " *   %s[%d]  %-24s [", out ? "outputs" : "inputs ",
-                      k, v->name);
+        const struct kt_onnx_value *v = val(c,
+                                            out ? g->outputs[k] : g->inputs[k]);
+        kt_buf_printf(h, " *   %s[%d]  %-24s [", out ? "outputs" : "inputs ", k,
+                      v->name);
         put_dims(h, v, " x ");
         kt_buf_puts(h, "]\n");
     }
@@ -91,8 +91,8 @@ kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c)
                   g->ninputs, up, g->noutputs);
     for (i = 0; i < g->ninputs + g->noutputs; i++) {
         int out = i >= g->ninputs, k = out ? i - g->ninputs : i;
-        const struct kt_onnx_value *v =
-            val(c, out ? g->outputs[k] : g->inputs[k]);
+        const struct kt_onnx_value *v = val(c,
+                                            out ? g->outputs[k] : g->inputs[k]);
         kt_buf_printf(h, "#define %s_%s%d_ELEMS %lldLL\n", up,
                       out ? "OUTPUT" : "INPUT", k,
                       (long long)kt_onnx_value_elems(v));
@@ -265,9 +265,12 @@ static void
 emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
 {
     static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow"};
-    static const char *const unary[] = {
-        "Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
-        "Sqrt", "Exp",  "Log",     "Abs",         "Neg",       "Reciprocal"};
+    static const char *const unary[] = {"Relu",      "Clip",
+                                        "Sigmoid",   "HardSigmoid",
+                                        "HardSwish", "Tanh",
+                                        "Sqrt",      "Exp",
+                                        "Log",       "Abs",
+                                        "Neg",       "Reciprocal"};
     const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
     const struct kt_onnx_value *o = val(c, n->out[0]);
     int i;
@@ -282,7 +285,8 @@ emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
         if (strcmp(n->op, unary[i]) == 0) {
             double p0 = 0, p1 = 0;
             if (i == 1) {
-                p0 = const_input(c, n, 1, kt_onnx_attr_float(n, "min", -3.4e38));
+                p0 = const_input(c, n, 1,
+                                 kt_onnx_attr_float(n, "min", -3.4e38));
                 p1 = const_input(c, n, 2, kt_onnx_attr_float(n, "max", 3.4e38));
             } else if (i == 3) {
                 p0 = kt_onnx_attr_float(n, "alpha", 0.2);
@@ -462,8 +466,7 @@ emit_run(struct kt_buf *b, const struct kt_cc *c)
     for (i = 0; i < g->noutputs; i++)
         kt_buf_printf(b, "    memcpy(outputs[%d], A + %lld, %lldu);\n", i,
                       (long long)net->arena_off[g->outputs[i]],
-                      (long long)kt_onnx_value_elems(val(c, g->outputs[i])) *
-                          4);
+                      (long long)kt_onnx_value_elems(val(c, g->outputs[i])) * 4);
     kt_buf_puts(b, "    return 0;\n}\n");
 }
 

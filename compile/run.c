@@ -129,12 +129,12 @@ compare(const char *ours, const char *ref, const cJSON *outputs)
 
     if (a != NULL && r != NULL && na == nr && na % 4 == 0) {
         worst = 0;
-        cJSON_ArrayForEach(o, outputs)
-        {
+        cJSON_ArrayForEach (o, outputs) {
             const cJSON *d, *shape = cJSON_GetObjectItem(o, "shape");
             size_t n = 1, i;
             double diff = 0, mag = 0;
-            cJSON_ArrayForEach(d, shape) n *= (size_t)d->valuedouble;
+            cJSON_ArrayForEach (d, shape)
+                n *= (size_t)d->valuedouble;
             for (i = 0; i < n && (at + i + 1) * 4 <= na; i++) {
                 float x, y;
                 memcpy(&x, a + (at + i) * 4, 4);
@@ -185,8 +185,7 @@ run_ort(const struct run_opts *o, const cJSON *man, const char *tmp,
                 "  npm install --prefix %s --ignore-scripts "
                 "onnxruntime-node@1.30.0\n"
                 "(or set KT_ORT_DIR to the prefix it was installed in)\n",
-                nodepath.p,
-                env ? env : "~/.cache/kerntune/ort");
+                nodepath.p, env ? env : "~/.cache/kerntune/ort");
         kt_buf_free(&nodepath);
         kt_buf_free(&probe);
         return 77;
@@ -210,8 +209,7 @@ run_ort(const struct run_opts *o, const cJSON *man, const char *tmp,
     argv[argc++] = outp.p;
     argv[argc++] = thr.p;
     argv[argc++] = rep.p;
-    cJSON_ArrayForEach(in, cJSON_GetObjectItem(net, "inputs"))
-    {
+    cJSON_ArrayForEach (in, cJSON_GetObjectItem(net, "inputs")) {
         struct kt_buf spec;
         const cJSON *d;
         int first = 1;
@@ -220,8 +218,7 @@ run_ort(const struct run_opts *o, const cJSON *man, const char *tmp,
         kt_buf_init(&spec);
         kt_buf_printf(&spec, "%s=",
                       cJSON_GetStringValue(cJSON_GetObjectItem(in, "name")));
-        cJSON_ArrayForEach(d, cJSON_GetObjectItem(in, "shape"))
-        {
+        cJSON_ArrayForEach (d, cJSON_GetObjectItem(in, "shape")) {
             kt_buf_printf(&spec, "%s%lld", first ? "" : ",",
                           (long long)d->valuedouble);
             first = 0;
@@ -257,8 +254,8 @@ run_ours(const struct run_opts *o, const char *lib, const char *tmp,
     char *make[] = {"make", "-s", "-C", (char *)o->dir, "infer", NULL};
 
     if ((rc = spawn(make, NULL, NULL)) != 0) {
-        fprintf(stderr, "kerntune: make -C %s infer: exit status %d\n",
-                o->dir, rc);
+        fprintf(stderr, "kerntune: make -C %s infer: exit status %d\n", o->dir,
+                rc);
         return 1;
     }
     kt_buf_init(&prog);
@@ -332,16 +329,20 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
         case 'n':
             o->repeat = (int)strtol(optarg, &end, 10);
             if (*end || o->repeat < 1 || o->repeat > 1000000) {
-                fprintf(stderr, "kerntune: --repeat '%s': expected 1 to "
-                                "1000000\n", optarg);
+                fprintf(stderr,
+                        "kerntune: --repeat '%s': expected 1 to "
+                        "1000000\n",
+                        optarg);
                 return 2;
             }
             break;
         case 't':
             o->threads = (int)strtol(optarg, &end, 10);
             if (*end || o->threads < 0 || o->threads > 4096) {
-                fprintf(stderr, "kerntune: --threads '%s': expected 0 to "
-                                "4096\n", optarg);
+                fprintf(stderr,
+                        "kerntune: --threads '%s': expected 0 to "
+                        "4096\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -349,8 +350,10 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
         case 'T':
             o->tolerance = strtod(optarg, &end);
             if (*end || !(o->tolerance > 0)) {
-                fprintf(stderr, "kerntune: --tolerance '%s': expected a "
-                                "positive number\n", optarg);
+                fprintf(stderr,
+                        "kerntune: --tolerance '%s': expected a "
+                        "positive number\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -377,8 +380,10 @@ load_manifest(const char *dir, const char **lib)
     kt_buf_printf(&path, "%s/manifest.json", dir);
     text = slurp(path.p, NULL);
     if (text == NULL)
-        fprintf(stderr, "kerntune: %s: %s (not a directory written by "
-                        "kerntune compile)\n", path.p, strerror(errno));
+        fprintf(stderr,
+                "kerntune: %s: %s (not a directory written by "
+                "kerntune compile)\n",
+                path.p, strerror(errno));
     else if ((man = cJSON_Parse(text)) == NULL)
         fprintf(stderr, "kerntune: %s: not valid JSON\n", path.p);
     free(text);
@@ -388,8 +393,8 @@ load_manifest(const char *dir, const char **lib)
         if (net == NULL || *lib == NULL) {
             const char *why = cJSON_GetStringValue(
                 cJSON_GetObjectItem(man, "network_skipped"));
-            fprintf(stderr, "kerntune: %s: no compiled network (%s)\n",
-                    path.p, why ? why : "the model is not an ONNX model");
+            fprintf(stderr, "kerntune: %s: no compiled network (%s)\n", path.p,
+                    why ? why : "the model is not an ONNX model");
             cJSON_Delete(man);
             man = NULL;
         }
@@ -414,8 +419,8 @@ kt_run_main(int argc, char **argv)
     if ((man = load_manifest(o.dir, &lib)) == NULL)
         return 1;
     if (o.threads < 0)
-        o.threads = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(man,
-                                                                  "threads"));
+        o.threads = (int)cJSON_GetNumberValue(
+            cJSON_GetObjectItem(man, "threads"));
     if (mkdtemp(tmp) == NULL) {
         fprintf(stderr, "kerntune: %s: %s\n", tmp, strerror(errno));
         cJSON_Delete(man);
@@ -432,10 +437,10 @@ kt_run_main(int argc, char **argv)
         if (o.output == NULL)
             kt_buf_printf(&a, "%s/ours.bin", tmp);
         kt_buf_printf(&r, "%s/ort.bin", tmp);
-        err = compare(a.p, r.p, cJSON_GetObjectItem(cJSON_GetObjectItem(man,
-                                                                        "netw"
-                                                                        "ork"),
-                                                    "outputs"));
+        err = compare(a.p, r.p,
+                      cJSON_GetObjectItem(cJSON_GetObjectItem(man, "netw"
+                                                                   "ork"),
+                                          "outputs"));
         if (ours > 0 && ort > 0)
             printf("ratio: onnxruntime median / kerntune median = %.3f "
                    "(threads %d)\n",
