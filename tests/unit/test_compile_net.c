@@ -1,0 +1,221 @@
+/* test_compile_net.c - the whole network kt_compile writes for an ONNX
+ * model, built with the real compiler and run by its inference program:
+ * untuned nodes (a batch norm that is not folded, sigmoid, a broadcast
+ * multiply, transpose, concat), a conv + relu + broadcast add kernel and
+ * two graph outputs, against plain loops written here; a graph with a node
+ * the network has no C for is compiled without its network and says why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/compile.h"
+#include "tests/support/ktt_onnx.h"
+#include "tests/unit/test_storage_util.h"
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+
+/* ktt_onnx_init's fill for initializers without data. */
+static double
+fill(int i)
+{
+    return 0.01 * (i % 100) + 0.5;
+}
+
+static char *
+slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[4400];
+    FILE *in;
+    char *text;
+    long n;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    in = fopen(path, "rb");
+    if (in == NULL)
+        return NULL;
+    fseek(in, 0, SEEK_END);
+    n = ftell(in);
+    rewind(in);
+    text = kt_xmalloc((size_t)n + 1);
+    assert_int_equal(fread(text, 1, (size_t)n, in), (size_t)n);
+    text[n] = '\0';
+    fclose(in);
+    if (len != NULL)
+        *len = (size_t)n;
+    return text;
+}
+
+/* Compiles the model at dir/m.onnx (untuned) into dir/lib. */
+static int
+compile_model(const char *dir, char *err, size_t errlen)
+{
+    struct kt_model_conf *m = NULL;
+    struct kt_compile_opts o = {.db_path = "(none)"};
+    char text[4400], out[4400];
+    int rc;
+
+    snprintf(text, sizeof(text),
+             "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
+             "{\"cflags\": [\"-O1\", \"-fopenmp\"]}}",
+             dir);
+    snprintf(out, sizeof(out), "%s/lib", dir);
+    o.out_dir = out;
+    o.untuned = 1;
+    rc = kt_model_conf_parse("m.json", text, &m, err, errlen);
+    if (rc == KT_OK)
+        rc = kt_compile(m, &o, NULL, err, errlen);
+    kt_model_conf_free(m);
+    return rc;
+}
+
+/* x -> BN -> sigmoid (output 1) -> * c[2,1,1] -> transpose(0,1,3,2) ->
+ * concat(t, t, axis 1) -> conv 1x1 (3 filters, bias) -> relu -> + d[3]
+ * (output 0). */
+static void
+reference(const float *x, float *out, float *sg)
+{
+    float t[2][4][3];
+    int c, h, w, f, k;
+
+    for (c = 0; c < 2; c++)
+        for (h = 0; h < 3; h++)
+            for (w = 0; w < 4; w++) {
+                double v = x[c * 12 + h * 4 + w];
+                double b = (v - fill(c)) / sqrt(fill(c) + 1e-5) * fill(c) +
+                           fill(c);
+                sg[c * 12 + h * 4 + w] = (float)(1 / (1 + exp(-b)));
+                t[c][w][h] = (float)(sg[c * 12 + h * 4 + w] * fill(c));
+            }
+    for (f = 0; f < 3; f++)
+        for (w = 0; w < 4; w++)
+            for (h = 0; h < 3; h++) {
+                double y = fill(f);
+                for (k = 0; k < 4; k++)
+                    y += fill(f * 4 + k) * t[k % 2][w][h];
+                out[f * 12 + w * 3 + h] = (float)((y > 0 ? y : 0) + fill(h));
+            }
+}
+
+static void
+test_network_matches_loops(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    char dir[4096], path[4400], cmd[9000], err[1024], *text;
+    float x[24], want[36], want_sg[24], got[60];
+    size_t len;
+    FILE *f;
+    int i;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 3, 4));
+    ktt_onnx_init(b, "s", 1, D(2), NULL);
+    ktt_onnx_init(b, "bb", 1, D(2), NULL);
+    ktt_onnx_init(b, "mean", 1, D(2), NULL);
+    ktt_onnx_init(b, "var", 1, D(2), NULL);
+    ktt_onnx_init(b, "c", 3, D(2, 1, 1), NULL);
+    ktt_onnx_init(b, "w", 4, D(3, 4, 1, 1), NULL);
+    ktt_onnx_init(b, "cb", 1, D(3), NULL);
+    ktt_onnx_init(b, "d", 1, D(3), NULL);
+    ktt_onnx_node(b, "BatchNormalization", "bn", "x,s,bb,mean,var", "b");
+    ktt_onnx_node(b, "Sigmoid", "sig", "b", "sg");
+    ktt_onnx_node(b, "Mul", "mul", "sg,c", "mu");
+    n = ktt_onnx_node(b, "Transpose", "tr", "mu", "t");
+    ktt_attr_ints(n, "perm", 4, D(0, 1, 3, 2));
+    n = ktt_onnx_node(b, "Concat", "cat", "t,t", "cc");
+    ktt_attr_int(n, "axis", 1);
+    ktt_onnx_node(b, "Conv", "conv", "cc,w,cb", "y");
+    ktt_onnx_node(b, "Relu", "relu", "y", "r");
+    ktt_onnx_node(b, "Add", "add", "r,d", "out");
+    ktt_onnx_output(b, "out");
+    ktt_onnx_output(b, "sg");
+    snprintf(path, sizeof(path), "%s/m.onnx", dir);
+    assert_int_equal(ktt_onnx_write(b, path), 0);
+    ktt_onnx_free(b);
+
+    if (compile_model(dir, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    text = slurp(dir, "lib/manifest.json", NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"peak_activation_bytes\""));
+    assert_non_null(strstr(text, "\"untuned_nodes\":\t5"));
+    free(text);
+
+    for (i = 0; i < 24; i++)
+        x[i] = (float)((i * 7 % 24) / 12.0 - 1);
+    reference(x, want, want_sg);
+    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(x, 4, 24, f), 24);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s/lib' && make -s infer >make.out 2>&1 && ./m_infer -i "
+             "in.bin -o out.bin -n 2 >run.out 2>&1",
+             dir);
+    assert_int_equal(system(cmd), 0);
+    text = slurp(dir, "lib/out.bin", &len);
+    assert_non_null(text);
+    assert_int_equal(len, sizeof(got));
+    memcpy(got, text, sizeof(got));
+    free(text);
+    for (i = 0; i < 36; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+            fail_msg("out[%d] = %g, want %g", i, got[i], want[i]);
+    for (i = 0; i < 24; i++)
+        if (fabsf(got[36 + i] - want_sg[i]) > 1e-6f)
+            fail_msg("sg[%d] = %g, want %g", i, got[36 + i], want_sg[i]);
+    ts_rmrf(dir);
+}
+
+static void
+test_network_skipped(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    char dir[4096], path[4400], err[1024], *text;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 4, 4));
+    ktt_onnx_init(b, "w", 4, D(2, 2, 1, 1), NULL);
+    ktt_onnx_init_i64(b, "st", 1, (const int64_t[]){1});
+    ktt_onnx_init_i64(b, "en", 1, (const int64_t[]){3});
+    ktt_onnx_init_i64(b, "ax", 1, (const int64_t[]){2});
+    ktt_onnx_node(b, "Conv", "conv", "x,w", "y");
+    ktt_onnx_node(b, "Slice", "sl", "y,st,en,ax", "out");
+    ktt_onnx_output(b, "out");
+    snprintf(path, sizeof(path), "%s/m.onnx", dir);
+    assert_int_equal(ktt_onnx_write(b, path), 0);
+    ktt_onnx_free(b);
+
+    if (compile_model(dir, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    text = slurp(dir, "lib/manifest.json", NULL);
+    assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'sl' (Slice) "
+                                 "has no plain C version"));
+    free(text);
+    assert_null(slurp(dir, "lib/m_net.c", NULL));
+    text = slurp(dir, "lib/m.h", NULL);
+    assert_non_null(strstr(text, "void m_conv2d_"));
+    assert_null(strstr(text, "m_run("));
+    free(text);
+    ts_rmrf(dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_network_matches_loops),
+        cmocka_unit_test(test_network_skipped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
