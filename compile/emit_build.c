@@ -254,8 +254,12 @@ manifest(const struct kt_cc *c)
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     cJSON_AddStringToObject(root, "model", c->m->name);
     cJSON_AddStringToObject(root, "model_path", c->m->path);
-    if (c->m->onnx != NULL)
-        cJSON_AddStringToObject(root, "onnx", c->m->onnx);
+    if (c->m->onnx != NULL) {
+        /* absolute: `kerntune run --check` reads it from anywhere */
+        char *abs = realpath(c->m->onnx, NULL);
+        cJSON_AddStringToObject(root, "onnx", abs ? abs : c->m->onnx);
+        free(abs);
+    }
     cJSON_AddStringToObject(root, "library", c->model);
     cJSON_AddStringToObject(root, "kerntune_version", KT_VERSION);
     cJSON_AddStringToObject(root, "kerntune_git", KT_GIT_DESCRIBE);
