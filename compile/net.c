@@ -266,6 +266,11 @@ kernel_step(struct kt_cc *c, int kidx, struct kt_cc_step *s)
     const struct kt_cc_task *t = &c->t[k->task];
     int a, p;
 
+    if (strcmp(net->g->nodes[k->anchor].op, "ConvTranspose") == 0)
+        return skip(c,
+                    "kernel %s: ConvTranspose weights in the phase layout "
+                    "are not written by the network compiler",
+                    k->name);
     if (k->bn_folded && !bn_consts(net->g, &net->g->nodes[k->nodes[1]]))
         return skip(c, "kernel %s: its batch norm has non-constant inputs",
                     k->name);
