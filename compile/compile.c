@@ -230,8 +230,8 @@ make_dirs(const char *dir, char *err, size_t errlen)
 }
 
 int
-kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
-             char *err, size_t errlen)
+kt__cc_write_bytes(const struct kt_cc *c, const char *name, const void *data,
+                   size_t len, char *err, size_t errlen)
 {
     struct kt_buf path, tmp;
     FILE *f;
@@ -241,8 +241,8 @@ kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
     kt_buf_init(&tmp);
     kt_buf_printf(&path, "%s/%s", c->o->out_dir, name);
     kt_buf_printf(&tmp, "%s.tmp", path.p);
-    f = fopen(tmp.p, "w");
-    if (f == NULL || fputs(text, f) == EOF || fflush(f) != 0)
+    f = fopen(tmp.p, "wb");
+    if (f == NULL || fwrite(data, 1, len, f) != len || fflush(f) != 0)
         rc = -errno;
     if (f != NULL && fclose(f) != 0 && rc == KT_OK)
         rc = -errno;
@@ -255,6 +255,13 @@ kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
     kt_buf_free(&path);
     kt_buf_free(&tmp);
     return rc;
+}
+
+int
+kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
+             char *err, size_t errlen)
+{
+    return kt__cc_write_bytes(c, name, text, strlen(text), err, errlen);
 }
 
 static void

@@ -83,9 +83,12 @@ struct kt_cc {
     char net_skip[512];    /* why the network was not compiled */
 };
 
-/* Writes text to DIR/name (through a temporary file and rename). */
+/* Writes text (or len bytes of data) to DIR/name, through a temporary
+ * file and rename. */
 int kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
                  char *err, size_t errlen);
+int kt__cc_write_bytes(const struct kt_cc *c, const char *name,
+                       const void *data, size_t len, char *err, size_t errlen);
 /* DIR/<model>_kernels.c, DIR/<model>.h, DIR/<model>_check.c. */
 int kt__cc_emit_sources(const struct kt_cc *c, char *err, size_t errlen);
 /* DIR/Makefile, DIR/<model>.pc, DIR/manifest.json. */

@@ -459,24 +459,6 @@ fnv1a(const void *p, size_t n)
 
 /* ---- The plan ------------------------------------------------------------ */
 
-static int
-import_graph(const struct kt_model_conf *m, struct kt_onnx_graph **g, char *err,
-             size_t errlen)
-{
-    struct kt_onnx_input *in = kt_xcalloc((size_t)m->ninputs + 1, sizeof(*in));
-    int i, rc;
-
-    for (i = 0; i < m->ninputs; i++) {
-        in[i].name = m->inputs[i].name;
-        in[i].ndim = m->inputs[i].ndim;
-        in[i].dims = m->inputs[i].dims;
-    }
-    rc = kt_onnx_import(m->onnx, in, m->ninputs,
-                        m->onnx_partial ? KT_ONNX_PARTIAL : 0, g, err, errlen);
-    free(in);
-    return rc;
-}
-
 /* Graph inputs and outputs must be float activations. */
 static int
 check_io(struct kt_cc *c)
@@ -506,7 +488,7 @@ kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen)
     if (c->m->onnx == NULL)
         return KT_OK;
     net = c->net = kt_xcalloc(1, sizeof(*net));
-    rc = import_graph(c->m, &net->g, err, errlen);
+    rc = kt_tasks_import_onnx(c->m, &net->g, err, errlen);
     if (rc != KT_OK)
         return rc;
     net->w_of_value = kt_xmalloc((size_t)net->g->nvalues * sizeof(int64_t));

@@ -3,10 +3,8 @@
  * and the network's part of <model>.h (docs/compile.md). */
 #include "compile/compile_int.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "compile/net_rt.h"
 #include "onnx/onnx.h"
@@ -538,33 +536,18 @@ put64(unsigned char *p, uint64_t v)
 static int
 write_weights(const struct kt_cc *c, char *err, size_t errlen)
 {
-    struct kt_buf path, tmp;
-    unsigned char hdr[64] = {0};
-    FILE *f;
-    int rc = KT_OK;
+    size_t len = 64 + (size_t)c->net->nw * 4;
+    unsigned char *data = kt_xcalloc(1, len);
+    char name[96];
+    int rc;
 
-    memcpy(hdr, WEIGHTS_MAGIC, 8);
-    put64(hdr + 8, (uint64_t)c->net->nw);
-    put64(hdr + 16, c->net->w_hash);
-    kt_buf_init(&path);
-    kt_buf_init(&tmp);
-    kt_buf_printf(&path, "%s/%s.weights", c->o->out_dir, c->model);
-    kt_buf_printf(&tmp, "%s.tmp", path.p);
-    f = fopen(tmp.p, "wb");
-    if (f == NULL || fwrite(hdr, 1, 64, f) != 64 ||
-        fwrite(c->net->w, 4, (size_t)c->net->nw, f) != (size_t)c->net->nw ||
-        fflush(f) != 0)
-        rc = -errno;
-    if (f != NULL && fclose(f) != 0 && rc == KT_OK)
-        rc = -errno;
-    if (rc == KT_OK && rename(tmp.p, path.p) != 0)
-        rc = -errno;
-    if (rc != KT_OK) {
-        kt_seterr(err, errlen, rc, "%s: %s", path.p, strerror(-rc));
-        unlink(tmp.p);
-    }
-    kt_buf_free(&path);
-    kt_buf_free(&tmp);
+    memcpy(data, WEIGHTS_MAGIC, 8);
+    put64(data + 8, (uint64_t)c->net->nw);
+    put64(data + 16, c->net->w_hash);
+    memcpy(data + 64, c->net->w, (size_t)c->net->nw * 4);
+    snprintf(name, sizeof(name), "%s.weights", c->model);
+    rc = kt__cc_write_bytes(c, name, data, len, err, errlen);
+    free(data);
     return rc;
 }
 

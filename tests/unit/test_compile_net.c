@@ -52,15 +52,19 @@ slurp(const char *dir, const char *name, size_t *len)
     return text;
 }
 
-/* Compiles the model at dir/m.onnx (untuned) into dir/lib. */
-static int
-compile_model(const char *dir, char *err, size_t errlen)
+/* Writes model b to dir/m.onnx (and frees b), compiles it untuned into
+ * dir/lib; fails the test on an error. */
+static void
+compile_model(struct ktt_onnx *b, const char *dir)
 {
     struct kt_model_conf *m = NULL;
     struct kt_compile_opts o = {.db_path = "(none)"};
-    char text[4400], out[4400];
+    char text[4400], out[4400], err[1024];
     int rc;
 
+    snprintf(text, sizeof(text), "%s/m.onnx", dir);
+    assert_int_equal(ktt_onnx_write(b, text), 0);
+    ktt_onnx_free(b);
     snprintf(text, sizeof(text),
              "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
              "{\"cflags\": [\"-O1\", \"-fopenmp\"]}}",
@@ -68,11 +72,12 @@ compile_model(const char *dir, char *err, size_t errlen)
     snprintf(out, sizeof(out), "%s/lib", dir);
     o.out_dir = out;
     o.untuned = 1;
-    rc = kt_model_conf_parse("m.json", text, &m, err, errlen);
+    rc = kt_model_conf_parse("m.json", text, &m, err, sizeof(err));
     if (rc == KT_OK)
-        rc = kt_compile(m, &o, NULL, err, errlen);
+        rc = kt_compile(m, &o, NULL, err, sizeof(err));
     kt_model_conf_free(m);
-    return rc;
+    if (rc != KT_OK)
+        fail_msg("%s", err);
 }
 
 /* x -> BN -> sigmoid (output 1) -> * c[2,1,1] -> transpose(0,1,3,2) ->
@@ -108,7 +113,7 @@ test_network_matches_loops(void **state)
 {
     struct ktt_onnx *b = ktt_onnx_new(13);
     struct ktt_onnx_node *n;
-    char dir[4096], path[4400], cmd[9000], err[1024], *text;
+    char dir[4096], path[4400], cmd[9000], *text;
     float x[24], want[36], want_sg[24], got[60];
     size_t len;
     FILE *f;
@@ -137,12 +142,7 @@ test_network_matches_loops(void **state)
     ktt_onnx_node(b, "Add", "add", "r,d", "out");
     ktt_onnx_output(b, "out");
     ktt_onnx_output(b, "sg");
-    snprintf(path, sizeof(path), "%s/m.onnx", dir);
-    assert_int_equal(ktt_onnx_write(b, path), 0);
-    ktt_onnx_free(b);
-
-    if (compile_model(dir, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    compile_model(b, dir);
     text = slurp(dir, "lib/manifest.json", NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "\"peak_activation_bytes\""));
@@ -180,7 +180,7 @@ static void
 test_network_skipped(void **state)
 {
     struct ktt_onnx *b = ktt_onnx_new(13);
-    char dir[4096], path[4400], err[1024], *text;
+    char dir[4096], *text;
     (void)state;
 
     ts_tmpdir(dir, sizeof(dir));
@@ -192,12 +192,7 @@ test_network_skipped(void **state)
     ktt_onnx_node(b, "Conv", "conv", "x,w", "y");
     ktt_onnx_node(b, "Slice", "sl", "y,st,en,ax", "out");
     ktt_onnx_output(b, "out");
-    snprintf(path, sizeof(path), "%s/m.onnx", dir);
-    assert_int_equal(ktt_onnx_write(b, path), 0);
-    ktt_onnx_free(b);
-
-    if (compile_model(dir, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    compile_model(b, dir);
     text = slurp(dir, "lib/manifest.json", NULL);
     assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'sl' (Slice) "
                                  "has no plain C version"));
