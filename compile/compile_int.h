@@ -106,6 +106,18 @@ void kt__cc_net_free(struct kt_cc_net *n);
  * DIR/ort_run.js; the network's part of the header. */
 int kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen);
 void kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c);
+/* A step's buffer as a C expression; a "(const long long[]){...}". */
+void kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
+                    const struct kt_cc_ref *r);
+void kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n);
+/* net_layout.c: Slice and Resize (Upsample) nodes: -1 with the reason in
+ * why for one the network cannot run; the C of a step. */
+struct kt_onnx_graph;
+struct kt_onnx_node;
+int kt__cc_layout_check(const struct kt_onnx_graph *g,
+                        const struct kt_onnx_node *n, char *why, size_t len);
+void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,
+                        const struct kt_cc_step *s);
 /* Argument i's buffer of task t's kernel. */
 const struct kt_lbuf *kt__cc_arg(const struct kt_cc_task *t, int i);
 /* 1 when argument i of t is an output. */

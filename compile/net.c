@@ -12,7 +12,7 @@
 
 #include "onnx/onnx.h"
 
-/* Untuned nodes the generated runtime runs (net_emit.c). */
+/* Untuned nodes the generated runtime runs (net_emit.c, net_layout.c). */
 static const char *const untuned_ops[] =
     {"Add",       "Sub",        "Mul",
      "Div",       "Pow",        "Relu",
@@ -22,7 +22,8 @@ static const char *const untuned_ops[] =
      "Neg",       "Reciprocal", "BatchNormalization",
      "Reshape",   "Flatten",    "Squeeze",
      "Unsqueeze", "Identity",   "Dropout",
-     "Transpose", "Concat",     NULL};
+     "Transpose", "Concat",     "Slice",
+     "Resize",    "Upsample",   NULL};
 
 static int
 is_op(const struct kt_onnx_node *n, const char *op)
@@ -128,32 +129,114 @@ w_bn(struct kt_cc_net *net, const struct kt_onnx_node *bn, int which)
     return at;
 }
 
-/* A conv's (or dense layer's) weight or bias with the batch norm bn folded
- * in: rows of the weight scaled, bias = bias * scale + shift. */
+/* The output channel of element i of anchor a's ONNX weight (ch channels):
+ * dim 0 of a Conv weight [K, C/g, R, S], dim 1 of a ConvTranspose weight
+ * [C, K, R, S]. */
 static int64_t
-w_folded(struct kt_cc_net *net, const struct kt_onnx_node *anchor,
-         const struct kt_onnx_node *bn, int bias)
+weight_channel(const struct kt_onnx_node *a, const struct kt_onnx_value *w,
+               int64_t ch, int64_t i)
+{
+    if (is_op(a, "ConvTranspose"))
+        return i / (w->dims[2] * w->dims[3]) % ch;
+    return i / (kt_onnx_value_elems(w) / ch);
+}
+
+/* Anchor a's weight in ONNX layout, its output channels scaled by the
+ * batch norm bn (NULL: as it is); caller frees. */
+static float *
+weight_data(const struct kt_onnx_graph *g, const struct kt_onnx_node *a,
+            const struct kt_onnx_node *bn)
+{
+    const struct kt_onnx_value *w = &g->values[a->in[1]];
+    int64_t n = kt_onnx_value_elems(w), i, ch = 1;
+    float *out = kt_xmalloc((size_t)n * sizeof(float) + 1);
+    double *s = NULL;
+
+    if (bn != NULL) {
+        ch = kt_onnx_value_elems(&g->values[bn->in[1]]);
+        s = kt_xcalloc((size_t)ch * 2, sizeof(double));
+        bn_scale_shift(g, bn, ch, s, s + ch);
+    }
+    for (i = 0; i < n; i++)
+        out[i] = (float)(kt_onnx_value_get(w, i) *
+                         (s ? s[weight_channel(a, w, ch, i)] : 1));
+    free(s);
+    return out;
+}
+
+/* A conv's weight with the batch norm bn folded in (rows scaled). */
+static int64_t
+w_folded(struct kt_cc_net *net, const struct kt_onnx_node *a,
+         const struct kt_onnx_node *bn)
+{
+    int64_t n = kt_onnx_value_elems(&net->g->values[a->in[1]]);
+    int64_t at = w_alloc(net, n);
+    float *w = weight_data(net->g, a, bn);
+
+    memcpy(net->w + at, w, (size_t)n * sizeof(float));
+    free(w);
+    return at;
+}
+
+/* The bias with bn folded in: bias * scale + shift (bias 0 when a has
+ * none). */
+static int64_t
+w_folded_bias(struct kt_cc_net *net, const struct kt_onnx_node *a,
+              const struct kt_onnx_node *bn)
 {
     const struct kt_onnx_graph *g = net->g;
-    const struct kt_onnx_value *w = &g->values[anchor->in[1]];
     int64_t ch = kt_onnx_value_elems(&g->values[bn->in[1]]), i, at;
-    int64_t n = bias ? ch : kt_onnx_value_elems(w), row = n / ch;
-    int has_b = anchor->nin > 2 && anchor->in[2] >= 0;
+    int has_b = a->nin > 2 && a->in[2] >= 0;
     double *s = kt_xcalloc((size_t)ch * 2, sizeof(double));
 
     bn_scale_shift(g, bn, ch, s, s + ch);
-    at = w_alloc(net, n);
-    for (i = 0; i < n; i++) {
-        if (bias)
-            net->w[at + i] =
-                (float)((has_b ? kt_onnx_value_get(&g->values[anchor->in[2]], i)
-                               : 0) *
-                            s[i] +
-                        s[ch + i]);
-        else
-            net->w[at + i] = (float)(kt_onnx_value_get(w, i) * s[i / row]);
-    }
+    at = w_alloc(net, ch);
+    for (i = 0; i < ch; i++)
+        net->w[at + i] = (float)((has_b ? kt_onnx_value_get(&g->values[a->in[2]],
+                                                            i)
+                                        : 0) *
+                                     s[i] +
+                                 s[ch + i]);
     free(s);
+    return at;
+}
+
+/* A ConvTranspose weight [C, K, R, S] in the phase layout of its kernel,
+ * W[c,f,q,a,p,b] = Wonnx[c,f, a+pad_h+Sh*(q-ch), b+pad_w+Sw*(p-cw)] (0
+ * outside the kernel; docs/onnx.md), bn folded in; -1 when the pads are
+ * not given explicitly. */
+static int64_t
+w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
+        const struct kt_onnx_node *bn, const struct kt_lbuf *lb)
+{
+    const struct kt_onnx_node *a = &net->g->nodes[k->anchor];
+    const struct kt_onnx_value *wv = &net->g->values[a->in[1]];
+    int64_t pads[4] = {0, 0, 0, 0}, d[6], n, i, at, R, S;
+    char buf[32];
+    float *w;
+
+    if (strcmp(kt_onnx_attr_str(a, "auto_pad", "NOTSET", buf, sizeof(buf)),
+               "NOTSET") != 0 ||
+        kt_onnx_attr_ints(a, "output_shape", d, 6) != 0 ||
+        kt_onnx_attr_ints(a, "pads", pads, 4) < 0 || lb->ndim != 6)
+        return -1;
+    memcpy(d, lb->shape, sizeof(d));
+    R = wv->dims[2];
+    S = wv->dims[3];
+    n = d[0] * d[1] * d[2] * d[3] * d[4] * d[5];
+    at = w_alloc(net, n);
+    w = weight_data(net->g, a, bn);
+    for (i = 0; i < n; i++) {
+        int64_t b = i % d[5], p = i / d[5] % d[4],
+                ph = i / (d[5] * d[4]) % d[3];
+        int64_t q = i / (d[5] * d[4] * d[3]) % d[2];
+        int64_t cf = i / (d[5] * d[4] * d[3] * d[2]);
+        int64_t r = ph + pads[0] + d[3] * (q - k->conv_t_offset[0]);
+        int64_t s = b + pads[1] + d[5] * (p - k->conv_t_offset[1]);
+        if (r >= 0 && r < R && s >= 0 && s < S)
+            net->w[at + i] = w[(cf * R + r) * S + s];
+    }
+    free(w);
     return at;
 }
 
@@ -172,15 +255,24 @@ value_ref(struct kt_cc_net *net, int v)
     return r;
 }
 
-/* P<i> of kernel k: its value, or a batch norm's derived scale/shift when
- * the value is the scale/bias input of a batch norm in k that is not
- * folded. */
+/* P<i> of kernel k: its value; the folded bias when it is the bias of an
+ * anchor with a folded batch norm; a batch norm's derived scale/shift when
+ * it is the scale/bias input of a batch norm in k that is not folded. */
 static struct kt_cc_ref
 extra_ref(struct kt_cc_net *net, const struct kt_onnx_kernel *k, int v)
 {
+    const struct kt_onnx_node *a = &net->g->nodes[k->anchor];
+    const struct kt_onnx_node *bn = k->bn_folded ? &net->g->nodes[k->nodes[1]]
+                                                 : NULL;
     struct kt_cc_ref r = {KT_CC_WEIGHT, 0};
     int i, which;
 
+    /* the bias a folded batch norm's shift stands in for (epilogue.c) */
+    if (bn != NULL &&
+        v == (a->nin > 2 && a->in[2] >= 0 ? a->in[2] : bn->in[2])) {
+        r.at = w_folded_bias(net, a, bn);
+        return r;
+    }
     for (i = k->bn_folded ? 2 : 1; i < k->nnodes; i++) {
         const struct kt_onnx_node *n = &net->g->nodes[k->nodes[i]];
         if (!is_op(n, "BatchNormalization") || !bn_consts(net->g, n))
@@ -194,18 +286,20 @@ extra_ref(struct kt_cc_net *net, const struct kt_onnx_kernel *k, int v)
     return value_ref(net, v);
 }
 
-/* The source of kernel k's argument called name. */
+/* The source of kernel k's argument lb. */
 static int
-kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k, const char *name,
-           struct kt_cc_ref *r)
+kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k,
+           const struct kt_lbuf *lb, struct kt_cc_ref *r)
 {
     struct kt_cc_net *net = c->net;
     const struct kt_onnx_node *a = &net->g->nodes[k->anchor];
     const struct kt_onnx_node *bn = k->bn_folded ? &net->g->nodes[k->nodes[1]]
                                                  : NULL;
+    const char *name = lb->name;
     int matmul = strncmp(k->def.name, "matmul", 6) == 0 ||
                  strncmp(k->def.name, "batch_matmul", 12) == 0;
 
+    *r = (struct kt_cc_ref){KT_CC_WEIGHT, 0};
     if (strcmp(name, "O") == 0) {
         *r = (struct kt_cc_ref){KT_CC_ACT, k->output};
         return 0;
@@ -223,19 +317,26 @@ kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k, const char *name,
         *r = value_ref(net, a->in[0]);
         return 0;
     }
+    if (strcmp(name, "W") == 0 && is_op(a, "ConvTranspose")) {
+        if ((r->at = w_phase(net, k, bn, lb)) < 0)
+            return skip(c,
+                        "kernel %s: ConvTranspose with auto_pad or "
+                        "output_shape (the network compiler needs its pads)",
+                        k->name);
+        return 0;
+    }
     if (strcmp(name, "W") == 0 || (matmul && strcmp(name, "B") == 0)) {
         if (bn != NULL && !is_op(a, "Conv"))
             return skip(c, "kernel %s: a batch norm folded into %s", k->name,
                         a->op);
-        if (bn != NULL) {
-            *r = (struct kt_cc_ref){KT_CC_WEIGHT, w_folded(net, a, bn, 0)};
-            return 0;
-        }
-        *r = value_ref(net, a->in[1]);
+        if (bn != NULL)
+            r->at = w_folded(net, a, bn);
+        else
+            *r = value_ref(net, a->in[1]);
         return 0;
     }
     if (strcmp(name, "B") == 0 && bn != NULL && is_op(a, "Conv")) {
-        *r = (struct kt_cc_ref){KT_CC_WEIGHT, w_folded(net, a, bn, 1)};
+        r->at = w_folded_bias(net, a, bn);
         return 0;
     }
     if (strcmp(name, "B") == 0 && a->nin > 2 && a->in[2] >= 0 && bn == NULL) {
@@ -266,11 +367,6 @@ kernel_step(struct kt_cc *c, int kidx, struct kt_cc_step *s)
     const struct kt_cc_task *t = &c->t[k->task];
     int a, p;
 
-    if (strcmp(net->g->nodes[k->anchor].op, "ConvTranspose") == 0)
-        return skip(c,
-                    "kernel %s: ConvTranspose weights in the phase layout "
-                    "are not written by the network compiler",
-                    k->name);
     if (k->bn_folded && !bn_consts(net->g, &net->g->nodes[k->nodes[1]]))
         return skip(c, "kernel %s: its batch norm has non-constant inputs",
                     k->name);
@@ -282,7 +378,7 @@ kernel_step(struct kt_cc *c, int kidx, struct kt_cc_step *s)
     for (a = 0; a < t->lt->nargs; a++) {
         const struct kt_lbuf *b = kt__cc_arg(t, a);
         int64_t want;
-        if (kernel_arg(c, k, b->name, &s->refs[a]))
+        if (kernel_arg(c, k, b, &s->refs[a]))
             return 1;
         want = s->refs[a].src == KT_CC_ACT
                    ? kt_onnx_value_elems(&net->g->values[s->refs[a].at])
@@ -311,6 +407,7 @@ node_step(struct kt_cc *c, int i, struct kt_cc_step *s)
 {
     struct kt_cc_net *net = c->net;
     const struct kt_onnx_node *n = &net->g->nodes[i];
+    char why[128];
     int j, known = 0;
 
     for (j = 0; untuned_ops[j] != NULL; j++)
@@ -320,6 +417,11 @@ node_step(struct kt_cc *c, int i, struct kt_cc_step *s)
                     "node '%s' (%s) has no plain C version in the compiled "
                     "network",
                     node_label(n), n->op);
+    if (kt__cc_layout_check(net->g, n, why, sizeof(why)) != 0)
+        return skip(c,
+                    "node '%s' (%s): %s not run by the compiled "
+                    "network",
+                    node_label(n), n->op, why);
     if (is_op(n, "BatchNormalization") && !bn_consts(net->g, n))
         return skip(c,
                     "node '%s' (BatchNormalization) has non-constant "

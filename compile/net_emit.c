@@ -28,8 +28,9 @@ put_dims(struct kt_buf *b, const struct kt_onnx_value *v, const char *sep)
         kt_buf_puts(b, "1");
 }
 
-static void
-put_ref(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_ref *r)
+void
+kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
+               const struct kt_cc_ref *r)
 {
     if (r->src == KT_CC_ACT)
         kt_buf_printf(b, "(float *)(A + %lld)",
@@ -122,8 +123,8 @@ strides_of(const struct kt_onnx_value *v, int64_t *s)
     }
 }
 
-static void
-put_ll_array(struct kt_buf *b, const int64_t *v, int n)
+void
+kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n)
 {
     int i;
 
@@ -168,17 +169,17 @@ emit_binary(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
         nd++;
     }
     kt_buf_printf(b, "    rt_binary(%d, ", op);
-    put_ref(b, c, &s->refs[s->nrefs - 1]);
+    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
     kt_buf_puts(b, ", ");
-    put_ref(b, c, &s->refs[0]);
+    kt__cc_put_ref(b, c, &s->refs[0]);
     kt_buf_puts(b, ", ");
-    put_ref(b, c, &s->refs[1]);
+    kt__cc_put_ref(b, c, &s->refs[1]);
     kt_buf_printf(b, ", %d, ", nd);
-    put_ll_array(b, dims, nd);
+    kt__cc_put_ll(b, dims, nd);
     kt_buf_puts(b, ", ");
-    put_ll_array(b, st[0], nd);
+    kt__cc_put_ll(b, st[0], nd);
     kt_buf_puts(b, ", ");
-    put_ll_array(b, st[1], nd);
+    kt__cc_put_ll(b, st[1], nd);
     kt_buf_puts(b, ");\n");
 }
 
@@ -198,9 +199,9 @@ emit_unary(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
     const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
 
     kt_buf_printf(b, "    rt_unary(%d, ", op);
-    put_ref(b, c, &s->refs[s->nrefs - 1]);
+    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
     kt_buf_puts(b, ", ");
-    put_ref(b, c, &s->refs[0]);
+    kt__cc_put_ref(b, c, &s->refs[0]);
     kt_buf_printf(b, ", %lldLL, (float)%.9g, (float)%.9g);\n",
                   (long long)kt_onnx_value_elems(val(c, n->out[0])), p0, p1);
 }
@@ -221,13 +222,13 @@ emit_transpose(struct kt_buf *b, const struct kt_cc *c,
     for (d = 0; d < in->ndim; d++)
         sx[d] = sin[perm[d]];
     kt_buf_puts(b, "    rt_transpose(");
-    put_ref(b, c, &s->refs[s->nrefs - 1]);
+    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
     kt_buf_puts(b, ", ");
-    put_ref(b, c, &s->refs[0]);
+    kt__cc_put_ref(b, c, &s->refs[0]);
     kt_buf_printf(b, ", %d, ", o->ndim);
-    put_ll_array(b, o->dims, o->ndim);
+    kt__cc_put_ll(b, o->dims, o->ndim);
     kt_buf_puts(b, ", ");
-    put_ll_array(b, sx, o->ndim);
+    kt__cc_put_ll(b, sx, o->ndim);
     kt_buf_puts(b, ");\n");
 }
 
@@ -250,9 +251,9 @@ emit_concat(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
     for (i = 0; i < s->nrefs - 1; i++) {
         int64_t row = val(c, n->in[i])->dims[axis] * inner;
         kt_buf_puts(b, "    rt_rows(");
-        put_ref(b, c, &s->refs[s->nrefs - 1]);
+        kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
         kt_buf_printf(b, " + %lld, ", (long long)at);
-        put_ref(b, c, &s->refs[i]);
+        kt__cc_put_ref(b, c, &s->refs[i]);
         kt_buf_printf(b, ", %lld, %lld, %lld);\n", (long long)rows,
                       (long long)row, (long long)(o->dims[axis] * inner));
         at += row;
@@ -293,7 +294,10 @@ emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
             emit_unary(b, c, s, i, p0, p1);
             return;
         }
-    if (strcmp(n->op, "Transpose") == 0)
+    if (strcmp(n->op, "Slice") == 0 || strcmp(n->op, "Resize") == 0 ||
+        strcmp(n->op, "Upsample") == 0)
+        kt__cc_emit_layout(b, c, s);
+    else if (strcmp(n->op, "Transpose") == 0)
         emit_transpose(b, c, s);
     else if (strcmp(n->op, "Concat") == 0)
         emit_concat(b, c, s);
@@ -303,10 +307,10 @@ emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
         for (d = 2; d < o->ndim; d++)
             inner *= o->dims[d];
         kt_buf_puts(b, "    rt_affine(");
-        put_ref(b, c, &s->refs[3]);
+        kt__cc_put_ref(b, c, &s->refs[3]);
         for (d = 0; d < 3; d++) {
             kt_buf_puts(b, ", ");
-            put_ref(b, c, &s->refs[d]);
+            kt__cc_put_ref(b, c, &s->refs[d]);
         }
         kt_buf_printf(b, ", %lldLL, %lldLL, %lldLL);\n", (long long)o->dims[0],
                       (long long)o->dims[1], (long long)inner);
@@ -326,7 +330,7 @@ emit_pack(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
     for (a = 0; a < t->lt->nargs; a++)
         if (kt__cc_packed_of(t, a) != NULL) {
             kt_buf_puts(b, first ? "" : ", ");
-            put_ref(b, c, &s->refs[a]);
+            kt__cc_put_ref(b, c, &s->refs[a]);
             first = 0;
         }
     for (k = 0; k < t->npacked; k++)
@@ -353,7 +357,7 @@ emit_kernel(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
             kt_buf_printf(b, "net->packed[%d]",
                           s->packed + (int)(pk - t->packed));
         else
-            put_ref(b, c, &s->refs[a]);
+            kt__cc_put_ref(b, c, &s->refs[a]);
     }
     for (p = 0; p < t->npacked; p++)
         if (!kt__cc_arg_replaced(t, t->packed[p].arg))
@@ -480,6 +484,8 @@ emit_net_c(struct kt_buf *b, const struct kt_cc *c)
                   "#include \"%s.h\"\n\n",
                   c->model, c->m->onnx, c->net->nsteps, c->model, c->model);
     kt_buf_puts(b, kt__cc_rt_ops);
+    kt_buf_puts(b, "\n");
+    kt_buf_puts(b, kt__cc_rt_resize);
     kt_buf_puts(b, "\n");
     emit_init(b, c);
     emit_run(b, c);

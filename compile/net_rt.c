@@ -105,6 +105,38 @@ const char kt__cc_rt_ops[] =
     "        memcpy(o + i * stride, x + i * row, (size_t)row * "
     "sizeof(float));\n}\n";
 
+/* Resize, nearest: o[i] = x[sum over dims of off_d[i_d]] (each table
+ * holds a dim's source index times its stride). */
+const char kt__cc_rt_resize[] =
+    "static void\nrt_gather(float *restrict o, const float *x, int nd, "
+    "const long long *dims,\n          const long long *const *off)\n{\n"
+    "    long long n = 1, in = dims[nd - 1];\n"
+    "    for (int d = 0; d < nd - 1; d++)\n        n *= dims[d];\n"
+    "    for (long long i = 0; i < n; i++) {\n"
+    "        long long base = 0, r = i;\n"
+    "        for (int d = nd - 2; d >= 0; d--) {\n"
+    "            base += off[d][r % dims[d]];\n            r /= dims[d];\n"
+    "        }\n"
+    "        for (long long j = 0; j < in; j++)\n"
+    "            o[i * in + j] = x[base + off[nd - 1][j]];\n    }\n}\n\n"
+    "/* Resize, linear over the last two dims of x[planes][H][W]: rows y0/y1"
+    "\n * with weight wy of y1, columns x0/x1 with weight wx of x1. */\n"
+    "static void\nrt_bilinear(float *restrict o, const float *x, long long "
+    "planes, long long H,\n            long long W, long long OH, long long "
+    "OW, const long long *y0,\n            const long long *y1, const float "
+    "*wy, const long long *x0,\n            const long long *x1, const "
+    "float *wx)\n{\n"
+    "    for (long long p = 0; p < planes; p++)\n"
+    "        for (long long i = 0; i < OH; i++) {\n"
+    "            const float *r0 = x + (p * H + y0[i]) * W, *r1 = x + (p * H "
+    "+ y1[i]) * W;\n"
+    "            float *out = o + (p * OH + i) * OW;\n"
+    "            for (long long j = 0; j < OW; j++) {\n"
+    "                float a = r0[x0[j]] + (r0[x1[j]] - r0[x0[j]]) * wx[j];\n"
+    "                float b = r1[x0[j]] + (r1[x1[j]] - r1[x0[j]]) * wx[j];\n"
+    "                out[j] = a + (b - a) * wy[i];\n            }\n        }\n"
+    "}\n";
+
 /* DIR/<model>_infer.c after its first lines (which define NET_*): reads or
  * makes the inputs, times runs, writes the outputs. */
 const char kt__cc_rt_infer[] =

@@ -5,6 +5,8 @@
 
 /* Static C functions for the untuned nodes (rt_binary, rt_unary, ...). */
 extern const char kt__cc_rt_ops[];
+/* rt_gather (nearest Resize) and rt_bilinear (linear Resize). */
+extern const char kt__cc_rt_resize[];
 /* The body of DIR/<model>_infer.c after its NET_* definitions. */
 extern const char kt__cc_rt_infer[];
 /* DIR/ort_run.js. */
