@@ -151,17 +151,20 @@ resize_params(const struct kt_onnx_graph *g, const struct kt_onnx_node *n,
 {
     const struct kt_onnx_value *a = in_val(g, n, 0), *o = &g->values[n->out[0]];
     const struct kt_onnx_value *sc, *sz = NULL;
-    char mode[32];
+    char buf[32];
     int d, old = strcmp(n->op, "Upsample") == 0 || g->opset < 11;
 
-    kt_onnx_attr_str(n, "mode", "nearest", mode, sizeof(mode));
-    r->linear = strcmp(mode, "nearest") != 0;
     /* before opset 11: asymmetric coordinates, nearest rounds down */
-    kt_onnx_attr_str(n, "coordinate_transformation_mode",
-                     old ? "asymmetric" : "half_pixel", r->coord,
-                     sizeof(r->coord));
-    kt_onnx_attr_str(n, "nearest_mode", old ? "floor" : "round_prefer_floor",
-                     r->nearest, sizeof(r->nearest));
+    r->linear = strcmp(kt_onnx_attr_str(n, "mode", "nearest", buf, sizeof(buf)),
+                       "nearest") != 0;
+    snprintf(r->coord, sizeof(r->coord), "%s",
+             kt_onnx_attr_str(n, "coordinate_transformation_mode",
+                              old ? "asymmetric" : "half_pixel", buf,
+                              sizeof(buf)));
+    snprintf(r->nearest, sizeof(r->nearest), "%s",
+             kt_onnx_attr_str(n, "nearest_mode",
+                              old ? "floor" : "round_prefer_floor", buf,
+                              sizeof(buf)));
     sc = in_val(g, n, old ? 1 : 2);
     if (!old)
         sz = in_val(g, n, 3);
@@ -278,7 +281,7 @@ put_linear_tables(struct kt_buf *b, const struct resize *r, int d,
         kt_buf_printf(&i0, "%s%lld", i ? ", " : "", (long long)k0);
         kt_buf_printf(&i1, "%s%lld", i ? ", " : "",
                       (long long)(k0 + 1 < in_len ? k0 + 1 : in_len - 1));
-        kt_buf_printf(&w, "%s%.9gf", i ? ", " : "", x - (double)k0);
+        kt_buf_printf(&w, "%s%.9g", i ? ", " : "", x - (double)k0);
     }
     kt_buf_printf(b,
                   "        static const long long %s0[] = {%s}, %s1[] = "

@@ -2,7 +2,8 @@
  * model, built with the real compiler and run by its inference program:
  * untuned nodes (a batch norm that is not folded, sigmoid, a broadcast
  * multiply, transpose, concat), a conv + relu + broadcast add kernel and
- * two graph outputs, against plain loops written here; a graph with a node
+ * two graph outputs; ConvTranspose, Slice with steps, nearest and linear
+ * Resize; each against plain loops written here; a graph with a node
  * the network has no C for is compiled without its network and says why. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,12 +109,31 @@ reference(const float *x, float *out, float *sg)
             }
 }
 
+/* Builds dir/lib's inference program and runs it on dir/lib/in.bin;
+ * fails the test with the build or run output. */
+static void
+run_infer(const char *dir)
+{
+    char cmd[9000], *make_out, *run_out;
+
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s/lib' && make -s infer >make.out 2>&1 && ./m_infer -i "
+             "in.bin -o out.bin -n 2 >run.out 2>&1",
+             dir);
+    if (system(cmd) == 0)
+        return;
+    make_out = slurp(dir, "lib/make.out", NULL);
+    run_out = slurp(dir, "lib/run.out", NULL);
+    fail_msg("%s\nmake: %.2000s\nrun: %.2000s", cmd, make_out ? make_out : "",
+             run_out ? run_out : "");
+}
+
 static void
 test_network_matches_loops(void **state)
 {
     struct ktt_onnx *b = ktt_onnx_new(13);
     struct ktt_onnx_node *n;
-    char dir[4096], path[4400], cmd[9000], *text;
+    char dir[4096], path[4400], *text;
     float x[24], want[36], want_sg[24], got[60];
     size_t len;
     FILE *f;
@@ -157,11 +177,7 @@ test_network_matches_loops(void **state)
     assert_non_null(f);
     assert_int_equal(fwrite(x, 4, 24, f), 24);
     fclose(f);
-    snprintf(cmd, sizeof(cmd),
-             "cd '%s/lib' && make -s infer >make.out 2>&1 && ./m_infer -i "
-             "in.bin -o out.bin -n 2 >run.out 2>&1",
-             dir);
-    assert_int_equal(system(cmd), 0);
+    run_infer(dir);
     text = slurp(dir, "lib/out.bin", &len);
     assert_non_null(text);
     assert_int_equal(len, sizeof(got));
@@ -176,6 +192,113 @@ test_network_matches_loops(void **state)
     ts_rmrf(dir);
 }
 
+/* ktt_onnx_init's fill of element i of a tensor. */
+#define F(i) ((float)fill(i))
+
+/* ConvTranspose x[1,2,4,4] * w[2,3,3,3] + b, stride 2, pads 1,
+ * output_padding 1 -> y[1,3,8,8]; Slice of columns 1, 3, 5 -> s[1,3,8,3];
+ * Resize nearest (asymmetric, floor) by 0.5 x 2 -> out0[1,3,4,6]; Resize
+ * linear (half_pixel) by 2 x 2 -> out1[1,3,16,6]. */
+static void
+reference_layout(const float *x, float *out0, float *out1)
+{
+    float y[3][8][8], sl[3][8][3];
+    int f, c, i, j, r, t;
+
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 8; i++)
+            for (j = 0; j < 8; j++)
+                y[f][i][j] = F(f);
+    for (c = 0; c < 2; c++)
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 4; j++)
+                for (f = 0; f < 3; f++)
+                    for (r = 0; r < 3; r++)
+                        for (t = 0; t < 3; t++) {
+                            int oy = i * 2 - 1 + r, ox = j * 2 - 1 + t;
+                            if (oy >= 0 && oy < 8 && ox >= 0 && ox < 8)
+                                y[f][oy][ox] += x[(c * 4 + i) * 4 + j] *
+                                                F(((c * 3 + f) * 3 + r) * 3 + t);
+                        }
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 8; i++)
+            for (j = 0; j < 3; j++)
+                sl[f][i][j] = y[f][i][1 + 2 * j];
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 6; j++)
+                out0[(f * 4 + i) * 6 + j] = sl[f][2 * i][j / 2];
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 16; i++)
+            for (j = 0; j < 6; j++) {
+                double sy = fmin(fmax((i + 0.5) / 2 - 0.5, 0), 7);
+                double sx = fmin(fmax((j + 0.5) / 2 - 0.5, 0), 2);
+                int y0 = (int)sy, x0 = (int)sx;
+                int y1 = y0 + 1 < 8 ? y0 + 1 : 7, x1 = x0 + 1 < 3 ? x0 + 1 : 2;
+                double wy = sy - y0, wx = sx - x0;
+                double a = sl[f][y0][x0] * (1 - wx) + sl[f][y0][x1] * wx;
+                double b = sl[f][y1][x0] * (1 - wx) + sl[f][y1][x1] * wx;
+                out1[(f * 16 + i) * 6 + j] = (float)(a * (1 - wy) + b * wy);
+            }
+}
+
+static void
+test_network_layout_ops(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    char dir[4096], path[4400], *text;
+    float x[32], want[72 + 288], got[72 + 288];
+    size_t len;
+    FILE *f;
+    int i;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 4, 4));
+    ktt_onnx_init(b, "w", 4, D(2, 3, 3, 3), NULL);
+    ktt_onnx_init(b, "b", 1, D(3), NULL);
+    ktt_onnx_init_i64(b, "st", 1, D(1));
+    ktt_onnx_init_i64(b, "en", 1, D(7));
+    ktt_onnx_init_i64(b, "ax", 1, D(3));
+    ktt_onnx_init_i64(b, "sp", 1, D(2));
+    ktt_onnx_init(b, "sc0", 1, D(4), (const float[]){1, 1, 0.5f, 2});
+    ktt_onnx_init(b, "sc1", 1, D(4), (const float[]){1, 1, 2, 2});
+    n = ktt_onnx_node(b, "ConvTranspose", "ct", "x,w,b", "y");
+    ktt_attr_ints(n, "strides", 2, D(2, 2));
+    ktt_attr_ints(n, "pads", 4, D(1, 1, 1, 1));
+    ktt_attr_ints(n, "output_padding", 2, D(1, 1));
+    ktt_onnx_node(b, "Slice", "sl", "y,st,en,ax,sp", "s");
+    n = ktt_onnx_node(b, "Resize", "near", "s,,sc0", "out0");
+    ktt_attr_str(n, "coordinate_transformation_mode", "asymmetric");
+    ktt_attr_str(n, "nearest_mode", "floor");
+    n = ktt_onnx_node(b, "Resize", "lin", "s,,sc1", "out1");
+    ktt_attr_str(n, "mode", "linear");
+    ktt_onnx_output(b, "out0");
+    ktt_onnx_output(b, "out1");
+    compile_model(b, dir);
+
+    for (i = 0; i < 32; i++)
+        x[i] = (float)((i * 5 % 32) / 16.0 - 1);
+    reference_layout(x, want, want + 72);
+    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(x, 4, 32, f), 32);
+    fclose(f);
+    run_infer(dir);
+    text = slurp(dir, "lib/out.bin", &len);
+    assert_non_null(text);
+    assert_int_equal(len, sizeof(got));
+    memcpy(got, text, sizeof(got));
+    free(text);
+    for (i = 0; i < 72 + 288; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+            fail_msg("out%d[%d] = %g, want %g", i >= 72, i < 72 ? i : i - 72,
+                     got[i], want[i]);
+    ts_rmrf(dir);
+}
+
 static void
 test_network_skipped(void **state)
 {
@@ -186,15 +309,13 @@ test_network_skipped(void **state)
     ts_tmpdir(dir, sizeof(dir));
     ktt_onnx_input(b, "x", 4, D(1, 2, 4, 4));
     ktt_onnx_init(b, "w", 4, D(2, 2, 1, 1), NULL);
-    ktt_onnx_init_i64(b, "st", 1, (const int64_t[]){1});
-    ktt_onnx_init_i64(b, "en", 1, (const int64_t[]){3});
-    ktt_onnx_init_i64(b, "ax", 1, (const int64_t[]){2});
+    ktt_onnx_init_i64(b, "idx", 1, (const int64_t[]){1});
     ktt_onnx_node(b, "Conv", "conv", "x,w", "y");
-    ktt_onnx_node(b, "Slice", "sl", "y,st,en,ax", "out");
+    ktt_onnx_node(b, "Gather", "ga", "y,idx", "out");
     ktt_onnx_output(b, "out");
     compile_model(b, dir);
     text = slurp(dir, "lib/manifest.json", NULL);
-    assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'sl' (Slice) "
+    assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'ga' (Gather) "
                                  "has no plain C version"));
     free(text);
     assert_null(slurp(dir, "lib/m_net.c", NULL));
@@ -210,6 +331,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_network_matches_loops),
+        cmocka_unit_test(test_network_layout_ops),
         cmocka_unit_test(test_network_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
