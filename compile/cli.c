@@ -9,7 +9,8 @@ compile_usage(FILE *f)
 {
     fputs("usage: kerntune compile MODEL.json|MODEL.onnx -o DIR [--db FILE] "
           "[--require-tuned]\n"
-          "                        [--input NAME=D1,D2,...] [--partial]\n"
+          "                        [--untuned] [--input NAME=D1,D2,...] "
+          "[--partial]\n"
           "  -o, --output DIR     where the library's sources and Makefile go "
           "(created)\n"
           "  --db FILE            the tuning database (default kerntune.db); "
@@ -17,6 +18,10 @@ compile_usage(FILE *f)
           "  --require-tuned      fail when a task has no successful trial "
           "(default: warn\n"
           "                       and use the untuned default schedule)\n"
+          "  --untuned            no database: every task gets the untuned "
+          "default\n"
+          "                       schedule (to check a network before "
+          "tuning it)\n"
           "  --input, --partial   as for `kerntune tune` of an ONNX model\n",
           f);
 }
@@ -28,6 +33,7 @@ kt_compile_main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"db", required_argument, NULL, 'd'},
         {"require-tuned", no_argument, NULL, 'r'},
+        {"untuned", no_argument, NULL, 'U'},
         {"input", required_argument, NULL, 'I'},
         {"partial", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
@@ -45,6 +51,7 @@ kt_compile_main(int argc, char **argv)
         case 'o': o.out_dir = optarg; break;
         case 'd': o.db_path = optarg; break;
         case 'r': o.require_tuned = 1; break;
+        case 'U': o.untuned = 1; break;
         case 'I':
             if (ninputs == (int)(sizeof(inputs) / sizeof(inputs[0]))) {
                 fprintf(stderr, "kerntune: at most 16 --input options\n");
@@ -57,10 +64,13 @@ kt_compile_main(int argc, char **argv)
         default: compile_usage(stderr); return 2;
         }
     }
-    if (optind != argc - 1 || o.out_dir == NULL) {
+    if (optind != argc - 1 || o.out_dir == NULL ||
+        (o.untuned && o.require_tuned)) {
         compile_usage(stderr);
         return 2;
     }
+    if (o.untuned)
+        o.db_path = "(none: --untuned)";
     rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf,
                                 err, sizeof(err));
     if (rc == KT_OK)

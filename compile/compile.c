@@ -230,8 +230,8 @@ make_dirs(const char *dir, char *err, size_t errlen)
 }
 
 int
-kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
-             char *err, size_t errlen)
+kt__cc_write_bytes(const struct kt_cc *c, const char *name, const void *data,
+                   size_t len, char *err, size_t errlen)
 {
     struct kt_buf path, tmp;
     FILE *f;
@@ -241,8 +241,8 @@ kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
     kt_buf_init(&tmp);
     kt_buf_printf(&path, "%s/%s", c->o->out_dir, name);
     kt_buf_printf(&tmp, "%s.tmp", path.p);
-    f = fopen(tmp.p, "w");
-    if (f == NULL || fputs(text, f) == EOF || fflush(f) != 0)
+    f = fopen(tmp.p, "wb");
+    if (f == NULL || fwrite(data, 1, len, f) != len || fflush(f) != 0)
         rc = -errno;
     if (f != NULL && fclose(f) != 0 && rc == KT_OK)
         rc = -errno;
@@ -255,6 +255,13 @@ kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
     kt_buf_free(&path);
     kt_buf_free(&tmp);
     return rc;
+}
+
+int
+kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
+             char *err, size_t errlen)
+{
+    return kt__cc_write_bytes(c, name, text, strlen(text), err, errlen);
 }
 
 static void
@@ -270,6 +277,7 @@ cc_free(struct kt_cc *c)
         free(c->t[i].arg_read);
     }
     free(c->t);
+    kt__cc_net_free(c->net);
     kt_tasks_free(&c->tasks);
     free(c->target);
 }
@@ -311,17 +319,22 @@ choose_all(struct kt_cc *c, struct kt_storage_reader *r, FILE *log, char *err,
         if (rc != KT_OK)
             return rc;
     }
-    for (i = 0; i < c->tasks.n; i++) {
+    for (i = 0; r != NULL && i < c->tasks.n; i++) {
         rc = kt_storage_reader_best(r, c->target, c->tasks.v[i].dag->hash,
                                     &c->t[i].best, err, errlen);
         if (rc != KT_OK && rc != KT_ENOENT)
             return rc;
         found += rc == KT_OK;
     }
-    if (found == 0)
+    if (r != NULL && found == 0)
         return mismatch(c, r, err, errlen);
+    if (r == NULL && log != NULL)
+        fprintf(log,
+                "kerntune: warning: --untuned: all %d tasks get the untuned "
+                "default schedule\n",
+                c->tasks.n);
     for (i = 0; i < c->tasks.n; i++) {
-        rc = choose_schedule(c, &c->t[i], log, err, errlen);
+        rc = choose_schedule(c, &c->t[i], r != NULL ? log : NULL, err, errlen);
         if (rc != KT_OK)
             return rc;
     }
@@ -337,16 +350,21 @@ kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
     int rc;
 
     cc_init(&c, m, o);
-    rc = kt_storage_reader_open(o->db_path, &r, err, errlen);
+    rc = o->untuned ? KT_OK
+                    : kt_storage_reader_open(o->db_path, &r, err, errlen);
     if (rc == KT_OK)
         rc = kt_tasks_extract(m, &c.tasks, err, errlen);
     if (rc == KT_OK)
         rc = choose_all(&c, r, log, err, errlen);
     kt_storage_reader_close(r);
     if (rc == KT_OK)
+        rc = kt__cc_net_plan(&c, log, err, errlen);
+    if (rc == KT_OK)
         rc = make_dirs(o->out_dir, err, errlen);
     if (rc == KT_OK)
         rc = kt__cc_emit_sources(&c, err, errlen);
+    if (rc == KT_OK)
+        rc = kt__cc_emit_net(&c, err, errlen);
     if (rc == KT_OK)
         rc = kt__cc_emit_build(&c, err, errlen);
     if (rc == KT_OK && log != NULL)
@@ -355,6 +373,13 @@ kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
                 "%s/%s_kernels.c, %s/Makefile\n",
                 m->name, c.tasks.n, c.ntuned, c.tasks.n - c.ntuned, o->out_dir,
                 c.model, o->out_dir, c.model, o->out_dir);
+    if (rc == KT_OK && log != NULL && c.net != NULL)
+        fprintf(log,
+                "kerntune: network: %d steps, peak activation memory %lld "
+                "bytes, weights %lld bytes -> %s/%s_net.c, %s/%s.weights\n",
+                c.net->nsteps, (long long)c.net->arena_bytes,
+                (long long)c.net->nw * 4, o->out_dir, c.model, o->out_dir,
+                c.model);
     cc_free(&c);
     return rc;
 }

@@ -22,6 +22,9 @@ struct kt_compile_opts {
     const char *db_path; /* the tuning database (read-only) */
     const char *out_dir; /* created when missing */
     int require_tuned;   /* a task without a successful trial is an error */
+    int untuned;         /* no database: every task gets the untuned
+                          * default schedule (checks a network before it
+                          * is tuned) */
 };
 
 /* Writes the library of model m into o->out_dir.  A task without a
@@ -36,5 +39,9 @@ int kt_compile(const struct kt_model_conf *m, const struct kt_compile_opts *o,
 
 /* `kerntune compile`; argv[0] is "compile".  Returns the exit status. */
 int kt_compile_main(int argc, char **argv);
+/* `kerntune run DIR`: builds and runs the compiled network's inference
+ * program (latency), with --check against ONNX Runtime; argv[0] is "run".
+ * Returns the exit status. */
+int kt_run_main(int argc, char **argv);
 
 #endif /* KT_COMPILE_H */

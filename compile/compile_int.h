@@ -30,6 +30,46 @@ struct kt_cc_task {
     int *arg_read; /* per kernel argument: read by the kernel (1/0) */
 };
 
+/* The whole network of an ONNX model (net.c): steps in execution order,
+ * each a kernel call or an untuned node run as plain C, with the source
+ * of every buffer: an activation in the arena (planned so that values
+ * whose lifetimes do not overlap share memory), a float range of the
+ * weights file, or a packed weight made in init. */
+enum kt_cc_src { KT_CC_ACT, KT_CC_WEIGHT, KT_CC_PACKED };
+
+struct kt_cc_ref {
+    int src;    /* enum kt_cc_src */
+    int64_t at; /* ACT: value index; WEIGHT: float offset; PACKED: slot */
+};
+
+#define KT_CC_MAX_REFS 48
+
+struct kt_cc_step {
+    int kernel;     /* kernel index, -1 for an untuned node */
+    int node;       /* the untuned node, or the kernel's anchor */
+    int packed;     /* first packed slot of the kernel's packed weights */
+    int pack_input; /* a packed weight comes from an activation: packed
+                     * before every call instead of once in init */
+    int nrefs;      /* kernel: one per kernel argument; node: inputs then
+                     * outputs (absent optional inputs are skipped) */
+    struct kt_cc_ref refs[KT_CC_MAX_REFS];
+};
+
+struct kt_cc_net {
+    struct kt_onnx_graph *g;
+    int nsteps;
+    struct kt_cc_step *steps;
+    int npacked;
+    int64_t *packed_elems; /* per packed slot */
+    float *w;              /* the weights file's floats */
+    int64_t nw, capw;
+    int64_t *w_of_value; /* raw constant's offset in w, -1 */
+    int64_t *arena_off;  /* activation's byte offset in the arena, -1 */
+    int64_t *act_bytes;  /* activation's size, 64-byte rounded */
+    int64_t arena_bytes; /* peak activation memory */
+    uint64_t w_hash;     /* FNV-1a of w: init checks the file against it */
+};
+
 struct kt_cc {
     const struct kt_model_conf *m;
     const struct kt_compile_opts *o;
@@ -39,15 +79,45 @@ struct kt_cc {
     struct kt_tasks tasks;
     struct kt_cc_task *t; /* tasks.n entries */
     int ntuned;
+    struct kt_cc_net *net; /* NULL: no ONNX model, or not compiled */
+    char net_skip[512];    /* why the network was not compiled */
 };
 
-/* Writes text to DIR/name (through a temporary file and rename). */
+/* Writes text (or len bytes of data) to DIR/name, through a temporary
+ * file and rename. */
 int kt__cc_write(const struct kt_cc *c, const char *name, const char *text,
                  char *err, size_t errlen);
+int kt__cc_write_bytes(const struct kt_cc *c, const char *name,
+                       const void *data, size_t len, char *err, size_t errlen);
 /* DIR/<model>_kernels.c, DIR/<model>.h, DIR/<model>_check.c. */
 int kt__cc_emit_sources(const struct kt_cc *c, char *err, size_t errlen);
 /* DIR/Makefile, DIR/<model>.pc, DIR/manifest.json. */
 int kt__cc_emit_build(const struct kt_cc *c, char *err, size_t errlen);
+/* The packed copy of argument a of t, or NULL; 1 when the kernel reads
+ * argument a only through its packed copy (it is passed in its place). */
+const struct kt_cc_packed *kt__cc_packed_of(const struct kt_cc_task *t, int a);
+int kt__cc_arg_replaced(const struct kt_cc_task *t, int a);
+/* net.c: plans the network of an ONNX model (c->net); a graph it cannot
+ * run leaves c->net NULL with the reason in c->net_skip and a warning on
+ * log.  Errors only for I/O and memory. */
+int kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen);
+void kt__cc_net_free(struct kt_cc_net *n);
+/* net_emit.c: DIR/<model>_net.c, DIR/<model>.weights, DIR/<model>_infer.c,
+ * DIR/ort_run.js; the network's part of the header. */
+int kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen);
+void kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c);
+/* A step's buffer as a C expression; a "(const long long[]){...}". */
+void kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
+                    const struct kt_cc_ref *r);
+void kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n);
+/* net_layout.c: Slice and Resize (Upsample) nodes: -1 with the reason in
+ * why for one the network cannot run; the C of a step. */
+struct kt_onnx_graph;
+struct kt_onnx_node;
+int kt__cc_layout_check(const struct kt_onnx_graph *g,
+                        const struct kt_onnx_node *n, char *why, size_t len);
+void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,
+                        const struct kt_cc_step *s);
 /* Argument i's buffer of task t's kernel. */
 const struct kt_lbuf *kt__cc_arg(const struct kt_cc_task *t, int i);
 /* 1 when argument i of t is an output. */

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "onnx/onnx.h"
+
 #ifndef KT_GIT_DESCRIBE
 #define KT_GIT_DESCRIBE "unknown"
 #endif
@@ -78,23 +80,36 @@ emit_makefile(struct kt_buf *b, const struct kt_cc *c)
         put_make_word(b, t->cflags.v[i], "");
     if (t->sysroot != NULL)
         put_make_word(b, t->sysroot, "--sysroot=");
+    kt_buf_puts(b, "\nLDLIBS   = -lm\n"
+                   "# gcc's archiver for gcc and cross gccs "
+                   "(aarch64-linux-gnu-gcc-ar), "
+                   "else ar\n"
+                   "AR       = $(if $(filter %gcc,$(CC)),$(CC)-ar,ar)\n"
+                   "RUN      =\n"
+                   "PREFIX   = /usr/local\n"
+                   "DESTDIR  =\n\n"
+                   ".PHONY: all check install clean\n"
+                   "all: lib$(LIB).a lib$(LIB).so\n\n");
+    kt_buf_printf(b, "OBJS     = $(LIB)_kernels.o%s\n\n",
+                  c->net != NULL ? " $(LIB)_net.o" : "");
+    if (c->net != NULL)
+        kt_buf_puts(b, "# The whole network: $(LIB)_init/_run/_free, "
+                       "$(LIB).weights; `make infer`\n"
+                       "# builds the program `kerntune run DIR` runs.\n"
+                       "$(LIB)_net.o: $(LIB)_net.c $(LIB).h\n"
+                       "\t$(CC) $(CFLAGS) -fPIC -c $(LIB)_net.c -o $@\n\n"
+                       "$(LIB)_infer: $(LIB)_infer.c $(LIB).h lib$(LIB).a\n"
+                       "\t$(CC) $(CFLAGS) $(LIB)_infer.c lib$(LIB).a $(LDLIBS) "
+                       "-o $@\n\n"
+                       "infer: $(LIB)_infer\n\n");
     kt_buf_puts(
         b,
-        "\nLDLIBS   = -lm\n"
-        "# gcc's archiver for gcc and cross gccs (aarch64-linux-gnu-gcc-ar), "
-        "else ar\n"
-        "AR       = $(if $(filter %gcc,$(CC)),$(CC)-ar,ar)\n"
-        "RUN      =\n"
-        "PREFIX   = /usr/local\n"
-        "DESTDIR  =\n\n"
-        ".PHONY: all check install clean\n"
-        "all: lib$(LIB).a lib$(LIB).so\n\n"
         "$(LIB)_kernels.o: $(LIB)_kernels.c $(LIB).h\n"
         "\t$(CC) $(CFLAGS) -fPIC -c $(LIB)_kernels.c -o $@\n\n"
-        "lib$(LIB).a: $(LIB)_kernels.o\n"
+        "lib$(LIB).a: $(OBJS)\n"
         "\trm -f $@\n"
         "\t$(AR) rcs $@ $^\n\n"
-        "lib$(LIB).so: $(LIB)_kernels.o\n"
+        "lib$(LIB).so: $(OBJS)\n"
         "\t$(CC) $(CFLAGS) -shared $^ $(LDLIBS) -o $@\n\n"
         "$(LIB)_check: $(LIB)_check.c $(LIB).h lib$(LIB).a\n"
         "\t$(CC) $(CFLAGS) $(LIB)_check.c lib$(LIB).a $(LDLIBS) -o $@\n\n"
@@ -111,7 +126,8 @@ emit_makefile(struct kt_buf *b, const struct kt_cc *c)
         "\\\n"
         "\t    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$(LIB).pc\n\n"
         "clean:\n"
-        "\trm -f $(LIB)_kernels.o lib$(LIB).a lib$(LIB).so $(LIB)_check\n");
+        "\trm -f $(OBJS) lib$(LIB).a lib$(LIB).so $(LIB)_check "
+        "$(LIB)_infer\n");
 }
 
 static void
@@ -176,6 +192,56 @@ task_json(const struct kt_cc *c, int i)
     return o;
 }
 
+static cJSON *
+tensor_json(const struct kt_onnx_value *v)
+{
+    cJSON *o = cJSON_CreateObject(), *shape;
+    int d;
+
+    cJSON_AddStringToObject(o, "name", v->name);
+    shape = cJSON_AddArrayToObject(o, "shape");
+    for (d = 0; d < v->ndim; d++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->dims[d]));
+    return o;
+}
+
+/* "network": the compiled network's inputs, outputs and memory, or
+ * "network_skipped": why there is none. */
+static void
+add_network(cJSON *root, const struct kt_cc *c)
+{
+    const struct kt_cc_net *net = c->net;
+    cJSON *o, *in, *out;
+    char name[96];
+    int i, kernels = 0;
+
+    if (net == NULL) {
+        cJSON_AddStringToObject(root, "network_skipped", c->net_skip);
+        return;
+    }
+    o = cJSON_AddObjectToObject(root, "network");
+    in = cJSON_AddArrayToObject(o, "inputs");
+    for (i = 0; i < net->g->ninputs; i++)
+        cJSON_AddItemToArray(in,
+                             tensor_json(&net->g->values[net->g->inputs[i]]));
+    out = cJSON_AddArrayToObject(o, "outputs");
+    for (i = 0; i < net->g->noutputs; i++)
+        cJSON_AddItemToArray(out,
+                             tensor_json(&net->g->values[net->g->outputs[i]]));
+    for (i = 0; i < net->nsteps; i++)
+        kernels += net->steps[i].kernel >= 0;
+    cJSON_AddNumberToObject(o, "kernel_calls", kernels);
+    cJSON_AddNumberToObject(o, "untuned_nodes", net->nsteps - kernels);
+    cJSON_AddNumberToObject(o, "peak_activation_bytes",
+                            (double)net->arena_bytes);
+    cJSON_AddNumberToObject(o, "weight_bytes", (double)net->nw * 4);
+    cJSON_AddNumberToObject(o, "packed_weights", net->npacked);
+    snprintf(name, sizeof(name), "%s.weights", c->model);
+    cJSON_AddStringToObject(o, "weights_file", name);
+    snprintf(name, sizeof(name), "%s_infer", c->model);
+    cJSON_AddStringToObject(o, "infer_program", name);
+}
+
 static char *
 manifest(const struct kt_cc *c)
 {
@@ -188,8 +254,12 @@ manifest(const struct kt_cc *c)
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     cJSON_AddStringToObject(root, "model", c->m->name);
     cJSON_AddStringToObject(root, "model_path", c->m->path);
-    if (c->m->onnx != NULL)
-        cJSON_AddStringToObject(root, "onnx", c->m->onnx);
+    if (c->m->onnx != NULL) {
+        /* absolute: `kerntune run --check` reads it from anywhere */
+        char *abs = realpath(c->m->onnx, NULL);
+        cJSON_AddStringToObject(root, "onnx", abs ? abs : c->m->onnx);
+        free(abs);
+    }
     cJSON_AddStringToObject(root, "library", c->model);
     cJSON_AddStringToObject(root, "kerntune_version", KT_VERSION);
     cJSON_AddStringToObject(root, "kerntune_git", KT_GIT_DESCRIBE);
@@ -206,6 +276,8 @@ manifest(const struct kt_cc *c)
     cJSON_AddNumberToObject(root, "vector_bytes", c->cg.vector_bytes);
     cJSON_AddNumberToObject(root, "tolerance", c->m->measure.tolerance);
     cJSON_AddNumberToObject(root, "tuned_tasks", c->ntuned);
+    if (c->m->onnx != NULL)
+        add_network(root, c);
     tasks = cJSON_AddArrayToObject(root, "tasks");
     for (i = 0; i < c->tasks.n; i++)
         cJSON_AddItemToArray(tasks, task_json(c, i));

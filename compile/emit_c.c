@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The packed copy made from argument a, or NULL. */
-static const struct kt_cc_packed *
-packed_of(const struct kt_cc_task *t, int a)
+const struct kt_cc_packed *
+kt__cc_packed_of(const struct kt_cc_task *t, int a)
 {
     int k;
 
@@ -19,10 +18,10 @@ packed_of(const struct kt_cc_task *t, int a)
 
 /* A weight the kernel reads only through its packed copy: the public
  * function takes the packed copy in its place. */
-static int
-arg_replaced(const struct kt_cc_task *t, int a)
+int
+kt__cc_arg_replaced(const struct kt_cc_task *t, int a)
 {
-    return packed_of(t, a) != NULL && !t->arg_read[a];
+    return kt__cc_packed_of(t, a) != NULL && !t->arg_read[a];
 }
 
 static const char *
@@ -49,15 +48,15 @@ put_params(struct kt_buf *b, const struct kt_cc_task *t)
     int a, k, first = 1;
 
     for (a = 0; a < t->lt->nargs; a++) {
-        const struct kt_cc_packed *p = packed_of(t, a);
+        const struct kt_cc_packed *p = kt__cc_packed_of(t, a);
         kt_buf_printf(b, "%s%sfloat *%s", first ? "" : ", ",
                       kt__cc_arg_is_output(t, a) ? "" : "const ",
-                      arg_replaced(t, a) ? packed_name(t, p)
-                                         : kt__cc_arg(t, a)->name);
+                      kt__cc_arg_replaced(t, a) ? packed_name(t, p)
+                                                : kt__cc_arg(t, a)->name);
         first = 0;
     }
     for (k = 0; k < t->npacked; k++)
-        if (!arg_replaced(t, t->packed[k].arg))
+        if (!kt__cc_arg_replaced(t, t->packed[k].arg))
             kt_buf_printf(b, ", const float *%s",
                           packed_name(t, &t->packed[k]));
 }
@@ -71,7 +70,7 @@ put_args(struct kt_buf *b, const struct kt_cc_task *t, int pack)
     kt_buf_puts(b, "    float *const args[] = {");
     for (a = 0; a < t->lt->nargs; a++) {
         const char *name = kt__cc_arg(t, a)->name;
-        if (pack ? packed_of(t, a) == NULL : arg_replaced(t, a))
+        if (pack ? kt__cc_packed_of(t, a) == NULL : kt__cc_arg_replaced(t, a))
             name = NULL;
         kt_buf_printf(b, "%s%s%s", a ? ", " : "", name ? "(float *)" : "NULL",
                       name ? name : "");
@@ -88,7 +87,7 @@ put_pack_params(struct kt_buf *b, const struct kt_cc_task *t)
     int a, k, first = 1;
 
     for (a = 0; a < t->lt->nargs; a++)
-        if (packed_of(t, a) != NULL) {
+        if (kt__cc_packed_of(t, a) != NULL) {
             kt_buf_printf(b, "%sconst float *%s", first ? "" : ", ",
                           kt__cc_arg(t, a)->name);
             first = 0;
@@ -143,7 +142,7 @@ header_task(struct kt_buf *h, const struct kt_cc *c, int i)
     for (a = 0; a < t->lt->nargs; a++) {
         const struct kt_lbuf *lb = kt__cc_arg(t, a);
         const struct kt_tensor *tt = &dag->tensors[lb->tensor];
-        if (arg_replaced(t, a))
+        if (kt__cc_arg_replaced(t, a))
             continue;
         kt_buf_printf(h, " *   %-8s %s ", lb->name,
                       kt__cc_arg_is_output(t, a) ? "output"
@@ -158,8 +157,9 @@ header_task(struct kt_buf *h, const struct kt_cc *c, int i)
                       packed_name(t, &t->packed[k]), src->name);
         put_shape(h, src->ndim, src->shape);
         kt_buf_printf(h, " as written by %s_pack()%s\n", t->fname,
-                      arg_replaced(t, t->packed[k].arg) ? ", in its place"
-                                                        : "");
+                      kt__cc_arg_replaced(t, t->packed[k].arg)
+                          ? ", in its place"
+                          : "");
     }
     if (t->best.id > 0)
         kt_buf_printf(h,
@@ -227,6 +227,7 @@ emit_header(struct kt_buf *h, const struct kt_cc *c)
                   "calls (omp_set_num_threads;\n * n <= 0 leaves it as it "
                   "is). */\nvoid %s_set_threads(int n);\n\n",
                   c->model);
+    kt__cc_net_header(h, c);
     kt_buf_printf(h, "#ifdef __cplusplus\n}\n#endif\n\n#endif /* KT_%s_H */\n",
                   up);
 }
@@ -281,17 +282,17 @@ put_call(struct kt_buf *b, const struct kt_cc_task *t, int pack)
 
     kt_buf_printf(b, "    %s%s(", t->fname, pack ? "_pack" : "");
     for (a = 0; a < t->lt->nargs; a++) {
-        const struct kt_cc_packed *p = packed_of(t, a);
+        const struct kt_cc_packed *p = kt__cc_packed_of(t, a);
         if (pack && p == NULL)
             continue;
-        if (!pack && arg_replaced(t, a))
+        if (!pack && kt__cc_arg_replaced(t, a))
             kt_buf_printf(b, "%sp%d", first ? "" : ", ", (int)(p - t->packed));
         else
             kt_buf_printf(b, "%sx[%d]", first ? "" : ", ", a);
         first = 0;
     }
     for (k = 0; k < t->npacked; k++)
-        if (pack || !arg_replaced(t, t->packed[k].arg))
+        if (pack || !kt__cc_arg_replaced(t, t->packed[k].arg))
             kt_buf_printf(b, ", p%d", k);
     kt_buf_puts(b, ");\n");
 }

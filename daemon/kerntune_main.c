@@ -14,6 +14,7 @@
  *   kerntune import --db FILE RECORDS.jsonl
  *   kerntune show --db FILE (MODEL.json [TASK] | --trial ID)   (daemon/show.h)
  *   kerntune compile MODEL -o DIR [--db FILE] [--require-tuned]  (compile.h)
+ *   kerntune run DIR [--input FILE] [--repeat N] [--threads N] [--check]
  *
  * `tune` runs one job in the foreground with local workers and the same
  * engine as kerntuned: it is the one-command way to tune a model. */
@@ -61,6 +62,8 @@ usage(FILE *f)
           "[--module] [--no-tree]\n"
           "  kerntune compile MODEL.json|MODEL.onnx -o DIR [--db FILE] "
           "[--require-tuned]\n"
+          "  kerntune run DIR [--input FILE] [--repeat N] [--threads N] "
+          "[--check]\n"
           "  kerntune --help | --version\n"
           "Exit status: 0 success, 1 failure, 2 bad usage, 130 tune "
           "interrupted (kerntune(1)).\n",
@@ -460,71 +463,6 @@ cmd_rpc_status(const char *cmd, int argc, char **argv)
     return 0;
 }
 
-/* ---- records ------------------------------------------------------------ */
-
-static int
-cmd_records(const char *cmd, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"db", required_argument, NULL, 'd'},
-        {"target", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *db_path = NULL, *target = NULL, *file = NULL;
-    int is_export = strcmp(cmd, "export") == 0;
-    struct kt_storage *db = NULL;
-    char err[1024];
-    int c, rc;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, is_export ? "d:t:" : "d:", opts,
-                            NULL)) != -1) {
-        switch (c) {
-        case 'd': db_path = optarg; break;
-        case 't': target = optarg; break;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!is_export && optind == argc - 1)
-        file = argv[optind++];
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
-    if (db_path == NULL || (!is_export && file == NULL)) {
-        usage(stderr);
-        return 2;
-    }
-    if (kt_storage_open(&db, db_path, NULL, err, sizeof(err)) != KT_OK) {
-        fprintf(stderr, "kerntune: %s\n", err);
-        return 1;
-    }
-    if (is_export) {
-        size_t n = 0;
-        rc = kt_storage_export(db, stdout, target, &n, err, sizeof(err));
-        if (rc == KT_OK)
-            fprintf(stderr, "kerntune: exported %zu trials\n", n);
-    } else {
-        FILE *in = fopen(file, "r");
-        size_t added = 0, skipped = 0;
-        if (in == NULL) {
-            fprintf(stderr, "kerntune: %s: cannot open\n", file);
-            kt_storage_close(db);
-            return 1;
-        }
-        rc = kt_storage_import(db, in, file, &added, &skipped, err,
-                               sizeof(err));
-        fclose(in);
-        if (rc == KT_OK)
-            printf("imported %zu trials, skipped %zu already present\n", added,
-                   skipped);
-    }
-    if (rc != KT_OK)
-        fprintf(stderr, "kerntune: %s\n", err);
-    kt_storage_close(db);
-    return rc == KT_OK ? 0 : 1;
-}
-
 static int
 cmd_show(const char *cmd, int argc, char **argv)
 {
@@ -535,8 +473,8 @@ cmd_show(const char *cmd, int argc, char **argv)
 static int
 cmd_compile(const char *cmd, int argc, char **argv)
 {
-    (void)cmd;
-    return kt_compile_main(argc, argv);
+    return strcmp(cmd, "run") == 0 ? kt_run_main(argc, argv)
+                                   : kt_compile_main(argc, argv);
 }
 
 static int
@@ -561,10 +499,11 @@ static const struct command {
     {"tune", cmd_tune},
     {"check", cmd_check},
     {"rpc-status", cmd_rpc_status},
-    {"export", cmd_records},
-    {"import", cmd_records},
+    {"export", kt_records_main},
+    {"import", kt_records_main},
     {"show", cmd_show},
     {"compile", cmd_compile},
+    {"run", cmd_compile},
     {"status", cmd_query},
     {"jobs", cmd_query},
     {"tasks", cmd_query},

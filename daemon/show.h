@@ -56,4 +56,8 @@ int kt_show_module(const struct kt_shown *t, const struct kt_codegen_opts *o,
 /* `kerntune show`; argv[0] is "show".  Returns the exit status. */
 int kt_show_main(int argc, char **argv);
 
+/* `kerntune export` / `kerntune import` (records_cli.c); cmd is "export"
+ * or "import", argv[0] the command.  Returns the exit status. */
+int kt_records_main(const char *cmd, int argc, char **argv);
+
 #endif /* KT_SHOW_H */

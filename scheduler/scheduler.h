@@ -49,6 +49,12 @@ void kt_tasks_free(struct kt_tasks *t); /* NULL is a no-op */
  * kt_tasks_extract.  Nothing for other models. */
 int kt_tasks_print_graph(const struct kt_model_conf *m, FILE *f, char *err,
                          size_t errlen);
+/* For a model with an "onnx" file: the imported graph (kt_onnx_import
+ * with the model's "inputs" and "partial"); the caller frees it with
+ * kt_onnx_free. */
+struct kt_onnx_graph;
+int kt_tasks_import_onnx(const struct kt_model_conf *m,
+                         struct kt_onnx_graph **g, char *err, size_t errlen);
 /* Sum of weight x flops over the tasks. */
 double kt_tasks_total_flops(const struct kt_tasks *t);
 

@@ -244,9 +244,9 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
     return rc;
 }
 
-static int
-import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g, char *err,
-            size_t errlen)
+int
+kt_tasks_import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g,
+                     char *err, size_t errlen)
 {
     struct kt_onnx_input *in = kt_xcalloc((size_t)m->ninputs + 1, sizeof(*in));
     int i, rc;
@@ -271,7 +271,7 @@ kt_tasks_print_graph(const struct kt_model_conf *m, FILE *f, char *err,
 
     if (m->onnx == NULL)
         return KT_OK;
-    rc = import_onnx(m, &g, err, errlen);
+    rc = kt_tasks_import_onnx(m, &g, err, errlen);
     if (rc == KT_OK)
         kt_onnx_print_graph(g, f);
     kt_onnx_free(g);
@@ -286,7 +286,7 @@ extract_onnx(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
              char *err, size_t errlen)
 {
     struct kt_onnx_graph *g = NULL;
-    int i, rc = import_onnx(m, &g, err, errlen);
+    int i, rc = kt_tasks_import_onnx(m, &g, err, errlen);
     for (i = 0; rc == 0 && i < g->nkernels; i++) {
         struct kt_dag *dag = NULL;
         char msg[512];

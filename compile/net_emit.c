@@ -1,0 +1,584 @@
+/* net_emit.c - the files of a compiled network: DIR/<model>_net.c (init,
+ * run, free), DIR/<model>.weights, DIR/<model>_infer.c and DIR/ort_run.js,
+ * and the network's part of <model>.h (docs/compile.md). */
+#include "compile/compile_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/net_rt.h"
+#include "onnx/onnx.h"
+
+#define WEIGHTS_MAGIC "KTWGT001"
+
+static const struct kt_onnx_value *
+val(const struct kt_cc *c, int v)
+{
+    return &c->net->g->values[v];
+}
+
+static void
+put_dims(struct kt_buf *b, const struct kt_onnx_value *v, const char *sep)
+{
+    int d;
+
+    for (d = 0; d < v->ndim; d++)
+        kt_buf_printf(b, "%s%lld", d ? sep : "", (long long)v->dims[d]);
+    if (v->ndim == 0)
+        kt_buf_puts(b, "1");
+}
+
+void
+kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
+               const struct kt_cc_ref *r)
+{
+    if (r->src == KT_CC_ACT)
+        kt_buf_printf(b, "(float *)(A + %lld)",
+                      (long long)c->net->arena_off[r->at]);
+    else if (r->src == KT_CC_WEIGHT)
+        kt_buf_printf(b, "(float *)(W + %lld)", (long long)r->at);
+    else
+        kt_buf_printf(b, "net->packed[%lld]", (long long)r->at);
+}
+
+/* ---- Header ------------------------------------------------------------ */
+
+void
+kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c)
+{
+    const struct kt_onnx_graph *g;
+    const char *M = c->model;
+    char up[64];
+    int i;
+
+    if (c->net == NULL)
+        return;
+    g = c->net->g;
+    for (i = 0; M[i] && i < 63; i++)
+        up[i] = (char)(M[i] >= 'a' && M[i] <= 'z' ? M[i] - 'a' + 'A' : M[i]);
+    up[i] = '\0';
+    kt_buf_printf(h,
+                  "/* ---- The whole network (%s) ----\n"
+                  " *\n"
+                  " * %s_init reads the weights kerntune compile wrote "
+                  "(%s.weights: batch norms\n * folded; the weights a "
+                  "schedule reads in another layout are packed here,\n"
+                  " * once) and allocates the activation arena (%s_ARENA_BYTES,"
+                  " planned so that\n * tensors that are not alive together "
+                  "share memory).  %s_run runs the network:\n"
+                  " * the tuned kernels above and plain C loops for the "
+                  "untuned nodes.  inputs[i]\n * and outputs[i] hold the "
+                  "float32 tensors below in row-major order (any\n"
+                  " * alignment).  One net per thread; nets share nothing.\n"
+                  " *\n",
+                  c->m->onnx, M, M, up, M);
+    for (i = 0; i < g->ninputs + g->noutputs; i++) {
+        int out = i >= g->ninputs, k = out ? i - g->ninputs : i;
+        const struct kt_onnx_value *v = val(c,
+                                            out ? g->outputs[k] : g->inputs[k]);
+        kt_buf_printf(h, " *   %s[%d]  %-24s [", out ? "outputs" : "inputs ", k,
+                      v->name);
+        put_dims(h, v, " x ");
+        kt_buf_puts(h, "]\n");
+    }
+    kt_buf_printf(h,
+                  " *\n * %s_init returns 0, -errno when the file cannot be "
+                  "read, -EINVAL when it is\n * not the weights of this "
+                  "library (format, size or checksum), -ENOMEM. */\n",
+                  M);
+    kt_buf_printf(h, "#define %s_NINPUTS %d\n#define %s_NOUTPUTS %d\n", up,
+                  g->ninputs, up, g->noutputs);
+    for (i = 0; i < g->ninputs + g->noutputs; i++) {
+        int out = i >= g->ninputs, k = out ? i - g->ninputs : i;
+        const struct kt_onnx_value *v = val(c,
+                                            out ? g->outputs[k] : g->inputs[k]);
+        kt_buf_printf(h, "#define %s_%s%d_ELEMS %lldLL\n", up,
+                      out ? "OUTPUT" : "INPUT", k,
+                      (long long)kt_onnx_value_elems(v));
+    }
+    kt_buf_printf(h,
+                  "#define %s_ARENA_BYTES %lldLL\n"
+                  "#define %s_WEIGHT_BYTES %lldLL\n"
+                  "struct %s_net;\n"
+                  "int %s_init(struct %s_net **net, const char "
+                  "*weights_path);\n"
+                  "int %s_run(struct %s_net *net, const float *const "
+                  "*inputs, float *const *outputs);\n"
+                  "void %s_free(struct %s_net *net);\n\n",
+                  up, (long long)c->net->arena_bytes, up,
+                  (long long)c->net->nw * 4, M, M, M, M, M, M, M);
+}
+
+/* ---- Untuned nodes ------------------------------------------------------- */
+
+static void
+strides_of(const struct kt_onnx_value *v, int64_t *s)
+{
+    int64_t acc = 1;
+    int d;
+
+    for (d = v->ndim - 1; d >= 0; d--) {
+        s[d] = acc;
+        acc *= v->dims[d];
+    }
+}
+
+void
+kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n)
+{
+    int i;
+
+    kt_buf_puts(b, "(const long long[]){");
+    for (i = 0; i < n; i++)
+        kt_buf_printf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+    kt_buf_puts(b, "}");
+}
+
+/* rt_binary over the output's dims, adjacent dims merged where both
+ * operands stay contiguous across them. */
+static void
+emit_binary(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
+            int op)
+{
+    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
+    const struct kt_onnx_value *o = val(c, n->out[0]);
+    int64_t dims[KT_ONNX_MAX_DIMS], st[2][KT_ONNX_MAX_DIMS];
+    int r = o->ndim > 0 ? o->ndim : 1, d, i, nd = 0;
+
+    for (i = 0; i < 2; i++) {
+        const struct kt_onnx_value *in = val(c, n->in[i]);
+        int64_t sin[KT_ONNX_MAX_DIMS];
+        strides_of(in, sin);
+        for (d = 0; d < r; d++) {
+            int di = d - (r - in->ndim);
+            st[i][d] = di >= 0 && in->dims[di] != 1 ? sin[di] : 0;
+        }
+    }
+    for (d = 0; d < r; d++) {
+        int64_t size = o->ndim > 0 ? o->dims[d] : 1;
+        if (nd > 0 && st[0][nd - 1] == st[0][d] * size &&
+            st[1][nd - 1] == st[1][d] * size) {
+            dims[nd - 1] *= size;
+            st[0][nd - 1] = st[0][d];
+            st[1][nd - 1] = st[1][d];
+            continue;
+        }
+        dims[nd] = size;
+        st[0][nd] = st[0][d];
+        st[1][nd] = st[1][d];
+        nd++;
+    }
+    kt_buf_printf(b, "    rt_binary(%d, ", op);
+    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ref(b, c, &s->refs[0]);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ref(b, c, &s->refs[1]);
+    kt_buf_printf(b, ", %d, ", nd);
+    kt__cc_put_ll(b, dims, nd);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ll(b, st[0], nd);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ll(b, st[1], nd);
+    kt_buf_puts(b, ");\n");
+}
+
+static double
+const_input(const struct kt_cc *c, const struct kt_onnx_node *n, int i,
+            double def)
+{
+    if (n->nin > i && n->in[i] >= 0 && val(c, n->in[i])->data != NULL)
+        return kt_onnx_value_get(val(c, n->in[i]), 0);
+    return def;
+}
+
+static void
+emit_unary(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
+           int op, double p0, double p1)
+{
+    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
+
+    kt_buf_printf(b, "    rt_unary(%d, ", op);
+    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ref(b, c, &s->refs[0]);
+    kt_buf_printf(b, ", %lldLL, (float)%.9g, (float)%.9g);\n",
+                  (long long)kt_onnx_value_elems(val(c, n->out[0])), p0, p1);
+}
+
+static void
+emit_transpose(struct kt_buf *b, const struct kt_cc *c,
+               const struct kt_cc_step *s)
+{
+    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
+    const struct kt_onnx_value *in = val(c, n->in[0]), *o = val(c, n->out[0]);
+    int64_t perm[KT_ONNX_MAX_DIMS], sin[KT_ONNX_MAX_DIMS], sx[KT_ONNX_MAX_DIMS];
+    int d;
+
+    if (kt_onnx_attr_ints(n, "perm", perm, KT_ONNX_MAX_DIMS) != in->ndim)
+        for (d = 0; d < in->ndim; d++)
+            perm[d] = in->ndim - 1 - d;
+    strides_of(in, sin);
+    for (d = 0; d < in->ndim; d++)
+        sx[d] = sin[perm[d]];
+    kt_buf_puts(b, "    rt_transpose(");
+    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ref(b, c, &s->refs[0]);
+    kt_buf_printf(b, ", %d, ", o->ndim);
+    kt__cc_put_ll(b, o->dims, o->ndim);
+    kt_buf_puts(b, ", ");
+    kt__cc_put_ll(b, sx, o->ndim);
+    kt_buf_puts(b, ");\n");
+}
+
+static void
+emit_concat(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
+{
+    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
+    const struct kt_onnx_value *o = val(c, n->out[0]);
+    int64_t axis = kt_onnx_attr_int(n, "axis", 0), rows = 1, inner = 1, at = 0;
+    int d, i;
+
+    if (axis < 0)
+        axis += o->ndim;
+    for (d = 0; d < o->ndim; d++) {
+        if (d < axis)
+            rows *= o->dims[d];
+        if (d > axis)
+            inner *= o->dims[d];
+    }
+    for (i = 0; i < s->nrefs - 1; i++) {
+        int64_t row = val(c, n->in[i])->dims[axis] * inner;
+        kt_buf_puts(b, "    rt_rows(");
+        kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
+        kt_buf_printf(b, " + %lld, ", (long long)at);
+        kt__cc_put_ref(b, c, &s->refs[i]);
+        kt_buf_printf(b, ", %lld, %lld, %lld);\n", (long long)rows,
+                      (long long)row, (long long)(o->dims[axis] * inner));
+        at += row;
+    }
+}
+
+static void
+emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
+{
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    static const char *const unary[] = {"Relu",      "Clip",
+                                        "Sigmoid",   "HardSigmoid",
+                                        "HardSwish", "Tanh",
+                                        "Sqrt",      "Exp",
+                                        "Log",       "Abs",
+                                        "Neg",       "Reciprocal"};
+    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
+    const struct kt_onnx_value *o = val(c, n->out[0]);
+    int i;
+
+    kt_buf_printf(b, "    /* %s '%s' */\n", n->op, n->name);
+    for (i = 0; i < 5; i++)
+        if (strcmp(n->op, binary[i]) == 0) {
+            emit_binary(b, c, s, i);
+            return;
+        }
+    for (i = 0; i < 12; i++)
+        if (strcmp(n->op, unary[i]) == 0) {
+            double p0 = 0, p1 = 0;
+            if (i == 1) {
+                p0 = const_input(c, n, 1,
+                                 kt_onnx_attr_float(n, "min", -3.4e38));
+                p1 = const_input(c, n, 2, kt_onnx_attr_float(n, "max", 3.4e38));
+            } else if (i == 3) {
+                p0 = kt_onnx_attr_float(n, "alpha", 0.2);
+                p1 = kt_onnx_attr_float(n, "beta", 0.5);
+            }
+            emit_unary(b, c, s, i, p0, p1);
+            return;
+        }
+    if (strcmp(n->op, "Slice") == 0 || strcmp(n->op, "Resize") == 0 ||
+        strcmp(n->op, "Upsample") == 0)
+        kt__cc_emit_layout(b, c, s);
+    else if (strcmp(n->op, "Transpose") == 0)
+        emit_transpose(b, c, s);
+    else if (strcmp(n->op, "Concat") == 0)
+        emit_concat(b, c, s);
+    else if (strcmp(n->op, "BatchNormalization") == 0) {
+        int64_t inner = 1;
+        int d;
+        for (d = 2; d < o->ndim; d++)
+            inner *= o->dims[d];
+        kt_buf_puts(b, "    rt_affine(");
+        kt__cc_put_ref(b, c, &s->refs[3]);
+        for (d = 0; d < 3; d++) {
+            kt_buf_puts(b, ", ");
+            kt__cc_put_ref(b, c, &s->refs[d]);
+        }
+        kt_buf_printf(b, ", %lldLL, %lldLL, %lldLL);\n", (long long)o->dims[0],
+                      (long long)o->dims[1], (long long)inner);
+    } else /* Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout */
+        emit_unary(b, c, s, 12, 0, 0);
+}
+
+/* ---- Kernel calls ---------------------------------------------------------- */
+
+static void
+emit_pack(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
+{
+    const struct kt_cc_task *t = &c->t[c->net->g->kernels[s->kernel].task];
+    int a, k, first = 1;
+
+    kt_buf_printf(b, "    %s_pack(", t->fname);
+    for (a = 0; a < t->lt->nargs; a++)
+        if (kt__cc_packed_of(t, a) != NULL) {
+            kt_buf_puts(b, first ? "" : ", ");
+            kt__cc_put_ref(b, c, &s->refs[a]);
+            first = 0;
+        }
+    for (k = 0; k < t->npacked; k++)
+        kt_buf_printf(b, ", net->packed[%d]", s->packed + k);
+    kt_buf_puts(b, ");\n");
+}
+
+static void
+emit_kernel(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
+{
+    const struct kt_onnx_kernel *k = &c->net->g->kernels[s->kernel];
+    const struct kt_cc_task *t = &c->t[k->task];
+    int a, p;
+
+    kt_buf_printf(b, "    /* kernel %d: %s (task %d) */\n", s->kernel, k->name,
+                  k->task);
+    if (s->pack_input)
+        emit_pack(b, c, s);
+    kt_buf_printf(b, "    %s(", t->fname);
+    for (a = 0; a < t->lt->nargs; a++) {
+        const struct kt_cc_packed *pk = kt__cc_packed_of(t, a);
+        kt_buf_puts(b, a ? ", " : "");
+        if (kt__cc_arg_replaced(t, a))
+            kt_buf_printf(b, "net->packed[%d]",
+                          s->packed + (int)(pk - t->packed));
+        else
+            kt__cc_put_ref(b, c, &s->refs[a]);
+    }
+    for (p = 0; p < t->npacked; p++)
+        if (!kt__cc_arg_replaced(t, t->packed[p].arg))
+            kt_buf_printf(b, ", net->packed[%d]", s->packed + p);
+    kt_buf_puts(b, ");\n");
+}
+
+/* ---- DIR/<model>_net.c ------------------------------------------------------ */
+
+static void
+emit_init(struct kt_buf *b, const struct kt_cc *c)
+{
+    const struct kt_cc_net *net = c->net;
+    const char *M = c->model;
+    int i;
+
+    kt_buf_printf(b,
+                  "struct %s_net {\n    char *arena;\n    float *weights;\n"
+                  "    float *packed[%d];\n};\n\n",
+                  M, net->npacked + 1);
+    kt_buf_printf(b,
+                  "static unsigned long long\nrd64(const unsigned char *p)\n{"
+                  "\n    unsigned long long v = 0;\n"
+                  "    for (int i = 7; i >= 0; i--)\n        v = v << 8 | "
+                  "p[i];\n    return v;\n}\n\n"
+                  "static unsigned long long\nfnv1a(const void *p, size_t n)"
+                  "\n{\n    const unsigned char *q = p;\n"
+                  "    unsigned long long h = 1469598103934665603ULL;\n"
+                  "    for (size_t i = 0; i < n; i++)\n"
+                  "        h = (h ^ q[i]) * 1099511628211ULL;\n    return h;"
+                  "\n}\n\n"
+                  "static void *\nalloc64(long long bytes)\n{\n"
+                  "    return aligned_alloc(64, (size_t)((bytes + 127) / 64 * "
+                  "64));\n}\n\n");
+    kt_buf_printf(b,
+                  "int\n%s_init(struct %s_net **out, const char *path)\n{\n"
+                  "    const long long nw = %lldLL;\n"
+                  "    const unsigned long long hash = %lluULL;\n"
+                  "    struct %s_net *net = calloc(1, sizeof(*net));\n"
+                  "    unsigned char hdr[64];\n    FILE *f;\n    int rc = 0;\n"
+                  "    *out = NULL;\n    if (net == NULL)\n        return "
+                  "-ENOMEM;\n"
+                  "    net->arena = alloc64(%lldLL);\n"
+                  "    net->weights = alloc64(nw * 4);\n",
+                  M, M, (long long)net->nw, (unsigned long long)net->w_hash, M,
+                  (long long)net->arena_bytes);
+    for (i = 0; i < net->npacked; i++)
+        kt_buf_printf(b, "    net->packed[%d] = alloc64(%lldLL * 4);\n", i,
+                      (long long)net->packed_elems[i]);
+    kt_buf_printf(b,
+                  "    for (int i = 0; i < %d; i++)\n"
+                  "        if (net->packed[i] == NULL) rc = -ENOMEM;\n"
+                  "    if (net->arena == NULL || net->weights == NULL || rc)"
+                  " {\n        %s_free(net);\n        return -ENOMEM;\n    }\n"
+                  "    if ((f = fopen(path, \"rb\")) == NULL) {\n"
+                  "        rc = -errno;\n        %s_free(net);\n"
+                  "        return rc;\n    }\n"
+                  "    if (fread(hdr, 1, 64, f) != 64 || memcmp(hdr, \"%s\", "
+                  "8) != 0 ||\n"
+                  "        rd64(hdr + 8) != (unsigned long long)nw || "
+                  "rd64(hdr + 16) != hash ||\n"
+                  "        fread(net->weights, 4, (size_t)nw, f) != "
+                  "(size_t)nw || fgetc(f) != EOF ||\n"
+                  "        fnv1a(net->weights, (size_t)nw * 4) != hash)\n"
+                  "        rc = -EINVAL;\n    fclose(f);\n"
+                  "    if (rc != 0) {\n        %s_free(net);\n"
+                  "        return rc;\n    }\n",
+                  net->npacked, M, M, WEIGHTS_MAGIC, M);
+    kt_buf_puts(b, "    const float *const W = net->weights;\n    (void)W;\n");
+    for (i = 0; i < net->nsteps; i++)
+        if (net->steps[i].kernel >= 0 && !net->steps[i].pack_input &&
+            c->t[net->g->kernels[net->steps[i].kernel].task].npacked > 0)
+            emit_pack(b, c, &net->steps[i]);
+    kt_buf_puts(b, "    *out = net;\n    return 0;\n}\n\n");
+    kt_buf_printf(b,
+                  "void\n%s_free(struct %s_net *net)\n{\n"
+                  "    if (net == NULL)\n        return;\n"
+                  "    for (int i = 0; i < %d; i++)\n"
+                  "        free(net->packed[i]);\n"
+                  "    free(net->arena);\n    free(net->weights);\n"
+                  "    free(net);\n}\n\n",
+                  M, M, net->npacked);
+}
+
+static void
+emit_run(struct kt_buf *b, const struct kt_cc *c)
+{
+    const struct kt_cc_net *net = c->net;
+    const struct kt_onnx_graph *g = net->g;
+    int i;
+
+    kt_buf_printf(b,
+                  "int\n%s_run(struct %s_net *net, const float *const "
+                  "*inputs, float *const *outputs)\n{\n"
+                  "    char *const A = net->arena;\n"
+                  "    const float *const W = net->weights;\n    (void)W;\n",
+                  c->model, c->model);
+    for (i = 0; i < g->ninputs; i++)
+        kt_buf_printf(b, "    memcpy(A + %lld, inputs[%d], %lldu);\n",
+                      (long long)net->arena_off[g->inputs[i]], i,
+                      (long long)kt_onnx_value_elems(val(c, g->inputs[i])) * 4);
+    for (i = 0; i < net->nsteps; i++) {
+        if (net->steps[i].kernel >= 0)
+            emit_kernel(b, c, &net->steps[i]);
+        else
+            emit_node(b, c, &net->steps[i]);
+    }
+    for (i = 0; i < g->noutputs; i++)
+        kt_buf_printf(b, "    memcpy(outputs[%d], A + %lld, %lldu);\n", i,
+                      (long long)net->arena_off[g->outputs[i]],
+                      (long long)kt_onnx_value_elems(val(c, g->outputs[i])) * 4);
+    kt_buf_puts(b, "    return 0;\n}\n");
+}
+
+static void
+emit_net_c(struct kt_buf *b, const struct kt_cc *c)
+{
+    kt_buf_printf(b,
+                  "/* %s_net.c - generated by kerntune compile: the network "
+                  "of %s\n * (%d steps: kernel calls and plain C for the "
+                  "untuned nodes); see %s.h. */\n"
+                  "#include <errno.h>\n#include <math.h>\n#include <stdio.h>\n"
+                  "#include <stdlib.h>\n#include <string.h>\n\n"
+                  "#include \"%s.h\"\n\n",
+                  c->model, c->m->onnx, c->net->nsteps, c->model, c->model);
+    kt_buf_puts(b, kt__cc_rt_ops);
+    kt_buf_puts(b, "\n");
+    kt_buf_puts(b, kt__cc_rt_resize);
+    kt_buf_puts(b, "\n");
+    emit_init(b, c);
+    emit_run(b, c);
+}
+
+static void
+emit_infer(struct kt_buf *b, const struct kt_cc *c)
+{
+    const struct kt_onnx_graph *g = c->net->g;
+    const char *M = c->model;
+    int i;
+
+    kt_buf_printf(b,
+                  "/* %s_infer.c - generated by kerntune compile: runs the "
+                  "network of %s.h on\n * given or random inputs and prints "
+                  "its latency (`kerntune run DIR`). */\n"
+                  "#define _POSIX_C_SOURCE 200809L\n#include <errno.h>\n"
+                  "#include <stdio.h>\n#include <stdlib.h>\n"
+                  "#include <string.h>\n#include <time.h>\n"
+                  "#include <unistd.h>\n\n#include \"%s.h\"\n\n",
+                  M, M, M);
+    kt_buf_printf(b,
+                  "#define NET_WEIGHTS \"%s.weights\"\n#define NET_STRUCT "
+                  "%s_net\n#define NET_INIT %s_init\n#define NET_RUN %s_run\n"
+                  "#define NET_FREE %s_free\n#define NET_SET_THREADS "
+                  "%s_set_threads\n#define NET_NINPUTS %d\n"
+                  "#define NET_NOUTPUTS %d\n#define NET_ARENA_BYTES %lldLL\n"
+                  "#define NET_WEIGHT_BYTES %lldLL\n",
+                  M, M, M, M, M, M, g->ninputs, g->noutputs,
+                  (long long)c->net->arena_bytes, (long long)c->net->nw * 4);
+    kt_buf_puts(b, "static const long long in_elems[] = {");
+    for (i = 0; i < g->ninputs; i++)
+        kt_buf_printf(b, "%s%lld", i ? ", " : "",
+                      (long long)kt_onnx_value_elems(val(c, g->inputs[i])));
+    kt_buf_puts(b, "};\nstatic const long long out_elems[] = {");
+    for (i = 0; i < g->noutputs; i++)
+        kt_buf_printf(b, "%s%lld", i ? ", " : "",
+                      (long long)kt_onnx_value_elems(val(c, g->outputs[i])));
+    kt_buf_puts(b, "};\n\n");
+    kt_buf_puts(b, kt__cc_rt_infer);
+}
+
+static void
+put64(unsigned char *p, uint64_t v)
+{
+    int i;
+
+    for (i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* DIR/<model>.weights: a 64-byte header (magic, float count, FNV-1a of the
+ * floats), then the floats, little endian. */
+static int
+write_weights(const struct kt_cc *c, char *err, size_t errlen)
+{
+    size_t len = 64 + (size_t)c->net->nw * 4;
+    unsigned char *data = kt_xcalloc(1, len);
+    char name[96];
+    int rc;
+
+    memcpy(data, WEIGHTS_MAGIC, 8);
+    put64(data + 8, (uint64_t)c->net->nw);
+    put64(data + 16, c->net->w_hash);
+    memcpy(data + 64, c->net->w, (size_t)c->net->nw * 4);
+    snprintf(name, sizeof(name), "%s.weights", c->model);
+    rc = kt__cc_write_bytes(c, name, data, len, err, errlen);
+    free(data);
+    return rc;
+}
+
+int
+kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen)
+{
+    struct kt_buf b;
+    char name[96];
+    int rc;
+
+    if (c->net == NULL)
+        return KT_OK;
+    kt_buf_init(&b);
+    emit_net_c(&b, c);
+    snprintf(name, sizeof(name), "%s_net.c", c->model);
+    rc = kt__cc_write(c, name, b.p, err, errlen);
+    kt_buf_reset(&b);
+    emit_infer(&b, c);
+    snprintf(name, sizeof(name), "%s_infer.c", c->model);
+    if (rc == KT_OK)
+        rc = kt__cc_write(c, name, b.p, err, errlen);
+    if (rc == KT_OK)
+        rc = kt__cc_write(c, "ort_run.js", kt__cc_rt_ort, err, errlen);
+    if (rc == KT_OK)
+        rc = write_weights(c, err, errlen);
+    kt_buf_free(&b);
+    return rc;
+}

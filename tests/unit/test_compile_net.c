@@ -1,0 +1,338 @@
+/* test_compile_net.c - the whole network kt_compile writes for an ONNX
+ * model, built with the real compiler and run by its inference program:
+ * untuned nodes (a batch norm that is not folded, sigmoid, a broadcast
+ * multiply, transpose, concat), a conv + relu + broadcast add kernel and
+ * two graph outputs; ConvTranspose, Slice with steps, nearest and linear
+ * Resize; each against plain loops written here; a graph with a node
+ * the network has no C for is compiled without its network and says why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/compile.h"
+#include "tests/support/ktt_onnx.h"
+#include "tests/unit/test_storage_util.h"
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+
+/* ktt_onnx_init's fill for initializers without data. */
+static double
+fill(int i)
+{
+    return 0.01 * (i % 100) + 0.5;
+}
+
+static char *
+slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[4400];
+    FILE *in;
+    char *text;
+    long n;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    in = fopen(path, "rb");
+    if (in == NULL)
+        return NULL;
+    fseek(in, 0, SEEK_END);
+    n = ftell(in);
+    rewind(in);
+    text = kt_xmalloc((size_t)n + 1);
+    assert_int_equal(fread(text, 1, (size_t)n, in), (size_t)n);
+    text[n] = '\0';
+    fclose(in);
+    if (len != NULL)
+        *len = (size_t)n;
+    return text;
+}
+
+/* Writes model b to dir/m.onnx (and frees b), compiles it untuned into
+ * dir/lib; fails the test on an error. */
+static void
+compile_model(struct ktt_onnx *b, const char *dir)
+{
+    struct kt_model_conf *m = NULL;
+    struct kt_compile_opts o = {.db_path = "(none)"};
+    char text[4400], out[4400], err[1024];
+    int rc;
+
+    snprintf(text, sizeof(text), "%s/m.onnx", dir);
+    assert_int_equal(ktt_onnx_write(b, text), 0);
+    ktt_onnx_free(b);
+    snprintf(text, sizeof(text),
+             "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
+             "{\"cflags\": [\"-O1\", \"-fopenmp\"]}}",
+             dir);
+    snprintf(out, sizeof(out), "%s/lib", dir);
+    o.out_dir = out;
+    o.untuned = 1;
+    rc = kt_model_conf_parse("m.json", text, &m, err, sizeof(err));
+    if (rc == KT_OK)
+        rc = kt_compile(m, &o, NULL, err, sizeof(err));
+    kt_model_conf_free(m);
+    if (rc != KT_OK)
+        fail_msg("%s", err);
+}
+
+/* x -> BN -> sigmoid (output 1) -> * c[2,1,1] -> transpose(0,1,3,2) ->
+ * concat(t, t, axis 1) -> conv 1x1 (3 filters, bias) -> relu -> + d[3]
+ * (output 0). */
+static void
+reference(const float *x, float *out, float *sg)
+{
+    float t[2][4][3];
+    int c, h, w, f, k;
+
+    for (c = 0; c < 2; c++)
+        for (h = 0; h < 3; h++)
+            for (w = 0; w < 4; w++) {
+                double v = x[c * 12 + h * 4 + w];
+                double b = (v - fill(c)) / sqrt(fill(c) + 1e-5) * fill(c) +
+                           fill(c);
+                sg[c * 12 + h * 4 + w] = (float)(1 / (1 + exp(-b)));
+                t[c][w][h] = (float)(sg[c * 12 + h * 4 + w] * fill(c));
+            }
+    for (f = 0; f < 3; f++)
+        for (w = 0; w < 4; w++)
+            for (h = 0; h < 3; h++) {
+                double y = fill(f);
+                for (k = 0; k < 4; k++)
+                    y += fill(f * 4 + k) * t[k % 2][w][h];
+                out[f * 12 + w * 3 + h] = (float)((y > 0 ? y : 0) + fill(h));
+            }
+}
+
+/* Builds dir/lib's inference program and runs it on dir/lib/in.bin;
+ * fails the test with the build or run output. */
+static void
+run_infer(const char *dir)
+{
+    char cmd[9000], *make_out, *run_out;
+
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s/lib' && make -s infer >make.out 2>&1 && ./m_infer -i "
+             "in.bin -o out.bin -n 2 >run.out 2>&1",
+             dir);
+    if (system(cmd) == 0)
+        return;
+    make_out = slurp(dir, "lib/make.out", NULL);
+    run_out = slurp(dir, "lib/run.out", NULL);
+    fail_msg("%s\nmake: %.2000s\nrun: %.2000s", cmd, make_out ? make_out : "",
+             run_out ? run_out : "");
+}
+
+static void
+test_network_matches_loops(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    char dir[4096], path[4400], *text;
+    float x[24], want[36], want_sg[24], got[60];
+    size_t len;
+    FILE *f;
+    int i;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 3, 4));
+    ktt_onnx_init(b, "s", 1, D(2), NULL);
+    ktt_onnx_init(b, "bb", 1, D(2), NULL);
+    ktt_onnx_init(b, "mean", 1, D(2), NULL);
+    ktt_onnx_init(b, "var", 1, D(2), NULL);
+    ktt_onnx_init(b, "c", 3, D(2, 1, 1), NULL);
+    ktt_onnx_init(b, "w", 4, D(3, 4, 1, 1), NULL);
+    ktt_onnx_init(b, "cb", 1, D(3), NULL);
+    ktt_onnx_init(b, "d", 1, D(3), NULL);
+    ktt_onnx_node(b, "BatchNormalization", "bn", "x,s,bb,mean,var", "b");
+    ktt_onnx_node(b, "Sigmoid", "sig", "b", "sg");
+    ktt_onnx_node(b, "Mul", "mul", "sg,c", "mu");
+    n = ktt_onnx_node(b, "Transpose", "tr", "mu", "t");
+    ktt_attr_ints(n, "perm", 4, D(0, 1, 3, 2));
+    n = ktt_onnx_node(b, "Concat", "cat", "t,t", "cc");
+    ktt_attr_int(n, "axis", 1);
+    ktt_onnx_node(b, "Conv", "conv", "cc,w,cb", "y");
+    ktt_onnx_node(b, "Relu", "relu", "y", "r");
+    ktt_onnx_node(b, "Add", "add", "r,d", "out");
+    ktt_onnx_output(b, "out");
+    ktt_onnx_output(b, "sg");
+    compile_model(b, dir);
+    text = slurp(dir, "lib/manifest.json", NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"peak_activation_bytes\""));
+    assert_non_null(strstr(text, "\"untuned_nodes\":\t5"));
+    free(text);
+
+    for (i = 0; i < 24; i++)
+        x[i] = (float)((i * 7 % 24) / 12.0 - 1);
+    reference(x, want, want_sg);
+    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(x, 4, 24, f), 24);
+    fclose(f);
+    run_infer(dir);
+    text = slurp(dir, "lib/out.bin", &len);
+    assert_non_null(text);
+    assert_int_equal(len, sizeof(got));
+    memcpy(got, text, sizeof(got));
+    free(text);
+    for (i = 0; i < 36; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+            fail_msg("out[%d] = %g, want %g", i, got[i], want[i]);
+    for (i = 0; i < 24; i++)
+        if (fabsf(got[36 + i] - want_sg[i]) > 1e-6f)
+            fail_msg("sg[%d] = %g, want %g", i, got[36 + i], want_sg[i]);
+    ts_rmrf(dir);
+}
+
+/* ktt_onnx_init's fill of element i of a tensor. */
+#define F(i) ((float)fill(i))
+
+/* ConvTranspose x[1,2,4,4] * w[2,3,3,3] + b, stride 2, pads 1,
+ * output_padding 1 -> y[1,3,8,8]; Slice of columns 1, 3, 5 -> s[1,3,8,3];
+ * Resize nearest (asymmetric, floor) by 0.5 x 2 -> out0[1,3,4,6]; Resize
+ * linear (half_pixel) by 2 x 2 -> out1[1,3,16,6]. */
+static void
+reference_layout(const float *x, float *out0, float *out1)
+{
+    float y[3][8][8], sl[3][8][3];
+    int f, c, i, j, r, t;
+
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 8; i++)
+            for (j = 0; j < 8; j++)
+                y[f][i][j] = F(f);
+    for (c = 0; c < 2; c++)
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 4; j++)
+                for (f = 0; f < 3; f++)
+                    for (r = 0; r < 3; r++)
+                        for (t = 0; t < 3; t++) {
+                            int oy = i * 2 - 1 + r, ox = j * 2 - 1 + t;
+                            if (oy >= 0 && oy < 8 && ox >= 0 && ox < 8)
+                                y[f][oy][ox] += x[(c * 4 + i) * 4 + j] *
+                                                F(((c * 3 + f) * 3 + r) * 3 + t);
+                        }
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 8; i++)
+            for (j = 0; j < 3; j++)
+                sl[f][i][j] = y[f][i][1 + 2 * j];
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 6; j++)
+                out0[(f * 4 + i) * 6 + j] = sl[f][2 * i][j / 2];
+    for (f = 0; f < 3; f++)
+        for (i = 0; i < 16; i++)
+            for (j = 0; j < 6; j++) {
+                double sy = fmin(fmax((i + 0.5) / 2 - 0.5, 0), 7);
+                double sx = fmin(fmax((j + 0.5) / 2 - 0.5, 0), 2);
+                int y0 = (int)sy, x0 = (int)sx;
+                int y1 = y0 + 1 < 8 ? y0 + 1 : 7, x1 = x0 + 1 < 3 ? x0 + 1 : 2;
+                double wy = sy - y0, wx = sx - x0;
+                double a = sl[f][y0][x0] * (1 - wx) + sl[f][y0][x1] * wx;
+                double b = sl[f][y1][x0] * (1 - wx) + sl[f][y1][x1] * wx;
+                out1[(f * 16 + i) * 6 + j] = (float)(a * (1 - wy) + b * wy);
+            }
+}
+
+static void
+test_network_layout_ops(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    char dir[4096], path[4400], *text;
+    float x[32], want[72 + 288], got[72 + 288];
+    size_t len;
+    FILE *f;
+    int i;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 4, 4));
+    ktt_onnx_init(b, "w", 4, D(2, 3, 3, 3), NULL);
+    ktt_onnx_init(b, "b", 1, D(3), NULL);
+    ktt_onnx_init_i64(b, "st", 1, D(1));
+    ktt_onnx_init_i64(b, "en", 1, D(7));
+    ktt_onnx_init_i64(b, "ax", 1, D(3));
+    ktt_onnx_init_i64(b, "sp", 1, D(2));
+    ktt_onnx_init(b, "sc0", 1, D(4), (const float[]){1, 1, 0.5f, 2});
+    ktt_onnx_init(b, "sc1", 1, D(4), (const float[]){1, 1, 2, 2});
+    n = ktt_onnx_node(b, "ConvTranspose", "ct", "x,w,b", "y");
+    ktt_attr_ints(n, "strides", 2, D(2, 2));
+    ktt_attr_ints(n, "pads", 4, D(1, 1, 1, 1));
+    ktt_attr_ints(n, "output_padding", 2, D(1, 1));
+    ktt_onnx_node(b, "Slice", "sl", "y,st,en,ax,sp", "s");
+    n = ktt_onnx_node(b, "Resize", "near", "s,,sc0", "out0");
+    ktt_attr_str(n, "coordinate_transformation_mode", "asymmetric");
+    ktt_attr_str(n, "nearest_mode", "floor");
+    n = ktt_onnx_node(b, "Resize", "lin", "s,,sc1", "out1");
+    ktt_attr_str(n, "mode", "linear");
+    ktt_onnx_output(b, "out0");
+    ktt_onnx_output(b, "out1");
+    compile_model(b, dir);
+
+    for (i = 0; i < 32; i++)
+        x[i] = (float)((i * 5 % 32) / 16.0 - 1);
+    reference_layout(x, want, want + 72);
+    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(x, 4, 32, f), 32);
+    fclose(f);
+    run_infer(dir);
+    text = slurp(dir, "lib/out.bin", &len);
+    assert_non_null(text);
+    assert_int_equal(len, sizeof(got));
+    memcpy(got, text, sizeof(got));
+    free(text);
+    for (i = 0; i < 72 + 288; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+            fail_msg("out%d[%d] = %g, want %g", i >= 72, i < 72 ? i : i - 72,
+                     got[i], want[i]);
+    ts_rmrf(dir);
+}
+
+static void
+test_network_skipped(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    char dir[4096], *text;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 4, 4));
+    ktt_onnx_init(b, "w", 4, D(2, 2, 1, 1), NULL);
+    ktt_onnx_init_i64(b, "idx", 1, (const int64_t[]){1});
+    ktt_onnx_node(b, "Conv", "conv", "x,w", "y");
+    ktt_onnx_node(b, "Gather", "ga", "y,idx", "out");
+    ktt_onnx_output(b, "out");
+    compile_model(b, dir);
+    text = slurp(dir, "lib/manifest.json", NULL);
+    assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'ga' (Gather) "
+                                 "has no plain C version"));
+    free(text);
+    assert_null(slurp(dir, "lib/m_net.c", NULL));
+    text = slurp(dir, "lib/m.h", NULL);
+    assert_non_null(strstr(text, "void m_conv2d_"));
+    assert_null(strstr(text, "m_run("));
+    free(text);
+    ts_rmrf(dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_network_matches_loops),
+        cmocka_unit_test(test_network_layout_ops),
+        cmocka_unit_test(test_network_skipped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
