@@ -338,10 +338,6 @@ block_size_of(const struct kt_op_def *d, const char *json, char **src)
     return size;
 }
 
-/* Unroll pragmas are clamped to the block budget: a stem conv schedule whose
- * auto-unroll (512) unrolled a 56-statement scalar block 7 times (it took
- * gcc past the build deadline on a loaded machine) keeps that loop rolled;
- * a micro-kernel of lane-by-lane gathers is reported too heavy to build. */
 /* The loop directly around the first reduction store under n, or NULL. */
 static const struct kt_node *
 reduction_loop(const struct kt_node *n, const struct kt_node *loop)
@@ -402,6 +398,10 @@ test_codegen_reference_order(void **state)
     assert_true(reference_reduces_innermost(&d));
 }
 
+/* Unroll pragmas are clamped to the block budget: a stem conv schedule whose
+ * auto-unroll (512) unrolled a 56-statement scalar block 7 times (it took
+ * gcc past the build deadline on a loaded machine) keeps that loop rolled;
+ * a micro-kernel of lane-by-lane gathers is reported too heavy to build. */
 static void
 test_codegen_block_size(void **state)
 {
