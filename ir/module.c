@@ -116,12 +116,71 @@ kt_codegen_module_lowered(const struct kt_looptree *ref,
     return KT_OK;
 }
 
+/* Adds to *score, for every load of e, +1 when it reads contiguously along
+ * axis var and -1 when it jumps by more than one element per step. */
+static void
+inner_stride_score(const struct kt_state *st, const struct kt_expr *e, int var,
+                   int *score)
+{
+    int64_t c;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD) {
+        c = kt_load_flat_coef(e, st->tensors[e->src].shape, var);
+        *score += c == 1 ? 1 : c != 0 ? -1 : 0;
+    }
+    inner_stride_score(st, e->a, var, score);
+    inner_stride_score(st, e->b, var, score);
+}
+
+/* The reference keeps every output element's reduction in order, but a
+ * reduction whose innermost axis reads with a large stride (B[k, j] of a
+ * GEMM: a new cache line, often a new page, per step) ran for seconds on
+ * a 1024^3 GEMM (5 s of CPU, 40 s wall under load: past the run
+ * deadline, so no trial of it could finish).  When the innermost spatial
+ * axis gives more unit-stride reads (the output's store counts as one),
+ * it moves inside the reduction loops: i k j for a GEMM. */
+static int
+order_reference(struct kt_state *st, char *err, size_t errlen)
+{
+    int s, a, n;
+
+    for (s = 0; s < st->nstages; s++) {
+        const struct kt_sstage *ss = &st->stages[s];
+        struct kt_step re;
+        int sp = ss->nspatial - 1, r = ss->naxes - 1, keep = 0, move = 1;
+        while (sp >= 0 && ss->axes[sp].extent <= 1)
+            sp--;
+        if (sp < 0 || r < ss->nspatial || ss->naxes > KT_MAX_STEP_ARGS)
+            continue;
+        inner_stride_score(st, ss->body, r, &keep);
+        inner_stride_score(st, ss->body, sp, &move);
+        if (move <= keep)
+            continue;
+        memset(&re, 0, sizeof(re));
+        re.kind = KT_STEP_REORDER;
+        re.stage = s;
+        re.n = ss->naxes;
+        for (a = 0, n = 0; a < ss->naxes; a++)
+            if (a != sp)
+                re.v[n++] = a;
+        re.v[n] = sp;
+        if (kt_state_apply(st, &re, err, errlen) != KT_OK)
+            return KT_ESCHEDULE;
+    }
+    return KT_OK;
+}
+
 int
 kt_lower_reference(const struct kt_dag *dag, struct kt_looptree **out,
                    char *err, size_t errlen)
 {
     struct kt_state *plain = kt_state_new(dag);
-    int rc = kt_lower(plain, out, err, errlen);
+    int rc = order_reference(plain, err, errlen);
+
+    if (rc == KT_OK)
+        rc = kt_lower(plain, out, err, errlen);
 
     kt_state_free(plain);
     return rc;
