@@ -29,13 +29,17 @@ enum sk_role {
  * i.e. after the sketch's cache_write and inline steps). */
 struct sk_plan {
     int role;
-    int partner;   /* MLT: consumer it is fused into (-1 none);
+    int partner;     /* MLT: consumer it is fused into (-1 none);
                                * FOLLOW: the fused MLT producer */
-    int level;     /* fusion level (1 or 2), 0 = not fused */
-    int slot;      /* MLT: tile slot in the genome */
-    int structure; /* MLT: index into sk_structures */
-    int may_move;  /* PLAIN: has a sole consumer, can attach */
-    int consumer;  /* PLAIN + may_move: that consumer */
+    int level;       /* fusion level (1 or 2), 0 = not fused */
+    int slot;        /* MLT: tile slot in the genome */
+    int structure;   /* MLT: index into sk_structures */
+    int vec_axis1;   /* MLT: 1 + the spatial axis placed innermost in the
+                    * register tile (vectorized); 0: the last one */
+    int pack_needed; /* cache_read: the vector axis reads this operand
+                      * with a stride only the pack makes contiguous */
+    int may_move;    /* PLAIN: has a sole consumer, can attach */
+    int consumer;    /* PLAIN + may_move: that consumer */
     int has_reduce;
 };
 
@@ -112,6 +116,11 @@ void sk_free_sketches(struct kt_search *s);
 /* Builds the state of genome g; NULL with err on a schedule error. */
 struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
                           char *err, size_t errlen);
+
+/* The spatial axis the register tile of MLT stage ss vectorizes under
+ * plan p (the last one of extent > 1 unless p moves another innermost),
+ * -1 if none. */
+int sk_vector_axis(const struct kt_sstage *ss, const struct sk_plan *p);
 
 /* ---- search_init.c ---- */
 int sk_prepare_factors(struct kt_search *s);
