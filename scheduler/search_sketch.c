@@ -127,14 +127,11 @@ fusable_consumer(const struct kt_state *st, int p)
     return identity_loads(cs->body, ps->out, ps->nspatial) ? c : -1;
 }
 
-/* Whether a load of tensor t in stage s moves along spatial axis a with a
- * stride other than 0 and 1. */
-static int strided_along(const struct kt_state *st, int s, int t, int a);
-
-/* Coefficients of axis a in the flat offsets of the loads of e: ors 1
- * into *bcast for a load that does not move along a, 2 into *bad for one
- * that moves with a stride other than 1 and cannot be repacked (only a
- * pack of a constant weight can), and 1 into *bad for a strided one. */
+/* Scans the loads of e (of tensor t; every tensor for t < 0) along axis
+ * a: sets *bcast for a load that does not move along a; ors into *bad 1
+ * for one that moves with a stride other than 1 through the pack of a
+ * constant weight (a pack can lay it out contiguously), 2 for any other
+ * such load. */
 static void
 scan_axis(const struct kt_state *st, const struct kt_expr *e, int a, int t,
           int *bcast, int *bad)
@@ -157,6 +154,8 @@ scan_axis(const struct kt_state *st, const struct kt_expr *e, int a, int t,
     scan_axis(st, e->b, a, t, bcast, bad);
 }
 
+/* Whether a load of tensor t in stage s moves along spatial axis a with a
+ * stride other than 0 and 1. */
 static int
 strided_along(const struct kt_state *st, int s, int t, int a)
 {
