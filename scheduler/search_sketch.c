@@ -21,6 +21,9 @@
 #include "scheduler/search_int.h"
 
 const char *const sk_structures[] = {"SSRSRS", "SRSRS", "SSRSR"};
+
+/* Vector lanes that fill the widest vector register (64 bytes). */
+#define SK_WIDE_LANES 16
 const int sk_unroll_values[4] = {0, 16, 64, 512};
 
 /* ---- DAG analysis on a state ------------------------------------------- */
@@ -89,6 +92,27 @@ needs_mlt(const struct kt_sstage *ss)
         return 0;
     load_masks(ss->body, &missing, ss->nspatial, ss);
     return missing;
+}
+
+/* SpatialVector: a reduction without data reuse (pooling) that rfactor
+ * does not vectorize (a window of 3 x 3 or 7 x 7: short innermost
+ * reduction) and whose last spatial axis has 16 points or more is also
+ * tiled (the plain multi-level tiling), so its innermost spatial tile is
+ * vectorized under the reduction loops with the accumulators in
+ * registers; untiled, its innermost loop is a reduction and nothing is
+ * vectorized. */
+static int
+wants_spatial_tiles(const struct kt_sstage *ss)
+{
+    int a, last = -1;
+
+    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN ||
+        ss->naxes == ss->nspatial)
+        return 0;
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1)
+            last = a;
+    return last >= 0 && ss->axes[last].extent >= SK_WIDE_LANES;
 }
 
 static int
@@ -164,9 +188,6 @@ strided_along(const struct kt_state *st, int s, int t, int a)
     scan_axis(st, st->stages[s].body, a, t, &bcast, &bad);
     return bad != 0;
 }
-
-/* Vector lanes that fill the widest vector register (64 bytes). */
-#define SK_WIDE_LANES 16
 
 /* ChannelVector: a spatial axis other than the last that the register
  * tile of stage s should vectorize instead, or -1.  Only when the last
@@ -478,6 +499,8 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
     }
     if (wants_rfactor(st, s))
         plan_rfactor(G, st, plan, s, fusable_consumer(st, s), desc);
+    else if (wants_spatial_tiles(&st->stages[s]))
+        plan_mlt(G, st, plan, s, -1, desc, 0, -1);
     /* SkipStage */
     plan[s].role = SK_PLAIN;
     plan[s].partner = -1;

@@ -562,6 +562,50 @@ test_search_channel_vector(void **state)
     kt_dag_free(dag);
 }
 
+/* SpatialVector: global average pooling (a 7 x 7 reduction, too short
+ * for rfactor) is also tiled, and its samples vectorize the channels
+ * under the reduction loops; they compile and match the interpreter.
+ * Untiled, no loop of it is vectorized. */
+static void
+test_search_spatial_vector_pool(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_state *cands[4];
+    char err[512];
+    int i, n = 0, tiled = 0, skipped = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 7, 7), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        tiled += strstr(kt_search_sketch_desc(s, i), "SSRSRS") != NULL;
+    assert_int_equal(tiled, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n && n < 4; i++) {
+        const struct kt_sstage *ss = vectorized_reduction(b.v[i].state);
+        if (ss != NULL && !ss->iters[ss->niters - 1].reduce)
+            assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
+                                             &cands[n++], err, sizeof(err)),
+                             KT_OK);
+    }
+    if (n == 0)
+        fail_msg("no sample vectorizes the channels");
+    assert_int_equal(ktt_check_many(dag, cands, n, 5, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(cands[i]);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* Measured results seed the next population; a trained model is used for
  * 4 generations; bad options are refused. */
 static void
@@ -650,6 +694,7 @@ main(void)
         cmocka_unit_test(test_search_random_policy),
         cmocka_unit_test(test_search_register_blocked),
         cmocka_unit_test(test_search_channel_vector),
+        cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_model_and_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
