@@ -29,18 +29,20 @@ enum sk_role {
  * i.e. after the sketch's cache_write and inline steps). */
 struct sk_plan {
     int role;
-    int partner;     /* MLT: consumer it is fused into (-1 none);
+    int partner;   /* MLT: consumer it is fused into (-1 none);
                                * FOLLOW: the fused MLT producer */
-    int level;       /* fusion level (1 or 2), 0 = not fused */
-    int slot;        /* MLT: tile slot in the genome */
-    int structure;   /* MLT: index into sk_structures */
-    int vec_axis1;   /* MLT: 1 + the spatial axis placed innermost in the
-                    * register tile (vectorized); 0: the last one */
-    int pack_needed; /* cache_read: the vector axis reads this operand
-                      * with a stride only the pack makes contiguous */
-    int may_move;    /* PLAIN: has a sole consumer, can attach */
-    int consumer;    /* PLAIN + may_move: that consumer */
+    int level;     /* fusion level (1 or 2), 0 = not fused */
+    int slot;      /* MLT: tile slot in the genome */
+    int structure; /* MLT: index into sk_structures */
+    int may_move;  /* PLAIN: has a sole consumer, can attach */
+    int consumer;  /* PLAIN + may_move: that consumer */
     int has_reduce;
+    /* MLT: 1 + the spatial axis placed innermost in the register tile
+     * (vectorized); 0: the last one */
+    int vec_axis1;
+    /* cache_read: the vector axis reads this operand with a stride only
+     * the pack makes contiguous */
+    int pack_needed;
 };
 
 struct sk_sketch {
