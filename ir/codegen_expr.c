@@ -111,16 +111,33 @@ aff_uses_inner(const struct cg *g, const struct kt_affine *a)
 
 static const char *combine_op(enum kt_reduce op);
 
+/* The register holding the w lanes at addr + stride * lane (stride 0 and
+ * width 1 for a scalar), or -1. */
 static int
-find_reg(const struct cg *g, int buf, const struct kt_affine *addr, int width)
+find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
+         int64_t stride, int width)
 {
     int i;
 
     for (i = 0; i < g->nregs; i++)
         if (g->regs[i].buf == buf && g->regs[i].width == width &&
-            aff_equal(&g->regs[i].addr, addr))
+            g->regs[i].stride == stride && aff_equal(&g->regs[i].addr, addr))
             return i;
     return -1;
+}
+
+/* Whether the w1 elements at stride s1 from 0 and the w2 at stride s2
+ * from d share one (lanes are at most 16: a direct check). */
+static int
+lanes_overlap(int64_t d, int w1, int64_t s1, int w2, int64_t s2)
+{
+    int l1, l2;
+
+    for (l1 = 0; l1 < w1; l1++)
+        for (l2 = 0; l2 < w2; l2++)
+            if (s1 * l1 == d + s2 * l2)
+                return 1;
+    return 0;
 }
 
 /* Pass 1 sees an access: buffers touched at addresses that vary across the
@@ -149,8 +166,10 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr,
         g->stored[buf] = 1;
     if (!g->promote_ok[buf])
         return;
-    if (guarded || (lane_coef != 0 && lane_coef != 1) ||
-        aff_uses_inner(g, addr)) {
+    /* A strided access (lane_coef other than 0 and 1) is held too: the
+     * register is gathered before the nest and scattered after it, e.g.
+     * an accumulator tile vectorized along output channels. */
+    if (guarded || aff_uses_inner(g, addr)) {
         g->promote_ok[buf] = 0;
         return;
     }
@@ -166,11 +185,11 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr,
             return;
         }
         d = diff.c;
-        if (d == 0 && r->width == w) {
+        if (d == 0 && r->width == w && r->stride == lane_coef) {
             note_lanes(&g->regs[i], lane_red, op);
             return; /* already known */
         }
-        if ((d >= 0 && d < r->width) || (d < 0 && -d < w)) {
+        if (lanes_overlap(d, r->width, r->stride, w, lane_coef)) {
             g->promote_ok[buf] = 0;
             return;
         }
@@ -182,6 +201,7 @@ note_access(struct cg *g, int buf, const struct kt_affine *addr,
     g->regs[g->nregs].buf = buf;
     g->regs[g->nregs].addr = *addr;
     g->regs[g->nregs].width = w;
+    g->regs[g->nregs].stride = lane_coef;
     g->regs[g->nregs].lanes = lane_red;
     g->regs[g->nregs].mixed = lane_red == 0;
     g->regs[g->nregs].op = op;
@@ -208,6 +228,11 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
                     name, addr);
         for (k = 1; k < r->split; k++)
             kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
+    } else if (r->width > 1 && r->stride != 1) {
+        kt__cg_line(g, "kt_v%d r%d;", r->width, i);
+        kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
+        kt__cg_line(g, "    r%d[l_] = t_%s[%s + %lld*l_];", i, name, addr,
+                    (long long)r->stride);
     } else if (r->width > 1) {
         kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
                     r->width, name, addr);
@@ -233,6 +258,10 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
         }
         kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
                     r->op == KT_SUM ? "sum" : op, r->acc, i);
+    } else if (r->width > 1 && r->stride != 1) {
+        kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
+        kt__cg_line(g, "    t_%s[%s + %lld*l_] = r%d[l_];", name, addr,
+                    (long long)r->stride, i);
     } else if (r->width > 1) {
         kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
     } else {
@@ -398,8 +427,8 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
             kt_buf_puts(b, "0");
             return c != 0;
         }
-        r = find_reg(g, e->src, &addr, c == 0 ? 1 : w);
-        if (r >= 0 && g->promote_ok[e->src] && (c == 0 || c == 1)) {
+        r = find_reg(g, e->src, &addr, c, c == 0 ? 1 : w);
+        if (r >= 0 && g->promote_ok[e->src]) {
             kt_buf_printf(b, "r%d", r);
             return c != 0;
         }
@@ -510,7 +539,7 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
                     c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
         goto done;
     }
-    r = find_reg(g, n->buf, &addr, c == 0 ? 1 : w);
+    r = find_reg(g, n->buf, &addr, c, c == 0 ? 1 : w);
     if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
         struct reg *rg = &g->regs[r];
         char acc[32];
@@ -526,8 +555,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
                         acc, val.p);
         goto done;
     }
-    if (r >= 0 && g->promote_ok[n->buf] && (c == 0 || c == 1)) {
-        if (c == 1 && !vec) {
+    if (r >= 0 && g->promote_ok[n->buf]) {
+        if (c != 0 && !vec) {
             struct kt_buf t;
             kt_buf_init(&t);
             kt_buf_printf(&t, "kt_bc%d(%s)", w, val.p);
@@ -546,7 +575,7 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
             kt__cg_line(g, "r%d = %s;", r, val.p);
         } else if (n->op == KT_SUM) {
             kt__cg_line(g, "r%d += %s;", r, val.p);
-        } else if (c == 1) {
+        } else if (c != 0) {
             kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);", r, combine_op(n->op), w,
                         r, val.p);
         } else {

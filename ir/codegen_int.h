@@ -20,8 +20,9 @@ struct reg {
     int buf;
     struct kt_affine addr;
     int width;
-    int lanes; /* lane-reduction width seen (0 none) */
-    int mixed; /* some access is not such a reduction */
+    int64_t stride; /* between lanes: 1 contiguous, 0 scalar, else strided */
+    int lanes;      /* lane-reduction width seen (0 none) */
+    int mixed;      /* some access is not such a reduction */
     enum kt_reduce op;
     int acc;   /* decided: lanes of the accumulator, or 0 */
     int nred;  /* lane reductions per loop iteration */

@@ -40,10 +40,22 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
     return sum;
 }
 
+/* A store weighs 1 plus its loads, or its lanes when it is scattered lane
+ * by lane (twice for a reduction: each lane is read and written). */
 static int64_t
 store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
-    return 1 + load_weight(g, n->expr, lane_var, w);
+    const struct kt_lbuf *b = &g->lt->bufs[n->buf];
+    int64_t c = 0, stride = 1, self = 1;
+    int d;
+
+    for (d = b->ndim - 1; lane_var >= 0 && d >= 0; d--) {
+        c += kt_aff_coef(&n->idx[d], lane_var) * stride;
+        stride *= b->shape[d];
+    }
+    if (c != 0 && c != 1)
+        self = n->op == KT_ASSIGN ? w : 2 * (int64_t)w;
+    return self + load_weight(g, n->expr, lane_var, w);
 }
 
 /* Weight of n fully expanded (n expands: kt__cg_expand_count >= 0). */

@@ -409,6 +409,32 @@ pack_dim_order(const struct snest *n, int t, const struct kt_affine *ax,
         }
 }
 
+/* Dimension order of the local tile of a reduction stage ps whose
+ * vectorized innermost loop walks an output dimension other than the last
+ * (a conv's output channels): that dimension goes last, so the vector
+ * accumulators of its register tile are contiguous (loaded and stored as
+ * vectors around the reduction, not lane by lane); its reader then
+ * gathers, once per element.  Other tiles keep the tensor's order. */
+static void
+accumulator_dim_order(const struct kt_sstage *ps, int *perm, int ndim)
+{
+    const struct kt_iter *last;
+    int a, d, k = 0;
+
+    if (ps->naxes == ps->nspatial || ps->niters == 0 || ps->cache_read)
+        return;
+    last = &ps->iters[ps->niters - 1];
+    if (last->ann != KT_ANN_VECTORIZE || last->nparts != 1)
+        return;
+    a = last->parts[0].axis;
+    if (a >= ndim - 1 || ps->axes[a].reduce)
+        return;
+    for (d = 0; d < ndim; d++)
+        if (d != a)
+            perm[k++] = d;
+    perm[k] = a;
+}
+
 static int
 cmp_int(const void *a, const void *b)
 {
@@ -514,6 +540,8 @@ emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
         }
         if (ps->cache_read)
             pack_dim_order(n, ps->out, ax, L->tperm[ps->out], t->ndim);
+        else
+            accumulator_dim_order(ps, L->tperm[ps->out], t->ndim);
         memcpy(L->toff[ps->out], off, sizeof(off[0]) * (size_t)t->ndim);
         if (ps->prepacked) {
             rc = emit_prepacked(L, p, off, range);

@@ -191,16 +191,14 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
-    int nS = nparts_of(&sk->plan[i], 0), a, v = -1;
+    int nS = nparts_of(&sk->plan[i], 0), a, v;
     int64_t lanes, space = 1;
 
     if (sk->plan[i].structure == SK_STRUCT_RF)
         return 1; /* rf_vectorizes() and reg_tile() see to it */
     for (a = 0; a < ss->nspatial; a++)
-        if (ss->axes[a].extent > 1) {
-            v = a;
-            space *= ss->axes[a].extent;
-        }
+        space *= ss->axes[a].extent;
+    v = sk_vector_axis(ss, &sk->plan[i]);
     if (v < 0 || s->fac[g->sketch][slot][v]->n < nS)
         return 1;
     lanes = vector_lanes(s, ss->axes[v].extent);

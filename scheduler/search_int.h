@@ -37,6 +37,12 @@ struct sk_plan {
     int may_move;  /* PLAIN: has a sole consumer, can attach */
     int consumer;  /* PLAIN + may_move: that consumer */
     int has_reduce;
+    /* MLT: 1 + the spatial axis placed innermost in the register tile
+     * (vectorized); 0: the last one */
+    int vec_axis1;
+    /* cache_read: the vector axis reads this operand with a stride only
+     * the pack makes contiguous */
+    int pack_needed;
 };
 
 struct sk_sketch {
@@ -112,6 +118,11 @@ void sk_free_sketches(struct kt_search *s);
 /* Builds the state of genome g; NULL with err on a schedule error. */
 struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
                           char *err, size_t errlen);
+
+/* The spatial axis the register tile of MLT stage ss vectorizes under
+ * plan p (the last one of extent > 1 unless p moves another innermost),
+ * -1 if none. */
+int sk_vector_axis(const struct kt_sstage *ss, const struct sk_plan *p);
 
 /* ---- search_init.c ---- */
 int sk_prepare_factors(struct kt_search *s);

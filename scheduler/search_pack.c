@@ -108,8 +108,15 @@ packs_weight(const struct kt_state *st, int i)
 }
 
 static uint8_t
-random_mode(const struct kt_state *st, int i, struct kt_rng *r)
+random_mode(const struct sk_sketch *sk, int i, struct kt_rng *r)
 {
+    const struct kt_state *st = sk->base;
+
+    /* read along the vector axis with a stride: unpacked, every vector
+     * would be gathered lane by lane */
+    if (sk->plan[i].pack_needed)
+        return (uint8_t)(packs_weight(st, i) && kt_rng_below(r, 4) != 0 ? 2
+                                                                        : 1);
     if (packs_weight(st, i)) /* weights: mostly rewritten */
         return (uint8_t)(kt_rng_below(r, 4) < 2 ? 2 : kt_rng_below(r, 2));
     return (uint8_t)kt_rng_below(r, 2);
@@ -124,7 +131,7 @@ sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
     for (i = 0; i < sk->base->nstages; i++) {
         if (!sk->base->stages[i].cache_read)
             continue;
-        g->pack[i] = random_mode(sk->base, i, r);
+        g->pack[i] = random_mode(sk, i, r);
         if (g->pack[i] != 0 && g->loc[i] == 0)
             g->loc[i] = (uint8_t)(1 + kt_rng_below(r, 64));
     }
@@ -143,7 +150,7 @@ sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
     if (n == 0)
         return -1;
     i = cand[kt_rng_below(r, (uint64_t)n)];
-    v = random_mode(sk->base, i, r);
+    v = random_mode(sk, i, r);
     if (v == g->pack[i])
         return -1;
     g->pack[i] = v;

@@ -21,6 +21,9 @@
 #include "scheduler/search_int.h"
 
 const char *const sk_structures[] = {"SSRSRS", "SRSRS", "SSRSR"};
+
+/* Vector lanes that fill the widest vector register (64 bytes). */
+#define SK_WIDE_LANES 16
 const int sk_unroll_values[4] = {0, 16, 64, 512};
 
 /* ---- DAG analysis on a state ------------------------------------------- */
@@ -91,6 +94,27 @@ needs_mlt(const struct kt_sstage *ss)
     return missing;
 }
 
+/* SpatialVector: a reduction without data reuse (pooling) that rfactor
+ * does not vectorize (a window of 3 x 3 or 7 x 7: short innermost
+ * reduction) and whose last spatial axis has 16 points or more is also
+ * tiled (the plain multi-level tiling), so its innermost spatial tile is
+ * vectorized under the reduction loops with the accumulators in
+ * registers; untiled, its innermost loop is a reduction and nothing is
+ * vectorized. */
+static int
+wants_spatial_tiles(const struct kt_sstage *ss)
+{
+    int a, last = -1;
+
+    if (ss->is_pad || ss->inlined || ss->op == KT_ASSIGN ||
+        ss->naxes == ss->nspatial)
+        return 0;
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1)
+            last = a;
+    return last >= 0 && ss->axes[last].extent >= SK_WIDE_LANES;
+}
+
 static int
 identity_loads(const struct kt_expr *e, int t, int ndim)
 {
@@ -125,6 +149,91 @@ fusable_consumer(const struct kt_state *st, int p)
         if (cs->axes[a].extent != ps->axes[a].extent)
             return -1;
     return identity_loads(cs->body, ps->out, ps->nspatial) ? c : -1;
+}
+
+/* Scans the loads of e (of tensor t; every tensor for t < 0) along axis
+ * a: sets *bcast for a load that does not move along a; ors into *bad 1
+ * for one that moves with a stride other than 1 through the pack of a
+ * constant weight (a pack can lay it out contiguously), 2 for any other
+ * such load. */
+static void
+scan_axis(const struct kt_state *st, const struct kt_expr *e, int a, int t,
+          int *bcast, int *bad)
+{
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD && (t < 0 || e->src == t)) {
+        const struct kt_tensor *x = &st->tensors[e->src];
+        int64_t c = kt_load_flat_coef(e, x->shape, a);
+        int p = x->producer;
+        int repackable = p >= 0 && st->stages[p].cache_read &&
+                         st->stages[p].body->op == KT_X_LOAD &&
+                         st->tensors[st->stages[p].body->src].is_const;
+        if (c == 0)
+            *bcast = 1;
+        else if (c != 1)
+            *bad |= repackable ? 1 : 2;
+    }
+    scan_axis(st, e->a, a, t, bcast, bad);
+    scan_axis(st, e->b, a, t, bcast, bad);
+}
+
+/* Whether a load of tensor t in stage s moves along spatial axis a with a
+ * stride other than 0 and 1. */
+static int
+strided_along(const struct kt_state *st, int s, int t, int a)
+{
+    int bcast = 0, bad = 0;
+
+    scan_axis(st, st->stages[s].body, a, t, &bcast, &bad);
+    return bad != 0;
+}
+
+/* ChannelVector: a spatial axis other than the last that the register
+ * tile of stage s should vectorize instead, or -1.  Only when the last
+ * axis cannot fill wide vectors with contiguous loads (its extent is no
+ * multiple of 16 lanes or some load reads it with a stride: a conv's
+ * output width, 56 or 28 wide, stride 2) and the other axis can: a
+ * multiple of 16, some operand does not move along it (broadcast, the
+ * reuse of a register tile) and every operand that does is read
+ * contiguously or is a pack of a constant weight (the pack lays it out
+ * contiguously: a conv's output channels over W[f, c, r, s]). */
+static int
+channel_vector_axis(const struct kt_state *st, int s)
+{
+    const struct kt_sstage *ss = &st->stages[s];
+    int last = -1, a, bcast = 0, bad = 0;
+
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1)
+            last = a;
+    if (last < 0)
+        return -1;
+    scan_axis(st, ss->body, last, -1, &bcast, &bad);
+    if (ss->axes[last].extent % SK_WIDE_LANES == 0 && bad == 0)
+        return -1;
+    for (a = last - 1; a >= 0; a--) {
+        if (ss->axes[a].extent % SK_WIDE_LANES != 0)
+            continue;
+        bcast = bad = 0;
+        scan_axis(st, ss->body, a, -1, &bcast, &bad);
+        if (bcast && bad < 2)
+            return a;
+    }
+    return -1;
+}
+
+int
+sk_vector_axis(const struct kt_sstage *ss, const struct sk_plan *p)
+{
+    int a, last = -1;
+
+    if (p->vec_axis1 > 0)
+        return p->vec_axis1 - 1;
+    for (a = 0; a < ss->nspatial; a++)
+        if (ss->axes[a].extent > 1)
+            last = a;
+    return last;
 }
 
 /* ---- sketch generation ------------------------------------------------- */
@@ -192,12 +301,15 @@ with_desc(char *out, size_t n, const char *desc, const char *one)
  * (c >= 0) or not fused (c < 0), in every loop structure. */
 static void
 plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
-         const char *desc, int cw)
+         const char *desc, int cw, int vec_axis)
 {
     struct sk_plan p2[KT_MAX_STAGES];
-    char d2[160], one[96];
-    int structure, level;
+    char d2[160], one[96], vec[48] = "";
+    int structure, level, t;
 
+    if (vec_axis >= 0)
+        snprintf(vec, sizeof(vec), ", vector %s",
+                 st->stages[s].axes[vec_axis].name);
     for (structure = 0; structure < SK_NSTRUCT_MLT; structure++) {
         for (level = c >= 0 ? 1 : 0; level <= (c >= 0 ? 2 : 0); level++) {
             memcpy(p2, plan, sizeof(p2));
@@ -205,18 +317,23 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
             p2[s].structure = structure;
             p2[s].partner = c;
             p2[s].level = level;
+            p2[s].vec_axis1 = vec_axis + 1;
+            for (t = 0; t < s; t++)
+                p2[t].pack_needed = vec_axis >= 0 && st->stages[t].cache_read &&
+                                    strided_along(st, s, st->stages[t].out,
+                                                  vec_axis);
             if (c >= 0) {
                 p2[c].role = SK_FOLLOW;
                 p2[c].partner = s;
                 p2[c].level = level;
             }
             if (c >= 0)
-                snprintf(one, sizeof(one), "%s: %s%s, fused at level %d",
+                snprintf(one, sizeof(one), "%s: %s%s, fused at level %d%s",
                          st->stages[s].name, cw ? "cache_write, " : "",
-                         sk_structures[structure], level);
+                         sk_structures[structure], level, vec);
             else
-                snprintf(one, sizeof(one), "%s: %s", st->stages[s].name,
-                         sk_structures[structure]);
+                snprintf(one, sizeof(one), "%s: %s%s", st->stages[s].name,
+                         sk_structures[structure], vec);
             with_desc(d2, sizeof(d2), desc, one);
             gen_stage(G, st, p2, s - 1, d2);
         }
@@ -352,9 +469,11 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
         step.v[0] = 0;
     }
     if (needs_mlt(&st->stages[s])) {
-        int c = fusable_consumer(st, s);
+        int c = fusable_consumer(st, s), vec = channel_vector_axis(st, s);
         if (c >= 0) {
-            plan_mlt(G, st, plan, s, c, desc, 0);
+            plan_mlt(G, st, plan, s, c, desc, 0, -1);
+            if (vec >= 0)
+                plan_mlt(G, st, plan, s, c, desc, 0, vec);
         } else {
             /* AddCacheWrite: the local stage is fused into the copy. */
             struct kt_state *cw = kt_state_clone(st);
@@ -365,17 +484,23 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
                 memcpy(p2, plan, sizeof(*plan) * (size_t)s);
                 memcpy(p2 + s + 1, plan + s,
                        sizeof(*plan) * (size_t)(KT_MAX_STAGES - s - 1));
-                plan_mlt(G, cw, p2, s, s + 1, desc, 1);
+                plan_mlt(G, cw, p2, s, s + 1, desc, 1, -1);
+                if (vec >= 0)
+                    plan_mlt(G, cw, p2, s, s + 1, desc, 1, vec);
             }
             kt_state_free(cw);
         }
-        plan_mlt(G, st, plan, s, -1, desc, 0);
+        plan_mlt(G, st, plan, s, -1, desc, 0, -1);
+        if (vec >= 0)
+            plan_mlt(G, st, plan, s, -1, desc, 0, vec);
         if (wants_rfactor(st, s))
             plan_rfactor(G, st, plan, s, c, desc);
         return;
     }
     if (wants_rfactor(st, s))
         plan_rfactor(G, st, plan, s, fusable_consumer(st, s), desc);
+    else if (wants_spatial_tiles(&st->stages[s]))
+        plan_mlt(G, st, plan, s, -1, desc, 0, -1);
     /* SkipStage */
     plan[s].role = SK_PLAIN;
     plan[s].partner = -1;
@@ -444,13 +569,25 @@ count_kind(const char *structure, char k)
     return n;
 }
 
+/* The axes in the order of one tile level: the stage's order, but at the
+ * last spatial level vec_axis (>= 0) goes last. */
+static int
+level_axis(const struct kt_sstage *ss, int k, int last_spatial, int vec_axis)
+{
+    if (!last_spatial || vec_axis < 0 || k >= ss->nspatial)
+        return k;
+    if (k == ss->nspatial - 1)
+        return vec_axis;
+    return k >= vec_axis ? k + 1 : k;
+}
+
 static int
 tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
-         const char *structure, char *err, size_t errlen)
+         const char *structure, int vec_axis, char *err, size_t errlen)
 {
     struct kt_step re;
     int nS = count_kind(structure, 'S'), nR = count_kind(structure, 'R');
-    int a, l, ls = 0, lr = 0, naxes = st->stages[i].naxes;
+    int a, k, l, ls = 0, lr = 0, naxes = st->stages[i].naxes;
     const char *c;
 
     for (a = naxes - 1; a >= 0; a--) {
@@ -474,9 +611,10 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
     re.stage = i;
     for (c = structure; *c; c++) {
         int red = *c == 'R', lev = red ? lr++ : ls++;
-        for (a = 0; a < naxes; a++) {
+        for (k = 0; k < naxes; k++) {
             const struct kt_sstage *ss = &st->stages[i];
             int j;
+            a = level_axis(ss, k, !red && lev == nS - 1, vec_axis);
             if (ss->axes[a].reduce != red)
                 continue;
             if (ss->axes[a].extent <= 1 && lev != 0)
@@ -585,8 +723,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             }
         }
         if (p->role == SK_MLT &&
-            tile_mlt(st, i, g->tiles[p->slot], sk_structures[p->structure], err,
-                     errlen) != 0)
+            tile_mlt(st, i, g->tiles[p->slot], sk_structures[p->structure],
+                     p->vec_axis1 - 1, err, errlen) != 0)
             goto fail;
         if (p->role == SK_FOLLOW) {
             const struct sk_plan *pp = &k->plan[p->partner];

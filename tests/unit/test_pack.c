@@ -245,6 +245,79 @@ test_pack_kernels_match(void **state)
     kt_dag_free(dag);
 }
 
+/* A conv 8 -> 32 channels, 14x14, 3x3 pad 1 (+bias+relu) whose register
+ * tile is 7 output columns x 32 output channels, the channels vectorized
+ * over a layout rewrite of W ([f0][c][r][s][32]), the reduction c r s
+ * outside the tile; T computed per output row inside O (CONV_FUSED) or
+ * at root (CONV_ROOT). */
+#define CONV_CV_O                                                              \
+    "[\"CHR\",1,1],[\"SP\",3,1,[32]],[\"RE\",3,[0,1,3,2,4]],"                  \
+    "[\"FU\",3,0,3],[\"SP\",2,3,[7]],[\"SP\",2,1,[32]],"                       \
+    "[\"RE\",2,[0,1,3,4,6,7,8,5,2]],"
+#define CONV_CV_ANN                                                            \
+    "[\"CA\",1,2,3],[\"LR\",1],[\"AN\",0,3,\"vectorize\"],"                    \
+    "[\"AN\",2,8,\"vectorize\"],[\"AN\",2,7,\"unroll\"],"                      \
+    "[\"AN\",3,0,\"parallel\"],[\"AN\",3,2,\"vectorize\"]"
+static const char conv_cv_fused[] = "{\"v\":1,\"steps\":[" CONV_CV_O
+                                    "[\"CA\",2,3,0]," CONV_CV_ANN "]}";
+static const char conv_cv_root[] = "{\"v\":1,\"steps\":[" CONV_CV_O CONV_CV_ANN
+                                   "]}";
+
+/* Channel-vectorized conv register tiles: attached, the accumulator tile
+ * is laid out channels last, so the 14 accumulators are vector loads and
+ * stores around the whole c r s reduction; at root (channels strided in
+ * T), they are still registers, gathered once before the reduction and
+ * scattered after it, never read and written lane by lane per FMA.  Both
+ * match the interpreter. */
+static void
+test_pack_channel_vector_conv(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *c[2];
+    struct kt_looptree *lt;
+    const struct kt_lbuf *b;
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char err[512];
+    int skipped, k;
+
+    (void)state;
+    assert_int_equal(ktt_conv_def(&d, 8, 14, 32, 3, 1, 1, 1, 1,
+                                  KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    c[0] = replay(dag, conv_cv_fused);
+    c[1] = replay(dag, conv_cv_root);
+    kt_codegen_default_opts(&o);
+    o.vector_bytes = 64;
+    for (k = 0; k < 2; k++) {
+        assert_int_equal(kt_lower(c[k], &lt, err, sizeof(err)), KT_OK);
+        kt_buf_init(&src);
+        assert_int_equal(kt_codegen_function(lt, &o, "k", &src, err,
+                                             sizeof(err)),
+                         KT_OK);
+        if (k == 0) {
+            /* T[1, 32, 1, 14] stored [1][1][14][32] */
+            b = find_buf(lt, "T");
+            assert_int_equal(b->scope, KT_BUF_LOCAL);
+            assert_int_equal(b->shape[3], 32);
+            assert_int_equal(b->shape[2], 14);
+            assert_non_null(strstr(src.p, "kt_v16 r13 = kt_ld16(&t_T["));
+        } else {
+            assert_non_null(strstr(src.p, "r13[l_] = t_T["));
+        }
+        assert_null(strstr(src.p, "+= v_[l_]"));
+        kt_buf_free(&src);
+        kt_looptree_free(lt);
+    }
+    assert_int_equal(ktt_check_many(dag, c, 2, 13, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(c[0]);
+    kt_state_free(c[1]);
+    kt_dag_free(dag);
+}
+
 static void
 test_pack_features(void **state)
 {
@@ -412,6 +485,7 @@ main(void)
         cmocka_unit_test(test_pack_validation),
         cmocka_unit_test(test_pack_lowering_shapes),
         cmocka_unit_test(test_pack_kernels_match),
+        cmocka_unit_test(test_pack_channel_vector_conv),
         cmocka_unit_test(test_pack_features),
         cmocka_unit_test(test_pack_runner_calls_pack),
         cmocka_unit_test(test_pack_search_reaches_modes),

@@ -474,6 +474,138 @@ test_search_register_blocked(void **state)
     kt_dag_free(dag);
 }
 
+/* The stage of st whose innermost iterator is vectorized and has a
+ * reduction (the tiled conv), or NULL. */
+static const struct kt_sstage *
+vectorized_reduction(const struct kt_state *st)
+{
+    int i;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        if (!ss->inlined && ss->niters > 0 && ss->naxes > ss->nspatial &&
+            ss->iters[ss->niters - 1].ann == KT_ANN_VECTORIZE)
+            return ss;
+    }
+    return NULL;
+}
+
+/* ChannelVector: a conv whose output width cannot fill 16-lane vectors
+ * (28 wide, read with stride 2) also gets sketches whose register tile
+ * vectorizes the output channels (f, axis 1) over a weight pack; their
+ * candidates hold the 16-lane accumulators in registers across the
+ * reduction, compile and match the interpreter.  A GEMM gets none. */
+static void
+test_search_channel_vector(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_state *cands[4];
+    char err[512];
+    int i, n = 0, nvec = 0, skipped = 0;
+    (void)state;
+
+    assert_int_equal(ktt_conv_def(&d, 16, 56, 32, 3, 2, 1, 1, 1,
+                                  KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 7, 1);
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        nvec += strstr(kt_search_sketch_desc(s, i), "vector f") != NULL;
+    assert_true(nvec > 0 && nvec < kt_search_nsketches(s));
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 64, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n && n < 4; i++) {
+        const struct kt_sstage *ss = vectorized_reduction(b.v[i].state);
+        const struct kt_iter *last;
+        struct kt_codegen_opts o;
+        struct kt_buf c;
+        if (ss == NULL)
+            continue;
+        last = &ss->iters[ss->niters - 1];
+        if (last->parts[0].axis != 1 || last->extent % 16 != 0)
+            continue;
+        kt_codegen_default_opts(&o);
+        kt_buf_init(&c);
+        assert_int_equal(kt_codegen_function(b.v[i].lt, &o, "k", &c, err,
+                                             sizeof(err)),
+                         KT_OK);
+        /* the accumulators are registers, not updated lane by lane */
+        if (strstr(c.p, "+= v_[l_]") != NULL)
+            fail_msg("accumulators updated lane by lane:\n%s", c.p);
+        kt_buf_free(&c);
+        assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
+                                         &cands[n], err, sizeof(err)),
+                         KT_OK);
+        n++;
+    }
+    if (n == 0)
+        fail_msg("no channel-vectorized register tile in 64 samples");
+    assert_int_equal(ktt_check_many(dag, cands, n, 5, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(cands[i]);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+
+    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 7, 1);
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        assert_null(strstr(kt_search_sketch_desc(s, i), "vector"));
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+/* SpatialVector: global average pooling (a 7 x 7 reduction, too short
+ * for rfactor) is also tiled, and its samples vectorize the channels
+ * under the reduction loops; they compile and match the interpreter.
+ * Untiled, no loop of it is vectorized. */
+static void
+test_search_spatial_vector_pool(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_state *cands[4];
+    char err[512];
+    int i, n = 0, tiled = 0, skipped = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 7, 7), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        tiled += strstr(kt_search_sketch_desc(s, i), "SSRSRS") != NULL;
+    assert_int_equal(tiled, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n && n < 4; i++) {
+        const struct kt_sstage *ss = vectorized_reduction(b.v[i].state);
+        if (ss != NULL && !ss->iters[ss->niters - 1].reduce)
+            assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
+                                             &cands[n++], err, sizeof(err)),
+                             KT_OK);
+    }
+    if (n == 0)
+        fail_msg("no sample vectorizes the channels");
+    assert_int_equal(ktt_check_many(dag, cands, n, 5, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(cands[i]);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* Measured results seed the next population; a trained model is used for
  * 4 generations; bad options are refused. */
 static void
@@ -561,6 +693,8 @@ main(void)
         cmocka_unit_test(test_search_dedup_restart),
         cmocka_unit_test(test_search_random_policy),
         cmocka_unit_test(test_search_register_blocked),
+        cmocka_unit_test(test_search_channel_vector),
+        cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_model_and_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
