@@ -7,13 +7,16 @@
 # dispatch latency the workers saw.  Exit 1 on a lost or doubled trial.
 #
 #   sh bench/load.sh [--bin build] [--trials 20000] [--jobs 8] [--conns 64]
-#                    [--keep]
+#                    [--keep] [--wrap 'valgrind --tool=massif ...']
+# --wrap runs the daemon under a command (a profiler); the daemon is then
+# stopped with SIGTERM at the end so the tool writes its output.
 set -u
 BIN=build
 TRIALS=20000
 JOBS=8
 CONNS=64
 KEEP=0
+WRAP=
 while [ $# -gt 0 ]; do
     case $1 in
     --bin) BIN=$2; shift 2 ;;
@@ -21,6 +24,7 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS=$2; shift 2 ;;
     --conns) CONNS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --wrap) WRAP=$2; shift 2 ;;
     *) echo "load.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -65,25 +69,30 @@ echo "== kerntune load test: $JOBS jobs x $PER_JOB trials = $TRIALS, $CONNS work
 echo "$(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 
-"$BIN/kerntuned" --config "$T/kerntuned.json" >"$T/daemon.log" 2>&1 &
+: >"$T/daemon.log"
+# shellcheck disable=SC2086
+$WRAP "$BIN/kerntuned" --config "$T/kerntuned.json" >"$T/daemon.log" 2>&1 &
 DPID=$!
 i=0
 PORT=
-while [ $i -lt 200 ] && [ -z "$PORT" ]; do
+while [ $i -lt 600 ] && [ -z "$PORT" ]; do
     PORT=$(sed -n 's/.*tracker: listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/daemon.log" | head -1)
     sleep 0.1
     i=$((i + 1))
 done
 [ -n "$PORT" ] || fail "the daemon never said which port its tracker listens on"
 
-# RSS (kB) and utime+stime (ticks) of the daemon every second.
+# RSS (kB) and utime+stime (ticks) of the daemon every second, and what
+# its allocations hold (heap_bytes of `kerntune status`, MiB).
 HZ=$(getconf CLK_TCK)
 sample() {
     while kill -0 "$DPID" 2>/dev/null; do
         rss=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status 2>/dev/null)
         # fields 14 and 15 of stat, after the ")" that ends the command name
         cpu=$(sed 's/.*) //' /proc/$DPID/stat 2>/dev/null | awk '{print $12 + $13}')
-        [ -n "$rss" ] && echo "$(date +%s.%N) $rss $cpu"
+        heap=$("$BIN/kerntune" status --json --socket "$T/ctl.sock" 2>/dev/null |
+            sed -n 's/.*"heap_bytes":[[:space:]]*\([0-9.e+]*\).*/\1/p')
+        [ -n "$rss" ] && echo "$(date +%s.%N) $rss $cpu ${heap:-0}"
         sleep 1
     done
 }
@@ -123,7 +132,19 @@ SPID=
 # What the daemon keeps once every job is done and the workers are gone.
 sleep 5
 RSS_IDLE=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status)
+HEAP_IDLE=$("$BIN/kerntune" status --json --socket "$T/ctl.sock" 2>/dev/null |
+    sed -n 's/.*"heap_bytes":[[:space:]]*\([0-9.e+]*\).*/\1/p')
+HEAP_IDLE=${HEAP_IDLE:-0}
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
+# A clean stop (and a profiler's output) once the jobs are done.
+kill -TERM "$DPID"
+i=0
+while kill -0 "$DPID" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+kill -0 "$DPID" 2>/dev/null && fail "the daemon did not stop within 120 s of SIGTERM"
+wait "$DPID"
+STOP_RC=$?
+DPID=
+[ "$STOP_RC" = 0 ] || fail "the daemon exited with status $STOP_RC on SIGTERM"
 
 # ---- every trial stored exactly once
 q() { sqlite3 "$T/tune.db" "$1"; }
@@ -146,13 +167,22 @@ awk -v s="$START" -v e="$END" -v c="$CPU_END" -v hz="$HZ" 'BEGIN {
         w, c / hz, 100 * c / hz / w }'
 awk -v trials="$TRIALS" -v s="$START" -v e="$END" 'BEGIN {
     printf "throughput %.1f trials/s\n", trials / (e - s) }'
-awk '{ r[NR] = $2 } END {
+awk -v idle="$RSS_IDLE" -v idle_heap="$HEAP_IDLE" '{ r[NR] = $2; h[NR] = $4 } END {
     q = int(NR / 4); if (q < 1) { print "memory: too few samples"; exit }
-    for (k = 0; k < 4; k++) { m[k] = 0
-        for (i = k * q + 1; i <= (k + 1) * q; i++) m[k] += r[i] / q / 1024 }
+    for (k = 0; k < 4; k++) { m[k] = 0; mh[k] = 0
+        for (i = k * q + 1; i <= (k + 1) * q; i++) {
+            m[k] += r[i] / q / 1024; mh[k] += h[i] / q / 1048576 } }
     max = 0; for (i = 1; i <= NR; i++) if (r[i] > max) max = r[i]
     printf "daemon RSS by quarter of the run (mean MiB): %.1f %.1f %.1f %.1f; last vs first quarter %+.1f%%, peak %.1f MiB, %d samples\n",
-        m[0], m[1], m[2], m[3], 100 * (m[3] - m[0]) / m[0], max / 1024, NR }' "$T/samples.txt"
+        m[0], m[1], m[2], m[3], 100 * (m[3] - m[0]) / m[0], max / 1024, NR
+    printf "daemon heap in use by quarter (mean MiB): %.1f %.1f %.1f %.1f\n",
+        mh[0], mh[1], mh[2], mh[3]
+    printf "daemon 5 s after the last job finished (workers gone): RSS %.1f MiB, heap in use %.1f MiB\n",
+        idle / 1024, idle_heap / 1048576
+    # Flat: the last quarter within 25% of the first, and what the jobs
+    # used is given back once they are done.
+    flat = m[3] <= 1.25 * m[0] && idle / 1024 <= 1.1 * m[0]
+    printf "memory flat: %s\n", flat ? "yes" : "no (see the quarters above)" }' "$T/samples.txt"
 # The daemon's own view: per round, the time from handing its candidates to
 # the tracker to having every result back (builds and runs of the round),
 # and the time its search took before that.
@@ -169,7 +199,6 @@ cat "$T"/logs/*.log | awk '
             s[int((ns + 1) / 2)], s[ns], sum(s, ns) }'
 retimed=$(q "select count(*) from kvs where k = 'timed_also';")
 echo "new bests timed again (stored as the trial's timed_also key, not as trials): $retimed"
-echo "daemon RSS 5 s after the last job finished (workers gone): $((RSS_IDLE / 1024)) MiB"
 sed 's/^/fake worker: /' "$T/worker.txt"
 runs=$(sed -n 's/.* runs \([0-9]*\) .*/\1/p' "$T/worker.txt")
 [ "$runs" = $((total + retimed)) ] ||
