@@ -2,10 +2,12 @@
  * (daemon/ctl.c) and the daemon's commands (kt__daemon_ctl_handle in
  * daemon/kerntuned_ctl.c) against a real daemon state.  At start-up the
  * target opens a daemon as kerntuned does (a SQLite database, a tracker on
- * 127.0.0.1 with no workers, the engine) on a temporary directory whose
- * model dir holds three jobs (fz_a and fz_b on key "fz", fz_c on key
- * "other") and a model file that does not load; the jobs search on the
- * thread pool and wait for workers.  Each input is written to a real Unix
+ * 127.0.0.1, the engine) on a temporary directory whose model dir holds
+ * three jobs (fz_a and fz_b on key "fz", fz_c on key "other") and a model
+ * file that does not load.  bench/fake_worker ($KT_FUZZ_FAKE_WORKER, set
+ * by run.sh) serves key "fz": fz_a and fz_b are measured to their budget
+ * and end (their tuning state freed, their figures kept) while the inputs
+ * come in; fz_c keeps waiting for a worker.  Each input is written to a real Unix
  * socket as one client's byte stream, then end of file, while the loop
  * runs.
  *
@@ -26,9 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon/kerntuned_int.h"
@@ -42,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct daemon d;
 static char *token;
 static struct kt_ctl *ctl;
+static pid_t worker_pid;
 static char dir[] = "/tmp/kt-fuzz-ctl-XXXXXX";
 static char sock_path[64];
 
@@ -88,6 +93,30 @@ write_model(const char *name, const char *key, int m)
     write_file(path, text);
 }
 
+/* Two connections of the fake worker under key "fz"; it leaves with us. */
+static void
+start_worker(void)
+{
+    const char *path = getenv("KT_FUZZ_FAKE_WORKER");
+    char tracker[64], token_file[128];
+
+    if (path == NULL)
+        kt_fatalx("KT_FUZZ_FAKE_WORKER: set it to the path of "
+                  "bench/fake_worker (tests/fuzz/run.sh does)");
+    snprintf(tracker, sizeof(tracker), "127.0.0.1:%d",
+             kt_tracker_port(d.tracker));
+    snprintf(token_file, sizeof(token_file), "%s/token", dir);
+    worker_pid = fork();
+    if (worker_pid < 0)
+        kt_fatalx("fork: %s", strerror(errno));
+    if (worker_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        execl(path, path, "--tracker", tracker, "--key", "fz", "--token-file",
+              token_file, "--conns", "2", (char *)NULL);
+        _exit(127);
+    }
+}
+
 /* The daemon of kerntuned_main.c without its signals and timers. */
 static void
 open_daemon(void)
@@ -118,17 +147,23 @@ open_daemon(void)
     uv_loop_init(&d.loop);
     if (kt__daemon_open(&d, &token, err, sizeof(err)) != KT_OK)
         kt_fatalx("kt__daemon_open: %s", err);
+    start_worker();
     kt__daemon_scan_models(&d);
     if (kt__daemon_running_jobs(&d) != NJOBS)
         kt_fatalx("%d jobs started, want %d", kt__daemon_running_jobs(&d),
                   NJOBS);
 }
 
-/* The files go; the daemon's threads may still be searching. */
+/* The worker and the files go; the daemon's threads may still search. */
 static void
 remove_dir(void)
 {
     char cmd[128];
+
+    if (worker_pid > 0) {
+        kill(worker_pid, SIGTERM);
+        waitpid(worker_pid, NULL, 0);
+    }
 
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
@@ -331,6 +366,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Every response is owed, unless an oversized line closed the
      * connection: that may drop responses still queued, never add one. */
     got = check_responses(&out, !oversize);
+    if (getenv("KT_FUZZ_SHOW") != NULL && out.p != NULL) /* for a seed */
+        fputs(out.p, stderr);
     if (oversize ? got > want : got != want) {
         fprintf(stderr, "%zu responses for %zu requests\n", got, want);
         abort();

@@ -17,6 +17,11 @@ mkdir -p "$BUILD"
 lib=$BUILD/lib
 CFLAGS="-fsanitize=fuzzer-no-link" make -s -j2 CC="$CLANG" BUILD="$lib" SAN=1 \
     "$lib/libkerntune.a" || { echo "fuzz: the library did not build"; exit 1; }
+# fuzz_ctl's daemon measures with the load test's fake worker.
+make -s -j2 BUILD="$BUILD/plain" "$BUILD/plain/bench/fake_worker" ||
+    { echo "fuzz: bench/fake_worker did not build"; exit 1; }
+KT_FUZZ_FAKE_WORKER=$(cd "$BUILD/plain/bench" && pwd)/fake_worker
+export KT_FUZZ_FAKE_WORKER
 extra="-I$lib/gen $(pkg-config --cflags libcjson libuv) $lib/libkerntune.a
     $(pkg-config --libs libuv sqlite3 libcjson libprotobuf-c) -lxgboost
     $(pkg-config --libs libsystemd 2>/dev/null)"
