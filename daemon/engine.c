@@ -49,6 +49,11 @@ kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
 {
     struct kt_record *r = kt_xmalloc(sizeof(*r));
 
+    /* Kept for the job's life: the extractor's buffer grows by doubling
+     * from 8 rows, most programs have 2 to 4. */
+    if (nrows > 0)
+        rows = kt_xrealloc(rows,
+                           (size_t)nrows * KT_FEATURE_LEN * sizeof(float));
     r->rows = rows;
     r->nrows = nrows;
     r->task = task;
