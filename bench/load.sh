@@ -38,10 +38,13 @@ cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
     [ -n "$WPID" ] && kill "$WPID" 2>/dev/null
     [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
+    # the fake worker writes its stats as it goes: wait before removing
+    for p in $SPID $WPID $DPID; do wait "$p" 2>/dev/null; done
     if [ "$KEEP" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -30 "$T/daemon.log"; exit 1; }
+# A failed run keeps its directory (database, logs, samples.txt).
+fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -30 "$T/daemon.log"; KEEP=1; exit 1; }
 
 mkdir -p "$T/models" "$T/logs"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/token"

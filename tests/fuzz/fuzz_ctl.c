@@ -84,7 +84,7 @@ write_model(const char *name, const char *key, int m)
     snprintf(path, sizeof(path), "models/%s.json", name);
     snprintf(text, sizeof(text),
              "{\"name\": \"%s\", \"target\": {\"threads\": 1, \"key\": "
-             "\"%s\"},\n \"tuning\": {\"trials\": 64, "
+             "\"%s\"},\n \"tuning\": {\"trials\": 16, "
              "\"measures_per_round\": 8, \"policy\": \"random\"},\n "
              "\"tasks\": [{\"name\": \"mm\", \"compute\": "
              "[\"O[i,j] += A[i,k] * B[k,j]\"],\n \"shapes\": {\"A\": [%d, 16], "
