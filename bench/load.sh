@@ -7,13 +7,16 @@
 # dispatch latency the workers saw.  Exit 1 on a lost or doubled trial.
 #
 #   sh bench/load.sh [--bin build] [--trials 20000] [--jobs 8] [--conns 64]
-#                    [--keep]
+#                    [--keep] [--wrap 'valgrind --tool=massif ...']
+# --wrap runs the daemon under a command (a profiler); the daemon is then
+# stopped with SIGTERM at the end so the tool writes its output.
 set -u
 BIN=build
 TRIALS=20000
 JOBS=8
 CONNS=64
 KEEP=0
+WRAP=
 while [ $# -gt 0 ]; do
     case $1 in
     --bin) BIN=$2; shift 2 ;;
@@ -21,6 +24,7 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS=$2; shift 2 ;;
     --conns) CONNS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --wrap) WRAP=$2; shift 2 ;;
     *) echo "load.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -34,10 +38,13 @@ cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
     [ -n "$WPID" ] && kill "$WPID" 2>/dev/null
     [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
+    # the fake worker writes its stats as it goes: wait before removing
+    for p in $SPID $WPID $DPID; do wait "$p" 2>/dev/null; done
     if [ "$KEEP" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -30 "$T/daemon.log"; exit 1; }
+# A failed run keeps its directory (database, logs, samples.txt).
+fail() { echo "FAIL: $*"; echo "--- daemon log"; tail -30 "$T/daemon.log"; KEEP=1; exit 1; }
 
 mkdir -p "$T/models" "$T/logs"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/token"
@@ -65,25 +72,34 @@ echo "== kerntune load test: $JOBS jobs x $PER_JOB trials = $TRIALS, $CONNS work
 echo "$(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 
-"$BIN/kerntuned" --config "$T/kerntuned.json" >"$T/daemon.log" 2>&1 &
+: >"$T/daemon.log"
+# shellcheck disable=SC2086
+$WRAP "$BIN/kerntuned" --config "$T/kerntuned.json" >"$T/daemon.log" 2>&1 &
 DPID=$!
 i=0
 PORT=
-while [ $i -lt 200 ] && [ -z "$PORT" ]; do
+while [ $i -lt 600 ] && [ -z "$PORT" ]; do
     PORT=$(sed -n 's/.*tracker: listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/daemon.log" | head -1)
     sleep 0.1
     i=$((i + 1))
 done
 [ -n "$PORT" ] || fail "the daemon never said which port its tracker listens on"
 
-# RSS (kB) and utime+stime (ticks) of the daemon every second.
+# RSS (kB) and utime+stime (ticks) of the daemon every second, what its
+# allocations hold and the trials it has measured (`kerntune status`).
 HZ=$(getconf CLK_TCK)
+status_field() { # NAME JSON
+    printf '%s\n' "$2" | sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+]*\).*/\1/p" | head -1
+}
 sample() {
     while kill -0 "$DPID" 2>/dev/null; do
         rss=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status 2>/dev/null)
         # fields 14 and 15 of stat, after the ")" that ends the command name
         cpu=$(sed 's/.*) //' /proc/$DPID/stat 2>/dev/null | awk '{print $12 + $13}')
-        [ -n "$rss" ] && echo "$(date +%s.%N) $rss $cpu"
+        st=$("$BIN/kerntune" status --json --socket "$T/ctl.sock" 2>/dev/null)
+        heap=$(status_field heap_bytes "$st")
+        trials=$(status_field trials "$st")
+        [ -n "$rss" ] && echo "$(date +%s.%N) $rss $cpu ${heap:-0} ${trials:-0}"
         sleep 1
     done
 }
@@ -123,7 +139,18 @@ SPID=
 # What the daemon keeps once every job is done and the workers are gone.
 sleep 5
 RSS_IDLE=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/$DPID/status)
+HEAP_IDLE=$(status_field heap_bytes "$("$BIN/kerntune" status --json --socket "$T/ctl.sock" 2>/dev/null)")
+HEAP_IDLE=${HEAP_IDLE:-0}
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
+# A clean stop (and a profiler's output) once the jobs are done.
+kill -TERM "$DPID"
+i=0
+while kill -0 "$DPID" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+kill -0 "$DPID" 2>/dev/null && fail "the daemon did not stop within 120 s of SIGTERM"
+wait "$DPID"
+STOP_RC=$?
+DPID=
+[ "$STOP_RC" = 0 ] || fail "the daemon exited with status $STOP_RC on SIGTERM"
 
 # ---- every trial stored exactly once
 q() { sqlite3 "$T/tune.db" "$1"; }
@@ -146,13 +173,29 @@ awk -v s="$START" -v e="$END" -v c="$CPU_END" -v hz="$HZ" 'BEGIN {
         w, c / hz, 100 * c / hz / w }'
 awk -v trials="$TRIALS" -v s="$START" -v e="$END" 'BEGIN {
     printf "throughput %.1f trials/s\n", trials / (e - s) }'
-awk '{ r[NR] = $2 } END {
+awk -v idle="$RSS_IDLE" -v idle_heap="$HEAP_IDLE" '{ r[NR] = $2; h[NR] = $4; n[NR] = $5 } END {
     q = int(NR / 4); if (q < 1) { print "memory: too few samples"; exit }
-    for (k = 0; k < 4; k++) { m[k] = 0
-        for (i = k * q + 1; i <= (k + 1) * q; i++) m[k] += r[i] / q / 1024 }
+    for (k = 0; k < 4; k++) { m[k] = 0; mh[k] = 0
+        for (i = k * q + 1; i <= (k + 1) * q; i++) {
+            m[k] += r[i] / q / 1024; mh[k] += h[i] / q / 1048576 } }
     max = 0; for (i = 1; i <= NR; i++) if (r[i] > max) max = r[i]
     printf "daemon RSS by quarter of the run (mean MiB): %.1f %.1f %.1f %.1f; last vs first quarter %+.1f%%, peak %.1f MiB, %d samples\n",
-        m[0], m[1], m[2], m[3], 100 * (m[3] - m[0]) / m[0], max / 1024, NR }' "$T/samples.txt"
+        m[0], m[1], m[2], m[3], 100 * (m[3] - m[0]) / m[0], max / 1024, NR
+    printf "daemon heap in use by quarter (mean MiB): %.1f %.1f %.1f %.1f\n",
+        mh[0], mh[1], mh[2], mh[3]
+    # least squares of heap in use against trials measured
+    for (i = 1; i <= NR; i++) if (n[i] > 0) {
+        c++; sx += n[i]; sy += h[i]; sxx += n[i] * n[i]; sxy += n[i] * h[i] }
+    if (c > 2 && c * sxx - sx * sx > 0)
+        printf "daemon heap growth with the trials of the running jobs: %.1f KiB per trial\n",
+            (c * sxy - sx * sy) / (c * sxx - sx * sx) / 1024
+    printf "daemon 5 s after the last job finished (workers gone): RSS %.1f MiB, heap in use %.1f MiB\n",
+        idle / 1024, idle_heap / 1048576
+    # Flat: the last quarter within 25% of the first, and what the jobs
+    # used given back once they are done.
+    printf "memory flat: %s; returned after the jobs: %s\n",
+        m[3] <= 1.25 * m[0] ? "yes" : "no (see the quarters)",
+        idle / 1024 <= 1.1 * m[0] ? "yes" : "no" }' "$T/samples.txt"
 # The daemon's own view: per round, the time from handing its candidates to
 # the tracker to having every result back (builds and runs of the round),
 # and the time its search took before that.
@@ -169,7 +212,6 @@ cat "$T"/logs/*.log | awk '
             s[int((ns + 1) / 2)], s[ns], sum(s, ns) }'
 retimed=$(q "select count(*) from kvs where k = 'timed_also';")
 echo "new bests timed again (stored as the trial's timed_also key, not as trials): $retimed"
-echo "daemon RSS 5 s after the last job finished (workers gone): $((RSS_IDLE / 1024)) MiB"
 sed 's/^/fake worker: /' "$T/worker.txt"
 runs=$(sed -n 's/.* runs \([0-9]*\) .*/\1/p' "$T/worker.txt")
 [ "$runs" = $((total + retimed)) ] ||
@@ -177,4 +219,12 @@ runs=$(sed -n 's/.* runs \([0-9]*\) .*/\1/p' "$T/worker.txt")
 
 [ "$total" = "$TRIALS" ] && [ "$dup" = 0 ] && [ "$bad_range" = 0 ] ||
     fail "trials lost or stored twice"
+# Ended jobs keep their figures and best configs, nothing of their tuning.
+# (No heap figures under valgrind's allocator or without glibc.)
+if [ "$HEAP_IDLE" = 0 ]; then
+    echo "heap after the jobs not checked: the daemon reports no heap figures"
+else
+    awk -v h="$HEAP_IDLE" 'BEGIN { exit !(h <= 32 * 1048576) }' ||
+        fail "the daemon holds $((${HEAP_IDLE%.*} / 1048576)) MiB of heap after every job ended (want <= 32)"
+fi
 echo "OK: $TRIALS trials, none lost or stored twice"

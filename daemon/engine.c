@@ -49,6 +49,11 @@ kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
 {
     struct kt_record *r = kt_xmalloc(sizeof(*r));
 
+    /* Kept for the job's life: the extractor's buffer grows by doubling
+     * from 8 rows, most programs have 2 to 4. */
+    if (nrows > 0)
+        rows = kt_xrealloc(rows,
+                           (size_t)nrows * KT_FEATURE_LEN * sizeof(float));
     r->rows = rows;
     r->nrows = nrows;
     r->task = task;
@@ -141,6 +146,35 @@ kt__job_uses_model(const struct kt_job *job)
 
 /* ---- ending ------------------------------------------------------------- */
 
+void
+kt__job_release_tuning(struct kt_job *job)
+{
+    int i;
+
+    for (i = 0; job->ts != NULL && i < job->tasks.n; i++) {
+        struct kt_task_state *ts = &job->ts[i];
+        free(ts->measured);
+        ts->measured = NULL;
+        ts->nmeasured = 0;
+        kt__engine_search_free(ts->search);
+        ts->search = NULL;
+        kt__feedback_free(ts->pending, ts->npending);
+        ts->pending = NULL;
+        ts->npending = ts->cappending = 0;
+    }
+    for (i = 0; i < job->nrecs; i++) {
+        free(job->recs[i]->rows);
+        free(job->recs[i]);
+    }
+    free(job->recs);
+    job->released_recs += job->nrecs;
+    job->recs = NULL;
+    job->nrecs = job->caprecs = 0;
+    kt_xgb_free(job->model);
+    job->model = NULL;
+    job->model_ready = 0;
+}
+
 static int
 idle(const struct kt_job *job)
 {
@@ -161,6 +195,7 @@ kt__job_maybe_end(struct kt_job *job)
     kt__job_round_free(job->ready);
     job->ready = NULL;
     job->ended = 1;
+    kt__job_release_tuning(job);
     if (job->state == KT_JOB_DONE &&
         kt_storage_job_set_state(job->e->o.db, job->job_id, "done", err,
                                  sizeof(err)))

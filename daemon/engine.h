@@ -111,7 +111,7 @@ struct kt_job_stats {
     int64_t warm_skipped;   /* stored trials the warm start could not rebuild */
     int64_t trainings;      /* cost-model trainings that succeeded */
     int64_t trained_records; /* records the current model learnt from */
-    int64_t records;         /* training records held */
+    int64_t records;         /* training records gathered */
     int64_t confirmed;       /* new bests timed again and kept */
     int64_t unconfirmed;     /* new bests whose re-timing failed (err_no 8) */
 };

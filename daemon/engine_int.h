@@ -154,6 +154,7 @@ struct kt_job {
     /* training records, append-only; each record is immutable */
     struct kt_record **recs;
     int nrecs, caprecs;
+    int64_t released_recs; /* freed by kt__job_release_tuning */
     /* in flight */
     struct kt_round *searching, *ready, *measuring;
     struct kt_train_job *training;
@@ -179,6 +180,10 @@ struct kt_job {
  * only. */
 void kt__job_kick(struct kt_job *job);
 void kt__job_maybe_end(struct kt_job *job);
+/* Frees what only tuning needs (searches, training records, the model,
+ * results not yet learnt); an ended job keeps its figures and best
+ * configs for the control socket. */
+void kt__job_release_tuning(struct kt_job *job);
 void kt__job_start_training(struct kt_job *job);
 void kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
                         double cost);

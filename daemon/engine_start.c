@@ -419,22 +419,11 @@ kt_job_free(struct kt_job *job)
     if (job == NULL)
         return;
     kt__job_round_free(job->ready);
-    for (i = 0; i < job->tasks.n; i++) {
-        free(job->ts ? job->ts[i].measured : NULL);
-        if (job->ts != NULL) {
-            free(job->ts[i].best_config);
-            kt__engine_search_free(job->ts[i].search);
-            kt__feedback_free(job->ts[i].pending, job->ts[i].npending);
-        }
-    }
+    kt__job_release_tuning(job);
+    for (i = 0; job->ts != NULL && i < job->tasks.n; i++)
+        free(job->ts[i].best_config);
     free(job->ts);
-    for (i = 0; i < job->nrecs; i++) {
-        free(job->recs[i]->rows);
-        free(job->recs[i]);
-    }
-    free(job->recs);
     kt_task_sched_free(job->sched);
-    kt_xgb_free(job->model);
     kt_tasks_free(&job->tasks);
     kt_model_conf_free(job->conf);
     if (job->e != NULL && job->ended)
@@ -488,7 +477,7 @@ kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
     s->warm_skipped = job->warm_skipped;
     s->trainings = job->trainings;
     s->trained_records = job->last_train.records;
-    s->records = job->nrecs;
+    s->records = job->nrecs + job->released_recs;
     s->confirmed = job->confirmed;
     s->unconfirmed = job->unconfirmed;
 }

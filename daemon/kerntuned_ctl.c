@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "daemon/kerntuned_int.h"
 
@@ -22,6 +25,22 @@ find_job(struct daemon *d, const cJSON *req, cJSON *resp)
             return &d->jobs[i];
     kt_ctl_fail(resp, "no job \"%s\"", j->valuestring);
     return NULL;
+}
+
+/* What the daemon's allocations hold (heap_bytes) against what the
+ * allocator keeps (heap_free_bytes): RSS that grows with the first is data,
+ * with the second fragmentation. */
+static void
+add_heap(cJSON *resp)
+{
+#ifdef __GLIBC__
+    struct mallinfo2 mi = mallinfo2();
+    cJSON_AddNumberToObject(resp, "heap_bytes",
+                            (double)(mi.uordblks + mi.hblkhd));
+    cJSON_AddNumberToObject(resp, "heap_free_bytes", (double)mi.fordblks);
+#else
+    (void)resp;
+#endif
 }
 
 static void
@@ -77,6 +96,7 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
         cJSON_AddStringToObject(resp, "listen", d->conf->listen);
         cJSON_AddStringToObject(resp, "state",
                                 d->stopping ? "stopping" : "running");
+        add_heap(resp);
     } else if (strcmp(cmd, "jobs") == 0) {
         cJSON *arr = cJSON_AddArrayToObject(resp, "jobs");
         for (i = 0; i < d->njobs; i++) {

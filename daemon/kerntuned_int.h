@@ -1,6 +1,7 @@
 /* kerntuned_int.h - private structures shared by the daemon's files:
  * kerntuned_jobs.c (model-dir reconciliation, signals, timers),
- * kerntuned_ctl.c (control-socket commands) and kerntuned_main.c.  Not part
+ * kerntuned_ctl.c (control-socket commands), kerntuned_open.c (start-up)
+ * and kerntuned_main.c.  Not part
  * of the daemon API; loop thread only. */
 #ifndef KT_DAEMON_KERNTUNED_INT_H
 #define KT_DAEMON_KERNTUNED_INT_H
@@ -54,6 +55,16 @@ int64_t kt__daemon_total_trials(const struct daemon *d);
 void kt__daemon_on_signal(uv_signal_t *s, int signum);
 void kt__daemon_status_tick(uv_timer_t *t);
 void kt__daemon_watchdog_tick(uv_timer_t *t);
+/* What `kerntuned -t` checks beyond the syntax: the token file is readable
+ * and not empty, the model dir can be listed, the local worker program can
+ * be found. */
+int kt__daemon_check_files(const struct kt_daemon_conf *conf, char *err,
+                           size_t errlen);
+/* Opens the database, the tracker (and its local workers), the engine and
+ * the control socket of d->conf on d->loop; *token (malloc'd) is the
+ * tracker's token, freed by the caller.  What was opened before a failure
+ * stays in d for the caller to close. */
+int kt__daemon_open(struct daemon *d, char **token, char *err, size_t errlen);
 /* The control socket's request handler (kt_ctl_handler_fn). */
 void kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp);
 

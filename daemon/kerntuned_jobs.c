@@ -3,6 +3,9 @@
  * removed ones stop); SIGTERM and SIGINT stop every job after the batch in
  * flight is committed.  Also the status and watchdog timers. */
 #include <dirent.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +92,19 @@ live_jobs(const struct daemon *d)
     return n;
 }
 
+/* glibc keeps what the pool threads and xgboost's threads free in their
+ * arenas (a training's histograms, a search's population) at the arena's
+ * high-water mark.  Called when a job ends (its searches, records and
+ * model are freed) and on every status tick, so that the daemon's RSS
+ * follows what it holds rather than the peak of each thread. */
+static void
+return_free_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static void
 job_ended(void *arg, struct kt_job *job)
 {
@@ -111,6 +127,7 @@ job_ended(void *arg, struct kt_job *job)
         }
         break;
     }
+    return_free_memory();
     if (d->stopping && live_jobs(d) == 0)
         close_everything(d);
 }
@@ -345,6 +362,7 @@ kt__daemon_status_tick(uv_timer_t *t)
     }
     kt_notify_status("%s", b.p);
     kt_buf_free(&b);
+    return_free_memory();
 }
 
 void
