@@ -17,7 +17,8 @@
  * compiler lines on the same generated modules (`kerntune show --module`,
  * bench/cflags_rank.sh): each module is built and timed with both, twice
  * (A B, then B A), all in one batch on two local workers with the default
- * measure settings (repeat 3, min_repeat_ms 100).  Reported: the
+ * measure settings (repeat 3, min_repeat_ms 100; $KT_BENCH_THREADS and
+ * $KT_BENCH_RUN_TIMEOUT_MS override threads and run_timeout_ms).  Reported: the
  * compiler's CPU time per module (build_cpu_s), the kernels' speed ratio,
  * and how well the two lines rank the modules alike: pairwise agreement of
  * A's and B's costs against that of A's two runs with each other (the
@@ -125,6 +126,13 @@ run_batch(uv_loop_t *loop, struct kt_tracker *t, const char *src, int n,
 
 #define MAXF 256
 
+static int
+env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v ? atoi(v) : def;
+}
+
 struct cmp {
     int done, n;
     double cost[2][2][MAXF]; /* [run][cc][module]; 0 = failed */
@@ -212,6 +220,10 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
                 c[nc++].cc = cc[run == 0 ? f : 1 - f];
             }
     kt_measure_default_opts(&o);
+    /* on a loaded machine: one thread (OpenMP's barriers spin against the
+     * load) and a longer run deadline */
+    o.threads = env_int("KT_BENCH_THREADS", 0);
+    o.run_timeout_ms = env_int("KT_BENCH_RUN_TIMEOUT_MS", o.run_timeout_ms);
     t0 = kt_now();
     if (kt_tracker_submit(t, "local", c, nc, &o, on_cmp, &s, err, sizeof(err)) <
         0) {
