@@ -203,7 +203,7 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
     struct kt_measure_opts o;
     char *src[MAXF], err[256];
     double cpu[2] = {0, 0}, lratio = 0, best[2] = {1e30, 1e30}, t0;
-    int i, f, run, nboth = 0, nc = 0;
+    int i, f, run, nboth = 0, nc = 0, nbuilt[2] = {0, 0};
 
     memset(&s, 0, sizeof(s));
     s.n = nfiles < MAXF ? nfiles : MAXF;
@@ -242,12 +242,13 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
     }
     for (i = 0; i < s.n; i++) {
         double a = 0, b = 0;
-        for (f = 0; f < 2; f++) {
-            cpu[f] += (s.cpu[0][f][i] + s.cpu[1][f][i]) / (2 * s.n);
-            for (run = 0; run < 2; run++)
+        for (f = 0; f < 2; f++)
+            for (run = 0; run < 2; run++) {
+                cpu[f] += s.cpu[run][f][i];
+                nbuilt[f] += s.cpu[run][f][i] > 0;
                 if (s.cost[run][f][i] > 0 && s.cost[run][f][i] < best[f])
                     best[f] = s.cost[run][f][i];
-        }
+            }
         for (run = 0; run < 2; run++) {
             a += s.cost[run][0][i];
             b += s.cost[run][1][i];
@@ -264,8 +265,10 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
            "(%.0f s)\n",
            s.n, kt_now() - t0);
     for (f = 0; f < 2; f++)
-        printf("  %c: %-40s compiler CPU %.3f s/module, best %.3f ms\n",
-               'A' + f, cc[f], cpu[f], best[f] * 1e3);
+        printf("  %c: %-40s compiler CPU %.3f s/module (%d builds), best "
+               "%.3f ms\n",
+               'A' + f, cc[f], nbuilt[f] ? cpu[f] / nbuilt[f] : 0, nbuilt[f],
+               best[f] * 1e3);
     printf("  speed B/A, geometric mean over %d modules: %.3f\n", nboth,
            nboth ? exp(lratio / nboth) : 0);
     printf("  pairwise order agreement: A run1 vs A run2 %.3f, B run1 vs B "
