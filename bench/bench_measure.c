@@ -14,8 +14,9 @@
  *    repeats inside a trial, and the CV of the 20 trial costs.
  *
  * bench_measure --cc "CC A" --cc "CC B" MODULE.c...  instead compares two
- * compiler lines on the same generated modules (`kerntune show --module`,
- * bench/cflags_rank.sh): each module is built and timed with both, twice
+ * compiler lines on the same generated modules (`kerntune show --db DB
+ * --trial ID --module`, without its leading comment): each module is
+ * built and timed with both, twice
  * (A B, then B A), all in one batch on two local workers with the default
  * measure settings (repeat 3, min_repeat_ms 100; $KT_BENCH_THREADS and
  * $KT_BENCH_RUN_TIMEOUT_MS override threads and run_timeout_ms).  Reported: the
