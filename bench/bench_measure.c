@@ -11,7 +11,19 @@
  *    - run.
  * 2. Noise: one fixed 128^3 GEMM measured as 20 separate trials with
  *    repeat=5, min_repeat_ms=50: the mean coefficient of variation of the
- *    repeats inside a trial, and the CV of the 20 trial costs. */
+ *    repeats inside a trial, and the CV of the 20 trial costs.
+ *
+ * bench_measure --cc "CC A" --cc "CC B" MODULE.c...  instead compares two
+ * compiler lines on the same generated modules (`kerntune show --db DB
+ * --trial ID --module`, without its leading comment): each module is
+ * built and timed with both, twice
+ * (A B, then B A), all in one batch on two local workers with the default
+ * measure settings (repeat 3, min_repeat_ms 100; $KT_BENCH_THREADS and
+ * $KT_BENCH_RUN_TIMEOUT_MS override threads and run_timeout_ms).  Reported: the
+ * compiler's CPU time per module (build_cpu_s), the kernels' speed ratio,
+ * and how well the two lines rank the modules alike: pairwise agreement of
+ * A's and B's costs against that of A's two runs with each other (the
+ * timing noise). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +125,164 @@ run_batch(uv_loop_t *loop, struct kt_tracker *t, const char *src, int n,
     return s->done && s->fails == 0 ? 0 : -1;
 }
 
+#define MAXF 256
+
+static int
+env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v ? atoi(v) : def;
+}
+
+struct cmp {
+    int done, n;
+    double cost[2][2][MAXF]; /* [run][cc][module]; 0 = failed */
+    double cpu[2][2][MAXF];
+};
+
+static void
+on_cmp(void *arg, const struct kt_measure_result *r, int n)
+{
+    struct cmp *s = arg;
+    int i, j;
+
+    s->done = 1;
+    for (i = 0; i < n; i++) {
+        int run = i / (2 * s->n), f = (i / s->n) % 2, m = i % s->n;
+        if (r[i].err_no != 0) {
+            fprintf(stderr, "module %d cc %c: %s\n", m, 'A' + f,
+                    kt_measure_errname(r[i].err_no));
+            continue;
+        }
+        s->cost[run][f][m] = r[i].cost;
+        for (j = 0; j < r[i].nkvs; j++)
+            if (strcmp(r[i].kv_keys[j], "build_cpu_s") == 0)
+                s->cpu[run][f][m] = atof(r[i].kv_vals[j]);
+    }
+}
+
+/* Share of module pairs that a and b order the same way (both valid). */
+static double
+pair_agreement(const double *a, const double *b, int n)
+{
+    long same = 0, all = 0;
+    int i, j;
+
+    for (i = 0; i < n; i++)
+        for (j = i + 1; j < n; j++) {
+            if (a[i] <= 0 || a[j] <= 0 || b[i] <= 0 || b[j] <= 0)
+                continue;
+            all++;
+            same += (a[i] < a[j]) == (b[i] < b[j]);
+        }
+    return all ? (double)same / all : 0;
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    struct kt_buf b;
+    char chunk[4096];
+    size_t k;
+
+    if (f == NULL)
+        return NULL;
+    kt_buf_init(&b);
+    while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        kt_buf_put(&b, chunk, k);
+    fclose(f);
+    return kt_buf_take(&b);
+}
+
+static int
+compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
+           char **files, int nfiles)
+{
+    static struct cmp s;
+    struct kt_candidate *c;
+    struct kt_measure_opts o;
+    char *src[MAXF], err[256];
+    double cpu[2] = {0, 0}, lratio = 0, best[2] = {1e30, 1e30}, t0;
+    int i, f, run, nboth = 0, nc = 0, nbuilt[2] = {0, 0};
+
+    memset(&s, 0, sizeof(s));
+    s.n = nfiles < MAXF ? nfiles : MAXF;
+    for (i = 0; i < s.n; i++)
+        if ((src[i] = slurp(files[i])) == NULL) {
+            fprintf(stderr, "bench_measure: cannot read %s\n", files[i]);
+            return -1;
+        }
+    c = kt_xcalloc((size_t)4 * s.n, sizeof(*c));
+    for (run = 0; run < 2; run++) /* run 0: A then B, run 1: B then A */
+        for (f = 0; f < 2; f++)
+            for (i = 0; i < s.n; i++) {
+                c[nc].source = src[i];
+                c[nc++].cc = cc[run == 0 ? f : 1 - f];
+            }
+    kt_measure_default_opts(&o);
+    /* on a loaded machine: one thread (OpenMP's barriers spin against the
+     * load) and a longer run deadline */
+    o.threads = env_int("KT_BENCH_THREADS", 0);
+    o.run_timeout_ms = env_int("KT_BENCH_RUN_TIMEOUT_MS", o.run_timeout_ms);
+    t0 = kt_now();
+    if (kt_tracker_submit(t, "local", c, nc, &o, on_cmp, &s, err, sizeof(err)) <
+        0) {
+        fprintf(stderr, "submit: %s\n", err);
+        return -1;
+    }
+    while (!s.done)
+        uv_run(loop, UV_RUN_ONCE);
+    /* run 1 was submitted B first: swap its halves back to [cc] order */
+    for (i = 0; i < s.n; i++) {
+        double x = s.cost[1][0][i], y = s.cpu[1][0][i];
+        s.cost[1][0][i] = s.cost[1][1][i];
+        s.cpu[1][0][i] = s.cpu[1][1][i];
+        s.cost[1][1][i] = x;
+        s.cpu[1][1][i] = y;
+    }
+    for (i = 0; i < s.n; i++) {
+        double a = 0, b = 0;
+        for (f = 0; f < 2; f++)
+            for (run = 0; run < 2; run++) {
+                cpu[f] += s.cpu[run][f][i];
+                nbuilt[f] += s.cpu[run][f][i] > 0;
+                if (s.cost[run][f][i] > 0 && s.cost[run][f][i] < best[f])
+                    best[f] = s.cost[run][f][i];
+            }
+        for (run = 0; run < 2; run++) {
+            a += s.cost[run][0][i];
+            b += s.cost[run][1][i];
+        }
+        if (s.cost[0][0][i] > 0 && s.cost[1][0][i] > 0 && s.cost[0][1][i] > 0 &&
+            s.cost[1][1][i] > 0) {
+            lratio += log(a / b);
+            nboth++;
+        }
+        free(src[i]);
+    }
+    free(c);
+    printf("%d modules, each built and timed twice per compiler line "
+           "(%.0f s)\n",
+           s.n, kt_now() - t0);
+    for (f = 0; f < 2; f++)
+        printf("  %c: %-40s compiler CPU %.3f s/module (%d builds), best "
+               "%.3f ms\n",
+               'A' + f, cc[f], nbuilt[f] ? cpu[f] / nbuilt[f] : 0, nbuilt[f],
+               best[f] * 1e3);
+    printf("  speed B/A, geometric mean over %d modules: %.3f\n", nboth,
+           nboth ? exp(lratio / nboth) : 0);
+    printf("  pairwise order agreement: A run1 vs A run2 %.3f, B run1 vs B "
+           "run2 %.3f,\n    A vs B (run1) %.3f, A vs B (run2) %.3f\n",
+           pair_agreement(s.cost[0][0], s.cost[1][0], s.n),
+           pair_agreement(s.cost[0][1], s.cost[1][1], s.n),
+           pair_agreement(s.cost[0][0], s.cost[0][1], s.n),
+           pair_agreement(s.cost[1][0], s.cost[1][1], s.n));
+    return 0;
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
     uv_loop_t loop;
     struct kt_tracker *t;
@@ -124,7 +292,7 @@ main(void)
     char rpc[512], err[256];
     const char *dir = getenv("KT_BIN_DIR");
     double wall, t0, mean = 0, sd = 0, cvin = 0;
-    int i, rc = 1;
+    int i, rc = 1, nworkers;
 
     if (dir == NULL)
         dir = getenv("BUILD");
@@ -132,15 +300,22 @@ main(void)
     kt_log_init(LOG_WARNING);
     uv_loop_init(&loop);
     kt_tracker_default_opts(&to);
+    nworkers = argc > 5 && strcmp(argv[1], "--cc") == 0 ? 2 : 1;
     if (kt_tracker_new(&t, &loop, &to, err, sizeof(err)) < 0 ||
-        kt_tracker_spawn_local(t, 1, rpc, "local", "build,run", err,
+        kt_tracker_spawn_local(t, nworkers, rpc, "local", "build,run", err,
                                sizeof(err)) < 0) {
         fprintf(stderr, "bench_measure: %s\n", err);
         return 1;
     }
     t0 = kt_now();
-    while (kt_tracker_nworkers(t, "local") < 1 && kt_now() - t0 < 30)
+    while (kt_tracker_nworkers(t, "local") < nworkers && kt_now() - t0 < 30)
         uv_run(&loop, UV_RUN_ONCE);
+    if (nworkers == 2) {
+        const char *cc[2] = {argv[2], argv[4]};
+        rc = strcmp(argv[3], "--cc") != 0 ||
+             compare_cc(&loop, t, cc, argv + 5, argc - 5) < 0;
+        goto out;
+    }
 
     kt_measure_default_opts(&o);
     o.number = 1;

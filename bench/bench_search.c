@@ -29,6 +29,10 @@ print_stats(const char *what, const struct kt_search_stats *st, int n)
     printf("%-28s %6.3f s total  (sample %.3f s, evolution %.3f s, of which "
            "build+lower+features+predict %.3f s)\n",
            what, st->total_s, st->sample_s, st->evo_s, st->score_s);
+    /* picking: the chosen programs are built, lowered and featurized once
+     * more (scoring keeps no trees) */
+    printf("    picking the batch (rebuild of %d programs) %.4f s\n", n,
+           st->total_s - st->sample_s - st->evo_s);
     printf("    sketches %d, sampled %d (fail %d), GA iters %d, mutations "
            "+%d/-%d, programs scored %d, returned %d, best score %.4g\n",
            st->sketches, st->sampled, st->sample_fail, st->iters,

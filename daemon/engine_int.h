@@ -97,7 +97,8 @@ struct kt_warm_job {
     struct kt_record *out; /* nout records, rows owned */
     int nout;
     /* the job's own successful stored trials, as feedback that seeds
-     * each task's search (steps owned) */
+     * each task's search (steps owned); seed_task -1: the best successful
+     * trials of other workloads, offered to every task's search */
     struct kt_feedback *seeds;
     int *seed_task;
     int nseeds;
@@ -114,6 +115,8 @@ struct kt_feedback {
     struct kt_step *steps;
     int nsteps;
     double cost;
+    int other; /* a schedule of another workload: cost is its seconds per
+                * FLOP there (kt_search_seed_other) */
 };
 
 struct kt_task_state {
@@ -222,6 +225,10 @@ void kt__feedback_free(struct kt_feedback *f, int n);
 /* Queues a result for the task's next search work (takes steps). */
 void kt__task_queue_feedback(struct kt_task_state *ts, struct kt_step *steps,
                              int nsteps, double cost);
+/* Queues a copy of another workload's schedule (f->other) for the task's
+ * next search work. */
+void kt__task_queue_other(struct kt_task_state *ts,
+                          const struct kt_feedback *f);
 /* Read-only view the work callbacks need. */
 const struct kt_dag *kt__job_dag(const struct kt_job *job, int task);
 const struct kt_model_conf *kt__job_conf(const struct kt_job *job);

@@ -107,6 +107,18 @@ kt__task_queue_feedback(struct kt_task_state *ts, struct kt_step *steps,
     f->steps = steps;
     f->nsteps = nsteps;
     f->cost = cost;
+    f->other = 0;
+}
+
+void
+kt__task_queue_other(struct kt_task_state *ts, const struct kt_feedback *f)
+{
+    size_t size = sizeof(*f->steps) * (size_t)(f->nsteps ? f->nsteps : 1);
+    struct kt_step *steps = kt_xmalloc(size);
+
+    memcpy(steps, f->steps, size);
+    kt__task_queue_feedback(ts, steps, f->nsteps, f->cost);
+    ts->pending[ts->npending - 1].other = 1;
 }
 
 /* The search learns of the result at its next run (see kt_feedback). */

@@ -36,10 +36,18 @@ warm_done(uv_work_t *w, int status)
                      "s)",
                      job->name, wj->nout, wj->time_s);
         /* the search decodes them into genomes that seed its GA */
-        for (i = 0; i < wj->nseeds; i++)
-            kt__task_queue_feedback(&job->ts[wj->seed_task[i]],
-                                    wj->seeds[i].steps, wj->seeds[i].nsteps,
-                                    wj->seeds[i].cost);
+        for (i = 0; i < wj->nseeds; i++) {
+            int t;
+            if (wj->seed_task[i] >= 0) {
+                kt__task_queue_feedback(&job->ts[wj->seed_task[i]],
+                                        wj->seeds[i].steps, wj->seeds[i].nsteps,
+                                        wj->seeds[i].cost);
+                continue;
+            }
+            for (t = 0; t < job->tasks.n; t++)
+                kt__task_queue_other(&job->ts[t], &wj->seeds[i]);
+            free(wj->seeds[i].steps);
+        }
         wj->nseeds = 0;
     } else {
         for (i = 0; i < wj->nout; i++)

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* other workloads' stored schedules offered to each task's search */
+#define KT_OTHER_SEEDS 256
+
 /* The features of a stored trial's state (the warm start). */
 static int
 stored_features(const struct kt_state *st, float **rows, int *nrows, char *err,
@@ -59,9 +62,14 @@ kt__engine_search_work(uv_work_t *w)
 
     memset(&batch, 0, sizeof(batch));
     memset(&st, 0, sizeof(st));
-    for (i = 0; i < r->nfeedback; i++)
-        kt_search_record(r->search, r->feedback[i].steps, r->feedback[i].nsteps,
-                         r->feedback[i].cost);
+    for (i = 0; i < r->nfeedback; i++) {
+        const struct kt_feedback *f = &r->feedback[i];
+        if (f->other)
+            kt_search_seed_other(r->search, f->steps, f->nsteps,
+                                 f->cost * dag->flops);
+        else
+            kt_search_record(r->search, f->steps, f->nsteps, f->cost);
+    }
     r->rc = kt_search_next_batch(r->search, r->model, r->measured, r->nmeasured,
                                  r->want, &batch, &st, r->err, sizeof(r->err));
     if (r->rc != KT_OK)
@@ -142,6 +150,45 @@ kt__engine_train_work(uv_work_t *w)
     t->time_s = kt_now() - t0;
 }
 
+static int
+cmp_cost(const void *a, const void *b)
+{
+    const struct kt_feedback *x = a, *y = b;
+
+    return (x->cost > y->cost) - (x->cost < y->cost);
+}
+
+/* Other workloads' schedules seed each task's search where they decode:
+ * the fastest (per FLOP) KT_OTHER_SEEDS of them, which bounds the
+ * decoding a search does. */
+static void
+keep_best_others(struct kt_warm_job *wj)
+{
+    struct kt_feedback *others;
+    int i, n = 0, nothers = 0;
+
+    others = kt_xmalloc(sizeof(*others) * (size_t)(wj->nseeds + 1));
+    for (i = 0; i < wj->nseeds; i++) {
+        if (wj->seed_task[i] < 0) {
+            others[nothers++] = wj->seeds[i];
+            continue;
+        }
+        wj->seed_task[n] = wj->seed_task[i];
+        wj->seeds[n++] = wj->seeds[i];
+    }
+    qsort(others, (size_t)nothers, sizeof(*others), cmp_cost);
+    for (i = 0; i < nothers; i++) {
+        if (i >= KT_OTHER_SEEDS) {
+            free(others[i].steps);
+            continue;
+        }
+        wj->seed_task[n] = -1;
+        wj->seeds[n++] = others[i];
+    }
+    wj->nseeds = n;
+    free(others);
+}
+
 void
 kt__engine_warm_work(uv_work_t *w)
 {
@@ -189,16 +236,20 @@ kt__engine_warm_work(uv_work_t *w)
         } else if (wj->skipped++ == 0) {
             snprintf(wj->skip_err, sizeof(wj->skip_err), "%s", err);
         }
-        if (rc == KT_OK && wj->in[i].workload == NULL && wj->in[i].cost > 0) {
-            wj->seeds[wj->nseeds].steps = steps;
-            wj->seeds[wj->nseeds].nsteps = n;
-            wj->seeds[wj->nseeds].cost = wj->in[i].cost;
-            wj->seed_task[wj->nseeds++] = wj->in[i].task;
+        if (rc == KT_OK && wj->in[i].cost > 0 && dag->flops > 0) {
+            struct kt_feedback *f = &wj->seeds[wj->nseeds];
+            int other = wj->in[i].workload != NULL;
+            f->steps = steps;
+            f->nsteps = n;
+            f->cost = other ? wj->in[i].cost / dag->flops : wj->in[i].cost;
+            f->other = other;
+            wj->seed_task[wj->nseeds++] = other ? -1 : wj->in[i].task;
             steps = NULL;
         }
         free(steps);
     }
     kt_dag_free(foreign);
+    keep_best_others(wj);
     wj->time_s = kt_now() - t0;
 }
 

@@ -276,4 +276,13 @@ int kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
 int kt_search_record(struct kt_search *s, const struct kt_step *steps,
                      int nsteps, double cost);
 
+/* A successful schedule of another workload (same target): when its steps
+ * decode into a genome of this search (the same sketch, tiles that divide
+ * this workload's extents), it seeds later populations like a measured
+ * program, cost being what it would take here at the other workload's
+ * throughput.  It is not marked measured: the same program may still be
+ * proposed for this workload.  Returns 1 if it seeds the search. */
+int kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
+                         int nsteps, double cost);
+
 #endif /* KT_SCHEDULER_H */

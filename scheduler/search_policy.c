@@ -586,6 +586,45 @@ done:
     return rc;
 }
 
+/* Appends m to the measured programs that seed the population. */
+static void
+add_measured(struct kt_search *s, const struct sk_member *m, double cost)
+{
+    if (s->nmeas == s->capmeas) {
+        s->capmeas = s->capmeas ? 2 * s->capmeas : 64;
+        s->meas = kt_xrealloc(s->meas, sizeof(*s->meas) * (size_t)s->capmeas);
+        s->meas_tput = kt_xrealloc(s->meas_tput,
+                                   sizeof(double) * (size_t)s->capmeas);
+    }
+    s->meas[s->nmeas] = *m;
+    s->meas_tput[s->nmeas++] = 1.0 / cost;
+}
+
+int
+kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
+                     int nsteps, double cost)
+{
+    struct sk_member m;
+    char hex[17];
+    uint64_t h = 0;
+    int i, seeded = 0;
+
+    if (!(cost > 0) || !isfinite(cost))
+        return 0;
+    kt_steps_hash(steps, nsteps, hex);
+    kt_hash_parse(hex, &h);
+    pthread_mutex_lock(&s->lock);
+    for (i = 0; i < s->nmeas && s->meas[i].hash != h; i++)
+        ;
+    if (i == s->nmeas && sk_decode(s, steps, nsteps, h, &m)) {
+        /* not marked proposed: it was never measured on this workload */
+        add_measured(s, &m, cost);
+        seeded = 1;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return seeded;
+}
+
 int
 kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
                  double cost)
@@ -608,17 +647,8 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
         if (s->prop[i].hash != h)
             continue;
         found = 1;
-        if (cost > 0 && isfinite(cost)) {
-            if (s->nmeas == s->capmeas) {
-                s->capmeas = s->capmeas ? 2 * s->capmeas : 64;
-                s->meas = kt_xrealloc(s->meas,
-                                      sizeof(*s->meas) * (size_t)s->capmeas);
-                s->meas_tput = kt_xrealloc(s->meas_tput,
-                                           sizeof(double) * (size_t)s->capmeas);
-            }
-            s->meas[s->nmeas] = s->prop[i];
-            s->meas_tput[s->nmeas++] = 1.0 / cost;
-        }
+        if (cost > 0 && isfinite(cost))
+            add_measured(s, &s->prop[i], cost);
         break;
     }
     pthread_mutex_unlock(&s->lock);

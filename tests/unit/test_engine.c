@@ -565,6 +565,42 @@ test_engine_warm_start_counts_skipped_trials(void **state)
     run_close(&r);
 }
 
+/* --- another workload's stored programs seed the search --- */
+
+/* A job on a 32x16x32 GEMM after one on the 16^3 GEMM, in the same
+ * database: the warm start offers the first job's programs to the second
+ * job's search, and its first round holds mutants of them (seed_of). */
+static void
+test_engine_other_workload_seeds(void **state)
+{
+    static const char other_conf[] =
+        "{\"name\": \"engine-other\", \"target\": {\"threads\": 1},"
+        " \"tuning\": {\"trials\": 8, \"measures_per_round\": 8, \"seed\": "
+        "5}, \"tasks\": [{\"name\": \"gemm32\", \"compute\": [\"O[i,j] += "
+        "A[i,k] * B[k,j]\"], \"shapes\": {\"A\": [32, 16], \"B\": [16, 32]}}]}";
+    struct run r;
+    struct kt_job_stats s;
+
+    (void)state;
+    run_open(&r);
+    run_start(&r, one_task_conf, 16);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.trials, 16);
+    run_finish_job(&r);
+    run_start(&r, other_conf, 8);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    assert_int_equal(count_rows(&r, "SELECT count(DISTINCT workload_hash) "
+                                    "FROM logs"),
+                     2);
+    assert_true(count_rows(&r, "SELECT count(*) FROM logs l JOIN kvs k ON "
+                               "k.log_id = l.id AND k.k = 'seed_of' WHERE "
+                               "l.id > 16 AND k.v IN (SELECT sched_hash FROM "
+                               "logs WHERE id <= 16 AND err_no = 0)") >= 1);
+    run_close(&r);
+}
+
 /* --- a long compiler line reaches the workers and the database whole --- */
 static void
 test_engine_long_compiler_line_not_truncated(void **state)
@@ -851,6 +887,7 @@ main(void)
         cmocka_unit_test(test_engine_loop_never_waits_on_search_lock),
         cmocka_unit_test(test_engine_train_again_trains_late_rounds),
         cmocka_unit_test(test_engine_warm_start_counts_skipped_trials),
+        cmocka_unit_test(test_engine_other_workload_seeds),
         cmocka_unit_test(test_engine_long_compiler_line_not_truncated),
         cmocka_unit_test(test_candidate_state_matches_replay),
         cmocka_unit_test(test_engine_refused_batch_is_stored_on_retry),

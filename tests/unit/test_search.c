@@ -3,7 +3,8 @@
  * against the DAG interpreter, reproducibility for a seed (also with two
  * scoring threads), deduplication within a batch and against a measured
  * set kept in a real SQLite file that is closed and reopened, the random
- * policies, measured seeds, and the XGBoost-scored path. */
+ * policies, measured seeds, the XGBoost-scored path, and a round in which
+ * no program scores (an empty GA population). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -682,6 +683,55 @@ test_search_model_and_seeds(void **state)
     kt_dag_free(dag);
 }
 
+/* A trained model and a workload whose programs all fail feature
+ * extraction (70 loads in one store: more than the features describe):
+ * no initial sample scores, the GA has nothing to breed from and the round
+ * ends with what the fallback sampling finds instead of dividing by zero
+ * (kt_rng_below(0) was a SIGFPE in the search thread). */
+static void
+test_search_empty_population(void **state)
+{
+    struct kt_shape shape = {"A", 2, {64, 64}};
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_search_stats st;
+    struct kt_xgb_model *model = kt_xgb_new(NULL);
+    struct kt_train_set set;
+    struct kt_buf text;
+    float rows[KT_FEATURE_LEN];
+    char err[512];
+    int i, j;
+    (void)state;
+
+    kt_buf_init(&text);
+    kt_buf_puts(&text, "O[i,j] = A[i,j]");
+    for (i = 1; i < 70; i++)
+        kt_buf_puts(&text, " + A[i,j]");
+    assert_int_equal(kt_dag_parse(text.p, &shape, 1, &dag, err, sizeof(err)),
+                     KT_OK);
+    kt_train_set_init(&set);
+    for (i = 0; i < 64; i++) {
+        for (j = 0; j < KT_FEATURE_LEN; j++)
+            rows[j] = (float)((i * 7 + j * 3) % 11);
+        kt_train_set_add(&set, rows, 1, 0, 1e-3 * (1 + i % 5));
+    }
+    kt_train_set_label(&set, 0);
+    assert_int_equal(kt_xgb_train(model, &set, NULL, err, sizeof(err)), KT_OK);
+    kt_train_set_free(&set);
+    s = new_search(dag, KT_POLICY_SKETCH_XGB, 64, 3, 1);
+    assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 8, &b, &st, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_int_equal(st.sampled, 0);
+    assert_int_equal(st.iters, 0);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_xgb_free(model);
+    kt_buf_free(&text);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -696,6 +746,7 @@ main(void)
         cmocka_unit_test(test_search_channel_vector),
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_model_and_seeds),
+        cmocka_unit_test(test_search_empty_population),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

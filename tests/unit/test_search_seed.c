@@ -4,7 +4,8 @@
  * search (returns 1) for GEMM, dense with bias+relu (fusion, rfactor) and
  * conv2d (padding stage, layout packs); the fresh search's next round puts
  * them into its population (measured_seeds) and never proposes them again;
- * failed and foreign schedules do not seed. */
+ * failed and foreign schedules do not seed; a GEMM's schedules seed a
+ * GEMM search of another shape through kt_search_seed_other. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,6 +154,72 @@ test_search_seed_foreign(void **state)
     kt_dag_free(b);
 }
 
+/* Schedules of a GEMM seed a search of a GEMM of another shape when they
+ * decode (kt_search_seed_other): they enter its population, each once, and
+ * are not marked measured, so the same program may be proposed there;
+ * conv2d's steps never seed a GEMM search. */
+static void
+test_search_seed_other_workload(void **state)
+{
+    struct kt_op_def d1, d2, d3;
+    struct kt_dag *small = NULL, *big = NULL, *conv = NULL;
+    struct kt_search *ss, *sb, *sc;
+    struct kt_search_batch b, b2, bc;
+    struct kt_search_stats st;
+    char err[512];
+    int i, seeded = 0, again = 0, recorded = 0;
+
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d1, 64, 64, 64), KT_OK);
+    assert_int_equal(kt_op_matmul(&d2, 256, 128, 256), KT_OK);
+    small_conv(&d3, 0);
+    assert_int_equal(kt_op_build(&d1, &small, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_op_build(&d2, &big, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_op_build(&d3, &conv, err, sizeof(err)), KT_OK);
+    ss = new_search(small, 1);
+    sb = new_search(big, 2);
+    sc = new_search(conv, 1);
+    assert_int_equal(kt_search_next_batch(ss, NULL, NULL, 0, 32, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_int_equal(kt_search_next_batch(sc, NULL, NULL, 0, 8, &bc, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < bc.n; i++)
+        assert_int_equal(kt_search_seed_other(sb, bc.v[i].steps, bc.v[i].nsteps,
+                                              1e-3),
+                         0);
+    for (i = 0; i < b.n; i++) {
+        /* a failed schedule never seeds */
+        assert_int_equal(kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps,
+                                              0),
+                         0);
+        seeded += kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps,
+                                       1e-3 * (i + 1));
+        again += kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps, 1e-3);
+    }
+    assert_true(seeded >= b.n / 4); /* 64 divides into most tiles of 128 */
+    assert_int_equal(again, 0);
+    assert_int_equal(kt_search_next_batch(sb, NULL, NULL, 0, 64, &b2, &st, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_int_equal(st.measured_seeds, seeded);
+    /* not marked measured: measuring one here still decodes and counts */
+    for (i = 0; i < b.n && !recorded; i++)
+        if (kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps, 1e-3) == 0)
+            recorded = kt_search_record(sb, b.v[i].steps, b.v[i].nsteps, 1e-3);
+    assert_int_equal(recorded, 1);
+    kt_search_batch_free(&b2);
+    kt_search_batch_free(&bc);
+    kt_search_batch_free(&b);
+    kt_search_free(ss);
+    kt_search_free(sb);
+    kt_search_free(sc);
+    kt_dag_free(small);
+    kt_dag_free(big);
+    kt_dag_free(conv);
+}
+
 int
 main(void)
 {
@@ -161,6 +228,7 @@ main(void)
         cmocka_unit_test(test_search_seed_dense_epilogue),
         cmocka_unit_test(test_search_seed_conv2d),
         cmocka_unit_test(test_search_seed_foreign),
+        cmocka_unit_test(test_search_seed_other_workload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
