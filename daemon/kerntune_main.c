@@ -19,11 +19,13 @@
  * `tune` runs one job in the foreground with local workers and the same
  * engine as kerntuned: it is the one-command way to tune a model. */
 #include <cJSON.h>
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "compile/compile.h"
@@ -193,6 +195,24 @@ local_workers_can_run(const struct kt_model_conf *conf)
     return 0;
 }
 
+/* --log-dir is created when missing: the task table is what users follow
+ * with tail -f, and a run must not go on without it. */
+static int
+log_dir_ready(const char *dir)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kerntune: --log-dir %s: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kerntune: --log-dir %s: not a directory\n", dir);
+        return 0;
+    }
+    return 1;
+}
+
 static int
 cmd_tune(const char *cmd, int argc, char **argv)
 {
@@ -249,6 +269,8 @@ cmd_tune(const char *cmd, int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (log_dir != NULL && !log_dir_ready(log_dir))
+        return 1;
     rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf,
                                 err, sizeof(err));
     if (rc != KT_OK) {

@@ -68,8 +68,11 @@ JSON
 case $bin in
 *asan*) db="--untuned" ;;
 *)
-    "$kt" tune "$tmp/cnn.json" --db "$tmp/t.db" --log-dir "$tmp" --workers 1 --quiet \
+    # --log-dir names a directory that does not exist yet: tune creates it
+    "$kt" tune "$tmp/cnn.json" --db "$tmp/t.db" --log-dir "$tmp/logs" --workers 1 --quiet \
         >"$tmp/tune.log" 2>&1 || fail "tune: $(tail -20 "$tmp/tune.log")"
+    ls "$tmp/logs"/*.log >/dev/null 2>&1 || fail "tune --log-dir wrote no task table"
+    ! grep -q "task-table log" "$tmp/tune.log" || fail "tune: $(grep "task-table log" "$tmp/tune.log")"
     db="--db=$tmp/t.db"
     ;;
 esac
