@@ -42,9 +42,25 @@ static const char prelude[] =
     "1; l < W; l++) s = kt_max(s, a[l]); return s; } \\\n"
     "static inline float kt_hmin##W(kt_v##W a) { float s = a[0]; for (int l = "
     "1; l < W; l++) s = kt_min(s, a[l]); return s; } \\\n"
-    "KT_VFUN(W, exp, expf) KT_VFUN(W, log, logf) KT_VFUN(W, sqrt, sqrtf) \\\n"
-    "KT_VFUN(W, tanh, tanhf) KT_VFUN(W, sigmoid, kt_sigmoid) KT_VFUN(W, abs, "
-    "fabsf)\n"
+    /* exp without a libm call per lane: 2^n e^r with n = round(x / ln 2)
+     * (the 1.5 * 2^23 trick), r reduced in two steps (Cody-Waite), e^r by
+     * Cephes' degree-6 polynomial (1.2e-7 relative to glibc's expf), 2^n added
+     * to the exponent bits; x clamped so that 2^n stays normal. */
+    "static inline kt_v##W kt_vexp##W(kt_v##W x) \\\n"
+    "{ x = kt_vmin##W(kt_vmax##W(x, kt_bc##W(-86.6f)), kt_bc##W(88.7f)); \\\n"
+    "  kt_v##W t = x * 1.44269504f + 12582912.0f, n = t - 12582912.0f; \\\n"
+    "  kt_v##W r = x - n * 0.693359375f + n * 2.12194440e-4f, z = r * r; \\\n"
+    "  kt_v##W y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r \\\n"
+    "    + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r \\\n"
+    "    + 1.6666665459e-1f) * r + 5.0000001201e-1f; \\\n"
+    "  y = y * z + r + 1.0f; \\\n"
+    "  kt_i##W e = ((kt_i##W)t - (kt_i##W)kt_bc##W(12582912.0f)) * 8388608; "
+    "\\\n"
+    "  return (kt_v##W)((kt_i##W)y + e); } \\\n"
+    "static inline kt_v##W kt_vsigmoid##W(kt_v##W a) \\\n"
+    "{ return 1.0f / (1.0f + kt_vexp##W(-a)); } \\\n"
+    "KT_VFUN(W, log, logf) KT_VFUN(W, sqrt, sqrtf) \\\n"
+    "KT_VFUN(W, tanh, tanhf) KT_VFUN(W, abs, fabsf)\n"
     "#define KT_VFUN(W, NAME, F) static inline kt_v##W kt_v##NAME##W(kt_v##W "
     "a) \\\n"
     "{ kt_v##W r; for (int l = 0; l < W; l++) r[l] = F(a[l]); return r; }\n"

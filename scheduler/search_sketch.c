@@ -304,7 +304,7 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
          const char *desc, int cw, int vec_axis)
 {
     struct sk_plan p2[KT_MAX_STAGES];
-    char d2[160], one[96], vec[48] = "";
+    char d2[256], one[192], vec[48] = "";
     int structure, level, t;
 
     if (vec_axis >= 0)
@@ -683,6 +683,17 @@ tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
     return ap;
 }
 
+/* A stage that is not tiled and ends in a reduction loop (a row sum or
+ * max: softmax, reduce_mean, layer norm) reduces into one element per
+ * loop: vectorized, it keeps lane accumulators and reduces across lanes
+ * once (docs/search.md); a loop of no whole 4-lane vectors stays
+ * scalar. */
+static int
+lane_reduction(const struct sk_plan *p, const struct kt_iter *it)
+{
+    return p->role != SK_MLT && it->reduce && it->extent % 4 == 0;
+}
+
 struct kt_state *
 sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
          size_t errlen)
@@ -772,7 +783,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             APPLY(st, {KT_STEP_ANNOTATE, i, 0, 0, {KT_ANN_PARALLEL}});
         if (g->vec[i] && last >= 0 &&
             (ss->iters[last].reduce == 0 ||
-             (p->role == SK_MLT && p->structure == SK_STRUCT_RF)) &&
+             (p->role == SK_MLT && p->structure == SK_STRUCT_RF) ||
+             lane_reduction(p, &ss->iters[last])) &&
             ss->iters[last].extent > 1 && ss->iters[last].ann == KT_ANN_NONE)
             APPLY(st, {KT_STEP_ANNOTATE, i, last, 0, {KT_ANN_VECTORIZE}});
         /* rfactor: the spatial register tile is always unrolled, so the

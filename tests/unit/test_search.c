@@ -491,6 +491,77 @@ vectorized_reduction(const struct kt_state *st)
     return NULL;
 }
 
+/* Samples a batch of s, checks it, and compiles up to 4 of its programs
+ * for which picked() holds against the interpreter; fails with what when
+ * none does. */
+static void
+check_picked_samples(const struct kt_dag *dag, struct kt_search *s,
+                     int (*picked)(const struct kt_state *), const char *what)
+{
+    struct kt_search_batch b;
+    struct kt_state *cands[4];
+    char err[512];
+    int i, n = 0, skipped = 0;
+
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n && n < 4; i++)
+        if (picked(b.v[i].state))
+            assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
+                                             &cands[n++], err, sizeof(err)),
+                             KT_OK);
+    if (n == 0)
+        fail_msg("no sample %s", what);
+    assert_int_equal(ktt_check_many(dag, cands, n, 5, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(cands[i]);
+    kt_search_batch_free(&b);
+}
+
+/* An untiled stage whose innermost loop is a reduction (softmax's row sum,
+ * with exp inlined into it) is vectorized into lane accumulators; the
+ * programs compile and match the interpreter.  Before, only tiled
+ * (rfactor) reductions were, and the row sum called expf per element. */
+static int
+untiled_lane_reduction(const struct kt_state *st)
+{
+    int i, a;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        int untiled = 1;
+        if (ss->inlined || ss->niters == 0 ||
+            !ss->iters[ss->niters - 1].reduce ||
+            ss->iters[ss->niters - 1].ann != KT_ANN_VECTORIZE)
+            continue;
+        for (a = 0; a < ss->naxes; a++)
+            untiled &= ss->nparts[a] == 1;
+        if (untiled)
+            return 1;
+    }
+    return 0;
+}
+
+static void
+test_search_lane_reduction_softmax(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    (void)state;
+
+    assert_int_equal(kt_op_softmax(&d, 64, 128), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 5, 1);
+    check_picked_samples(dag, s, untiled_lane_reduction,
+                         "vectorizes an untiled reduction");
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* ChannelVector: a conv whose output width cannot fill 16-lane vectors
  * (28 wide, read with stride 2) also gets sketches whose register tile
  * vectorizes the output channels (f, axis 1) over a weight pack; their
@@ -567,16 +638,21 @@ test_search_channel_vector(void **state)
  * for rfactor) is also tiled, and its samples vectorize the channels
  * under the reduction loops; they compile and match the interpreter.
  * Untiled, no loop of it is vectorized. */
+static int
+spatial_vector_under_reduction(const struct kt_state *st)
+{
+    const struct kt_sstage *ss = vectorized_reduction(st);
+
+    return ss != NULL && !ss->iters[ss->niters - 1].reduce;
+}
+
 static void
 test_search_spatial_vector_pool(void **state)
 {
     struct kt_op_def d;
     struct kt_dag *dag;
     struct kt_search *s;
-    struct kt_search_batch b;
-    struct kt_state *cands[4];
-    char err[512];
-    int i, n = 0, tiled = 0, skipped = 0;
+    int i, tiled = 0;
     (void)state;
 
     assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 7, 7), KT_OK);
@@ -585,24 +661,8 @@ test_search_spatial_vector_pool(void **state)
     for (i = 0; i < kt_search_nsketches(s); i++)
         tiled += strstr(kt_search_sketch_desc(s, i), "SSRSRS") != NULL;
     assert_int_equal(tiled, 1);
-    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, NULL, err,
-                                          sizeof(err)),
-                     KT_OK);
-    check_batch(dag, &b);
-    for (i = 0; i < b.n && n < 4; i++) {
-        const struct kt_sstage *ss = vectorized_reduction(b.v[i].state);
-        if (ss != NULL && !ss->iters[ss->niters - 1].reduce)
-            assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
-                                             &cands[n++], err, sizeof(err)),
-                             KT_OK);
-    }
-    if (n == 0)
-        fail_msg("no sample vectorizes the channels");
-    assert_int_equal(ktt_check_many(dag, cands, n, 5, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    for (i = 0; i < n; i++)
-        kt_state_free(cands[i]);
-    kt_search_batch_free(&b);
+    check_picked_samples(dag, s, spatial_vector_under_reduction,
+                         "vectorizes the channels");
     kt_search_free(s);
     kt_dag_free(dag);
 }
@@ -745,6 +805,7 @@ main(void)
         cmocka_unit_test(test_search_register_blocked),
         cmocka_unit_test(test_search_channel_vector),
         cmocka_unit_test(test_search_spatial_vector_pool),
+        cmocka_unit_test(test_search_lane_reduction_softmax),
         cmocka_unit_test(test_search_model_and_seeds),
         cmocka_unit_test(test_search_empty_population),
     };
