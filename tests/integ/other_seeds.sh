@@ -13,6 +13,7 @@ command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/seeds_common.inc"
 
 model() { # model NAME M N K
     cat <<JSON
@@ -25,18 +26,11 @@ JSON
 }
 model small 128 128 128 >"$tmp/small.json"
 model big 256 128 256 >"$tmp/big.json"
-"$kt" tune "$tmp/small.json" --trials 32 --db "$tmp/t.db" --quiet >"$tmp/tune1.log" 2>&1 ||
-    fail "first tune: $(tail -20 "$tmp/tune1.log")"
-last1=$(sqlite3 "$tmp/t.db" "select max(id) from logs")
-ok1=$(sqlite3 "$tmp/t.db" "select count(*) from logs where err_no = 0")
-[ "$ok1" -gt 0 ] || fail "the first job stored no successful trial"
+tune_first "$tmp/small.json" 32
 "$kt" tune "$tmp/big.json" --trials 16 --db "$tmp/t.db" --quiet >"$tmp/tune2.log" 2>&1 ||
     fail "second tune: $(tail -20 "$tmp/tune2.log")"
 w=$(sqlite3 "$tmp/t.db" "select count(distinct workload_hash) from logs")
 [ "$w" -eq 2 ] || fail "$w workloads stored, want 2"
-near=$(sqlite3 "$tmp/t.db" "
-    select count(*) from (select id from logs where id > $last1 order by id limit 16) r2
-    join kvs on kvs.log_id = r2.id and kvs.k = 'seed_of'
-    where kvs.v in (select sched_hash from logs where id <= $last1 and err_no = 0)")
+near=$(seeded_first_round)
 echo "second job, first round: $near of 16 trials are mutations of the other workload's programs"
 [ "$near" -ge 1 ] || fail "no trial of the second job's first round descends from the other workload's records"

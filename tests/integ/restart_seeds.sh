@@ -13,6 +13,7 @@ command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/seeds_common.inc"
 
 model() { # model SEED
     cat <<JSON
@@ -25,21 +26,12 @@ JSON
 }
 model 1 >"$tmp/run1.json"
 model 2 >"$tmp/run2.json"
-"$kt" tune "$tmp/run1.json" --trials 64 --db "$tmp/t.db" --quiet >"$tmp/tune1.log" 2>&1 ||
-    fail "first tune: $(tail -20 "$tmp/tune1.log")"
-last1=$(sqlite3 "$tmp/t.db" "select max(id) from logs")
-ok1=$(sqlite3 "$tmp/t.db" "select count(*) from logs where err_no = 0")
-[ "$ok1" -gt 0 ] || fail "the first run stored no successful trial"
+tune_first "$tmp/run1.json" 64
 "$kt" tune "$tmp/run2.json" --trials 128 --db "$tmp/t.db" --quiet >"$tmp/tune2.log" 2>&1 ||
     fail "second tune: $(tail -20 "$tmp/tune2.log")"
 n=$(sqlite3 "$tmp/t.db" "select count(*) from logs")
 [ "$n" -eq 128 ] || fail "$n trials stored, want 128"
-# Every proposed candidate carries the schedule hash of the measured
-# program it was mutated from (kvs note seed_of).
-near=$(sqlite3 "$tmp/t.db" "
-    select count(*) from (select id from logs where id > $last1 order by id limit 16) r2
-    join kvs on kvs.log_id = r2.id and kvs.k = 'seed_of'
-    where kvs.v in (select sched_hash from logs where id <= $last1 and err_no = 0)")
+near=$(seeded_first_round)
 echo "second run, first round: $near of 16 trials are mutations of stored ones"
 [ "$near" -ge 1 ] || fail "no trial of the second run's first round is a mutation of a stored record"
 # and the first run's own rounds after the first name only its own trials

@@ -128,15 +128,35 @@ run_infer(const char *dir)
              run_out ? run_out : "");
 }
 
+/* Writes x (nx floats) to dir/lib/in.bin, runs the inference program on
+ * it and reads its nout outputs into out. */
+static void
+infer_once(const char *dir, const float *x, size_t nx, float *out, size_t nout)
+{
+    char path[4200], *text;
+    size_t len;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(x, 4, nx, f), nx);
+    fclose(f);
+    run_infer(dir);
+    text = slurp(dir, "lib/out.bin", &len);
+    assert_non_null(text);
+    assert_int_equal(len, nout * 4);
+    memcpy(out, text, nout * 4);
+    free(text);
+}
+
 static void
 test_network_matches_loops(void **state)
 {
     struct ktt_onnx *b = ktt_onnx_new(13);
     struct ktt_onnx_node *n;
-    char dir[4096], path[4400], *text;
+    char dir[4096], *text;
     float x[24], want[36], want_sg[24], got[60];
-    size_t len;
-    FILE *f;
     int i;
     (void)state;
 
@@ -172,17 +192,7 @@ test_network_matches_loops(void **state)
     for (i = 0; i < 24; i++)
         x[i] = (float)((i * 7 % 24) / 12.0 - 1);
     reference(x, want, want_sg);
-    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
-    f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(x, 4, 24, f), 24);
-    fclose(f);
-    run_infer(dir);
-    text = slurp(dir, "lib/out.bin", &len);
-    assert_non_null(text);
-    assert_int_equal(len, sizeof(got));
-    memcpy(got, text, sizeof(got));
-    free(text);
+    infer_once(dir, x, 24, got, sizeof(got) / sizeof(got[0]));
     for (i = 0; i < 36; i++)
         if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
             fail_msg("out[%d] = %g, want %g", i, got[i], want[i]);
@@ -247,10 +257,8 @@ test_network_layout_ops(void **state)
 {
     struct ktt_onnx *b = ktt_onnx_new(13);
     struct ktt_onnx_node *n;
-    char dir[4096], path[4400], *text;
+    char dir[4096];
     float x[32], want[72 + 288], got[72 + 288];
-    size_t len;
-    FILE *f;
     int i;
     (void)state;
 
@@ -281,17 +289,7 @@ test_network_layout_ops(void **state)
     for (i = 0; i < 32; i++)
         x[i] = (float)((i * 5 % 32) / 16.0 - 1);
     reference_layout(x, want, want + 72);
-    snprintf(path, sizeof(path), "%s/lib/in.bin", dir);
-    f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(x, 4, 32, f), 32);
-    fclose(f);
-    run_infer(dir);
-    text = slurp(dir, "lib/out.bin", &len);
-    assert_non_null(text);
-    assert_int_equal(len, sizeof(got));
-    memcpy(got, text, sizeof(got));
-    free(text);
+    infer_once(dir, x, 32, got, sizeof(got) / sizeof(got[0]));
     for (i = 0; i < 72 + 288; i++)
         if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
             fail_msg("out%d[%d] = %g, want %g", i >= 72, i < 72 ? i : i - 72,
