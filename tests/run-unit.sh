@@ -9,6 +9,7 @@ fail=0
 failed_bins=""
 for bin in "$@"; do
     log=$(mktemp)
+    start=$(date +%s.%N)
     if [ "${KT_VALGRIND:-0}" = 1 ]; then
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
             --trace-children=no "$bin" >"$log" 2>&1
@@ -16,6 +17,7 @@ for bin in "$@"; do
         "$bin" >"$log" 2>&1
     fi
     rc=$?
+    took=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f s", $2 - $1}')
     ok=$(grep -c '^\[       OK \]' "$log")
     bad=$(grep -c '^\[  FAILED  \]' "$log" | head -1)
     # The summary repeats the failed names; count each failure once.
@@ -30,7 +32,8 @@ for bin in "$@"; do
         failed_bins="$failed_bins $bin"
         cat "$log"
     else
-        grep -E '^\[==========\] .* run\.|SKIP' "$log" | sed "s|^|$(basename "$bin"): |"
+        grep -E '^\[==========\] .* run\.|SKIP' "$log" |
+            sed "s|^|$(basename "$bin"): |; s|run\.\$|run ($took).|"
     fi
     rm -f "$log"
 done

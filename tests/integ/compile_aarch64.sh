@@ -10,6 +10,12 @@ for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-gcc-ar qemu-aarch64; do
 done
 sysroot=/usr/aarch64-linux-gnu
 [ -d "$sysroot/lib" ] || { echo "no aarch64 libc in $sysroot (libc6-dev-arm64-cross)"; exit 77; }
+# Under the sanitizers (make integ-asan) kerntune's side of this path runs in
+# compile.sh; the cross build and qemu do not run our code, so they are left
+# to the plain build to keep make test short.
+case ${KT_BIN_DIR:-build} in
+*asan*) echo "ok: kerntune compile is checked by compile.sh; the cross build runs in the plain build"; exit 0 ;;
+esac
 . "$here/compile_common.inc"
 
 lib=$tmp/lib

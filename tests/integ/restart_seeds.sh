@@ -1,6 +1,6 @@
 #!/bin/sh
-# Stored records seed the search after a restart: tunes a GEMM for 64
-# trials, stops, and tunes the same job again to 128 with another search
+# Stored records seed the search after a restart: tunes a GEMM for 32
+# trials, stops, and tunes the same job again to 48 with another search
 # seed (so its random initial population shares nothing with the first
 # run's).  The second run's first round must contain mutations of stored
 # records: trials whose kvs note seed_of names the schedule hash of a
@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 model() { # model SEED
     cat <<JSON
 {"name": "seeds", "target": {"threads": 1},
- "tuning": {"trials": 128, "measures_per_round": 16, "seed": $1},
+ "tuning": {"trials": 48, "measures_per_round": 16, "seed": $1},
  "measure": {"repeat": 1, "min_repeat_ms": 1},
  "tasks": [{"name": "mm", "compute": ["C[i,j] += A[i,k] * B[k,j]"],
             "shapes": {"A": [128, 128], "B": [128, 128]}}]}
@@ -26,11 +26,11 @@ JSON
 }
 model 1 >"$tmp/run1.json"
 model 2 >"$tmp/run2.json"
-tune_first "$tmp/run1.json" 64
-"$kt" tune "$tmp/run2.json" --trials 128 --db "$tmp/t.db" --quiet >"$tmp/tune2.log" 2>&1 ||
+tune_first "$tmp/run1.json" 32
+"$kt" tune "$tmp/run2.json" --trials 48 --db "$tmp/t.db" --quiet >"$tmp/tune2.log" 2>&1 ||
     fail "second tune: $(tail -20 "$tmp/tune2.log")"
 n=$(sqlite3 "$tmp/t.db" "select count(*) from logs")
-[ "$n" -eq 128 ] || fail "$n trials stored, want 128"
+[ "$n" -eq 48 ] || fail "$n trials stored, want 48"
 near=$(seeded_first_round)
 echo "second run, first round: $near of 16 trials are mutations of stored ones"
 [ "$near" -ge 1 ] || fail "no trial of the second run's first round is a mutation of a stored record"

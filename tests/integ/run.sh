@@ -12,12 +12,14 @@ for t in "$here"/*.sh; do
     name=$(basename "$t" .sh)
     [ "$name" = run ] && continue
     log=$(mktemp)
+    start=$(date +%s.%N)
     sh "$t" >"$log" 2>&1
     rc=$?
+    took=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f s", $2 - $1}')
     case $rc in
-    0) pass=$((pass + 1)); echo "PASS $name" ;;
+    0) pass=$((pass + 1)); echo "PASS $name ($took)" ;;
     77) skip=$((skip + 1)); echo "SKIP $name: $(tail -1 "$log")" ;;
-    *) fail=$((fail + 1)); echo "FAIL $name (exit $rc)"; sed 's/^/    /' "$log" | tail -40 ;;
+    *) fail=$((fail + 1)); echo "FAIL $name (exit $rc, $took)"; sed 's/^/    /' "$log" | tail -40 ;;
     esac
     rm -f "$log"
 done

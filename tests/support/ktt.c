@@ -335,3 +335,28 @@ ktt_synthetic_cost(const float *rows, int nrows)
     }
     return sec;
 }
+
+char *
+ktt_slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[4400];
+    struct kt_buf b;
+    char chunk[4096];
+    size_t k;
+    FILE *in;
+
+    if (dir != NULL)
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+    else
+        snprintf(path, sizeof(path), "%s", name);
+    in = fopen(path, "rb");
+    if (in == NULL)
+        return NULL;
+    kt_buf_init(&b);
+    while ((k = fread(chunk, 1, sizeof(chunk), in)) > 0)
+        kt_buf_put(&b, chunk, k);
+    fclose(in);
+    if (len != NULL)
+        *len = b.len;
+    return kt_buf_take(&b);
+}

@@ -68,4 +68,9 @@ int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
  * real; only something the model can learn. */
 double ktt_synthetic_cost(const float *rows, int nrows);
 
+/* The whole file dir/name (name alone when dir is NULL), NUL-terminated,
+ * with its length in *len when len is not NULL; NULL when it cannot be
+ * opened.  The caller frees it. */
+char *ktt_slurp(const char *dir, const char *name, size_t *len);
+
 #endif

@@ -16,6 +16,7 @@
 #include "compile/compile.h"
 #include "scheduler/scheduler.h"
 #include "tests/unit/test_storage_util.h"
+#include "tests/support/ktt.h"
 
 /* A schedule the search found for the conv below: its weight is packed by
  * the pack routine (CHR + LR). */
@@ -93,28 +94,6 @@ teardown(void **state)
     return 0;
 }
 
-static char *
-slurp(const char *dir, const char *name)
-{
-    char path[4400];
-    FILE *in;
-    char *text;
-    long n;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    in = fopen(path, "r");
-    if (in == NULL)
-        fail_msg("%s: not written", path);
-    fseek(in, 0, SEEK_END);
-    n = ftell(in);
-    rewind(in);
-    text = kt_xmalloc((size_t)n + 1);
-    assert_int_equal(fread(text, 1, (size_t)n, in), (size_t)n);
-    text[n] = '\0';
-    fclose(in);
-    return text;
-}
-
 static void
 test_compile_builds_and_matches(void **state)
 {
@@ -123,7 +102,8 @@ test_compile_builds_and_matches(void **state)
     char err[1024], cmd[9000], want[64], *h, *man;
 
     assert_int_equal(kt_compile(f->m, &o, NULL, err, sizeof(err)), KT_OK);
-    h = slurp(f->out, "cm.h");
+    h = ktt_slurp(f->out, "cm.h", NULL);
+    assert_non_null(h);
     /* The packed weight replaces W in the kernel's arguments. */
     assert_non_null(
         strstr(h, "void cm_conv2d_n1_c4_h8_w8_k8_r3_s3_st1_p1_d1_g1_bias_relu("
@@ -134,7 +114,8 @@ test_compile_builds_and_matches(void **state)
     assert_non_null(strstr(h, "void cm_mm(const float *A, const float *B, "
                               "float *C);"));
     assert_non_null(strstr(h, "UNTUNED"));
-    man = slurp(f->out, "manifest.json");
+    man = ktt_slurp(f->out, "manifest.json", NULL);
+    assert_non_null(man);
     snprintf(want, sizeof(want), "\"trial_id\":\t%lld,",
              (long long)f->trial_id);
     assert_non_null(strstr(man, want));
@@ -150,7 +131,8 @@ test_compile_builds_and_matches(void **state)
              "&& ./chk > chk.out 2>&1",
              f->out);
     assert_int_equal(system(cmd), 0);
-    h = slurp(f->out, "chk.out");
+    h = ktt_slurp(f->out, "chk.out", NULL);
+    assert_non_null(h);
     assert_non_null(strstr(h, "2 of 2 kernels match the reference"));
     free(h);
 }

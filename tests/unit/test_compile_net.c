@@ -19,6 +19,7 @@
 #include "compile/compile.h"
 #include "tests/support/ktt_onnx.h"
 #include "tests/unit/test_storage_util.h"
+#include "tests/support/ktt.h"
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -27,30 +28,6 @@ static double
 fill(int i)
 {
     return 0.01 * (i % 100) + 0.5;
-}
-
-static char *
-slurp(const char *dir, const char *name, size_t *len)
-{
-    char path[4400];
-    FILE *in;
-    char *text;
-    long n;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    in = fopen(path, "rb");
-    if (in == NULL)
-        return NULL;
-    fseek(in, 0, SEEK_END);
-    n = ftell(in);
-    rewind(in);
-    text = kt_xmalloc((size_t)n + 1);
-    assert_int_equal(fread(text, 1, (size_t)n, in), (size_t)n);
-    text[n] = '\0';
-    fclose(in);
-    if (len != NULL)
-        *len = (size_t)n;
-    return text;
 }
 
 /* Writes model b to dir/m.onnx (and frees b), compiles it untuned into
@@ -122,8 +99,8 @@ run_infer(const char *dir)
              dir);
     if (system(cmd) == 0)
         return;
-    make_out = slurp(dir, "lib/make.out", NULL);
-    run_out = slurp(dir, "lib/run.out", NULL);
+    make_out = ktt_slurp(dir, "lib/make.out", NULL);
+    run_out = ktt_slurp(dir, "lib/run.out", NULL);
     fail_msg("%s\nmake: %.2000s\nrun: %.2000s", cmd, make_out ? make_out : "",
              run_out ? run_out : "");
 }
@@ -143,7 +120,7 @@ infer_once(const char *dir, const float *x, size_t nx, float *out, size_t nout)
     assert_int_equal(fwrite(x, 4, nx, f), nx);
     fclose(f);
     run_infer(dir);
-    text = slurp(dir, "lib/out.bin", &len);
+    text = ktt_slurp(dir, "lib/out.bin", &len);
     assert_non_null(text);
     assert_int_equal(len, nout * 4);
     memcpy(out, text, nout * 4);
@@ -183,7 +160,7 @@ test_network_matches_loops(void **state)
     ktt_onnx_output(b, "out");
     ktt_onnx_output(b, "sg");
     compile_model(b, dir);
-    text = slurp(dir, "lib/manifest.json", NULL);
+    text = ktt_slurp(dir, "lib/manifest.json", NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "\"peak_activation_bytes\""));
     assert_non_null(strstr(text, "\"untuned_nodes\":\t5"));
@@ -312,12 +289,12 @@ test_network_skipped(void **state)
     ktt_onnx_node(b, "Gather", "ga", "y,idx", "out");
     ktt_onnx_output(b, "out");
     compile_model(b, dir);
-    text = slurp(dir, "lib/manifest.json", NULL);
+    text = ktt_slurp(dir, "lib/manifest.json", NULL);
     assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'ga' (Gather) "
                                  "has no plain C version"));
     free(text);
-    assert_null(slurp(dir, "lib/m_net.c", NULL));
-    text = slurp(dir, "lib/m.h", NULL);
+    assert_null(ktt_slurp(dir, "lib/m_net.c", NULL));
+    text = ktt_slurp(dir, "lib/m.h", NULL);
     assert_non_null(strstr(text, "void m_conv2d_"));
     assert_null(strstr(text, "m_run("));
     free(text);

@@ -14,27 +14,9 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "tests/support/ktt.h"
 
 #define FIXDIR "tests/fixtures/config"
-
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-        n = 0;
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 static void
 test_config_bundled_models(void **state)
@@ -101,7 +83,7 @@ test_config_values(void **state)
     struct kt_model_conf *m = NULL;
     char *text, err[512];
     (void)state;
-    text = slurp("models/tiny.json");
+    text = ktt_slurp(NULL, "models/tiny.json", NULL);
     assert_non_null(text);
     assert_int_equal(kt_model_conf_parse("models/tiny.json", text, &m, err,
                                          sizeof(err)),
@@ -148,7 +130,7 @@ load_fixture(const char *file, char *err, size_t errlen)
 static void
 test_config_bad_fixtures(void **state)
 {
-    char *exp = slurp(FIXDIR "/expected.txt");
+    char *exp = ktt_slurp(NULL, FIXDIR "/expected.txt", NULL);
     DIR *dir = opendir(FIXDIR);
     struct dirent *de;
     int nfiles = 0, bad = 0;
@@ -235,7 +217,7 @@ static void
 test_config_docs_in_sync(void **state)
 {
     struct kt_buf b;
-    char *doc = slurp("docs/config.md");
+    char *doc = ktt_slurp(NULL, "docs/config.md", NULL);
     (void)state;
     assert_non_null(doc);
     kt_buf_init(&b);

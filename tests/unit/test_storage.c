@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tests/unit/test_storage_util.h"
+#include "tests/support/ktt.h"
 
 #define NW 3      /* workloads of job 1 */
 #define NPER 200  /* trials per workload of job 1 */
@@ -389,22 +390,6 @@ export_to(struct kt_storage *st, const char *path, size_t *n)
     fclose(fp);
 }
 
-static char *
-slurp(const char *path)
-{
-    FILE *fp = fopen(path, "r");
-    struct kt_buf b;
-    char chunk[4096];
-    size_t k;
-
-    assert_non_null(fp);
-    kt_buf_init(&b);
-    while ((k = fread(chunk, 1, sizeof(chunk), fp)) > 0)
-        kt_buf_put(&b, chunk, k);
-    fclose(fp);
-    return kt_buf_take(&b);
-}
-
 static void
 test_storage_export_import(void **state)
 {
@@ -451,8 +436,10 @@ test_storage_export_import(void **state)
                      0);
     check_resume(b, j1, j2);
     export_to(b, p2, &n2);
-    a1 = slurp(p1);
-    a2 = slurp(p2);
+    a1 = ktt_slurp(NULL, p1, NULL);
+    assert_non_null(a1);
+    a2 = ktt_slurp(NULL, p2, NULL);
+    assert_non_null(a2);
     assert_string_equal(a1, a2);
     free(a1);
     free(a2);
@@ -495,7 +482,8 @@ test_storage_import_bad_lines(void **state)
     assert_int_equal(ts_write(f->st, 0, 0, 0, 1, err, sizeof(err)), 0);
     snprintf(path, sizeof(path), "%s/x.jsonl", f->dir);
     export_to(f->st, path, NULL);
-    good = slurp(path);
+    good = ktt_slurp(NULL, path, NULL);
+    assert_non_null(good);
     for (i = 0; i < KT_ARRAY_LEN(cases); i++) {
         struct kt_storage *b = NULL;
         char db2[4400];

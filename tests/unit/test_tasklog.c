@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "tests/support/ktt.h"
 
 static const struct kt_tasklog_task seed_rows[] = {
     {0, "conv2d_relu", 1, 0.050, 19.95, 58, 0},
@@ -251,22 +252,6 @@ test_tasklog_round_sections(void **state)
     free(c);
 }
 
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    struct kt_buf b;
-    char chunk[4096];
-    size_t n;
-
-    assert_non_null(f);
-    kt_buf_init(&b);
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        kt_buf_put(&b, chunk, n);
-    fclose(f);
-    return kt_buf_take(&b);
-}
-
 static void
 test_tasklog_write_appends(void **state)
 {
@@ -299,12 +284,14 @@ test_tasklog_write_appends(void **state)
     assert_int_equal(kt_tasklog_write(dir, &r, 0, err, sizeof(err)), 0);
 
     snprintf(path, sizeof(path), "%s/tiny.log", dir);
-    got = slurp(path);
+    got = ktt_slurp(NULL, path, NULL);
+    assert_non_null(got);
     kt_buf_puts(&one, two.p);
     assert_string_equal(got, one.p);
     free(got);
     snprintf(tsv, sizeof(tsv), "%s/tiny.total_latency.tsv", dir);
-    got = slurp(tsv);
+    got = ktt_slurp(NULL, tsv, NULL);
+    assert_non_null(got);
     assert_string_equal(
         got, "ElapsedTime(s)\t3\tEstimatedLatency(ms)\tN/A\tTrials\t64\n"
              "ElapsedTime(s)\t7\tEstimatedLatency(ms)\t0.500\tTrials\t128\n");
