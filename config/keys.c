@@ -121,6 +121,15 @@ static const struct kt__key tuning_keys[] = {
     {"backward_window_size", KT_K_INT,
      offsetof(struct kt_tuning_conf, backward_window_size), 1, 1000, "3", NULL,
      "Gradient strategy: window (rounds) of the backward gradient."},
+    {"population", KT_K_INT, offsetof(struct kt_tuning_conf, population), 16,
+     65536, "2048", NULL,
+     "Evolutionary search: population of each generation (Ansor's "
+     "default). Smaller searches a round faster and less widely."},
+    {"train_window", KT_K_INT, offsetof(struct kt_tuning_conf, train_window), 1,
+     1e7, "4096", NULL,
+     "Cost model: it trains on the last train_window measured programs and "
+     "the 16 fastest of each task (at most train_window of those), which "
+     "bounds the memory and training time of a long job."},
 };
 
 static const struct kt__key measure_keys[] = {

@@ -102,11 +102,15 @@ struct kt_search {
     int nfac, capfac;
     struct sk_factors **facs; /* owned list (memo by extent, n) */
     struct kt_random_model *rmodel;
-    struct kt_u64set proposed; /* hashes returned by next_batch */
-    /* genomes of returned candidates, by hash (for kt_search_record) */
+    /* hashes returned by next_batch or recorded: never proposed again
+     * (16-32 bytes a trial: the one record that grows with the trials) */
+    struct kt_u64set proposed;
+    /* genomes of returned candidates whose results are not in yet, oldest
+     * first (for kt_search_record; at most SK_MAX_PENDING) */
     int nprop, capprop;
     struct sk_member *prop;
-    /* measured good states (seeds for the GA) */
+    /* measured good states (seeds for the GA): the fastest ones, at most
+     * 2 x use_measured_ratio x population + 64 */
     int nmeas, capmeas;
     struct sk_member *meas;
     double *meas_tput;

@@ -350,9 +350,20 @@ evolve(struct round *R, struct sk_member *init, int ninit, int iters,
     return rc;
 }
 
+/* Genomes of candidates whose results have not come back: one or two
+ * batches in flight.  The candidates of a dropped look-ahead round never
+ * come back; beyond this many the oldest half is forgotten. */
+#define SK_MAX_PENDING 1024
+
 static void
 remember(struct kt_search *s, const struct sk_member *m)
 {
+    if (s->nprop == SK_MAX_PENDING) {
+        int half = SK_MAX_PENDING / 2;
+        memmove(s->prop, s->prop + half,
+                sizeof(*s->prop) * (size_t)(s->nprop - half));
+        s->nprop -= half;
+    }
     if (s->nprop == s->capprop) {
         s->capprop = s->capprop ? 2 * s->capprop : 64;
         s->prop = kt_xrealloc(s->prop, sizeof(*s->prop) * (size_t)s->capprop);
@@ -419,18 +430,17 @@ cmp_tput_desc(const void *a, const void *b, void *arg)
     return x - y;
 }
 
-/* Top measured states by throughput (Ansor: at most ratio x population). */
-static int
-measured_seeds(struct kt_search *s, struct sk_member *dst, int max)
+/* The measured programs' indices, fastest first (earlier first among
+ * equals); the caller frees it. */
+static int *
+measured_order(const struct kt_search *s)
 {
-    int *ord, i, n = 0;
+    int *ord = kt_xmalloc(sizeof(int) * (size_t)(s->nmeas ? s->nmeas : 1));
+    int i;
 
-    if (s->nmeas == 0 || max <= 0)
-        return 0;
-    ord = kt_xmalloc(sizeof(int) * (size_t)s->nmeas);
     for (i = 0; i < s->nmeas; i++)
         ord[i] = i;
-    /* insertion sort: stable and small */
+    /* insertion sort: stable, and nmeas stays small (prune_measured) */
     for (i = 1; i < s->nmeas; i++) {
         int v = ord[i], j = i - 1;
         while (j >= 0 && cmp_tput_desc(&ord[j], &v, s->meas_tput) > 0) {
@@ -439,6 +449,25 @@ measured_seeds(struct kt_search *s, struct sk_member *dst, int max)
         }
         ord[j + 1] = v;
     }
+    return ord;
+}
+
+/* The seeds a round takes (Ansor: at most ratio x population). */
+static int
+measured_seed_count(const struct kt_search *s)
+{
+    return (int)(s->o.use_measured_ratio * s->o.population);
+}
+
+/* Top measured states by throughput. */
+static int
+measured_seeds(struct kt_search *s, struct sk_member *dst, int max)
+{
+    int *ord, i, n = 0;
+
+    if (s->nmeas == 0 || max <= 0)
+        return 0;
+    ord = measured_order(s);
     for (i = 0; i < s->nmeas && n < max; i++) {
         dst[n] = s->meas[ord[i]];
         dst[n].origin = dst[n].hash; /* its mutants keep this */
@@ -499,7 +528,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         for (i = 0; i < ninit && out->n < n; i++)
             take(&R, &init[i], 1, out, n);
     } else {
-        int nseed = (int)(s->o.use_measured_ratio * s->o.population);
+        int nseed = measured_seed_count(s);
         init = kt_xrealloc(init,
                            sizeof(*init) * ((size_t)ninit + (size_t)nseed + 1));
         stats->measured_seeds = measured_seeds(s, init + ninit, nseed);
@@ -586,10 +615,37 @@ done:
     return rc;
 }
 
+/* Keeps the keep fastest measured programs, fastest first: no round
+ * seeds from the others, so the seeds of every later round are the same
+ * as if all were kept. */
+static void
+prune_measured(struct kt_search *s, int keep)
+{
+    int *ord = measured_order(s), i;
+    struct sk_member *meas = kt_xmalloc(sizeof(*meas) * (size_t)s->capmeas);
+    double *tput = kt_xmalloc(sizeof(*tput) * (size_t)s->capmeas);
+
+    for (i = 0; i < keep && i < s->nmeas; i++) {
+        meas[i] = s->meas[ord[i]];
+        tput[i] = s->meas_tput[ord[i]];
+    }
+    free(s->meas);
+    free(s->meas_tput);
+    free(ord);
+    s->meas = meas;
+    s->meas_tput = tput;
+    s->nmeas = i;
+}
+
 /* Appends m to the measured programs that seed the population. */
 static void
 add_measured(struct kt_search *s, const struct sk_member *m, double cost)
 {
+    int keep = measured_seed_count(s);
+
+    /* pruned in steps of keep + 64 appends: bounded and cheap */
+    if (s->nmeas >= 2 * keep + 64)
+        prune_measured(s, keep);
     if (s->nmeas == s->capmeas) {
         s->capmeas = s->capmeas ? 2 * s->capmeas : 64;
         s->meas = kt_xrealloc(s->meas, sizeof(*s->meas) * (size_t)s->capmeas);
@@ -649,6 +705,10 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
         found = 1;
         if (cost > 0 && isfinite(cost))
             add_measured(s, &s->prop[i], cost);
+        /* its result is in: the genome is no longer pending */
+        memmove(&s->prop[i], &s->prop[i + 1],
+                sizeof(*s->prop) * (size_t)(s->nprop - i - 1));
+        s->nprop--;
         break;
     }
     pthread_mutex_unlock(&s->lock);
