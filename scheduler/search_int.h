@@ -176,4 +176,43 @@ struct sk_score_ctx {
 int sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
              size_t errlen);
 void sk_score_ctx_free(struct sk_score_ctx *c);
+
+/* ---- search_ga.c ---- */
+/* One round of kt_search_next_batch. */
+struct sk_round {
+    struct kt_search *s;
+    struct sk_score_ctx sc;
+    struct kt_u64set taken; /* picked in this batch */
+    struct kt_search_stats *st;
+    char *err;
+    size_t errlen;
+};
+
+/* 1 in SK_NEAR_SHARE candidates of a batch (and at least one) descends
+ * from a measured program when there are such mutants. */
+#define SK_NEAR_SHARE 8
+
+/* Never measured (passed in now or before, or recorded), never proposed. */
+int sk_is_new(const struct sk_round *R, uint64_t h);
+/* qsort order: best score first, then by hash. */
+int sk_cmp_score_desc(const void *a, const void *b);
+/* Samples until at least min(population, 50) valid distinct members
+ * (random mutations on top when mutate); *out gets them, scored. */
+int sk_sample_init(struct sk_round *R, int mutate, struct sk_member **out,
+                   int *nout);
+/* The evolutionary search from init; *best gets up to out_size members
+ * never measured, best first, and *near up to near_size of them that
+ * descend from a measured program. */
+int sk_evolve(struct sk_round *R, struct sk_member *init, int ninit, int iters,
+              int out_size, struct sk_member **best, int *nbest, int near_size,
+              struct sk_member **near, int *nnear);
+
+/* ---- search_feedback.c ---- */
+/* Remembers the genome of a candidate whose result is pending. */
+void sk_remember(struct kt_search *s, const struct sk_member *m);
+/* The seeds a round takes (Ansor: at most ratio x population). */
+int sk_measured_seed_count(const struct kt_search *s);
+/* Copies up to max measured programs into dst, fastest first, each the
+ * origin of its mutants; their count. */
+int sk_measured_seeds(struct kt_search *s, struct sk_member *dst, int max);
 #endif /* KT_SEARCH_INT_H */
