@@ -2,7 +2,8 @@
  * successful trial of a tuning database, trains the XGBoost model on a
  * random 80% and reports the pairwise ranking accuracy on the held-out 20%
  * (pairs of the same workload: does the lower cost get the higher score?).
- * Then, in the order the trials were measured, it trains on the first 80%
+ * Then, in the order the trials were measured (the databases in the order
+ * given, each by trial id), it trains on the first 80%
  * (all of them, and the daemon's bounded training windows of them:
  * costmodel.h kt_train_keep) and ranks the last 20%, the programs the
  * search proposes next.

@@ -59,10 +59,6 @@ struct kt_engine_opts {
     int echo_log;        /* also write each round's table to stderr */
 };
 
-/* The fastest programs of each task kept in the cost model's training
- * window (tuning.train_window; costmodel.h kt_train_keep). */
-#define KT_ENGINE_TRAIN_PER_TASK 16
-
 /* Called when a job reaches DONE, FAILED or is stopped (state tells). */
 typedef void (*kt_job_end_cb)(void *arg, struct kt_job *job);
 

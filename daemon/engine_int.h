@@ -7,6 +7,9 @@
 #include "daemon/engine.h"
 
 #define KT_ENGINE_MAX_ITERS 16
+/* The fastest programs of each task kept in the cost model's training
+ * window (tuning.train_window; costmodel.h kt_train_keep). */
+#define KT_ENGINE_TRAIN_PER_TASK 16
 
 /* One candidate of a round: produced on the pool, read on the loop. */
 struct kt_cand {
