@@ -62,6 +62,8 @@ struct kt_tuning_conf {
     double alpha;
     double beta;
     int64_t backward_window_size;
+    int64_t population;   /* evolutionary search population */
+    int64_t train_window; /* cost model: recent programs trained on */
 };
 
 struct kt_measure_conf {

@@ -83,6 +83,9 @@ struct kt__keytab {
 
 /* Sets every key of tab that has a default into base. */
 void kt__keys_defaults(const struct kt__keytab *tab, void *base);
+/* A range bound or value as the messages and docs print it: integral
+ * values without a fraction, others with %g. */
+void kt__fmt_num(double x, char *out, size_t n);
 /* Reads obj (which must be an object) into base using the ntabs tables
  * together (a key may be in any of them).  Unknown keys, missing required
  * keys, wrong types and out-of-range values are errors naming path.  Keys

@@ -160,6 +160,16 @@ void kt_train_set_add(struct kt_train_set *s, const float *rows, int nrows,
  * wfloor = 0 is Ansor's exact choice. */
 void kt_train_set_label(struct kt_train_set *s, float wfloor);
 
+/* The window a bounded training set keeps of n programs (arrival order;
+ * task and cost as kt_train_set_add takes them): the last `recent` ones,
+ * where the search is now, and each task's `per_task` fastest successful
+ * ones, which fix its labels (each is relative to the task's best) and
+ * mark the fast region.  The fastest of every task are taken first (then
+ * the second fastest, ...), at most `recent` of them, so at most
+ * 2 x recent are kept.  Sets keep[i] to 1 or 0; returns the count kept. */
+int kt_train_keep(const int64_t *task, const double *cost, int n, int recent,
+                  int per_task, unsigned char *keep);
+
 /* ---- XGBoost model ------------------------------------------------------ */
 struct kt_xgb_params {
     int max_depth;           /* 10 */

@@ -113,3 +113,64 @@ kt_train_set_label(struct kt_train_set *s, float wfloor)
     free(best);
     free(tasks);
 }
+
+/* ---- the window of a bounded training set ------------------------------ */
+
+struct keep_ref {
+    int64_t task;
+    double cost;
+    int i;
+    int rank; /* among its task's successful programs, fastest = 0 */
+};
+
+static int
+cmp_task_cost(const void *a, const void *b)
+{
+    const struct keep_ref *x = a, *y = b;
+
+    if (x->task != y->task)
+        return x->task < y->task ? -1 : 1;
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? -1 : 1;
+    return x->i - y->i;
+}
+
+static int
+cmp_rank(const void *a, const void *b)
+{
+    const struct keep_ref *x = a, *y = b;
+
+    if (x->rank != y->rank)
+        return x->rank - y->rank;
+    return x->i - y->i;
+}
+
+int
+kt_train_keep(const int64_t *task, const double *cost, int n, int recent,
+              int per_task, unsigned char *keep)
+{
+    struct keep_ref *v = kt_xmalloc(sizeof(*v) * (size_t)(n > 0 ? n : 1));
+    int i, nv = 0, nbest = 0, kept = 0;
+
+    for (i = 0; i < n; i++) {
+        keep[i] = i >= n - recent;
+        if (cost[i] > 0 && isfinite(cost[i]) && cost[i] < FAILED_COST) {
+            v[nv].task = task[i];
+            v[nv].cost = cost[i];
+            v[nv++].i = i;
+        }
+    }
+    qsort(v, (size_t)nv, sizeof(*v), cmp_task_cost);
+    for (i = 0; i < nv; i++)
+        v[i].rank = i > 0 && v[i - 1].task == v[i].task ? v[i - 1].rank + 1 : 0;
+    for (i = 0; i < nv; i++)
+        if (v[i].rank < per_task)
+            v[nbest++] = v[i];
+    qsort(v, (size_t)nbest, sizeof(*v), cmp_rank);
+    for (i = 0; i < nbest && i < recent; i++)
+        keep[v[i].i] = 1;
+    for (i = 0; i < n; i++)
+        kept += keep[i];
+    free(v);
+    return kept;
+}

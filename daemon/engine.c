@@ -43,13 +43,60 @@ kt__job_vector_bytes(const struct kt_job *job)
     return job->cg.vector_bytes;
 }
 
+static void
+record_release(struct kt_record *r)
+{
+    if (--r->refs > 0)
+        return;
+    free(r->rows);
+    free(r);
+}
+
+static int
+train_window(const struct kt_job *job)
+{
+    return (int)job->conf->tuning.train_window;
+}
+
+/* Keeps the window of the records (kt_train_keep); a record a training
+ * still reads is freed when that training is done. */
+static void
+compact_records(struct kt_job *job)
+{
+    int64_t *task = kt_xmalloc(sizeof(*task) * (size_t)job->nrecs);
+    double *cost = kt_xmalloc(sizeof(*cost) * (size_t)job->nrecs);
+    unsigned char *keep = kt_xmalloc((size_t)job->nrecs);
+    int i, n = 0, window = train_window(job);
+
+    for (i = 0; i < job->nrecs; i++) {
+        task[i] = job->recs[i]->task;
+        cost[i] = job->recs[i]->cost;
+    }
+    kt_train_keep(task, cost, job->nrecs, window, KT_ENGINE_TRAIN_PER_TASK,
+                  keep);
+    for (i = 0; i < job->nrecs; i++) {
+        if (keep[i]) {
+            job->recs[n++] = job->recs[i];
+            continue;
+        }
+        record_release(job->recs[i]);
+        job->released_recs++;
+    }
+    job->nrecs = n;
+    /* compacted again after a quarter window of new records */
+    job->recs_limit = n + (window / 4 > 0 ? window / 4 : 1);
+    free(task);
+    free(cost);
+    free(keep);
+}
+
 void
 kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
                    double cost)
 {
     struct kt_record *r = kt_xmalloc(sizeof(*r));
 
-    /* Kept for the job's life: the extractor's buffer grows by doubling
+    /* Kept while in the window: the extractor's buffer grows by doubling
      * from 8 rows, most programs have 2 to 4. */
     if (nrows > 0)
         rows = kt_xrealloc(rows,
@@ -58,12 +105,17 @@ kt__job_add_record(struct kt_job *job, float *rows, int nrows, int task,
     r->nrows = nrows;
     r->task = task;
     r->cost = cost;
+    r->refs = 1;
     if (job->nrecs == job->caprecs) {
         job->caprecs = job->caprecs ? job->caprecs * 2 : 1024;
         job->recs = kt_xrealloc(job->recs,
                                 sizeof(*job->recs) * (size_t)job->caprecs);
     }
     job->recs[job->nrecs++] = r;
+    if (job->recs_limit == 0)
+        job->recs_limit = train_window(job) + train_window(job) / 4;
+    if (job->nrecs >= job->recs_limit)
+        compact_records(job);
 }
 
 static void
@@ -162,14 +214,12 @@ kt__job_release_tuning(struct kt_job *job)
         ts->pending = NULL;
         ts->npending = ts->cappending = 0;
     }
-    for (i = 0; i < job->nrecs; i++) {
-        free(job->recs[i]->rows);
-        free(job->recs[i]);
-    }
+    for (i = 0; i < job->nrecs; i++)
+        record_release(job->recs[i]);
     free(job->recs);
     job->released_recs += job->nrecs;
     job->recs = NULL;
-    job->nrecs = job->caprecs = 0;
+    job->nrecs = job->caprecs = job->recs_limit = 0;
     kt_xgb_free(job->model);
     job->model = NULL;
     job->model_ready = 0;
@@ -236,6 +286,7 @@ train_done(uv_work_t *w, int status)
 {
     struct kt_train_job *t = (struct kt_train_job *)w;
     struct kt_job *job = t->job;
+    int i;
 
     job->training = NULL;
     if (status == 0 && t->rc == KT_OK) {
@@ -249,6 +300,8 @@ train_done(uv_work_t *w, int status)
         log_warnx("engine: job %s: cost model training failed: %s", job->name,
                   t->err);
     }
+    for (i = 0; i < t->nrecs; i++)
+        record_release(t->recs[i]);
     free(t->recs);
     free(t);
     /* Rounds applied while this one trained: train on them too (unless
@@ -266,6 +319,7 @@ kt__job_start_training(struct kt_job *job)
 {
     struct kt_train_job *t;
     char err[128];
+    int i;
 
     if (!kt__job_uses_model(job) || job->nrecs == 0)
         return;
@@ -285,6 +339,9 @@ kt__job_start_training(struct kt_job *job)
         kt__job_fail(job, "cost-model training: %s", err);
         return;
     }
+    /* the snapshot's references, released in train_done */
+    for (i = 0; i < t->nrecs; i++)
+        t->recs[i]->refs++;
     job->training = t;
     job->train_again = 0;
 }

@@ -7,6 +7,9 @@
 #include "daemon/engine.h"
 
 #define KT_ENGINE_MAX_ITERS 16
+/* The fastest programs of each task kept in the cost model's training
+ * window (tuning.train_window; costmodel.h kt_train_keep). */
+#define KT_ENGINE_TRAIN_PER_TASK 16
 
 /* One candidate of a round: produced on the pool, read on the loop. */
 struct kt_cand {
@@ -71,6 +74,7 @@ struct kt_record {
     int nrows;
     int task;
     double cost; /* seconds; <= 0 for failed trials */
+    int refs;    /* the job's window and training snapshots (loop thread) */
 };
 
 struct kt_train_job {
@@ -154,10 +158,11 @@ struct kt_job {
     int model_ready;
     struct kt_codegen_opts cg;
     struct kt_measure_opts mo;
-    /* training records, append-only; each record is immutable */
+    /* training records in arrival order, each immutable: a window that
+     * is compacted (kt_train_keep) when it reaches recs_limit */
     struct kt_record **recs;
-    int nrecs, caprecs;
-    int64_t released_recs; /* freed by kt__job_release_tuning */
+    int nrecs, caprecs, recs_limit;
+    int64_t released_recs; /* left the window or freed with the job */
     /* in flight */
     struct kt_round *searching, *ready, *measuring;
     struct kt_train_job *training;

@@ -263,6 +263,7 @@ kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen)
 
     kt_search_opts_default(&o);
     o.policy = conf->tuning.policy;
+    o.population = (int)conf->tuning.population;
     o.seed = (uint64_t)conf->tuning.seed * 1000003u + (uint64_t)task;
     o.vector_bytes = kt__job_vector_bytes(job);
     o.cores = conf->target.threads > 0 ? (int)conf->target.threads

@@ -213,8 +213,16 @@ log_dir_ready(const char *dir)
     return 1;
 }
 
+struct tune_args {
+    const char *inputs[16];
+    int ninputs, partial, quiet;
+    const char *db_path, *log_dir;
+    int64_t trials, workers;
+};
+
+/* The options of `kerntune tune`; -1 to go on, else the exit status. */
 static int
-cmd_tune(const char *cmd, int argc, char **argv)
+tune_parse_args(int argc, char **argv, struct tune_args *a)
 {
     static const struct option opts[] = {
         {"trials", required_argument, NULL, 't'},
@@ -227,40 +235,31 @@ cmd_tune(const char *cmd, int argc, char **argv)
         {"partial", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
-    const char *inputs[16];
-    int ninputs = 0, partial = 0;
-    const char *db_path = "kerntune.db", *log_dir = NULL;
-    int64_t trials = 0, workers = 1;
-    int quiet = 0, c, rc, status = 1;
-    struct kt_model_conf *conf = NULL;
-    struct kt_storage *db = NULL;
-    struct kt_storage_opts so;
-    struct kt_tracker_opts to;
-    struct kt_engine_opts eo;
-    struct tune t;
-    char err[1024];
+    int c;
 
-    (void)cmd;
+    memset(a, 0, sizeof(*a));
+    a->db_path = "kerntune.db";
+    a->workers = 1;
     optind = 1;
     while ((c = getopt_long(argc, argv, "t:d:l:w:qh", opts, NULL)) != -1) {
         switch (c) {
         case 't':
-            if (kt_parse_int64(optarg, 1, INT64_MAX, &trials) != KT_OK)
+            if (kt_parse_int64(optarg, 1, INT64_MAX, &a->trials) != KT_OK)
                 return bad_value("--trials", optarg, "a number of trials >= 1");
             break;
-        case 'd': db_path = optarg; break;
-        case 'l': log_dir = optarg; break;
+        case 'd': a->db_path = optarg; break;
+        case 'l': a->log_dir = optarg; break;
         case 'w':
-            if (kt_parse_int64(optarg, 1, 64, &workers) != KT_OK)
+            if (kt_parse_int64(optarg, 1, 64, &a->workers) != KT_OK)
                 return bad_value("--workers", optarg, "a number from 1 to 64");
             break;
-        case 'q': quiet = 1; break;
+        case 'q': a->quiet = 1; break;
         case 'I':
-            if (ninputs == 16)
+            if (a->ninputs == 16)
                 return usage(stderr), 2;
-            inputs[ninputs++] = optarg;
+            a->inputs[a->ninputs++] = optarg;
             break;
-        case 'P': partial = 1; break;
+        case 'P': a->partial = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -269,25 +268,21 @@ cmd_tune(const char *cmd, int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (log_dir != NULL && !log_dir_ready(log_dir))
-        return 1;
-    rc = kt_model_conf_load_cli(argv[optind], inputs, ninputs, partial, &conf,
-                                err, sizeof(err));
-    if (rc != KT_OK) {
-        fprintf(stderr, "kerntune: %s\n", err);
-        return 1;
-    }
-    if (!local_workers_can_run(conf)) {
-        kt_model_conf_free(conf);
-        return 1;
-    }
-    memset(&so, 0, sizeof(so));
-    so.busy_timeout_ms = KT_ENGINE_DB_BUSY_MS;
-    if (kt_storage_open(&db, db_path, &so, err, sizeof(err)) != KT_OK) {
-        fprintf(stderr, "kerntune: %s\n", err);
-        kt_model_conf_free(conf);
-        return 1;
-    }
+    return -1;
+}
+
+/* Tunes conf (taken) on db with local workers until the job ends or a
+ * signal stops it; the exit status. */
+static int
+tune_run(struct kt_model_conf *conf, struct kt_storage *db,
+         const struct tune_args *a)
+{
+    struct kt_tracker_opts to;
+    struct kt_engine_opts eo;
+    struct tune t;
+    char err[1024];
+    int status = 1;
+
     memset(&t, 0, sizeof(t));
     uv_loop_init(&t.loop);
     kt_tracker_default_opts(&to);
@@ -297,8 +292,9 @@ cmd_tune(const char *cmd, int argc, char **argv)
         fprintf(stderr, "kerntune: tracker: %s\n", err);
         goto out;
     }
-    if (kt_tracker_spawn_local(t.tracker, (int)workers, NULL, conf->target.key,
-                               "build,run", err, sizeof(err)) != KT_OK) {
+    if (kt_tracker_spawn_local(t.tracker, (int)a->workers, NULL,
+                               conf->target.key, "build,run", err,
+                               sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: local workers: %s\n", err);
         kt_tracker_close(t.tracker);
         uv_run(&t.loop, UV_RUN_DEFAULT);
@@ -308,12 +304,11 @@ cmd_tune(const char *cmd, int argc, char **argv)
     eo.loop = &t.loop;
     eo.db = db;
     eo.tracker = t.tracker;
-    eo.log_dir = log_dir;
-    eo.echo_log = !quiet;
+    eo.log_dir = a->log_dir;
+    eo.echo_log = !a->quiet;
     kt_engine_new(&t.engine, &eo);
-    rc = kt_job_start(t.engine, conf, trials, tune_ended, &t, &t.job, err,
-                      sizeof(err));
-    if (rc != KT_OK) {
+    if (kt_job_start(t.engine, conf, a->trials, tune_ended, &t, &t.job, err,
+                     sizeof(err)) != KT_OK) {
         fprintf(stderr, "kerntune: %s\n", err);
         kt_tracker_close(t.tracker);
         uv_run(&t.loop, UV_RUN_DEFAULT);
@@ -335,8 +330,45 @@ out:
     kt_engine_free(t.engine);
     if (uv_loop_close(&t.loop) != 0)
         log_warnx("kerntune: event loop still had handles at exit");
-    kt_storage_close(db);
     kt_model_conf_free(conf);
+    return status;
+}
+
+static int
+cmd_tune(const char *cmd, int argc, char **argv)
+{
+    struct tune_args a;
+    struct kt_model_conf *conf = NULL;
+    struct kt_storage *db = NULL;
+    struct kt_storage_opts so;
+    char err[1024];
+    int rc, status;
+
+    (void)cmd;
+    status = tune_parse_args(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    if (a.log_dir != NULL && !log_dir_ready(a.log_dir))
+        return 1;
+    rc = kt_model_conf_load_cli(argv[optind], a.inputs, a.ninputs, a.partial,
+                                &conf, err, sizeof(err));
+    if (rc != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        return 1;
+    }
+    if (!local_workers_can_run(conf)) {
+        kt_model_conf_free(conf);
+        return 1;
+    }
+    memset(&so, 0, sizeof(so));
+    so.busy_timeout_ms = KT_ENGINE_DB_BUSY_MS;
+    if (kt_storage_open(&db, a.db_path, &so, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "kerntune: %s\n", err);
+        kt_model_conf_free(conf);
+        return 1;
+    }
+    status = tune_run(conf, db, &a);
+    kt_storage_close(db);
     return status;
 }
 

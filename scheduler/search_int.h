@@ -102,11 +102,15 @@ struct kt_search {
     int nfac, capfac;
     struct sk_factors **facs; /* owned list (memo by extent, n) */
     struct kt_random_model *rmodel;
-    struct kt_u64set proposed; /* hashes returned by next_batch */
-    /* genomes of returned candidates, by hash (for kt_search_record) */
+    /* hashes returned by next_batch or recorded: never proposed again
+     * (16-32 bytes a trial: the one record that grows with the trials) */
+    struct kt_u64set proposed;
+    /* genomes of returned candidates whose results are not in yet, oldest
+     * first (for kt_search_record; at most SK_MAX_PENDING) */
     int nprop, capprop;
     struct sk_member *prop;
-    /* measured good states (seeds for the GA) */
+    /* measured good states (seeds for the GA): the fastest ones, at most
+     * 2 x use_measured_ratio x population + 64 */
     int nmeas, capmeas;
     struct sk_member *meas;
     double *meas_tput;
@@ -172,4 +176,43 @@ struct sk_score_ctx {
 int sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
              size_t errlen);
 void sk_score_ctx_free(struct sk_score_ctx *c);
+
+/* ---- search_ga.c ---- */
+/* One round of kt_search_next_batch. */
+struct sk_round {
+    struct kt_search *s;
+    struct sk_score_ctx sc;
+    struct kt_u64set taken; /* picked in this batch */
+    struct kt_search_stats *st;
+    char *err;
+    size_t errlen;
+};
+
+/* 1 in SK_NEAR_SHARE candidates of a batch (and at least one) descends
+ * from a measured program when there are such mutants. */
+#define SK_NEAR_SHARE 8
+
+/* Never measured (passed in now or before, or recorded), never proposed. */
+int sk_is_new(const struct sk_round *R, uint64_t h);
+/* qsort order: best score first, then by hash. */
+int sk_cmp_score_desc(const void *a, const void *b);
+/* Samples until at least min(population, 50) valid distinct members
+ * (random mutations on top when mutate); *out gets them, scored. */
+int sk_sample_init(struct sk_round *R, int mutate, struct sk_member **out,
+                   int *nout);
+/* The evolutionary search from init; *best gets up to out_size members
+ * never measured, best first, and *near up to near_size of them that
+ * descend from a measured program. */
+int sk_evolve(struct sk_round *R, struct sk_member *init, int ninit, int iters,
+              int out_size, struct sk_member **best, int *nbest, int near_size,
+              struct sk_member **near, int *nnear);
+
+/* ---- search_feedback.c ---- */
+/* Remembers the genome of a candidate whose result is pending. */
+void sk_remember(struct kt_search *s, const struct sk_member *m);
+/* The seeds a round takes (Ansor: at most ratio x population). */
+int sk_measured_seed_count(const struct kt_search *s);
+/* Copies up to max measured programs into dst, fastest first, each the
+ * origin of its mutants; their count. */
+int sk_measured_seeds(struct kt_search *s, struct sk_member *dst, int max);
 #endif /* KT_SEARCH_INT_H */

@@ -23,10 +23,12 @@
 #include "scheduler/search_int.h"
 
 /* One task, two rounds of 8: a look-ahead search of the same task runs
- * while the first batch is measured. */
+ * while the first batch is measured (a population of 128 keeps each
+ * round's search short). */
 static const char one_task_conf[] =
     "{\"name\": \"engine-test\", \"target\": {\"threads\": 1},"
-    " \"tuning\": {\"trials\": 16, \"measures_per_round\": 8, \"seed\": 3},"
+    " \"tuning\": {\"trials\": 16, \"measures_per_round\": 8, \"seed\": 3,"
+    " \"population\": 128},"
     " \"tasks\": [{\"name\": \"gemm16\", \"compute\": [\"O[i,j] += A[i,k] * "
     "B[k,j]\"],"
     "  \"shapes\": {\"A\": [16, 16], \"B\": [16, 16]}, \"weight\": 1}]}";
@@ -303,6 +305,149 @@ test_engine_runs_budget_and_stores_every_trial(void **state)
     run_close(&r);
 }
 
+/* --- memory is bounded by the training window, not by the trials ---
+ * A window of 4 over 32 trials: the job's training records stay within
+ * the window's bound at every submit (the fake tracker looks at them),
+ * every record is still counted, and the search keeps no genome of a
+ * candidate whose result is in. */
+struct window_watch {
+    struct run *run;
+    int max_recs, max_pending, max_trained;
+};
+
+static struct window_watch window_watch;
+
+static void
+watch_window(struct fake *f)
+{
+    struct run *r = f->test;
+    struct kt_search *s = r->job->ts[0].search;
+
+    if (r->job->nrecs > window_watch.max_recs)
+        window_watch.max_recs = r->job->nrecs;
+    if (r->job->last_train.records > window_watch.max_trained)
+        window_watch.max_trained = (int)r->job->last_train.records;
+    /* one batch is out (this one): the previous ones were recorded by
+     * the search work that built it */
+    if (s != NULL && s->nprop > window_watch.max_pending)
+        window_watch.max_pending = s->nprop;
+}
+
+static const char windowed_conf[] =
+    "{\"name\": \"engine-window\", \"target\": {\"threads\": 1},"
+    " \"tuning\": {\"trials\": 32, \"measures_per_round\": 8, \"seed\": 3,"
+    " \"population\": 64, \"train_window\": 4},"
+    " \"tasks\": [{\"name\": \"gemm16\", \"compute\": [\"O[i,j] += A[i,k] * "
+    "B[k,j]\"],"
+    "  \"shapes\": {\"A\": [16, 16], \"B\": [16, 16]}, \"weight\": 1}]}";
+
+static void
+test_engine_training_window_bounds_records(void **state)
+{
+    struct run r;
+    struct kt_job_stats s;
+    const int window = 4;
+    /* window + at most window fastest programs + a quarter window of
+     * arrivals before the next compaction (at least 1) */
+    const int bound = 2 * window + 1;
+
+    (void)state;
+    run_open(&r);
+    memset(&window_watch, 0, sizeof(window_watch));
+    r.fake.on_submit = watch_window;
+    run_start(&r, windowed_conf, 32);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_true(r.ended);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.trials, 32);
+    assert_int_equal(r.fake.nsubmits, 4);
+    assert_true(window_watch.max_recs > 0);
+    if (window_watch.max_recs > bound)
+        fail_msg("%d training records held (window %d, bound %d)",
+                 window_watch.max_recs, window, bound);
+    assert_true(window_watch.max_trained > 0 &&
+                window_watch.max_trained <= bound);
+    /* every measured program was a record once */
+    assert_int_equal(s.records, s.trials - s.feature_errors);
+    /* the genomes of at most the two batches not yet recorded */
+    assert_true(window_watch.max_pending <= 16);
+    run_close(&r);
+}
+
+/* The search keeps the genomes of measured programs only while they can
+ * seed a round (the fastest use_measured_ratio x population of them, plus
+ * what arrived since the last pruning), and forgets each pending genome
+ * once its result is in: after 96 results it holds neither all 96 nor
+ * any pending one, and the fastest three still seed the next round. */
+static void
+test_search_keeps_only_the_seeds_it_uses(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    struct kt_search_batch b;
+    struct kt_search_stats st;
+    uint64_t fastest[3] = {0, 0, 0};
+    double fastest_cost[3] = {1, 1, 1};
+    char err[512];
+    int round, i, k, j, recorded = 0, keep;
+
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_SKETCH_RANDOM;
+    o.population = 16;
+    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    keep = (int)(o.use_measured_ratio * o.population);
+    assert_int_equal(keep, 3);
+    for (round = 0; round < 12; round++) {
+        assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 8, &b, NULL,
+                                              err, sizeof(err)),
+                         KT_OK);
+        assert_int_equal(b.n, 8);
+        for (i = 0; i < b.n; i++) {
+            uint64_t h = 0;
+            double cost = 1e-3 * (1 + (recorded * 37) % 101);
+            assert_int_equal(kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
+                                              cost),
+                             1);
+            kt_hash_parse(b.v[i].hash, &h);
+            for (k = 0; k < 3 && cost >= fastest_cost[k]; k++)
+                ;
+            for (j = 2; j > k; j--) {
+                fastest[j] = fastest[j - 1];
+                fastest_cost[j] = fastest_cost[j - 1];
+            }
+            if (k < 3) {
+                fastest[k] = h;
+                fastest_cost[k] = cost;
+            }
+            recorded++;
+        }
+        kt_search_batch_free(&b);
+        assert_int_equal(s->nprop, 0);
+        assert_true(s->nmeas <= 2 * keep + 64);
+    }
+    assert_true(s->nmeas < recorded);
+    for (k = 0; k < 3; k++) {
+        for (i = 0; i < s->nmeas && s->meas[i].hash != fastest[k]; i++)
+            ;
+        if (i == s->nmeas)
+            fail_msg("the %d-th fastest measured program was dropped", k + 1);
+    }
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 8, &b, &st, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_int_equal(st.measured_seeds, keep);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* A refused batch fails the job with the tracker's message. */
 static void
 test_engine_submit_failure_fails_job(void **state)
@@ -576,7 +721,8 @@ test_engine_other_workload_seeds(void **state)
     static const char other_conf[] =
         "{\"name\": \"engine-other\", \"target\": {\"threads\": 1},"
         " \"tuning\": {\"trials\": 8, \"measures_per_round\": 8, \"seed\": "
-        "5}, \"tasks\": [{\"name\": \"gemm32\", \"compute\": [\"O[i,j] += "
+        "5, \"population\": 128}, \"tasks\": [{\"name\": \"gemm32\", "
+        "\"compute\": [\"O[i,j] += "
         "A[i,k] * B[k,j]\"], \"shapes\": {\"A\": [32, 16], \"B\": [16, 32]}}]}";
     struct run r;
     struct kt_job_stats s;
@@ -619,7 +765,8 @@ test_engine_long_compiler_line_not_truncated(void **state)
     kt_buf_printf(&conf,
                   "{\"name\": \"long-cc\", \"target\": {\"threads\": 1, "
                   "\"cflags\": [%s]}, \"tuning\": {\"trials\": 8, "
-                  "\"measures_per_round\": 8}, \"tasks\": [{\"name\": \"mm\", "
+                  "\"measures_per_round\": 8, \"population\": 128}, "
+                  "\"tasks\": [{\"name\": \"mm\", "
                   "\"compute\": [\"O[i,j] += A[i,k] * B[k,j]\"], \"shapes\": "
                   "{\"A\": [8, 8], \"B\": [8, 8]}}]}",
                   flags.p);
@@ -796,8 +943,9 @@ test_engine_counts_feature_failures(void **state)
     /* 70 loads in one store: more accesses than the features describe */
     kt_buf_init(&conf);
     kt_buf_puts(&conf, "{\"name\": \"many-loads\", \"tuning\": {\"trials\": 8, "
-                       "\"measures_per_round\": 8}, \"tasks\": [{\"name\": "
-                       "\"sum70\", \"compute\": [\"O[i,j] = A[i,j]");
+                       "\"measures_per_round\": 8, \"population\": 128}, "
+                       "\"tasks\": [{\"name\": \"sum70\", \"compute\": "
+                       "[\"O[i,j] = A[i,j]");
     for (i = 1; i < 70; i++)
         kt_buf_puts(&conf, " + A[i,j]");
     kt_buf_puts(&conf, "\"], \"shapes\": {\"A\": [64, 64]}}]}");
@@ -884,6 +1032,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_runs_budget_and_stores_every_trial),
         cmocka_unit_test(test_engine_submit_failure_fails_job),
+        cmocka_unit_test(test_engine_training_window_bounds_records),
+        cmocka_unit_test(test_search_keeps_only_the_seeds_it_uses),
         cmocka_unit_test(test_engine_loop_never_waits_on_search_lock),
         cmocka_unit_test(test_engine_train_again_trains_late_rounds),
         cmocka_unit_test(test_engine_warm_start_counts_skipped_trials),

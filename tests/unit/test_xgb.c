@@ -369,12 +369,38 @@ test_random_model_deterministic(void **state)
     kt_random_model_free(r2);
 }
 
+/* The training window: the last `recent` programs, and the fastest of
+ * each task first, then the second fastest, until `recent` of them. */
+static void
+test_train_keep_window(void **state)
+{
+    /* arrival order: tasks 0 and 1 alternate, then task 2 once (failed) */
+    const int64_t task[] = {0, 1, 0, 1, 0, 1, 0, 1, 2, 0, 1};
+    const double cost[] = {5, 9, 1, 7, 3, 2, 4, 8, 0, 6, 6};
+    unsigned char keep[11];
+    int i;
+
+    (void)state;
+    /* recent 3: 8, 9, 10; fastest of task 0 (index 2) and task 1 (5),
+     * then the second fastest of task 0 (4): 3 of them */
+    assert_int_equal(kt_train_keep(task, cost, 11, 3, 2, keep), 6);
+    for (i = 0; i < 11; i++)
+        assert_int_equal(keep[i], i == 2 || i == 4 || i == 5 || i >= 8);
+    /* per_task 1: only the fastest of each task */
+    assert_int_equal(kt_train_keep(task, cost, 11, 3, 1, keep), 5);
+    assert_true(keep[2] && keep[5] && !keep[4]);
+    /* a window larger than the set keeps all */
+    assert_int_equal(kt_train_keep(task, cost, 11, 64, 16, keep), 11);
+    assert_int_equal(kt_train_keep(task, cost, 0, 4, 4, keep), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xgb_packsum_grad_by_hand),
         cmocka_unit_test(test_xgb_labels_per_task),
+        cmocka_unit_test(test_train_keep_window),
         cmocka_unit_test(test_xgb_ranks_held_out_programs),
         cmocka_unit_test(test_xgb_continued_boosting),
         cmocka_unit_test(test_xgb_save_load_identical),

@@ -1,0 +1,189 @@
+/* search_feedback.c - what a search keeps of its candidates: the genomes
+ * of those whose results are pending, and the fastest measured programs,
+ * which seed the population of later rounds (measured here, stored before
+ * a restart, or of another workload).  Both are bounded; only the set of
+ * hashes never to propose again grows with the trials. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+/* Genomes of candidates whose results have not come back: one or two
+ * batches in flight.  The candidates of a dropped look-ahead round never
+ * come back; beyond this many the oldest half is forgotten. */
+#define SK_MAX_PENDING 1024
+
+void
+sk_remember(struct kt_search *s, const struct sk_member *m)
+{
+    if (s->nprop == SK_MAX_PENDING) {
+        int half = SK_MAX_PENDING / 2;
+        memmove(s->prop, s->prop + half,
+                sizeof(*s->prop) * (size_t)(s->nprop - half));
+        s->nprop -= half;
+    }
+    if (s->nprop == s->capprop) {
+        s->capprop = s->capprop ? 2 * s->capprop : 64;
+        s->prop = kt_xrealloc(s->prop, sizeof(*s->prop) * (size_t)s->capprop);
+    }
+    s->prop[s->nprop++] = *m;
+}
+
+static int
+cmp_tput_desc(const void *a, const void *b, void *arg)
+{
+    const double *t = arg;
+    int x = *(const int *)a, y = *(const int *)b;
+
+    if (t[x] != t[y])
+        return t[x] > t[y] ? -1 : 1;
+    return x - y;
+}
+
+/* The measured programs' indices, fastest first (earlier first among
+ * equals); the caller frees it. */
+static int *
+measured_order(const struct kt_search *s)
+{
+    int *ord = kt_xmalloc(sizeof(int) * (size_t)(s->nmeas ? s->nmeas : 1));
+    int i;
+
+    for (i = 0; i < s->nmeas; i++)
+        ord[i] = i;
+    /* insertion sort: stable, and nmeas stays small (prune_measured) */
+    for (i = 1; i < s->nmeas; i++) {
+        int v = ord[i], j = i - 1;
+        while (j >= 0 && cmp_tput_desc(&ord[j], &v, s->meas_tput) > 0) {
+            ord[j + 1] = ord[j];
+            j--;
+        }
+        ord[j + 1] = v;
+    }
+    return ord;
+}
+
+/* The seeds a round takes (Ansor: at most ratio x population). */
+int
+sk_measured_seed_count(const struct kt_search *s)
+{
+    return (int)(s->o.use_measured_ratio * s->o.population);
+}
+
+/* Top measured states by throughput. */
+int
+sk_measured_seeds(struct kt_search *s, struct sk_member *dst, int max)
+{
+    int *ord, i, n = 0;
+
+    if (s->nmeas == 0 || max <= 0)
+        return 0;
+    ord = measured_order(s);
+    for (i = 0; i < s->nmeas && n < max; i++) {
+        dst[n] = s->meas[ord[i]];
+        dst[n].origin = dst[n].hash; /* its mutants keep this */
+        n++;
+    }
+    free(ord);
+    return n;
+}
+
+/* Keeps the keep fastest measured programs, fastest first: no round
+ * seeds from the others, so the seeds of every later round are the same
+ * as if all were kept. */
+static void
+prune_measured(struct kt_search *s, int keep)
+{
+    int *ord = measured_order(s), i;
+    struct sk_member *meas = kt_xmalloc(sizeof(*meas) * (size_t)s->capmeas);
+    double *tput = kt_xmalloc(sizeof(*tput) * (size_t)s->capmeas);
+
+    for (i = 0; i < keep && i < s->nmeas; i++) {
+        meas[i] = s->meas[ord[i]];
+        tput[i] = s->meas_tput[ord[i]];
+    }
+    free(s->meas);
+    free(s->meas_tput);
+    free(ord);
+    s->meas = meas;
+    s->meas_tput = tput;
+    s->nmeas = i;
+}
+
+/* Appends m to the measured programs that seed the population. */
+static void
+add_measured(struct kt_search *s, const struct sk_member *m, double cost)
+{
+    int keep = sk_measured_seed_count(s);
+
+    /* pruned in steps of keep + 64 appends: bounded and cheap */
+    if (s->nmeas >= 2 * keep + 64)
+        prune_measured(s, keep);
+    if (s->nmeas == s->capmeas) {
+        s->capmeas = s->capmeas ? 2 * s->capmeas : 64;
+        s->meas = kt_xrealloc(s->meas, sizeof(*s->meas) * (size_t)s->capmeas);
+        s->meas_tput = kt_xrealloc(s->meas_tput,
+                                   sizeof(double) * (size_t)s->capmeas);
+    }
+    s->meas[s->nmeas] = *m;
+    s->meas_tput[s->nmeas++] = 1.0 / cost;
+}
+
+int
+kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
+                     int nsteps, double cost)
+{
+    struct sk_member m;
+    char hex[17];
+    uint64_t h = 0;
+    int i, seeded = 0;
+
+    if (!(cost > 0) || !isfinite(cost))
+        return 0;
+    kt_steps_hash(steps, nsteps, hex);
+    kt_hash_parse(hex, &h);
+    pthread_mutex_lock(&s->lock);
+    for (i = 0; i < s->nmeas && s->meas[i].hash != h; i++)
+        ;
+    if (i == s->nmeas && sk_decode(s, steps, nsteps, h, &m)) {
+        /* not marked proposed: it was never measured on this workload */
+        add_measured(s, &m, cost);
+        seeded = 1;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return seeded;
+}
+
+int
+kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
+                 double cost)
+{
+    char hex[17];
+    uint64_t h = 0;
+    int i, found = 0;
+
+    kt_steps_hash(steps, nsteps, hex);
+    kt_hash_parse(hex, &h);
+    pthread_mutex_lock(&s->lock);
+    if (!kt_u64set_has(&s->proposed, h) && cost > 0 && isfinite(cost)) {
+        /* measured elsewhere (a stored record): seeds the GA if it decodes */
+        struct sk_member m;
+        if (sk_decode(s, steps, nsteps, h, &m))
+            sk_remember(s, &m);
+    }
+    kt_u64set_add(&s->proposed, h);
+    for (i = s->nprop - 1; i >= 0; i--) {
+        if (s->prop[i].hash != h)
+            continue;
+        found = 1;
+        if (cost > 0 && isfinite(cost))
+            add_measured(s, &s->prop[i], cost);
+        /* its result is in: the genome is no longer pending */
+        memmove(&s->prop[i], &s->prop[i + 1],
+                sizeof(*s->prop) * (size_t)(s->nprop - i - 1));
+        s->nprop--;
+        break;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
