@@ -230,7 +230,8 @@ pick_extra(struct sk_round *R, int n, struct kt_search_batch *out)
         all = NULL;
         rc = sk_sample_init(R, 1, &all, &na);
         for (i = 0; rc == KT_OK && i < na && out->n < n; i++)
-            take(R, &all[i], 1, out, n);
+            if (take(R, &all[i], 1, out, n))
+                sk_remember(R->s, &all[i]);
     }
     free(all);
     return rc;
@@ -247,7 +248,8 @@ find_member(const struct sk_member *v, int n, uint64_t h)
     return NULL;
 }
 
-/* Remembers what was proposed (and the genomes, for kt_search_record). */
+/* Remembers what was proposed (and the genomes, for kt_search_record;
+ * pick_extra remembers its own, which are in none of the pools). */
 static void
 remember_proposed(struct kt_search *s, const struct round_pools *P,
                   const struct kt_search_batch *out)

@@ -667,6 +667,37 @@ test_search_spatial_vector_pool(void **state)
     kt_dag_free(dag);
 }
 
+/* A batch the evolved picks cannot fill (a population of 8 for 32
+ * candidates) is topped up by extra sampling; those candidates' genomes
+ * are remembered too, so every one of them can seed later rounds. */
+static void
+test_search_extra_picks_are_remembered(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_search_stats st;
+    char err[512];
+    int i;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 32, 64, 128, KT_EPI_BIAS), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_SKETCH_XGB, 8, 5, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, &st, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_int_equal(b.n, 32);
+    for (i = 0; i < b.n; i++)
+        assert_int_equal(kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
+                                          1e-3 * (i + 1)),
+                         1);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* Measured results seed the next population; a trained model is used for
  * 4 generations; bad options are refused. */
 static void
@@ -808,6 +839,7 @@ main(void)
         cmocka_unit_test(test_search_lane_reduction_softmax),
         cmocka_unit_test(test_search_model_and_seeds),
         cmocka_unit_test(test_search_empty_population),
+        cmocka_unit_test(test_search_extra_picks_are_remembered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
