@@ -152,6 +152,14 @@ void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
 int sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
                    struct sk_genome *g);
 
+/* ---- search_parallel.c ---- */
+/* 0 when s runs on several cores and the store of lt that runs most often
+ * has spatial points to split but no parallel loop of at least as many
+ * iterations as cores around it (the whole kernel on one thread: the
+ * tile sizes left every parallel loop of extent 1, or no loop was made
+ * parallel); 1 otherwise. */
+int sk_parallel_ok(const struct kt_search *s, const struct kt_looptree *lt);
+
 /* ---- search_evo.c ---- */
 struct sk_cache_ent {
     uint64_t key; /* genome hash, never 0 */
