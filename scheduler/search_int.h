@@ -143,8 +143,9 @@ int sk_decode(const struct kt_search *s, const struct kt_step *steps,
 /* The next input stage s should read through a pack, or -1. */
 int sk_pack_operand(const struct kt_state *st, int s);
 /* Consumer iterators the pack of tensor t may be attached at (into cand);
- * their count. */
-int sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand);
+ * their count.  rewrite: for a layout rewrite (built once). */
+int sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite,
+                          int *cand);
 /* Pack genes of a fresh genome (after its loc genes are drawn). */
 void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
                     struct sk_genome *g);

@@ -712,7 +712,7 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
         if (st->stages[i].cache_read &&
             (g->pack[i] == 0 || !p->may_move ||
              sk_pack_attach_points(&st->stages[p->consumer], st->stages[i].out,
-                                   ap_cand) == 0)) {
+                                   g->pack[i] == 2, ap_cand) == 0)) {
             APPLY(st, {KT_STEP_COMPUTE_INLINE, i, 0, 0, {0}});
             continue;
         }
@@ -723,7 +723,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             const struct kt_sstage *cs = &st->stages[p->consumer];
             int cand[KT_MAX_ITERS], nc = 0;
             if (st->stages[i].cache_read)
-                nc = sk_pack_attach_points(cs, st->stages[i].out, cand);
+                nc = sk_pack_attach_points(cs, st->stages[i].out,
+                                           g->pack[i] == 2, cand);
             else
                 for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
                     if (cs->iters[j].extent > 1)

@@ -322,6 +322,18 @@ test_codegen_register_nest(void **state)
     kt_dag_free(dag);
 }
 
+/* A 3x3 conv 64 -> 64 56x56 whose T (stage 2) computes its output
+ * channels as 16-lane vectors at root (W packed, a layout rewrite); the
+ * closing "]}" is the caller's. */
+#define ROOT_CHANNEL_STEPS                                                     \
+    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"SP\",2,6,[1]],[\"SP\",2,5,[1]],"   \
+    "[\"SP\",2,4,[2]],[\"SP\",2,3,[2,7,1]],[\"SP\",2,2,[1,4,14]],"            \
+    "[\"SP\",2,1,[4,1,16]],[\"RE\",2,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,"  \
+    "18,8,12,4]],[\"FU\",2,0,7],[\"CA\",1,2,1],[\"LR\",1],[\"FU\",0,0,2],"   \
+    "[\"AN\",0,0,\"parallel\"],[\"AN\",0,2,\"vectorize\"],"                   \
+    "[\"AN\",1,3,\"vectorize\"],[\"AN\",2,0,\"parallel\"],"                   \
+    "[\"AN\",2,12,\"vectorize\"],[\"AN\",2,10,\"unroll\"],[\"PR\",2,0,512]"
+
 static int64_t
 block_size_of(const struct kt_op_def *d, const char *json, char **src)
 {
@@ -455,27 +467,54 @@ test_codegen_block_size(void **state)
     assert_true(size > 4 * 256);
     free(src);
 
-    /* A conv 64 -> 64 56x56 whose output channels are vectorized into T
-     * at root: 14 reductions scattered lane by lane per FMA (gcc took 8.5 s
-     * of CPU on it, 60 s of wall time at load 25) weigh their lanes. */
+    /* A conv 64 -> 64 56x56 whose output channels are vectorized into the
+     * output T: 14 reductions scattered lane by lane per FMA (gcc took
+     * 8.5 s of CPU on it, 60 s of wall time at load 25) weigh their lanes. */
     p.C = p.K = 64;
     p.H = p.W = 56;
     p.R = p.S = 3;
     p.stride_h = p.stride_w = p.pad_h = p.pad_w = 1;
+    p.epilogue = 0;
     assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
-    size = block_size_of(
-        &d,
-        "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"FU\",3,0,2],[\"SP\",2,6,[1]],[\""
-        "SP\",2,5,[1]],[\"SP\",2,4,[2]],[\"SP\",2,3,[2,7,1]],[\"SP\",2,2,[1,4"
-        ",14]],[\"SP\",2,1,[4,1,16]],[\"RE\",2,[0,1,5,9,2,6,10,13,15,17,3,7,1"
-        "1,14,16,18,8,12,4]],[\"FU\",2,0,7],[\"CA\",1,2,1],[\"LR\",1],[\"FU\""
-        ",0,0,2],[\"AN\",0,0,\"parallel\"],[\"AN\",0,2,\"vectorize\"],[\"AN\""
-        ",1,3,\"vectorize\"],[\"AN\",2,0,\"parallel\"],[\"AN\",2,12,\"vectori"
-        "ze\"],[\"AN\",2,10,\"unroll\"],[\"PR\",2,0,512],[\"AN\",3,0,\"parall"
-        "el\"],[\"AN\",3,2,\"vectorize\"]]}",
-        &src);
+    size = block_size_of(&d, ROOT_CHANNEL_STEPS "]}", &src);
     assert_true(size > 2 * 256);
     free(src);
+}
+
+/* The same schedule with a bias + relu consumer: T is then a root
+ * intermediate, laid out with the vectorized channels last, so its
+ * accumulators are whole vectors (the consumer gathers each element once)
+ * and the candidate is far below the code-size bound.  Before, T kept the
+ * tensor's order, every FMA scattered 16 lanes, and the search dropped
+ * most channel-vector candidates computed at root. */
+static void
+test_codegen_root_channel_layout(void **state)
+{
+    struct kt_conv2d_params p = {1, 64, 56, 56, 64, 3, 3, 1,
+                                 1, 1,  1,  1,  1,  1, KT_EPI_BIAS | KT_EPI_RELU};
+    static const char steps[] =
+        ROOT_CHANNEL_STEPS ",[\"FU\",3,0,2],[\"AN\",3,0,\"parallel\"],"
+                           "[\"AN\",3,2,\"vectorize\"]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = NULL;
+    struct kt_step *sv = NULL;
+    char err[512], *src;
+    int n = 0, skipped = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    assert_true(block_size_of(&d, steps, &src) <= 2 * 256);
+    free(src);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(steps, &sv, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, sv, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    assert_int_equal(ktt_check_many(dag, &st, 1, 7, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(st);
+    free(sv);
+    kt_dag_free(dag);
 }
 
 int
@@ -495,6 +534,7 @@ main(void)
         cmocka_unit_test(test_codegen_lane_accumulators),
         cmocka_unit_test(test_codegen_register_nest),
         cmocka_unit_test(test_codegen_block_size),
+        cmocka_unit_test(test_codegen_root_channel_layout),
         cmocka_unit_test(test_codegen_reference_order),
     };
     if (getenv("KT_TEST_FILTER") != NULL)
