@@ -77,8 +77,7 @@ iter_indexes(const struct kt_sstage *cs, int j, int t)
  * layout rewrite (rewrite != 0) builds every tile once, before the
  * kernel, so no repeat bound applies to it. */
 int
-sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite,
-                      int *cand)
+sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand)
 {
     int j, k, n = 0;
 

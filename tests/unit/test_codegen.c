@@ -61,7 +61,7 @@ sweep(const struct kt_dag *dag, uint64_t seed, int n)
     assert_int_equal(valid, n);
     for (lo = 0; lo < ncand; lo += SWEEP_MODULE_CANDS) {
         int len = ncand - lo < SWEEP_MODULE_CANDS ? ncand - lo
-                                                   : SWEEP_MODULE_CANDS;
+                                                  : SWEEP_MODULE_CANDS;
         int sk = 0;
         if (ktt_check_many(dag, cands + lo, len, seed, &sk) != 0)
             failed++;
@@ -326,12 +326,12 @@ test_codegen_register_nest(void **state)
  * channels as 16-lane vectors at root (W packed, a layout rewrite); the
  * closing "]}" is the caller's. */
 #define ROOT_CHANNEL_STEPS                                                     \
-    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"SP\",2,6,[1]],[\"SP\",2,5,[1]],"   \
-    "[\"SP\",2,4,[2]],[\"SP\",2,3,[2,7,1]],[\"SP\",2,2,[1,4,14]],"            \
-    "[\"SP\",2,1,[4,1,16]],[\"RE\",2,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,"  \
-    "18,8,12,4]],[\"FU\",2,0,7],[\"CA\",1,2,1],[\"LR\",1],[\"FU\",0,0,2],"   \
-    "[\"AN\",0,0,\"parallel\"],[\"AN\",0,2,\"vectorize\"],"                   \
-    "[\"AN\",1,3,\"vectorize\"],[\"AN\",2,0,\"parallel\"],"                   \
+    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"SP\",2,6,[1]],[\"SP\",2,5,[1]],"     \
+    "[\"SP\",2,4,[2]],[\"SP\",2,3,[2,7,1]],[\"SP\",2,2,[1,4,14]],"             \
+    "[\"SP\",2,1,[4,1,16]],[\"RE\",2,[0,1,5,9,2,6,10,13,15,17,3,7,11,14,16,"   \
+    "18,8,12,4]],[\"FU\",2,0,7],[\"CA\",1,2,1],[\"LR\",1],[\"FU\",0,0,2],"     \
+    "[\"AN\",0,0,\"parallel\"],[\"AN\",0,2,\"vectorize\"],"                    \
+    "[\"AN\",1,3,\"vectorize\"],[\"AN\",2,0,\"parallel\"],"                    \
     "[\"AN\",2,12,\"vectorize\"],[\"AN\",2,10,\"unroll\"],[\"PR\",2,0,512]"
 
 static int64_t
@@ -490,11 +490,12 @@ test_codegen_block_size(void **state)
 static void
 test_codegen_root_channel_layout(void **state)
 {
-    struct kt_conv2d_params p = {1, 64, 56, 56, 64, 3, 3, 1,
-                                 1, 1,  1,  1,  1,  1, KT_EPI_BIAS | KT_EPI_RELU};
-    static const char steps[] =
-        ROOT_CHANNEL_STEPS ",[\"FU\",3,0,2],[\"AN\",3,0,\"parallel\"],"
-                           "[\"AN\",3,2,\"vectorize\"]]}";
+    struct kt_conv2d_params p = {1, 64, 56, 56, 64,
+                                 3, 3,  1,  1,  1,
+                                 1, 1,  1,  1,  KT_EPI_BIAS | KT_EPI_RELU};
+    static const char steps[] = ROOT_CHANNEL_STEPS
+        ",[\"FU\",3,0,2],[\"AN\",3,0,\"parallel\"],"
+        "[\"AN\",3,2,\"vectorize\"]]}";
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
     struct kt_state *st = NULL;

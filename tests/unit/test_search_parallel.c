@@ -15,8 +15,7 @@
 /* The largest parallel loop around the store that runs most often (its
  * loop extents multiplied); *runs gets that product. */
 static int64_t
-hot_parallel(const struct kt_node *n, int64_t outer, int64_t par,
-             int64_t *runs)
+hot_parallel(const struct kt_node *n, int64_t outer, int64_t par, int64_t *runs)
 {
     int64_t best = 0;
     int i;
@@ -77,8 +76,7 @@ test_search_parallel_degree(void **state)
             int64_t runs = 0;
             assert_non_null(b.v[i].lt);
             if (hot_parallel(b.v[i].lt->root, 1, 1, &runs) < 2)
-                fail_msg("candidate %d runs on one thread: %s", i,
-                         b.v[i].hash);
+                fail_msg("candidate %d runs on one thread: %s", i, b.v[i].hash);
             checked++;
         }
         kt_search_batch_free(&b);
