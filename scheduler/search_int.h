@@ -115,14 +115,15 @@ struct kt_search {
 /* ---- search_sketch.c ---- */
 int sk_generate(struct kt_search *s, char *err, size_t errlen);
 void sk_free_sketches(struct kt_search *s);
-/* Builds the state of genome g; NULL with err on a schedule error. */
-struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
-                          char *err, size_t errlen);
-
 /* The spatial axis the register tile of MLT stage ss vectorizes under
  * plan p (the last one of extent > 1 unless p moves another innermost),
  * -1 if none. */
 int sk_vector_axis(const struct kt_sstage *ss, const struct sk_plan *p);
+
+/* ---- search_build.c ---- */
+/* Builds the state of genome g; NULL with err on a schedule error. */
+struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
+                          char *err, size_t errlen);
 
 /* ---- search_init.c ---- */
 int sk_prepare_factors(struct kt_search *s);
