@@ -99,20 +99,15 @@ put_float(struct kt_buf *b, float v)
     kt_buf_printf(b, "%sf", tmp);
 }
 
+/* The bounds checks of guarded read e at lane (of lane_var), joined by
+ * &&. */
 static void
-put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
-                const struct kt_affine *addr, int lane_var, int lane)
+put_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+           int lane_var, int lane)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
     int d;
 
-    if (!e->guarded) {
-        kt_buf_printf(b, "t_%s[", buf->name);
-        kt__cg_put_aff(g, b, addr);
-        kt_buf_puts(b, "]");
-        return;
-    }
-    kt_buf_puts(b, "((");
     for (d = 0; d < e->ndim; d++) {
         struct kt_affine a;
         kt__cg_subst(g, &e->idx[d], -1, &a);
@@ -124,6 +119,22 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
         kt__cg_put_aff(g, b, &a);
         kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
     }
+}
+
+static void
+put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                const struct kt_affine *addr, int lane_var, int lane)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[e->src];
+
+    if (!e->guarded) {
+        kt_buf_printf(b, "t_%s[", buf->name);
+        kt__cg_put_aff(g, b, addr);
+        kt_buf_puts(b, "]");
+        return;
+    }
+    kt_buf_puts(b, "((");
+    put_bounds(g, b, e, lane_var, lane);
     kt_buf_printf(b, ") ? t_%s[", buf->name);
     kt__cg_put_aff(g, b, addr);
     kt_buf_puts(b, "] : ");
@@ -177,6 +188,25 @@ put_strided_load(struct cg *g, struct kt_buf *b, int src,
     }
 }
 
+/* The w lanes of e at addr + c * lane, read (and bounds-checked) one by
+ * one. */
+static void
+put_gather(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+           const struct kt_affine *addr, int lane_var, int64_t c, int w)
+{
+    int l;
+
+    kt_buf_printf(b, "((kt_v%d){", w);
+    for (l = 0; l < w; l++) {
+        struct kt_affine al = *addr;
+        al.c += c * l;
+        if (l)
+            kt_buf_puts(b, ", ");
+        put_load_scalar(g, b, e, &al, lane_var, l);
+    }
+    kt_buf_puts(b, "})");
+}
+
 /* Renders e into b; returns 1 if the value is a vector of w lanes (it
  * varies with lane_var), 0 for a scalar. */
 static int
@@ -205,7 +235,7 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     case KT_X_LOAD: {
         struct kt_affine pre, addr;
         int64_t c;
-        int r, l;
+        int r;
         flat_addr(g, e->src, e->idx, lane_var, &pre);
         c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
         kt__cg_subst(g, &pre, -1, &addr);
@@ -234,15 +264,30 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
             put_strided_load(g, b, e->src, &addr, c, w);
             return 1;
         }
-        kt_buf_printf(b, "((kt_v%d){", w);
-        for (l = 0; l < w; l++) {
-            struct kt_affine al = addr;
-            al.c += c * l;
-            if (l)
-                kt_buf_puts(b, ", ");
-            put_load_scalar(g, b, e, &al, lane_var, l);
+        if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+            /* Every index is affine in the lane: in bounds at the first
+             * and the last lane, every lane is, and the vector load
+             * touches nothing outside that span.  Lane by lane only at
+             * the edges. */
+            kt_buf_puts(b, "((");
+            put_bounds(g, b, e, lane_var, 0);
+            kt_buf_puts(b, " && ");
+            put_bounds(g, b, e, lane_var, w - 1);
+            kt_buf_puts(b, ") ? ");
+            if (c == 1) {
+                kt_buf_printf(b, "kt_ld%d(&t_%s[", w,
+                              g->lt->bufs[e->src].name);
+                kt__cg_put_aff(g, b, &addr);
+                kt_buf_puts(b, "])");
+            } else {
+                put_strided_load(g, b, e->src, &addr, c, w);
+            }
+            kt_buf_puts(b, " : ");
+            put_gather(g, b, e, &addr, lane_var, c, w);
+            kt_buf_puts(b, ")");
+            return 1;
         }
-        kt_buf_puts(b, "})");
+        put_gather(g, b, e, &addr, lane_var, c, w);
         return 1;
     }
     default: break;

@@ -240,6 +240,40 @@ test_codegen_strided_shuffle(void **state)
     }
 }
 
+/* A vectorized read of an inlined padding (max pooling 3x3, pad 1, the
+ * window's reads of stride 1 and 2 along x) checks the bounds of its first
+ * and last lanes and reads a vector (contiguous, or shuffled) when both
+ * are inside; lane by lane only at the edges, where the results must
+ * still match. */
+static void
+test_codegen_guarded_vector_read(void **state)
+{
+    static const char *const needles[] = {") ? kt_ld16(",
+                                          ") ? __builtin_shufflevector("};
+    int stride;
+    (void)state;
+
+    for (stride = 1; stride <= 2; stride++) {
+        struct kt_step steps[] = {
+            {KT_STEP_COMPUTE_INLINE, 0, 0, 0, {0}},
+            {KT_STEP_REORDER, 1, 0, 6, {0, 1, 2, 4, 5, 3}},
+            {KT_STEP_ANNOTATE, 1, 5, 0, {KT_ANN_VECTORIZE}},
+        };
+        struct kt_op_def d;
+        struct kt_dag *dag = NULL;
+        struct kt_state *st[1];
+        char err[512];
+        assert_int_equal(kt_op_pool2d(&d, 1, 1, 4, 32, 32, 3, stride, 1),
+                         KT_OK);
+        if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+            kt_state_replay(dag, steps, 3, &st[0], err, sizeof(err)) != KT_OK)
+            fail_msg("%s", err);
+        check_contains(dag, st, 1, needles[stride - 1]);
+        kt_state_free(st[0]);
+        kt_dag_free(dag);
+    }
+}
+
 /* A vectorized reduction into one element inside a micro-kernel keeps
  * vector lane accumulators (split for ILP when unrolled) and reduces across
  * lanes once after the loop. */
@@ -532,6 +566,7 @@ main(void)
         cmocka_unit_test(test_codegen_elementwise),
         cmocka_unit_test(test_codegen_softmax),
         cmocka_unit_test(test_codegen_strided_shuffle),
+        cmocka_unit_test(test_codegen_guarded_vector_read),
         cmocka_unit_test(test_codegen_lane_accumulators),
         cmocka_unit_test(test_codegen_register_nest),
         cmocka_unit_test(test_codegen_block_size),
