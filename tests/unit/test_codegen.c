@@ -520,36 +520,27 @@ test_codegen_block_size(void **state)
  * accumulators are whole vectors (the consumer gathers each element once)
  * and the candidate is far below the code-size bound.  Before, T kept the
  * tensor's order, every FMA scattered 16 lanes, and the search dropped
- * most channel-vector candidates computed at root. */
+ * most channel-vector candidates computed at root.  (test_pack checks
+ * such kernels against the interpreter.) */
 static void
 test_codegen_root_channel_layout(void **state)
 {
     struct kt_conv2d_params p = {1, 64, 56, 56, 64,
                                  3, 3,  1,  1,  1,
                                  1, 1,  1,  1,  KT_EPI_BIAS | KT_EPI_RELU};
-    static const char steps[] = ROOT_CHANNEL_STEPS
-        ",[\"FU\",3,0,2],[\"AN\",3,0,\"parallel\"],"
-        "[\"AN\",3,2,\"vectorize\"]]}";
     struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    struct kt_state *st = NULL;
-    struct kt_step *sv = NULL;
-    char err[512], *src;
-    int n = 0, skipped = 0;
+    char *src;
     (void)state;
 
     assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
-    assert_true(block_size_of(&d, steps, &src) <= 2 * 256);
+    assert_true(block_size_of(&d,
+                              ROOT_CHANNEL_STEPS
+                              ",[\"FU\",3,0,2],[\"AN\",3,0,\"parallel\"],"
+                              "[\"AN\",3,2,\"vectorize\"]]}",
+                              &src) <= 2 * 256);
+    assert_non_null(strstr(src, "kt_ld16(&t_T["));
+    assert_null(strstr(src, "[l_]")); /* nothing lane by lane */
     free(src);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
-        kt_steps_from_json(steps, &sv, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, sv, n, &st, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    assert_int_equal(ktt_check_many(dag, &st, 1, 7, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    kt_state_free(st);
-    free(sv);
-    kt_dag_free(dag);
 }
 
 int
