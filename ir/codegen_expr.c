@@ -275,8 +275,7 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
             put_bounds(g, b, e, lane_var, w - 1);
             kt_buf_puts(b, ") ? ");
             if (c == 1) {
-                kt_buf_printf(b, "kt_ld%d(&t_%s[", w,
-                              g->lt->bufs[e->src].name);
+                kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
                 kt__cg_put_aff(g, b, &addr);
                 kt_buf_puts(b, "])");
             } else {
