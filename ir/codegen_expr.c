@@ -1,8 +1,7 @@
 /* codegen_expr.c - expressions and stores of the C code generator
  * (ir/codegen.c drives it): index arithmetic under the current variable
- * bindings, loads and stores as scalars or GCC vectors, and the register
- * bookkeeping of scalar replacement inside micro-kernels (pass 1 notes every
- * access, pass 2 reads and writes the registers it kept). */
+ * bindings, loads and stores as scalars or GCC vectors; the registers of
+ * micro-kernels are ir/codegen_regs.c's. */
 #include "ir/codegen_int.h"
 
 #include <math.h>
@@ -83,218 +82,6 @@ kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a)
                       (long long)(a->c < 0 ? -a->c : a->c));
 }
 
-static int
-aff_equal(const struct kt_affine *a, const struct kt_affine *b)
-{
-    int i;
-
-    if (a->c != b->c || a->n != b->n)
-        return 0;
-    for (i = 0; i < a->n; i++)
-        if (kt_aff_coef(b, a->var[i]) != a->k[i])
-            return 0;
-    return 1;
-}
-
-static int
-aff_uses_inner(const struct cg *g, const struct kt_affine *a)
-{
-    int i;
-
-    for (i = 0; i < a->n; i++)
-        if (g->inner[a->var[i]])
-            return 1;
-    return 0;
-}
-
-/* ---- registers (scalar replacement) ------------------------------------ */
-
-static const char *combine_op(enum kt_reduce op);
-
-/* The register holding the w lanes at addr + stride * lane (stride 0 and
- * width 1 for a scalar), or -1. */
-static int
-find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
-         int64_t stride, int width)
-{
-    int i;
-
-    for (i = 0; i < g->nregs; i++)
-        if (g->regs[i].buf == buf && g->regs[i].width == width &&
-            g->regs[i].stride == stride && aff_equal(&g->regs[i].addr, addr))
-            return i;
-    return -1;
-}
-
-/* Whether the w1 elements at stride s1 from 0 and the w2 at stride s2
- * from d share one (lanes are at most 16: a direct check). */
-static int
-lanes_overlap(int64_t d, int w1, int64_t s1, int w2, int64_t s2)
-{
-    int l1, l2;
-
-    for (l1 = 0; l1 < w1; l1++)
-        for (l2 = 0; l2 < w2; l2++)
-            if (s1 * l1 == d + s2 * l2)
-                return 1;
-    return 0;
-}
-
-/* Pass 1 sees an access: buffers touched at addresses that vary across the
- * kernel loop, strided, guarded or overlapping are not promoted. */
-static void
-note_lanes(struct reg *r, int lane_red, enum kt_reduce op)
-{
-    if (lane_red == 0 ||
-        (r->lanes != 0 && (r->lanes != lane_red || r->op != op)))
-        r->mixed = 1;
-    r->lanes = lane_red;
-    r->op = op;
-    r->nred++;
-}
-
-/* lane_red: w when the access is a reduction (op) of a w-lane vector
- * into this one element, else 0. */
-static void
-note_access(struct cg *g, int buf, const struct kt_affine *addr,
-            int64_t lane_coef, int width, int guarded, int is_store,
-            int lane_red, enum kt_reduce op)
-{
-    int i, w = lane_coef == 0 ? 1 : width;
-
-    if (is_store)
-        g->stored[buf] = 1;
-    if (!g->promote_ok[buf])
-        return;
-    /* A strided access (lane_coef other than 0 and 1) is held too: the
-     * register is gathered before the nest and scattered after it, e.g.
-     * an accumulator tile vectorized along output channels. */
-    if (guarded || aff_uses_inner(g, addr)) {
-        g->promote_ok[buf] = 0;
-        return;
-    }
-    for (i = 0; i < g->nregs; i++) {
-        const struct reg *r = &g->regs[i];
-        struct kt_affine diff = *addr;
-        int64_t d;
-        if (r->buf != buf)
-            continue;
-        kt_aff_add(&diff, &r->addr, -1);
-        if (diff.n != 0) {
-            g->promote_ok[buf] = 0; /* cannot prove they do not overlap */
-            return;
-        }
-        d = diff.c;
-        if (d == 0 && r->width == w && r->stride == lane_coef) {
-            note_lanes(&g->regs[i], lane_red, op);
-            return; /* already known */
-        }
-        if (lanes_overlap(d, r->width, r->stride, w, lane_coef)) {
-            g->promote_ok[buf] = 0;
-            return;
-        }
-    }
-    if (g->nregs == KT_CG_MAX_REGS) {
-        g->promote_ok[buf] = 0;
-        return;
-    }
-    g->regs[g->nregs].buf = buf;
-    g->regs[g->nregs].addr = *addr;
-    g->regs[g->nregs].width = w;
-    g->regs[g->nregs].stride = lane_coef;
-    g->regs[g->nregs].lanes = lane_red;
-    g->regs[g->nregs].mixed = lane_red == 0;
-    g->regs[g->nregs].op = op;
-    g->regs[g->nregs].acc = 0;
-    g->regs[g->nregs].nred = 1;
-    g->nregs++;
-}
-
-static void
-load_reg(struct cg *g, int i, const char *name, const char *addr)
-{
-    const struct reg *r = &g->regs[i];
-    int k;
-
-    if (r->acc > 0 && r->op == KT_SUM) {
-        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
-        kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, addr);
-        for (k = 1; k < r->split; k++)
-            kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k,
-                        r->acc);
-    } else if (r->acc > 0) {
-        /* max and min are idempotent: every accumulator starts at it */
-        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i, r->acc,
-                    name, addr);
-        for (k = 1; k < r->split; k++)
-            kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
-    } else if (r->width > 1 && r->stride != 1) {
-        kt__cg_line(g, "kt_v%d r%d;", r->width, i);
-        kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
-        kt__cg_line(g, "    r%d[l_] = t_%s[%s + %lld*l_];", i, name, addr,
-                    (long long)r->stride);
-    } else if (r->width > 1) {
-        kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
-                    r->width, name, addr);
-    } else {
-        kt__cg_line(g, "float r%d = t_%s[%s];", i, name, addr);
-    }
-}
-
-static void
-store_reg(struct cg *g, int i, const char *name, const char *addr)
-{
-    const struct reg *r = &g->regs[i];
-    const char *op = combine_op(r->op);
-    int k;
-
-    if (r->acc > 0) {
-        for (k = 1; k < r->split; k++) {
-            if (r->op == KT_SUM)
-                kt__cg_line(g, "r%d += r%d_%d;", i, i, k);
-            else
-                kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc, i,
-                            i, k);
-        }
-        kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
-                    r->op == KT_SUM ? "sum" : op, r->acc, i);
-    } else if (r->width > 1 && r->stride != 1) {
-        kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
-        kt__cg_line(g, "    t_%s[%s + %lld*l_] = r%d[l_];", name, addr,
-                    (long long)r->stride, i);
-    } else if (r->width > 1) {
-        kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
-    } else {
-        kt__cg_line(g, "t_%s[%s] = r%d;", name, addr, i);
-    }
-}
-
-static void
-each_reg(struct cg *g, void (*fn)(struct cg *, int, const char *, const char *))
-{
-    int i;
-
-    for (i = 0; i < g->nregs; i++) {
-        struct kt_buf a;
-        kt_buf_init(&a);
-        kt__cg_put_aff(g, &a, &g->regs[i].addr);
-        fn(g, i, g->lt->bufs[g->regs[i].buf].name, a.p);
-        kt_buf_free(&a);
-    }
-}
-
-void
-kt__cg_load_regs(struct cg *g)
-{
-    each_reg(g, load_reg);
-}
-
-void
-kt__cg_store_regs(struct cg *g)
-{
-    each_reg(g, store_reg);
-}
-
 /* ---- expressions ------------------------------------------------------- */
 
 static void
@@ -312,20 +99,15 @@ put_float(struct kt_buf *b, float v)
     kt_buf_printf(b, "%sf", tmp);
 }
 
+/* The bounds checks of guarded read e at lane (of lane_var), joined by
+ * &&. */
 static void
-put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
-                const struct kt_affine *addr, int lane_var, int lane)
+put_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+           int lane_var, int lane)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
     int d;
 
-    if (!e->guarded) {
-        kt_buf_printf(b, "t_%s[", buf->name);
-        kt__cg_put_aff(g, b, addr);
-        kt_buf_puts(b, "]");
-        return;
-    }
-    kt_buf_puts(b, "((");
     for (d = 0; d < e->ndim; d++) {
         struct kt_affine a;
         kt__cg_subst(g, &e->idx[d], -1, &a);
@@ -337,6 +119,22 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
         kt__cg_put_aff(g, b, &a);
         kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
     }
+}
+
+static void
+put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                const struct kt_affine *addr, int lane_var, int lane)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[e->src];
+
+    if (!e->guarded) {
+        kt_buf_printf(b, "t_%s[", buf->name);
+        kt__cg_put_aff(g, b, addr);
+        kt_buf_puts(b, "]");
+        return;
+    }
+    kt_buf_puts(b, "((");
+    put_bounds(g, b, e, lane_var, lane);
     kt_buf_printf(b, ") ? t_%s[", buf->name);
     kt__cg_put_aff(g, b, addr);
     kt_buf_puts(b, "] : ");
@@ -390,6 +188,25 @@ put_strided_load(struct cg *g, struct kt_buf *b, int src,
     }
 }
 
+/* The w lanes of e at addr + c * lane, read (and bounds-checked) one by
+ * one. */
+static void
+put_gather(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+           const struct kt_affine *addr, int lane_var, int64_t c, int w)
+{
+    int l;
+
+    kt_buf_printf(b, "((kt_v%d){", w);
+    for (l = 0; l < w; l++) {
+        struct kt_affine al = *addr;
+        al.c += c * l;
+        if (l)
+            kt_buf_puts(b, ", ");
+        put_load_scalar(g, b, e, &al, lane_var, l);
+    }
+    kt_buf_puts(b, "})");
+}
+
 /* Renders e into b; returns 1 if the value is a vector of w lanes (it
  * varies with lane_var), 0 for a scalar. */
 static int
@@ -418,16 +235,17 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     case KT_X_LOAD: {
         struct kt_affine pre, addr;
         int64_t c;
-        int r, l;
+        int r;
         flat_addr(g, e->src, e->idx, lane_var, &pre);
         c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
         kt__cg_subst(g, &pre, -1, &addr);
         if (g->analysing) {
-            note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN);
+            kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0,
+                               KT_ASSIGN);
             kt_buf_puts(b, "0");
             return c != 0;
         }
-        r = find_reg(g, e->src, &addr, c, c == 0 ? 1 : w);
+        r = kt__cg_find_reg(g, e->src, &addr, c, c == 0 ? 1 : w);
         if (r >= 0 && g->promote_ok[e->src]) {
             kt_buf_printf(b, "r%d", r);
             return c != 0;
@@ -446,15 +264,29 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
             put_strided_load(g, b, e->src, &addr, c, w);
             return 1;
         }
-        kt_buf_printf(b, "((kt_v%d){", w);
-        for (l = 0; l < w; l++) {
-            struct kt_affine al = addr;
-            al.c += c * l;
-            if (l)
-                kt_buf_puts(b, ", ");
-            put_load_scalar(g, b, e, &al, lane_var, l);
+        if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+            /* Every index is affine in the lane: in bounds at the first
+             * and the last lane, every lane is, and the vector load
+             * touches nothing outside that span.  Lane by lane only at
+             * the edges. */
+            kt_buf_puts(b, "((");
+            put_bounds(g, b, e, lane_var, 0);
+            kt_buf_puts(b, " && ");
+            put_bounds(g, b, e, lane_var, w - 1);
+            kt_buf_puts(b, ") ? ");
+            if (c == 1) {
+                kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
+                kt__cg_put_aff(g, b, &addr);
+                kt_buf_puts(b, "])");
+            } else {
+                put_strided_load(g, b, e->src, &addr, c, w);
+            }
+            kt_buf_puts(b, " : ");
+            put_gather(g, b, e, &addr, lane_var, c, w);
+            kt_buf_puts(b, ")");
+            return 1;
         }
-        kt_buf_puts(b, "})");
+        put_gather(g, b, e, &addr, lane_var, c, w);
         return 1;
     }
     default: break;
@@ -509,8 +341,8 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
 
 /* ---- statements -------------------------------------------------------- */
 
-static const char *
-combine_op(enum kt_reduce op)
+const char *
+kt__cg_combine_op(enum kt_reduce op)
 {
     switch (op) {
     case KT_SUM: return "+";
@@ -535,11 +367,11 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     kt_buf_init(&dst);
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {
-        note_access(g, n->buf, &addr, c, w, 0, 1,
-                    c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
+        kt__cg_note_access(g, n->buf, &addr, c, w, 0, 1,
+                           c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
         goto done;
     }
-    r = find_reg(g, n->buf, &addr, c, c == 0 ? 1 : w);
+    r = kt__cg_find_reg(g, n->buf, &addr, c, c == 0 ? 1 : w);
     if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
         struct reg *rg = &g->regs[r];
         char acc[32];
@@ -551,8 +383,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         if (n->op == KT_SUM)
             kt__cg_line(g, "%s += %s;", acc, val.p);
         else
-            kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc, combine_op(n->op), w,
-                        acc, val.p);
+            kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc,
+                        kt__cg_combine_op(n->op), w, acc, val.p);
         goto done;
     }
     if (r >= 0 && g->promote_ok[n->buf]) {
@@ -568,19 +400,20 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
                 kt__cg_line(g, "r%d = (%s)[%d];", r, val.p, w - 1);
             else
                 kt__cg_line(g, "r%d = kt_%s(r%d, kt_h%s%d(%s));", r,
-                            n->op == KT_SUM ? "add" : combine_op(n->op), r,
-                            n->op == KT_SUM ? "sum" : combine_op(n->op), w,
-                            val.p);
+                            n->op == KT_SUM ? "add" : kt__cg_combine_op(n->op),
+                            r,
+                            n->op == KT_SUM ? "sum" : kt__cg_combine_op(n->op),
+                            w, val.p);
         } else if (n->op == KT_ASSIGN) {
             kt__cg_line(g, "r%d = %s;", r, val.p);
         } else if (n->op == KT_SUM) {
             kt__cg_line(g, "r%d += %s;", r, val.p);
         } else if (c != 0) {
-            kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);", r, combine_op(n->op), w,
-                        r, val.p);
+            kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);", r,
+                        kt__cg_combine_op(n->op), w, r, val.p);
         } else {
-            kt__cg_line(g, "r%d = kt_%s(r%d, %s);", r, combine_op(n->op), r,
-                        val.p);
+            kt__cg_line(g, "r%d = kt_%s(r%d, %s);", r, kt__cg_combine_op(n->op),
+                        r, val.p);
         }
         goto done;
     }
@@ -593,16 +426,18 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         else if (n->op == KT_SUM)
             kt__cg_line(g, "%s += %s;", dst.p, val.p);
         else
-            kt__cg_line(g, "%s = kt_%s(%s, %s);", dst.p, combine_op(n->op),
-                        dst.p, val.p);
+            kt__cg_line(g, "%s = kt_%s(%s, %s);", dst.p,
+                        kt__cg_combine_op(n->op), dst.p, val.p);
     } else if (c == 0) {
         /* All lanes land on one element: reduce across lanes. */
         if (n->op == KT_ASSIGN)
             kt__cg_line(g, "%s = (%s)[%d];", dst.p, val.p, w - 1);
         else
             kt__cg_line(g, "%s = kt_%s(%s, kt_h%s%d(%s));", dst.p,
-                        n->op == KT_SUM ? "add" : combine_op(n->op), dst.p,
-                        n->op == KT_SUM ? "sum" : combine_op(n->op), w, val.p);
+                        n->op == KT_SUM ? "add" : kt__cg_combine_op(n->op),
+                        dst.p,
+                        n->op == KT_SUM ? "sum" : kt__cg_combine_op(n->op), w,
+                        val.p);
     } else if (c == 1) {
         struct kt_buf p;
         kt_buf_init(&p);
@@ -618,7 +453,7 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
                         val.p);
         else
             kt__cg_line(g, "kt_st%d(%s, kt_v%s%d(kt_ld%d(%s), %s));", w, p.p,
-                        combine_op(n->op), w, w, p.p, val.p);
+                        kt__cg_combine_op(n->op), w, w, p.p, val.p);
         kt_buf_free(&p);
     } else {
         /* Strided destination: scatter lane by lane. */
@@ -637,7 +472,7 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
             kt__cg_line(g, "    %s += v_[l_];", dst.p);
         else
             kt__cg_line(g, "    %s = kt_%s(%s, v_[l_]);", dst.p,
-                        combine_op(n->op), dst.p);
+                        kt__cg_combine_op(n->op), dst.p);
         kt__cg_line(g, "  } }");
     }
 done:

@@ -92,6 +92,17 @@ void kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
                   struct kt_affine *out);
 /* Appends a as C, terms sorted by variable number. */
 void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
+/* The register holding the width lanes at addr + stride * lane (stride 0
+ * and width 1 for a scalar), or -1 (codegen_regs.c). */
+int kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
+                    int64_t stride, int width);
+/* Pass 1: notes an access (lane_red: the width of a lane reduction by op
+ * into this one element, else 0). */
+void kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
+                        int64_t lane_coef, int width, int guarded, int is_store,
+                        int lane_red, enum kt_reduce op);
+/* "add", "max" or "min" for a reduction store op. */
+const char *kt__cg_combine_op(enum kt_reduce op);
 /* Declares the registers kept for a micro-kernel before its loop
  * (loaded from memory) or writes them back after it. */
 void kt__cg_load_regs(struct cg *g);

@@ -225,8 +225,21 @@ is_tile(const struct lower *L, int b)
            L->lt->bufs[b].scope == KT_BUF_PACKED;
 }
 
+/* Whether tensor t's buffer is laid out in another dimension order. */
+static int
+is_permuted(const struct lower *L, int t)
+{
+    int d;
+
+    for (d = 0; d < KT_MAX_DIMS; d++)
+        if (L->tperm[t][d] != d)
+            return 1;
+    return 0;
+}
+
 /* Rewrites loads: tensor numbers become buffer numbers, and reads of local
- * and packed tiles are shifted by their region offsets. */
+ * and packed tiles are shifted by their region offsets (and reads of a
+ * permuted root buffer reordered). */
 static int
 map_loads(struct lower *L, struct kt_expr *e)
 {
@@ -240,9 +253,9 @@ map_loads(struct lower *L, struct kt_expr *e)
         if (b < 0)
             return FAIL(L, "%s is read before it is computed",
                         L->st->tensors[t].name);
-        if (is_tile(L, b)) {
+        if (is_tile(L, b) || is_permuted(L, t)) {
             struct kt_affine idx[KT_MAX_DIMS];
-            if (e->guarded)
+            if (e->guarded && is_tile(L, b))
                 return FAIL(L, "guarded read of local tile %s",
                             L->lt->bufs[b].name);
             d = buf_index(L, t, e->idx, e->ndim, idx);
@@ -653,7 +666,7 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
     store->ndim = s->nspatial;
     for (d = 0; d < s->nspatial; d++)
         store->idx[d] = ax[d];
-    if (is_tile(L, b))
+    if (is_tile(L, b) || is_permuted(L, s->out))
         store->ndim = buf_index(L, s->out, ax, s->nspatial, store->idx);
     if (store->ndim < 0) {
         node_free(store);
@@ -825,8 +838,14 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
         b->arg = -1;
         b->ndim = tt->ndim;
         memcpy(b->shape, tt->shape, sizeof(tt->shape));
-        if (p->prepacked)
+        if (p->prepacked) {
             lt->pack_elems += kt_tensor_elems(tt);
+        } else {
+            /* a root reduction vectorized along its output channels */
+            accumulator_dim_order(p, L->tperm[t], tt->ndim);
+            for (s = 0; s < tt->ndim; s++)
+                b->shape[s] = tt->shape[L->tperm[t][s]];
+        }
         L->tbuf[t] = lt->nbufs++;
     }
     for (s = 0; s < st->nstages && rc == KT_OK; s++) {

@@ -73,7 +73,7 @@ work_run(void *arg)
             continue;
         m->hash = hash_steps(st);
         if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK &&
-            code_size_ok(w->s, lt)) {
+            code_size_ok(w->s, lt) && sk_parallel_ok(w->s, lt)) {
             if (!w->features)
                 m->valid = 1;
             else if (kt_features_extract(lt, &w->rows[i], &w->nrows[i], err,

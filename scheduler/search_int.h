@@ -119,14 +119,15 @@ struct kt_search {
 /* ---- search_sketch.c ---- */
 int sk_generate(struct kt_search *s, char *err, size_t errlen);
 void sk_free_sketches(struct kt_search *s);
-/* Builds the state of genome g; NULL with err on a schedule error. */
-struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
-                          char *err, size_t errlen);
-
 /* The spatial axis the register tile of MLT stage ss vectorizes under
  * plan p (the last one of extent > 1 unless p moves another innermost),
  * -1 if none. */
 int sk_vector_axis(const struct kt_sstage *ss, const struct sk_plan *p);
+
+/* ---- search_build.c ---- */
+/* Builds the state of genome g; NULL with err on a schedule error. */
+struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
+                          char *err, size_t errlen);
 
 /* ---- search_init.c ---- */
 int sk_prepare_factors(struct kt_search *s);
@@ -147,14 +148,23 @@ int sk_decode(const struct kt_search *s, const struct kt_step *steps,
 /* The next input stage s should read through a pack, or -1. */
 int sk_pack_operand(const struct kt_state *st, int s);
 /* Consumer iterators the pack of tensor t may be attached at (into cand);
- * their count. */
-int sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand);
+ * their count.  rewrite: for a layout rewrite (built once). */
+int sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite,
+                          int *cand);
 /* Pack genes of a fresh genome (after its loc genes are drawn). */
 void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
                     struct sk_genome *g);
 /* Changes one pack stage's mode; -1 when there is none or nothing changed. */
 int sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
                    struct sk_genome *g);
+
+/* ---- search_parallel.c ---- */
+/* 0 when s runs on several cores and the store of lt that runs most often
+ * has spatial points to split but no parallel loop of at least as many
+ * iterations as cores around it (the whole kernel on one thread: the
+ * tile sizes left every parallel loop of extent 1, or no loop was made
+ * parallel); 1 otherwise. */
+int sk_parallel_ok(const struct kt_search *s, const struct kt_looptree *lt);
 
 /* ---- search_evo.c ---- */
 struct sk_cache_ent {

@@ -73,9 +73,11 @@ iter_indexes(const struct kt_sstage *cs, int j, int t)
 /* Where the pack of tensor t may be attached: loops of its consumer but
  * the innermost tile level of each axis, where the packed tile is reused
  * by an inner loop that does not index it and is built at most 4 times
- * over (loops outside that do not index t repeat the same copy). */
+ * over (loops outside that do not index t repeat the same copy).  A
+ * layout rewrite (rewrite != 0) builds every tile once, before the
+ * kernel, so no repeat bound applies to it. */
 int
-sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand)
+sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand)
 {
     int j, k, n = 0;
 
@@ -92,7 +94,7 @@ sk_pack_attach_points(const struct kt_sstage *cs, int t, int *cand)
                 else
                     reuse *= cs->iters[k].extent;
             }
-        if (repeat <= 4 && reuse >= 2)
+        if ((repeat <= 4 || rewrite) && reuse >= 2)
             cand[n++] = j;
     }
     return n;

@@ -1,0 +1,219 @@
+/* codegen_regs.c - the register bookkeeping of scalar replacement inside
+ * micro-kernels (docs/schedule.md, Generated C): pass 1 notes every access
+ * (kt__cg_note_access), pass 2 reads and writes the registers it kept
+ * (kt__cg_find_reg), loaded before the micro-kernel's loop nest and
+ * stored after it. */
+#include "ir/codegen_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int
+aff_equal(const struct kt_affine *a, const struct kt_affine *b)
+{
+    int i;
+
+    if (a->c != b->c || a->n != b->n)
+        return 0;
+    for (i = 0; i < a->n; i++)
+        if (kt_aff_coef(b, a->var[i]) != a->k[i])
+            return 0;
+    return 1;
+}
+
+static int
+aff_uses_inner(const struct cg *g, const struct kt_affine *a)
+{
+    int i;
+
+    for (i = 0; i < a->n; i++)
+        if (g->inner[a->var[i]])
+            return 1;
+    return 0;
+}
+
+/* ---- registers (scalar replacement) ------------------------------------ */
+
+/* The register holding the w lanes at addr + stride * lane (stride 0 and
+ * width 1 for a scalar), or -1. */
+int
+kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
+                int64_t stride, int width)
+{
+    int i;
+
+    for (i = 0; i < g->nregs; i++)
+        if (g->regs[i].buf == buf && g->regs[i].width == width &&
+            g->regs[i].stride == stride && aff_equal(&g->regs[i].addr, addr))
+            return i;
+    return -1;
+}
+
+/* Whether the w1 elements at stride s1 from 0 and the w2 at stride s2
+ * from d share one (lanes are at most 16: a direct check). */
+static int
+lanes_overlap(int64_t d, int w1, int64_t s1, int w2, int64_t s2)
+{
+    int l1, l2;
+
+    for (l1 = 0; l1 < w1; l1++)
+        for (l2 = 0; l2 < w2; l2++)
+            if (s1 * l1 == d + s2 * l2)
+                return 1;
+    return 0;
+}
+
+/* Pass 1 sees an access: buffers touched at addresses that vary across the
+ * kernel loop, strided, guarded or overlapping are not promoted. */
+static void
+note_lanes(struct reg *r, int lane_red, enum kt_reduce op)
+{
+    if (lane_red == 0 ||
+        (r->lanes != 0 && (r->lanes != lane_red || r->op != op)))
+        r->mixed = 1;
+    r->lanes = lane_red;
+    r->op = op;
+    r->nred++;
+}
+
+/* lane_red: w when the access is a reduction (op) of a w-lane vector
+ * into this one element, else 0. */
+void
+kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
+                   int64_t lane_coef, int width, int guarded, int is_store,
+                   int lane_red, enum kt_reduce op)
+{
+    int i, w = lane_coef == 0 ? 1 : width;
+
+    if (is_store)
+        g->stored[buf] = 1;
+    if (!g->promote_ok[buf])
+        return;
+    /* A strided access (lane_coef other than 0 and 1) is held too: the
+     * register is gathered before the nest and scattered after it, e.g.
+     * an accumulator tile vectorized along output channels. */
+    if (guarded || aff_uses_inner(g, addr)) {
+        g->promote_ok[buf] = 0;
+        return;
+    }
+    for (i = 0; i < g->nregs; i++) {
+        const struct reg *r = &g->regs[i];
+        struct kt_affine diff = *addr;
+        int64_t d;
+        if (r->buf != buf)
+            continue;
+        kt_aff_add(&diff, &r->addr, -1);
+        if (diff.n != 0) {
+            g->promote_ok[buf] = 0; /* cannot prove they do not overlap */
+            return;
+        }
+        d = diff.c;
+        if (d == 0 && r->width == w && r->stride == lane_coef) {
+            note_lanes(&g->regs[i], lane_red, op);
+            return; /* already known */
+        }
+        if (lanes_overlap(d, r->width, r->stride, w, lane_coef)) {
+            g->promote_ok[buf] = 0;
+            return;
+        }
+    }
+    if (g->nregs == KT_CG_MAX_REGS) {
+        g->promote_ok[buf] = 0;
+        return;
+    }
+    g->regs[g->nregs].buf = buf;
+    g->regs[g->nregs].addr = *addr;
+    g->regs[g->nregs].width = w;
+    g->regs[g->nregs].stride = lane_coef;
+    g->regs[g->nregs].lanes = lane_red;
+    g->regs[g->nregs].mixed = lane_red == 0;
+    g->regs[g->nregs].op = op;
+    g->regs[g->nregs].acc = 0;
+    g->regs[g->nregs].nred = 1;
+    g->nregs++;
+}
+
+static void
+load_reg(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    int k;
+
+    if (r->acc > 0 && r->op == KT_SUM) {
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
+        kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, addr);
+        for (k = 1; k < r->split; k++)
+            kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k,
+                        r->acc);
+    } else if (r->acc > 0) {
+        /* max and min are idempotent: every accumulator starts at it */
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i, r->acc,
+                    name, addr);
+        for (k = 1; k < r->split; k++)
+            kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
+    } else if (r->width > 1 && r->stride != 1) {
+        kt__cg_line(g, "kt_v%d r%d;", r->width, i);
+        kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
+        kt__cg_line(g, "    r%d[l_] = t_%s[%s + %lld*l_];", i, name, addr,
+                    (long long)r->stride);
+    } else if (r->width > 1) {
+        kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
+                    r->width, name, addr);
+    } else {
+        kt__cg_line(g, "float r%d = t_%s[%s];", i, name, addr);
+    }
+}
+
+static void
+store_reg(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    const char *op = kt__cg_combine_op(r->op);
+    int k;
+
+    if (r->acc > 0) {
+        for (k = 1; k < r->split; k++) {
+            if (r->op == KT_SUM)
+                kt__cg_line(g, "r%d += r%d_%d;", i, i, k);
+            else
+                kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc, i,
+                            i, k);
+        }
+        kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
+                    r->op == KT_SUM ? "sum" : op, r->acc, i);
+    } else if (r->width > 1 && r->stride != 1) {
+        kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
+        kt__cg_line(g, "    t_%s[%s + %lld*l_] = r%d[l_];", name, addr,
+                    (long long)r->stride, i);
+    } else if (r->width > 1) {
+        kt__cg_line(g, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
+    } else {
+        kt__cg_line(g, "t_%s[%s] = r%d;", name, addr, i);
+    }
+}
+
+static void
+each_reg(struct cg *g, void (*fn)(struct cg *, int, const char *, const char *))
+{
+    int i;
+
+    for (i = 0; i < g->nregs; i++) {
+        struct kt_buf a;
+        kt_buf_init(&a);
+        kt__cg_put_aff(g, &a, &g->regs[i].addr);
+        fn(g, i, g->lt->bufs[g->regs[i].buf].name, a.p);
+        kt_buf_free(&a);
+    }
+}
+
+void
+kt__cg_load_regs(struct cg *g)
+{
+    each_reg(g, load_reg);
+}
+
+void
+kt__cg_store_regs(struct cg *g)
+{
+    each_reg(g, store_reg);
+}

@@ -1,0 +1,286 @@
+/* search_build.c - the builder that turns a genome into a schedule state:
+ * the sketch's base state, then per stage (last to first) its tiling,
+ * fuse for parallel or compute_at, pack modes, and the annotations
+ * (docs/search.md, Candidates are genomes). */
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+/* ---- genome -> state --------------------------------------------------- */
+
+#define APPLY(st, ...)                                                         \
+    do {                                                                       \
+        struct kt_step st_ = __VA_ARGS__;                                      \
+        if (kt_state_apply((st), &st_, err, errlen) != KT_OK)                  \
+            goto fail;                                                         \
+    } while (0)
+
+static int
+find_iter(const struct kt_sstage *ss, int axis, int part)
+{
+    int j;
+
+    for (j = 0; j < ss->niters; j++)
+        if (ss->iters[j].nparts == 1 && ss->iters[j].parts[0].axis == axis &&
+            ss->iters[j].parts[0].part == part)
+            return j;
+    return -1;
+}
+
+static int
+count_kind(const char *structure, char k)
+{
+    int n = 0;
+
+    for (; *structure; structure++)
+        n += *structure == k;
+    return n;
+}
+
+/* The axes in the order of one tile level: the stage's order, but at the
+ * last spatial level vec_axis (>= 0) goes last. */
+static int
+level_axis(const struct kt_sstage *ss, int k, int last_spatial, int vec_axis)
+{
+    if (!last_spatial || vec_axis < 0 || k >= ss->nspatial)
+        return k;
+    if (k == ss->nspatial - 1)
+        return vec_axis;
+    return k >= vec_axis ? k + 1 : k;
+}
+
+static int
+tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
+         const char *structure, int vec_axis, char *err, size_t errlen)
+{
+    struct kt_step re;
+    int nS = count_kind(structure, 'S'), nR = count_kind(structure, 'R');
+    int a, k, l, ls = 0, lr = 0, naxes = st->stages[i].naxes;
+    const char *c;
+
+    for (a = naxes - 1; a >= 0; a--) {
+        const struct kt_sstage *ss = &st->stages[i];
+        int np = ss->axes[a].reduce ? nR : nS;
+        struct kt_step sp;
+        if (ss->axes[a].extent <= 1)
+            continue;
+        memset(&sp, 0, sizeof(sp));
+        sp.kind = KT_STEP_SPLIT;
+        sp.stage = i;
+        sp.iter = a;
+        sp.n = np - 1;
+        for (l = 1; l < np; l++)
+            sp.v[l - 1] = tiles[a][l];
+        if (kt_state_apply(st, &sp, err, errlen) != KT_OK)
+            return -1;
+    }
+    memset(&re, 0, sizeof(re));
+    re.kind = KT_STEP_REORDER;
+    re.stage = i;
+    for (c = structure; *c; c++) {
+        int red = *c == 'R', lev = red ? lr++ : ls++;
+        for (k = 0; k < naxes; k++) {
+            const struct kt_sstage *ss = &st->stages[i];
+            int j;
+            a = level_axis(ss, k, !red && lev == nS - 1, vec_axis);
+            if (ss->axes[a].reduce != red)
+                continue;
+            if (ss->axes[a].extent <= 1 && lev != 0)
+                continue;
+            j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : lev);
+            if (j < 0)
+                return kt_seterr(err, errlen, KT_ESCHEDULE,
+                                 "tile: no part %d "
+                                 "of axis %d",
+                                 lev, a);
+            re.v[re.n++] = j;
+        }
+    }
+    return kt_state_apply(st, &re, err, errlen) == KT_OK ? 0 : -1;
+}
+
+/* Splits consumer i like its fused producer's spatial tiles down to level
+ * 'level'; returns the index of the last iterator of level - 1. */
+static int
+tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
+            int level, char *err, size_t errlen)
+{
+    struct kt_step re;
+    int a, l, nsp = st->stages[i].nspatial, ap = -1;
+
+    for (a = nsp - 1; a >= 0; a--) {
+        struct kt_step sp;
+        int64_t rest = 1;
+        if (st->stages[i].axes[a].extent <= 1)
+            continue;
+        memset(&sp, 0, sizeof(sp));
+        sp.kind = KT_STEP_SPLIT;
+        sp.stage = i;
+        sp.iter = a;
+        sp.n = level;
+        for (l = 1; l < level; l++)
+            sp.v[l - 1] = tiles[a][l];
+        for (l = level; l < nS; l++)
+            rest *= tiles[a][l];
+        sp.v[level - 1] = rest;
+        if (kt_state_apply(st, &sp, err, errlen) != KT_OK)
+            return -1;
+    }
+    memset(&re, 0, sizeof(re));
+    re.kind = KT_STEP_REORDER;
+    re.stage = i;
+    for (l = 0; l <= level; l++) {
+        for (a = 0; a < nsp; a++) {
+            const struct kt_sstage *ss = &st->stages[i];
+            int j;
+            if (ss->axes[a].extent <= 1 && l != 0)
+                continue;
+            j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : l);
+            if (j < 0)
+                return kt_seterr(err, errlen, KT_ESCHEDULE,
+                                 "follow: no part "
+                                 "%d of axis %d",
+                                 l, a);
+            re.v[re.n++] = j;
+        }
+        if (l == level - 1)
+            ap = re.n - 1;
+    }
+    if (kt_state_apply(st, &re, err, errlen) != KT_OK)
+        return -1;
+    return ap;
+}
+
+/* A stage that is not tiled and ends in a reduction loop (a row sum or
+ * max: softmax, reduce_mean, layer norm) reduces into one element per
+ * loop: vectorized, it keeps lane accumulators and reduces across lanes
+ * once (docs/search.md); a loop of no whole 4-lane vectors stays
+ * scalar. */
+static int
+lane_reduction(const struct sk_plan *p, const struct kt_iter *it)
+{
+    return p->role != SK_MLT && it->reduce && it->extent % 4 == 0;
+}
+
+struct kt_state *
+sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
+         size_t errlen)
+{
+    const struct sk_sketch *k = &s->sk[g->sketch];
+    struct kt_state *st = kt_state_clone(k->base);
+    int ap[KT_MAX_STAGES], par_on[KT_MAX_STAGES] = {0};
+    int i, j, n = st->nstages;
+
+    for (i = n - 1; i >= 0; i--) {
+        const struct sk_plan *p = &k->plan[i];
+        int tgt = -1, titer = -1, m, kf, ap_pre = -1, ap_cand[KT_MAX_ITERS];
+        ap[i] = -1;
+        if (st->stages[i].inlined)
+            continue;
+        if (st->stages[i].cache_read &&
+            (g->pack[i] == 0 || !p->may_move ||
+             sk_pack_attach_points(&st->stages[p->consumer], st->stages[i].out,
+                                   g->pack[i] == 2, ap_cand) == 0)) {
+            APPLY(st, {KT_STEP_COMPUTE_INLINE, i, 0, 0, {0}});
+            continue;
+        }
+        if (p->role == SK_MLT && p->partner >= 0) {
+            tgt = p->partner;
+            titer = ap[tgt];
+        } else if (p->role == SK_PLAIN && p->may_move && g->loc[i] > 0) {
+            const struct kt_sstage *cs = &st->stages[p->consumer];
+            int cand[KT_MAX_ITERS], nc = 0;
+            if (st->stages[i].cache_read)
+                nc = sk_pack_attach_points(cs, st->stages[i].out,
+                                           g->pack[i] == 2, cand);
+            else
+                for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
+                    if (cs->iters[j].extent > 1)
+                        cand[nc++] = j;
+            if (nc > 0) {
+                tgt = p->consumer;
+                titer = cand[(g->loc[i] - 1) % nc];
+            }
+        }
+        if (p->role == SK_MLT &&
+            tile_mlt(st, i, g->tiles[p->slot], sk_structures[p->structure],
+                     p->vec_axis1 - 1, err, errlen) != 0)
+            goto fail;
+        if (p->role == SK_FOLLOW) {
+            const struct sk_plan *pp = &k->plan[p->partner];
+            ap_pre = tile_follow(st, i, g->tiles[pp->slot],
+                                 count_kind(sk_structures[pp->structure], 'S'),
+                                 p->level, err, errlen);
+            if (ap_pre < 0)
+                goto fail;
+        }
+        if (tgt < 0) {
+            const struct kt_sstage *ss = &st->stages[i];
+            for (m = 0; m < ss->niters && ss->iters[m].reduce == 0; m++)
+                ;
+            if (p->role == SK_FOLLOW && m > ap_pre + 1)
+                m = ap_pre + 1;
+            if (g->par[i] == 255) { /* InitParallel: 16 x cores */
+                int64_t deg = 1;
+                for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++)
+                    deg *= ss->iters[kf].extent;
+            } else {
+                kf = g->par[i] < m ? g->par[i] : m;
+            }
+            if (kf >= 2)
+                APPLY(st, {KT_STEP_FUSE, i, 0, kf, {0}});
+            par_on[i] = kf >= 1;
+            ap[i] = ap_pre >= 0 && kf >= 1 ? ap_pre - (kf - 1) : ap_pre;
+        } else {
+            ap[i] = ap_pre;
+            if (titer < 0) {
+                kt_seterr(err, errlen, KT_ESCHEDULE, "no attach point");
+                goto fail;
+            }
+            APPLY(st, {KT_STEP_COMPUTE_AT, i, 0, 2, {tgt, titer}});
+        }
+        if (st->stages[i].cache_read && g->pack[i] == 2)
+            APPLY(st, {KT_STEP_LAYOUT_REWRITE, i, 0, 0, {0}});
+    }
+    for (i = 0; i < n; i++) {
+        const struct sk_plan *p = &k->plan[i];
+        const struct kt_sstage *ss = &st->stages[i];
+        int last = ss->niters - 1;
+        if (ss->inlined)
+            continue;
+        if (par_on[i])
+            APPLY(st, {KT_STEP_ANNOTATE, i, 0, 0, {KT_ANN_PARALLEL}});
+        if (g->vec[i] && last >= 0 &&
+            (ss->iters[last].reduce == 0 ||
+             (p->role == SK_MLT && p->structure == SK_STRUCT_RF) ||
+             lane_reduction(p, &ss->iters[last])) &&
+            ss->iters[last].extent > 1 && ss->iters[last].ann == KT_ANN_NONE)
+            APPLY(st, {KT_STEP_ANNOTATE, i, last, 0, {KT_ANN_VECTORIZE}});
+        /* rfactor: the spatial register tile is always unrolled, so the
+         * lane accumulators of all its elements live in registers */
+        if (p->role == SK_MLT &&
+            (g->unroll_inner[i] || p->structure == SK_STRUCT_RF)) {
+            /* the innermost spatial level, but its last iterator */
+            for (j = last - 1;
+                 j >= 0 && ss->iters[j].reduce == 0 && ss->iters[j].nparts == 1;
+                 j--) {
+                const struct kt_iter *it = &ss->iters[j];
+                int ax = it->parts[0].axis;
+                if (it->parts[0].part != ss->nparts[ax] - 1)
+                    break;
+                if (it->extent > 1 && it->ann == KT_ANN_NONE)
+                    APPLY(st, {KT_STEP_ANNOTATE, i, j, 0, {KT_ANN_UNROLL}});
+            }
+        }
+        if (p->has_reduce && sk_unroll_values[g->unroll[i] & 3] > 0)
+            APPLY(st, {KT_STEP_PRAGMA,
+                       i,
+                       0,
+                       0,
+                       {sk_unroll_values[g->unroll[i] & 3]}});
+    }
+    return st;
+fail:
+    kt_state_free(st);
+    return NULL;
+}
