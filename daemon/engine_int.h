@@ -56,7 +56,7 @@ struct kt_round {
      * for a re-timing or for the database ('owned'). */
     struct kt_trial *trials;
     int nres;
-    struct kt_kv *kvs; /* each trial's, plus one free slot (timed_also) */
+    struct kt_kv *kvs; /* each trial's, plus two free slots (engine_confirm.c) */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
     int confirming;           /* the trial being timed again */
     double *costs;            /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
