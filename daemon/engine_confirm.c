@@ -9,10 +9,11 @@
  *
  * Load on the worker's machine (docs/measure.md, "Timing on a shared
  * machine") must neither bury nor crown a candidate: a result the worker
- * marked contended=1 whose CPU-time estimate (cost x occupancy) would
- * beat the best is timed once more at the end of the round and keeps the
- * faster timing (load only adds time); a confirmation that comes back
- * contended and slower is tried once more before the slower one stands. */
+ * marked contended=1 whose cost at its CPU time (cpu_cost) would beat the
+ * best is timed once more at the end of the round and keeps the faster
+ * timing (load only adds time); a confirmation that comes back contended
+ * and slower is tried once more before the slower one stands; and the
+ * search and the cost model learn a contended result's cpu_cost. */
 #include "daemon/engine_int.h"
 
 #include <stdio.h>
@@ -93,9 +94,21 @@ next_to_confirm(struct kt_job *job, const struct kt_round *r)
     return pick;
 }
 
-/* The contended trial, not yet timed again, whose cost x occupancy (what
- * it would cost with its CPUs to itself) is lowest and beats the best; -1
- * when there is none or the round's share of re-timings is used. */
+double
+kt__trial_learning_cost(const struct kt_trial *t)
+{
+    const char *cpu = kv_get(t, "cpu_cost");
+    double v;
+
+    if (t->err_no != 0 || cpu == NULL || !is_contended(kv_get(t, "contended")))
+        return t->cost;
+    v = atof(cpu);
+    return v > 0 && v < t->cost ? v : t->cost;
+}
+
+/* The contended trial, not yet timed again, whose cost at its CPU time
+ * (kt__trial_learning_cost) is lowest and beats the best; -1 when there
+ * is none or the round's share of re-timings is used. */
 static int
 next_to_retime(struct kt_job *job, const struct kt_round *r)
 {
@@ -108,11 +121,10 @@ next_to_retime(struct kt_job *job, const struct kt_round *r)
         return -1;
     for (i = 0; i < r->nres; i++) {
         const struct kt_trial *t = &r->trials[i];
-        const char *occ = kv_get(t, "occupancy");
         if ((r->confirmed[i] & RETIMED) || t->err_no != 0 ||
-            !is_contended(kv_get(t, "contended")) || occ == NULL)
+            !is_contended(kv_get(t, "contended")))
             continue;
-        est = t->cost * atof(occ);
+        est = kt__trial_learning_cost(t);
         if (est < bar && (pick < 0 || est < pick_est)) {
             pick = i;
             pick_est = est;
@@ -210,6 +222,7 @@ fold_retimed(struct kt_trial *t, const struct kt_measure_result *res)
 {
     const char *other = res->worker ? res->worker : "?";
     const char *occ = res_kv(res, "occupancy");
+    const char *cpu = res_kv(res, "cpu_cost");
     char note[160];
 
     if (res->err_no != 0) {
@@ -226,6 +239,8 @@ fold_retimed(struct kt_trial *t, const struct kt_measure_result *res)
                    is_contended(res_kv(res, "contended")) ? "1" : "0");
         if (occ != NULL)
             replace_kv(t, "occupancy", occ);
+        if (cpu != NULL)
+            replace_kv(t, "cpu_cost", cpu);
     } else {
         snprintf(note, sizeof(note), "%.9g s on %s", res->cost, other);
     }

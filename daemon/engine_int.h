@@ -205,6 +205,9 @@ void kt__job_round_abandon(struct kt_job *job, struct kt_round *r, int n);
  * task's best; 1 while a re-timing is out (the round is committed when the
  * last one returns), 0 when nothing is left to time (engine_confirm.c). */
 int kt__job_confirm_next(struct kt_job *job, struct kt_round *r);
+/* The cost the search and the cost model learn from trial t: its cpu_cost
+ * when the worker marked it contended (docs/measure.md), else its cost. */
+double kt__trial_learning_cost(const struct kt_trial *t);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);

@@ -156,9 +156,10 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 ts->best_config = kt_xstrdup(c->config);
             }
         }
-        queue_feedback(ts, c, cost);
+        queue_feedback(ts, c, kt__trial_learning_cost(res));
         if (c->rows != NULL) {
-            kt__job_add_record(job, c->rows, c->nrows, r->task, cost);
+            kt__job_add_record(job, c->rows, c->nrows, r->task,
+                               kt__trial_learning_cost(res));
             c->rows = NULL; /* the record owns them now */
         }
     }

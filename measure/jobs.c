@@ -260,7 +260,8 @@ result_key_cap(const char *k)
                                         "occupancies",
                                         "retimed",
                                         "contended",
-                                        "kernel_threads"};
+                                        "kernel_threads",
+                                        "cpu_cost"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)

@@ -445,7 +445,6 @@ set_budget(const struct kt_run_req *r, struct timing *tm, double t_all)
     for (i = 0; i < tm->n; i++)
         spent += tm->s[i].wall;
     end = kt_now() + 1.5 * spent;
-
     tm->max_retime = r->retime >= 0 ? r->retime : r->repeat;
     if (r->timeout_ms > 0 && t_all + r->timeout_ms / 2000.0 < end)
         end = t_all + r->timeout_ms / 2000.0;
@@ -453,10 +452,11 @@ set_budget(const struct kt_run_req *r, struct timing *tm, double t_all)
 }
 
 static void
-report(const struct kt_run_req *r, const struct loaded *k,
-       const struct timing *tm, struct kt_msg *out, double t_all, double t_time)
+report(const struct loaded *k, const struct timing *tm, struct kt_msg *out,
+       double t_all, double t_time)
 {
-    double costs[KT_RUN_MAX_REPEAT], cost, cv, occ = INFINITY;
+    double costs[KT_RUN_MAX_REPEAT], cpu[KT_RUN_MAX_REPEAT], cost, cv, cpu_cost,
+        cpu_cv, occ = INFINITY;
     struct kt_buf cl, ol;
     int i;
 
@@ -464,11 +464,13 @@ report(const struct kt_run_req *r, const struct loaded *k,
     kt_buf_init(&ol);
     for (i = 0; i < tm->n; i++) {
         costs[i] = tm->s[i].cost;
+        cpu[i] = tm->s[i].cost * (tm->s[i].occ < 1 ? tm->s[i].occ : 1);
         occ = tm->s[i].occ < occ ? tm->s[i].occ : occ;
         kt_buf_printf(&cl, "%s%.9g", i ? "," : "", costs[i]);
         kt_buf_printf(&ol, "%s%.2f", i ? "," : "", tm->s[i].occ);
     }
     kt_run_summarize(costs, tm->n, &cost, &cv);
+    kt_run_summarize(cpu, tm->n, &cpu_cost, &cpu_cv);
     kt_msg_set(out, "err_no", "0");
     kt_msg_set(out, "costs", cl.p);
     kt_msg_setf(out, "cost", "%.9g", cost);
@@ -476,6 +478,7 @@ report(const struct kt_run_req *r, const struct loaded *k,
     kt_msg_setf(out, "number", "%lld", tm->number);
     kt_msg_setf(out, "check_s", "%.6f", k->check_s);
     kt_msg_setf(out, "occupancy", "%.3f", tm->n > 0 ? occ : 0);
+    kt_msg_setf(out, "cpu_cost", "%.9g", cpu_cost);
     kt_msg_set(out, "occupancies", ol.p);
     kt_msg_setf(out, "kernel_threads", "%d", tm->threads);
     kt_msg_setf(out, "retimed", "%d", tm->retimed);
@@ -483,7 +486,6 @@ report(const struct kt_run_req *r, const struct loaded *k,
         kt_msg_set(out, "contended", "1");
     kt_msg_setf(out, "time_s", "%.6f", kt_now() - t_time);
     kt_msg_setf(out, "run_s", "%.6f", kt_now() - t_all);
-    (void)r;
     kt_buf_free(&cl);
     kt_buf_free(&ol);
 }
@@ -498,7 +500,7 @@ static void
 run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
          double t_all)
 {
-    static struct timing tm;
+    struct timing tm;
     double t_time = kt_now();
     int want = r->repeat < KT_RUN_MAX_REPEAT ? r->repeat : KT_RUN_MAX_REPEAT;
     int i;
@@ -521,7 +523,7 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
         tm.s[0].occ < KT_OCCUPANCY_MIN)
         (void)retime(r, k, &tm, 0);
     if (tm.n > 0 && hopeless(r, tm.s[0].cost, out)) {
-        report(r, k, &tm, out, t_all, t_time);
+        report(k, &tm, out, t_all, t_time);
         return;
     }
     while (tm.n < want) {
@@ -532,7 +534,7 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
     while ((i = worst_disturbed(&tm)) >= 0)
         if (!retime(r, k, &tm, i))
             break;
-    report(r, k, &tm, out, t_all, t_time);
+    report(k, &tm, out, t_all, t_time);
 }
 
 void

@@ -79,14 +79,15 @@ fake_deliver(uv_timer_t *t)
             r->cost = 1e-9;
         } else if (f->contended && !f->retiming && i == 1 && n > 1 &&
                    f->preset[i] == 0) {
-            /* ten times slower, a tenth of its CPU: load, not the kernel */
-            static const char *const keys[] = {"occupancy", "contended"},
-                                     *const vals[] = {"0.1", "1"};
+            /* 20 times slower, a 20th of its CPU: load, not the kernel */
+            static const char *const keys[] = {"occupancy", "contended",
+                                               "cpu_cost"},
+                                     *const vals[] = {"0.05", "1", "5e-05"};
             r->ncosts = 3;
             for (k = 0; k < 3; k++)
                 r->costs[k] = 1e-3;
             r->cost = 1e-3;
-            r->nkvs = 2;
+            r->nkvs = 3;
             r->kv_keys = keys;
             r->kv_vals = vals;
         } else if (f->preset[i] != 0) {
@@ -866,8 +867,8 @@ test_engine_new_best_is_timed_again(void **state)
     run_close(&r);
 }
 
-/* A result the worker marked contended (a load spike) whose CPU-time
- * estimate would beat the best is timed once more and keeps the faster
+/* A result the worker marked contended (a load spike) whose cost at its
+ * CPU time would beat the best is timed once more and keeps the faster
  * timing; it is neither buried by the spike nor made best unconfirmed. */
 static void
 test_engine_contended_result_is_timed_again(void **state)

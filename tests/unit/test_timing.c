@@ -75,6 +75,7 @@ on_result(void *arg, const struct kt_measure_result *res, int n)
     copy_kv(res, "retimed", o->retimed, sizeof(o->retimed));
     copy_kv(res, "contended", o->contended, sizeof(o->contended));
     copy_kv(res, "kernel_threads", o->threads, sizeof(o->threads));
+    copy_kv(res, "cpu_cost", o->cpu_cost, sizeof(o->cpu_cost));
 }
 
 /* Builds and times the kernel on one local worker (started now, so it
@@ -139,6 +140,8 @@ check_notes_and_cost(const struct outcome *o)
     assert_true(o->occupancies[0] != '\0');
     assert_true(o->retimed[0] != '\0');
     assert_string_equal(o->threads, "1");
+    /* the cost at the repeats' CPU time: never above the cost */
+    assert_true(atof(o->cpu_cost) > 0 && atof(o->cpu_cost) <= o->cost);
     assert_in_range(atoi(o->retimed), 0, 3);
     assert_true(strcmp(o->contended, "") == 0 ||
                 strcmp(o->contended, "1") == 0);
