@@ -44,7 +44,7 @@ struct outcome {
     int done, err_no, ncosts;
     double cost, costs[KT_MEASURE_MAX_REPEAT];
     char err_text[256], occupancy[32], retimed[32], contended[8], threads[32],
-        occupancies[160];
+        occupancies[160], cpu_cost[32];
 };
 
 static void
