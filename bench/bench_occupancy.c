@@ -57,7 +57,8 @@ run(const char *label, const char *so, int threads, int fifo)
         struct kt_run_req r;
         struct kt_msg m;
         struct sched_param sp = {1};
-        static const char *const keys[] = {"cost", "occupancy", "occupancies",
+        static const char *const keys[] = {"cost",           "cpu_cost",
+                                           "occupancy",      "occupancies",
                                            "kernel_threads", "err_text"};
         size_t i;
 

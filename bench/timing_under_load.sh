@@ -7,9 +7,9 @@
 # the quiet machine in one bench/suite_time process (ratios in one run).
 #
 #   sh bench/timing_under_load.sh [--old /work/main/build] [--new build]
-#       [--trials 64] [--on 3] [--off 2] [--keep] CONFIG
+#       [--trials 64] [--on 3] [--off 2] [--new-first] [--keep] CONFIG
 set -u
-OLD=/work/main/build NEW=build TRIALS=64 ON=3 OFF=2 KEEP=0
+OLD=/work/main/build NEW=build TRIALS=64 ON=3 OFF=2 KEEP=0 ORDER="old new"
 while [ $# -gt 1 ]; do
     case $1 in
     --old) OLD=$2; shift 2 ;;
@@ -18,6 +18,7 @@ while [ $# -gt 1 ]; do
     --on) ON=$2; shift 2 ;;
     --off) OFF=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --new-first) ORDER="new old"; shift ;;
     *) echo "timing_under_load.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -47,7 +48,7 @@ hog() {
 
 echo "== timing under load: $CONFIG, $TRIALS trials, hog on CPU 1 ${ON}s on / ${OFF}s off"
 echo "$(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs"
-for side in old new; do
+for side in $ORDER; do
     if [ $side = old ]; then BIN=$OLD; else BIN=$NEW; fi
     ( hog ) &
     HOG=$!
