@@ -161,6 +161,18 @@ reject(struct kt_job *job, struct kt_trial *t, const char *why)
     job->unconfirmed++;
 }
 
+/* Trial t takes the costs and the worker of the re-timing res. */
+static void
+take_timing(struct kt_trial *t, const struct kt_measure_result *res)
+{
+    free((char *)t->worker);
+    t->worker = kt_xstrdup(res->worker ? res->worker : "?");
+    t->cost = res->cost;
+    t->ncosts = res->ncosts;
+    memcpy((double *)t->costs, res->costs,
+           sizeof(double) * (size_t)res->ncosts);
+}
+
 /* Folds the re-timing res into trial t: the slower timing stands. */
 static void
 fold(struct kt_job *job, struct kt_trial *t,
@@ -187,12 +199,7 @@ fold(struct kt_job *job, struct kt_trial *t,
                   t->worker, res->cost, other);
     if (res->cost > first) {
         snprintf(also, sizeof(also), "%.9g s on %s", first, t->worker);
-        free((char *)t->worker);
-        t->worker = kt_xstrdup(other);
-        t->cost = res->cost;
-        t->ncosts = res->ncosts;
-        memcpy((double *)t->costs, res->costs,
-               sizeof(double) * (size_t)res->ncosts);
+        take_timing(t, res);
     } else {
         snprintf(also, sizeof(also), "%.9g s on %s", res->cost, other);
     }
@@ -229,12 +236,7 @@ fold_retimed(struct kt_trial *t, const struct kt_measure_result *res)
         snprintf(note, sizeof(note), "err_no %d on %s", res->err_no, other);
     } else if (res->cost < t->cost) {
         snprintf(note, sizeof(note), "%.9g s on %s", t->cost, t->worker);
-        free((char *)t->worker);
-        t->worker = kt_xstrdup(other);
-        t->cost = res->cost;
-        t->ncosts = res->ncosts;
-        memcpy((double *)t->costs, res->costs,
-               sizeof(double) * (size_t)res->ncosts);
+        take_timing(t, res);
         replace_kv(t, "contended",
                    is_contended(res_kv(res, "contended")) ? "1" : "0");
         if (occ != NULL)

@@ -78,10 +78,10 @@ on_result(void *arg, const struct kt_measure_result *res, int n)
     copy_kv(res, "cpu_cost", o->cpu_cost, sizeof(o->cpu_cost));
 }
 
-/* Builds and times the kernel on one local worker (started now, so it
+/* Builds and times source on one local worker (started now, so it
  * inherits this process's CPU affinity) and fills o. */
 static void
-measure_once(struct outcome *o)
+measure_once(struct outcome *o, const char *source, int min_repeat_ms)
 {
     struct kt_tracker_opts to;
     struct kt_measure_opts mo;
@@ -106,11 +106,11 @@ measure_once(struct outcome *o)
         fail_msg("%s", err);
     kt_measure_default_opts(&mo);
     mo.repeat = 3;
-    mo.min_repeat_ms = 40;
+    mo.min_repeat_ms = min_repeat_ms;
     mo.run_timeout_ms = 30000;
     mo.build_timeout_ms = 30000;
     memset(&c, 0, sizeof(c));
-    c.source = kernel;
+    c.source = source;
     c.cc = "cc -O2";
     if (kt_tracker_submit(t, "local", &c, 1, &mo, on_result, o, err,
                           sizeof(err)) < 0)
@@ -153,7 +153,7 @@ test_timing_quiet_path_notes(void **state)
     struct outcome o;
 
     (void)state;
-    measure_once(&o);
+    measure_once(&o, kernel, 40);
     check_notes_and_cost(&o);
     print_message("quiet: occupancy %s (%s), retimed %s, contended '%s'\n",
                   o.occupancy, o.occupancies, o.retimed, o.contended);
@@ -186,7 +186,7 @@ test_timing_hog_on_the_same_cpu(void **state)
         for (;;)
             spin++;
     }
-    measure_once(&o);
+    measure_once(&o, kernel, 40);
     kill(hog, SIGKILL);
     assert_int_equal(waitpid(hog, &status, 0), hog);
     assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
@@ -197,100 +197,46 @@ test_timing_hog_on_the_same_cpu(void **state)
     assert_true(atoi(o.retimed) > 0 || strcmp(o.contended, "1") == 0);
 }
 
-/* A spike that hits one repeat: the runner child (forked as the worker
- * does) times a kernel whose second call also sleeps 40 ms, so that repeat
- * is slower with a low occupancy.  When another repeat ran clean, it is
- * timed again; when the machine is so loaded that none did, the result is
- * marked contended instead. */
+/* A spike that hits one repeat: a kernel whose second call also sleeps
+ * 40 ms, timed through the worker with its checked call (call 1) as
+ * repeat 0, so repeat 1 is slower with a low occupancy.  When another
+ * repeat ran clean, it is timed again; when the machine is so loaded that
+ * none did, the result is marked contended instead. */
 static void
 test_timing_spike_is_timed_again(void **state)
 {
-    char dir[] = "/tmp/kt-test-timing.XXXXXX", src[128], so[128], cmd[512];
-    struct kt_run_req r;
-    struct kt_msg m;
-    struct kt_buf b;
-    int pfd[2], status, clean = 0;
-    double costs[3], occ[3];
-    char buf[4096], err[128];
-    size_t used;
-    ssize_t n;
-    pid_t p;
-    FILE *f;
+    static const char
+        *spike = "#include <time.h>\n"
+                 "const char kt_workload_hash[17] = \"timingspike00000\";\n"
+                 "const int kt_nbufs = 2;\n"
+                 "const long long kt_buf_elems[] = {32768, 32768};\n"
+                 "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+                 "const double kt_flops = 32768.0 * 400;\n"
+                 "void kt_set_threads(int n) { (void)n; }\n"
+                 "static void f(float *const *b) {\n"
+                 "  for (int i = 0; i < 32768; i++) { float s = b[0][i];\n"
+                 "    for (int r = 0; r < 400; r++) s = s * 0.999f + 0.001f;\n"
+                 "    b[1][i] = s; } }\n"
+                 "void kt_reference(float *const *b) { f(b); }\n"
+                 "void kt_kernel(float *const *b) { static int calls;\n"
+                 "  f(b);\n"
+                 "  if (++calls == 2) { struct timespec ts = {0, 40000000};\n"
+                 "    nanosleep(&ts, 0); } }\n";
+    struct outcome o;
+    double occ[3];
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    snprintf(src, sizeof(src), "%s/k.c", dir);
-    snprintf(so, sizeof(so), "%s/k.so", dir);
-    f = fopen(src, "w");
-    assert_non_null(f);
-    fputs("#include <time.h>\n"
-          "const char kt_workload_hash[17] = \"timingspike00000\";\n"
-          "const int kt_nbufs = 2;\n"
-          "const long long kt_buf_elems[] = {32768, 32768};\n"
-          "const unsigned char kt_buf_is_output[] = {0, 1};\n"
-          "const double kt_flops = 32768.0 * 400;\n"
-          "static void f(float *const *b) {\n"
-          "  for (int i = 0; i < 32768; i++) { float s = b[0][i];\n"
-          "    for (int r = 0; r < 400; r++) s = s * 0.999f + 0.001f;\n"
-          "    b[1][i] = s; } }\n"
-          "void kt_reference(float *const *b) { f(b); }\n"
-          "void kt_kernel(float *const *b) { static int calls;\n"
-          "  f(b);\n"
-          "  if (++calls == 2) { struct timespec ts = {0, 40000000};\n"
-          "    nanosleep(&ts, 0); } }\n",
-          f);
-    fclose(f);
-    snprintf(cmd, sizeof(cmd), "cc -O2 -shared -fPIC -o %s %s", so, src);
-    assert_int_equal(system(cmd), 0);
-    memset(&r, 0, sizeof(r));
-    r.so_path = so;
-    r.cache_dir = dir;
-    r.number = 1;
-    r.repeat = 3;
-    r.min_repeat_ms = 1; /* the checked call (call 1) is repeat 0 */
-    r.seed = 1;
-    r.tol = 1e-4;
-    r.timeout_ms = 60000;
-    r.retime = -1;
-    assert_int_equal(pipe(pfd), 0);
-    p = fork();
-    if (p == 0) {
-        kt_run_child(&r, &m);
-        kt_buf_init(&b);
-        kt_msg_encode(&m, &b);
-        (void)!write(pfd[1], b.p, b.len);
-        _exit(0);
-    }
-    close(pfd[1]);
-    n = read(pfd[0], buf, sizeof(buf));
-    close(pfd[0]);
-    assert_int_equal(waitpid(p, &status, 0), p);
-    assert_true(n > 0);
-    assert_int_equal(kt_wire_take((unsigned char *)buf, (size_t)n, &used, &m,
-                                  err, sizeof(err)),
-                     1);
-    assert_string_equal(kt_msg_get(&m, "err_no"), "0");
-    assert_string_equal(kt_msg_get(&m, "check_is_repeat0"), "1");
-    assert_int_equal(sscanf(kt_msg_get(&m, "costs"), "%lf,%lf,%lf", &costs[0],
-                            &costs[1], &costs[2]),
+    measure_once(&o, spike, 1);
+    print_message("spike: occupancies %s, retimed %s, contended '%s'\n",
+                  o.occupancies, o.retimed, o.contended);
+    check_notes_and_cost(&o);
+    assert_int_equal(sscanf(o.occupancies, "%lf,%lf,%lf", &occ[0], &occ[1],
+                            &occ[2]),
                      3);
-    assert_int_equal(sscanf(kt_msg_get(&m, "occupancies"), "%lf,%lf,%lf",
-                            &occ[0], &occ[1], &occ[2]),
-                     3);
-    print_message("spike: costs %s, occupancies %s, retimed %s, contended "
-                  "'%s'\n",
-                  kt_msg_get(&m, "costs"), kt_msg_get(&m, "occupancies"),
-                  kt_msg_get(&m, "retimed"),
-                  kt_msg_get(&m, "contended") ? kt_msg_get(&m, "contended")
-                                              : "");
-    clean = occ[0] >= KT_OCCUPANCY_MIN || occ[2] >= KT_OCCUPANCY_MIN;
-    if (clean) /* the slept-in repeat was seen and timed again */
-        assert_true(atoi(kt_msg_get(&m, "retimed")) >= 1);
+    if (occ[0] >= KT_OCCUPANCY_MIN || occ[2] >= KT_OCCUPANCY_MIN)
+        assert_true(atoi(o.retimed) >= 1); /* the slept-in repeat */
     else
-        assert_string_equal(kt_msg_get(&m, "contended"), "1");
-    kt_msg_free(&m);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+        assert_string_equal(o.contended, "1");
 }
 
 /* The rule itself: low occupancy alone (a kernel that waits, not load) is
