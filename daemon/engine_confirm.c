@@ -5,7 +5,15 @@
  * re-timing that fails stores the trial as UNKNOWN_ERROR with both sides
  * in its text.  So one worker's cost alone, a made-up one included, never
  * becomes the best that the scheduler, `kerntune show` and export use
- * (docs/protocol.md, trust model). */
+ * (docs/protocol.md, trust model).
+ *
+ * Load on the worker's machine (docs/measure.md, "Timing on a shared
+ * machine") must neither bury nor crown a candidate: a result the worker
+ * marked contended=1 whose cost at its CPU time (cpu_cost) would beat the
+ * best is timed once more at the end of the round and keeps the faster
+ * timing (load only adds time); a confirmation that comes back contended
+ * and slower is tried once more before the slower one stands; and the
+ * search and the cost model learn a contended result's cpu_cost. */
 #include "daemon/engine_int.h"
 
 #include <stdio.h>
@@ -14,26 +22,113 @@
 
 /* A re-timing this many times off the first is logged as suspicious. */
 #define CONFIRM_WARN_RATIO 3.0
+/* At most one contended result in this many of a round is timed again. */
+#define RETIME_SHARE 8
+
+/* r->confirmed[i], per trial */
+enum {
+    CONFIRMED = 1,     /* timed again as a would-be best */
+    RETIMED = 2,       /* contended: timed once more */
+    RETIMING = 4,      /* that re-timing is the one in flight */
+    CONFIRM_AGAIN = 8, /* its confirmation came back contended once */
+};
+
+static const char *
+kv_get(const struct kt_trial *t, const char *k)
+{
+    int i;
+
+    for (i = 0; i < t->nkvs; i++)
+        if (strcmp(t->kvs[i].k, k) == 0)
+            return t->kvs[i].v;
+    return NULL;
+}
+
+static const char *
+res_kv(const struct kt_measure_result *res, const char *k)
+{
+    int i;
+
+    for (i = 0; i < res->nkvs; i++)
+        if (strcmp(res->kv_keys[i], k) == 0)
+            return res->kv_vals[i];
+    return NULL;
+}
+
+static int
+is_contended(const char *v)
+{
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* What a cost must beat to become the task's best: the task's best and
+ * every cost of this round already confirmed. */
+static double
+best_bar(struct kt_job *job, const struct kt_round *r)
+{
+    double bar = kt_task_sched_best_cost(job->sched, r->task);
+    int i;
+
+    for (i = 0; i < r->nres; i++)
+        if ((r->confirmed[i] & CONFIRMED) && r->trials[i].err_no == 0 &&
+            r->trials[i].cost < bar)
+            bar = r->trials[i].cost;
+    return bar;
+}
 
 /* The lowest successful, unconfirmed trial that would still be the task's
- * best: below the task's best and below every cost of this round already
- * confirmed; -1 when there is none. */
+ * best; -1 when there is none. */
 static int
 next_to_confirm(struct kt_job *job, const struct kt_round *r)
 {
-    double bar = kt_task_sched_best_cost(job->sched, r->task);
+    double bar = best_bar(job, r);
     int i, pick = -1;
 
-    for (i = 0; i < r->nres; i++)
-        if (r->confirmed[i] && r->trials[i].err_no == 0 &&
-            r->trials[i].cost < bar)
-            bar = r->trials[i].cost;
     for (i = 0; i < r->nres; i++) {
         const struct kt_trial *t = &r->trials[i];
-        if (r->confirmed[i] || t->err_no != 0 || !(t->cost < bar))
+        if ((r->confirmed[i] & CONFIRMED) || t->err_no != 0 || !(t->cost < bar))
             continue;
         if (pick < 0 || t->cost < r->trials[pick].cost)
             pick = i;
+    }
+    return pick;
+}
+
+double
+kt__trial_learning_cost(const struct kt_trial *t)
+{
+    const char *cpu = kv_get(t, "cpu_cost");
+    double v;
+
+    if (t->err_no != 0 || cpu == NULL || !is_contended(kv_get(t, "contended")))
+        return t->cost;
+    v = atof(cpu);
+    return v > 0 && v < t->cost ? v : t->cost;
+}
+
+/* The contended trial, not yet timed again, whose cost at its CPU time
+ * (kt__trial_learning_cost) is lowest and beats the best; -1 when there
+ * is none or the round's share of re-timings is used. */
+static int
+next_to_retime(struct kt_job *job, const struct kt_round *r)
+{
+    double bar = best_bar(job, r), est, pick_est = 0;
+    int i, pick = -1, used = 0;
+
+    for (i = 0; i < r->nres; i++)
+        used += (r->confirmed[i] & RETIMED) != 0;
+    if (used >= (r->nres + RETIME_SHARE - 1) / RETIME_SHARE)
+        return -1;
+    for (i = 0; i < r->nres; i++) {
+        const struct kt_trial *t = &r->trials[i];
+        if ((r->confirmed[i] & RETIMED) || t->err_no != 0 ||
+            !is_contended(kv_get(t, "contended")))
+            continue;
+        est = kt__trial_learning_cost(t);
+        if (est < bar && (pick < 0 || est < pick_est)) {
+            pick = i;
+            pick_est = est;
+        }
     }
     return pick;
 }
@@ -43,7 +138,7 @@ add_kv(struct kt_trial *t, const char *k, const char *v)
 {
     struct kt_kv *kv = (struct kt_kv *)t->kvs;
 
-    /* build_trials leaves one free slot per trial for this */
+    /* build_trials leaves two free slots per trial for these notes */
     kv[t->nkvs].k = kt_xstrdup(k);
     kv[t->nkvs].v = kt_xstrdup(v);
     t->nkvs++;
@@ -64,6 +159,18 @@ reject(struct kt_job *job, struct kt_trial *t, const char *why)
     t->cost = 0;
     t->ncosts = 0;
     job->unconfirmed++;
+}
+
+/* Trial t takes the costs and the worker of the re-timing res. */
+static void
+take_timing(struct kt_trial *t, const struct kt_measure_result *res)
+{
+    free((char *)t->worker);
+    t->worker = kt_xstrdup(res->worker ? res->worker : "?");
+    t->cost = res->cost;
+    t->ncosts = res->ncosts;
+    memcpy((double *)t->costs, res->costs,
+           sizeof(double) * (size_t)res->ncosts);
 }
 
 /* Folds the re-timing res into trial t: the slower timing stands. */
@@ -92,49 +199,101 @@ fold(struct kt_job *job, struct kt_trial *t,
                   t->worker, res->cost, other);
     if (res->cost > first) {
         snprintf(also, sizeof(also), "%.9g s on %s", first, t->worker);
-        free((char *)t->worker);
-        t->worker = kt_xstrdup(other);
-        t->cost = res->cost;
-        t->ncosts = res->ncosts;
-        memcpy((double *)t->costs, res->costs,
-               sizeof(double) * (size_t)res->ncosts);
+        take_timing(t, res);
     } else {
         snprintf(also, sizeof(also), "%.9g s on %s", res->cost, other);
     }
     add_kv(t, "timed_also", also);
 }
 
+/* Replaces the value of t's note k, if t has it (the notes are owned: the
+ * round waits for its re-timings). */
+static void
+replace_kv(struct kt_trial *t, const char *k, const char *v)
+{
+    struct kt_kv *kv = (struct kt_kv *)t->kvs;
+    int i;
+
+    for (i = 0; i < t->nkvs; i++)
+        if (strcmp(kv[i].k, k) == 0) {
+            free((char *)kv[i].v);
+            kv[i].v = kt_xstrdup(v);
+        }
+}
+
+/* Folds the re-timing res of a contended trial t: the faster timing
+ * stands, with the other named in "timed_contended" and the notes of the
+ * one kept.  A failed re-timing leaves t as it was. */
+static void
+fold_retimed(struct kt_trial *t, const struct kt_measure_result *res)
+{
+    const char *other = res->worker ? res->worker : "?";
+    const char *occ = res_kv(res, "occupancy");
+    const char *cpu = res_kv(res, "cpu_cost");
+    char note[160];
+
+    if (res->err_no != 0) {
+        snprintf(note, sizeof(note), "err_no %d on %s", res->err_no, other);
+    } else if (res->cost < t->cost) {
+        snprintf(note, sizeof(note), "%.9g s on %s", t->cost, t->worker);
+        take_timing(t, res);
+        replace_kv(t, "contended",
+                   is_contended(res_kv(res, "contended")) ? "1" : "0");
+        if (occ != NULL)
+            replace_kv(t, "occupancy", occ);
+        if (cpu != NULL)
+            replace_kv(t, "cpu_cost", cpu);
+    } else {
+        snprintf(note, sizeof(note), "%.9g s on %s", res->cost, other);
+    }
+    add_kv(t, "timed_contended", note);
+}
+
 static void confirm_done(void *arg, const struct kt_measure_result *res, int n);
 
-/* Submits the next re-timing of round r; 0 when none is needed (or none
- * could be submitted: then the trial is rejected). */
-int
-kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
+static int
+submit_again(struct kt_job *job, struct kt_round *r, int i, const char *avoid,
+             char *err, size_t errlen)
 {
-    struct kt_candidate c;
     struct kt_measure_opts full_timing = job->mo;
-    char err[512], why[600];
-    int i, rc;
+    struct kt_candidate c;
 
     /* A re-timing gets every repeat: an early-stopped one would replace
      * the trial's costs with a single cost and no early_stop note. */
     full_timing.stop_above_s = 0;
+    memset(&c, 0, sizeof(c));
+    c.source = r->c[i].source;
+    c.cc = job->cc;
+    c.avoid_worker = avoid;
+    r->confirming = i;
+    if (job->e->o.submit != NULL)
+        return job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, &c,
+                                1, &full_timing, confirm_done, r, err, errlen);
+    return kt_tracker_submit(job->e->o.tracker, job->conf->target.key, &c, 1,
+                             &full_timing, confirm_done, r, err, errlen);
+}
+
+/* Submits the next re-timing of round r: contended trials first, then
+ * would-be bests; 0 when none is needed (or none could be submitted: a
+ * would-be best is then rejected). */
+int
+kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
+{
+    char err[512], why[600];
+    int i;
+
+    while ((i = next_to_retime(job, r)) >= 0) {
+        r->confirmed[i] |= RETIMED | RETIMING;
+        if (submit_again(job, r, i, NULL, err, sizeof(err)) == KT_OK)
+            return 1;
+        r->confirmed[i] &= (unsigned char)~RETIMING;
+        log_warnx("engine: job %s: contended trial not timed again: %s",
+                  job->name, err);
+    }
     while ((i = next_to_confirm(job, r)) >= 0) {
-        memset(&c, 0, sizeof(c));
-        c.source = r->c[i].source;
-        c.cc = job->cc;
-        c.avoid_worker = r->trials[i].worker;
-        r->confirmed[i] = 1;
-        r->confirming = i;
-        if (job->e->o.submit != NULL)
-            rc = job->e->o.submit(job->e->o.submit_arg, job->conf->target.key,
-                                  &c, 1, &full_timing, confirm_done, r, err,
-                                  sizeof(err));
-        else
-            rc = kt_tracker_submit(job->e->o.tracker, job->conf->target.key, &c,
-                                   1, &full_timing, confirm_done, r, err,
-                                   sizeof(err));
-        if (rc == KT_OK)
+        r->confirmed[i] |= CONFIRMED;
+        if (submit_again(job, r, i, r->trials[i].worker, err, sizeof(err)) ==
+            KT_OK)
             return 1;
         snprintf(why, sizeof(why), "re-timing not submitted: %.500s", err);
         reject(job, &r->trials[i], why);
@@ -147,15 +306,28 @@ confirm_done(void *arg, const struct kt_measure_result *res, int n)
 {
     struct kt_round *r = arg;
     struct kt_job *job = r->job;
+    int i = r->confirming;
+    struct kt_trial *t = &r->trials[i];
 
     if (job->abandoned) {
         kt__job_round_abandon(job, r, r->nres);
         return;
     }
-    if (n >= 1)
-        fold(job, &r->trials[r->confirming], &res[0]);
-    else
-        reject(job, &r->trials[r->confirming], "no re-timing result");
+    if (r->confirmed[i] & RETIMING) {
+        r->confirmed[i] &= (unsigned char)~RETIMING;
+        if (n >= 1)
+            fold_retimed(t, &res[0]);
+    } else if (n >= 1 && res[0].err_no == 0 && res[0].cost > t->cost &&
+               is_contended(res_kv(&res[0], "contended")) &&
+               !(r->confirmed[i] & CONFIRM_AGAIN)) {
+        /* load slowed the confirmation: once more before it stands */
+        r->confirmed[i] = (unsigned char)((r->confirmed[i] | CONFIRM_AGAIN) &
+                                          ~CONFIRMED);
+    } else if (n >= 1) {
+        fold(job, t, &res[0]);
+    } else {
+        reject(job, t, "no re-timing result");
+    }
     if (kt__job_confirm_next(job, r))
         return;
     kt__job_commit_round(job, r);

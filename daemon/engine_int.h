@@ -59,7 +59,7 @@ struct kt_round {
      * for a re-timing or for the database ('owned'). */
     struct kt_trial *trials;
     int nres;
-    struct kt_kv *kvs; /* each trial's, plus one free slot (timed_also) */
+    struct kt_kv *kvs; /* each trial's, plus two free slots (engine_confirm.c) */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
     int confirming;           /* the trial being timed again */
     double *costs;            /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
@@ -210,6 +210,9 @@ void kt__job_round_abandon(struct kt_job *job, struct kt_round *r, int n);
  * task's best; 1 while a re-timing is out (the round is committed when the
  * last one returns), 0 when nothing is left to time (engine_confirm.c). */
 int kt__job_confirm_next(struct kt_job *job, struct kt_round *r);
+/* The cost the search and the cost model learn from trial t: its cpu_cost
+ * when the worker marked it contended (docs/measure.md), else its cost. */
+double kt__trial_learning_cost(const struct kt_trial *t);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);

@@ -22,7 +22,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
 
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += res[i].nkvs + 2; /* + seed_of, + engine_confirm.c's note */
+        nkv += res[i].nkvs + 3; /* + seed_of, + engine_confirm.c's notes */
     r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
     r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
     r->confirmed = kt_xcalloc((size_t)(r->nres ? r->nres : 1), 1);
@@ -60,7 +60,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
             r->kvs[nkv++].v = r->c[i].seed_of;
             tr->nkvs++;
         }
-        nkv++; /* a free slot for engine_confirm.c */
+        nkv += 2; /* free slots for engine_confirm.c */
     }
 }
 
@@ -156,9 +156,10 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 ts->best_config = kt_xstrdup(c->config);
             }
         }
-        queue_feedback(ts, c, cost);
+        queue_feedback(ts, c, kt__trial_learning_cost(res));
         if (c->rows != NULL) {
-            kt__job_add_record(job, c->rows, c->nrows, r->task, cost);
+            kt__job_add_record(job, c->rows, c->nrows, r->task,
+                               kt__trial_learning_cost(res));
             c->rows = NULL; /* the record owns them now */
         }
     }

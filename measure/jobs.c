@@ -238,15 +238,30 @@ parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
 static size_t
 result_key_cap(const char *k)
 {
-    static const char *const small[] = {"build_s",    "compiler_status",
-                                        "signal",     "number",
-                                        "run_s",      "rel_err",
-                                        "ref_cached", "workload",
-                                        "flops",      "cost",
-                                        "cv",         "mem_limit",
-                                        "pack_s",     "check_s",
-                                        "time_s",     "check_is_repeat0",
-                                        "early_stop", "build_cpu_s"};
+    static const char *const small[] = {"build_s",
+                                        "compiler_status",
+                                        "signal",
+                                        "number",
+                                        "run_s",
+                                        "rel_err",
+                                        "ref_cached",
+                                        "workload",
+                                        "flops",
+                                        "cost",
+                                        "cv",
+                                        "mem_limit",
+                                        "pack_s",
+                                        "check_s",
+                                        "time_s",
+                                        "check_is_repeat0",
+                                        "early_stop",
+                                        "build_cpu_s",
+                                        "occupancy",
+                                        "occupancies",
+                                        "retimed",
+                                        "contended",
+                                        "kernel_threads",
+                                        "cpu_cost"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)

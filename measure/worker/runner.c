@@ -188,7 +188,8 @@ struct loaded {
     kernel_fn fker, fref;
     float *bufs[MAX_BUFS];
     int nbufs;
-    double check_s; /* wall time of the checked (first) call */
+    double check_s;   /* wall time of the checked (first) call */
+    double check_cpu; /* its process CPU time */
 };
 
 /* Stage 1: limits, dlopen and the ABI symbols.  Returns 0 or fails out. */
@@ -282,9 +283,11 @@ run_verify(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
             memset(k->bufs[i], 0xff,
                    (size_t)k->elems[i] * sizeof(float)); /* NaN */
     prepack(k->so, k->bufs, out);
+    k->check_cpu = kt_cpu_now();
     k->check_s = kt_now();
     k->fker(k->bufs);
     k->check_s = kt_now() - k->check_s;
+    k->check_cpu = kt_cpu_now() - k->check_cpu;
     for (i = 0; i < k->nbufs; i++) {
         double num = 0, den = 0, rel;
         long long j;
@@ -338,70 +341,215 @@ hopeless(const struct kt_run_req *r, double first, struct kt_msg *out)
     return 1;
 }
 
-/* Stage 3: TVM's WrapTimeEvaluator (the checked call is the warm-up).  A
- * checked call that alone lasts min_repeat_ms is what TVM's first repeat
- * would time (number 1, nothing to raise), so it is kept as repeat 0
- * rather than run again (docs/measure.md). */
-static void
-run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
-         double t_all)
-{
-    double costs[KT_RUN_MAX_REPEAT], t0, cost, cv;
-    long long number = first_number(r, k);
-    struct kt_buf cl;
-    double t_time = kt_now();
-    int i, rep = 0;
+/* One timed repeat of `number` calls: seconds per call, the wall time of
+ * the timed loop and its occupancy (kt_occupancy). */
+struct sample {
+    double cost, wall, occ;
+};
 
-    if (r->number <= 1 && !r->flush && r->repeat > 0 &&
-        k->check_s * 1000 >= r->min_repeat_ms && r->min_repeat_ms > 0) {
-        costs[rep++] = k->check_s;
-        kt_msg_set(out, "check_is_repeat0", "1");
-        if (hopeless(r, costs[0], out))
-            goto done;
-        if (r->cooldown_ms > 0 && rep < r->repeat)
-            sleep_ms(r->cooldown_ms);
-    }
-    for (; rep < r->repeat && rep < KT_RUN_MAX_REPEAT; rep++) {
-        double dur;
-        if (r->flush)
-            flush_cache();
-        for (;;) {
-            long long n;
-            t0 = kt_now();
-            for (n = 0; n < number; n++)
-                k->fker(k->bufs);
-            dur = kt_now() - t0;
-            if (dur * 1000 >= r->min_repeat_ms || number >= (1LL << 40))
-                break;
-            {
-                double per = dur > 0 ? dur / number : 1e-9;
-                double want = r->min_repeat_ms / 1000.0 / per + 1;
-                double grow = number * 1.618;
-                number = (long long)(want > grow ? want : grow);
-            }
-        }
-        costs[rep] = dur / number;
-        if (hopeless(r, costs[0], out)) {
-            rep++;
+/* The timing stage's state: the kept repeats and the re-timing budget. */
+struct timing {
+    struct sample s[KT_RUN_MAX_REPEAT];
+    int n;       /* kept repeats */
+    int threads; /* the kernel's threads, capped at the CPUs */
+    long long number;
+    int retimed;     /* repeats timed again because they were disturbed */
+    int max_retime;  /* at most this many */
+    double deadline; /* kt_now() after which nothing is timed again */
+};
+
+/* Timed calls (TVM's inner loop): number is raised until one repeat lasts
+ * min_repeat_ms, and only that last loop counts. */
+static struct sample
+time_repeat(const struct kt_run_req *r, struct loaded *k, long long *number,
+            int threads)
+{
+    struct sample s;
+    double t0, c0;
+
+    if (r->flush)
+        flush_cache();
+    for (;;) {
+        long long n;
+        c0 = kt_cpu_now();
+        t0 = kt_now();
+        for (n = 0; n < *number; n++)
+            k->fker(k->bufs);
+        s.wall = kt_now() - t0;
+        s.occ = kt_occupancy(kt_cpu_now() - c0, s.wall, threads);
+        if (s.wall * 1000 >= r->min_repeat_ms || *number >= (1LL << 40))
             break;
+        {
+            double per = s.wall > 0 ? s.wall / *number : 1e-9;
+            double want = r->min_repeat_ms / 1000.0 / per + 1;
+            double grow = *number * 1.618;
+            *number = (long long)(want > grow ? want : grow);
         }
-        if (r->cooldown_ms > 0 && rep + 1 < r->repeat)
-            sleep_ms(r->cooldown_ms);
     }
-done:
-    kt_run_summarize(costs, rep, &cost, &cv);
+    s.cost = s.wall / *number;
+    return s;
+}
+
+static void
+pause_between(const struct kt_run_req *r)
+{
+    if (r->cooldown_ms > 0)
+        sleep_ms(r->cooldown_ms);
+}
+
+/* 1 when some kept repeat ran undisturbed: the load comes and goes, so
+ * timing a disturbed repeat again can find a clean one.  Under load that
+ * lasts the whole run no repeat is clean and re-timing would only add
+ * time (the result is marked contended at once). */
+static int
+any_clean(const struct timing *tm)
+{
+    int i;
+
+    for (i = 0; i < tm->n; i++)
+        if (tm->s[i].occ >= KT_OCCUPANCY_MIN)
+            return 1;
+    return 0;
+}
+
+/* Index of the most disturbed kept repeat (kt_repeat_disturbed against the
+ * fastest), -1 when none is. */
+static int
+worst_disturbed(const struct timing *tm)
+{
+    double fastest = INFINITY;
+    int i, worst = -1;
+
+    for (i = 0; i < tm->n; i++)
+        fastest = tm->s[i].cost < fastest ? tm->s[i].cost : fastest;
+    for (i = 0; i < tm->n; i++)
+        if (kt_repeat_disturbed(tm->s[i].cost, tm->s[i].occ, fastest) &&
+            (worst < 0 || tm->s[i].cost > tm->s[worst].cost))
+            worst = i;
+    return worst;
+}
+
+/* Times repeat i again when the budget allows: the faster of the two is
+ * kept, since load only adds time.  Returns 0 when out of budget. */
+static int
+retime(const struct kt_run_req *r, struct loaded *k, struct timing *tm, int i)
+{
+    struct sample again;
+
+    if (tm->retimed >= tm->max_retime ||
+        kt_now() + tm->s[i].wall > tm->deadline)
+        return 0;
+    pause_between(r);
+    again = time_repeat(r, k, &tm->number, tm->threads);
+    tm->retimed++;
+    if (again.cost < tm->s[i].cost)
+        tm->s[i] = again;
+    return 1;
+}
+
+/* The re-timing budget: at most `repeat` extra repeats (`retime` in the
+ * request), and no more wall time than 1.5 x the kept repeats took, nor
+ * past half of run_timeout_ms from the child's start, so re-timing never
+ * causes a RUN_TIMEOUT. */
+static void
+set_budget(const struct kt_run_req *r, struct timing *tm, double t_all)
+{
+    double spent = 0, end;
+    int i;
+
+    for (i = 0; i < tm->n; i++)
+        spent += tm->s[i].wall;
+    end = kt_now() + 1.5 * spent;
+    tm->max_retime = r->retime >= 0 ? r->retime : r->repeat;
+    if (r->timeout_ms > 0 && t_all + r->timeout_ms / 2000.0 < end)
+        end = t_all + r->timeout_ms / 2000.0;
+    tm->deadline = end;
+}
+
+static void
+report(const struct loaded *k, const struct timing *tm, struct kt_msg *out,
+       double t_all, double t_time)
+{
+    double costs[KT_RUN_MAX_REPEAT], cpu[KT_RUN_MAX_REPEAT], cost, cv, cpu_cost,
+        cpu_cv, occ = INFINITY;
+    struct kt_buf cl, ol;
+    int i;
+
     kt_buf_init(&cl);
-    for (i = 0; i < rep; i++)
+    kt_buf_init(&ol);
+    for (i = 0; i < tm->n; i++) {
+        costs[i] = tm->s[i].cost;
+        cpu[i] = tm->s[i].cost * (tm->s[i].occ < 1 ? tm->s[i].occ : 1);
+        occ = tm->s[i].occ < occ ? tm->s[i].occ : occ;
         kt_buf_printf(&cl, "%s%.9g", i ? "," : "", costs[i]);
+        kt_buf_printf(&ol, "%s%.2f", i ? "," : "", tm->s[i].occ);
+    }
+    kt_run_summarize(costs, tm->n, &cost, &cv);
+    kt_run_summarize(cpu, tm->n, &cpu_cost, &cpu_cv);
     kt_msg_set(out, "err_no", "0");
     kt_msg_set(out, "costs", cl.p);
     kt_msg_setf(out, "cost", "%.9g", cost);
     kt_msg_setf(out, "cv", "%.6g", cv);
-    kt_msg_setf(out, "number", "%lld", number);
+    kt_msg_setf(out, "number", "%lld", tm->number);
     kt_msg_setf(out, "check_s", "%.6f", k->check_s);
+    kt_msg_setf(out, "occupancy", "%.3f", tm->n > 0 ? occ : 0);
+    kt_msg_setf(out, "cpu_cost", "%.9g", cpu_cost);
+    kt_msg_set(out, "occupancies", ol.p);
+    kt_msg_setf(out, "kernel_threads", "%d", tm->threads);
+    kt_msg_setf(out, "retimed", "%d", tm->retimed);
+    if (worst_disturbed(tm) >= 0 || (tm->n > 0 && occ < KT_OCCUPANCY_MIN))
+        kt_msg_set(out, "contended", "1");
     kt_msg_setf(out, "time_s", "%.6f", kt_now() - t_time);
     kt_msg_setf(out, "run_s", "%.6f", kt_now() - t_all);
     kt_buf_free(&cl);
+    kt_buf_free(&ol);
+}
+
+/* Stage 3: TVM's WrapTimeEvaluator (the checked call is the warm-up).  A
+ * checked call that alone lasts min_repeat_ms is what TVM's first repeat
+ * would time (number 1, nothing to raise), so it is kept as repeat 0
+ * rather than run again (docs/measure.md).  Repeats that other processes
+ * disturbed are timed again within a budget (docs/measure.md, "Timing on a
+ * shared machine"). */
+static void
+run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
+         double t_all)
+{
+    struct timing tm;
+    double t_time = kt_now();
+    int want = r->repeat < KT_RUN_MAX_REPEAT ? r->repeat : KT_RUN_MAX_REPEAT;
+    int i;
+
+    memset(&tm, 0, sizeof(tm));
+    tm.number = first_number(r, k);
+    tm.threads = kt_kernel_threads(r->threads);
+    if (r->number <= 1 && !r->flush && r->repeat > 0 &&
+        k->check_s * 1000 >= r->min_repeat_ms && r->min_repeat_ms > 0) {
+        tm.s[tm.n].cost = tm.s[tm.n].wall = k->check_s;
+        tm.s[tm.n++].occ = kt_occupancy(k->check_cpu, k->check_s, tm.threads);
+        kt_msg_set(out, "check_is_repeat0", "1");
+    } else if (want > 0) {
+        tm.s[tm.n++] = time_repeat(r, k, &tm.number, tm.threads);
+    }
+    /* a first repeat that load made slower than stop_above gets one more
+     * chance before it stops the timing */
+    set_budget(r, &tm, t_all);
+    if (tm.n > 0 && r->stop_above > 0 && tm.s[0].cost > r->stop_above &&
+        tm.s[0].occ < KT_OCCUPANCY_MIN)
+        (void)retime(r, k, &tm, 0);
+    if (tm.n > 0 && hopeless(r, tm.s[0].cost, out)) {
+        report(k, &tm, out, t_all, t_time);
+        return;
+    }
+    while (tm.n < want) {
+        pause_between(r);
+        tm.s[tm.n++] = time_repeat(r, k, &tm.number, tm.threads);
+    }
+    set_budget(r, &tm, t_all);
+    while (any_clean(&tm) && (i = worst_disturbed(&tm)) >= 0)
+        if (!retime(r, k, &tm, i))
+            break;
+    report(k, &tm, out, t_all, t_time);
 }
 
 void

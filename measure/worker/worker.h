@@ -233,6 +233,8 @@ struct kt_run_req {
     long long mem_mb;  /* address-space limit above the current size; 0 off */
     double stop_above; /* seconds per call: a first repeat slower than this
                         * ends the timing (early_stop=1); 0 off */
+    int timeout_ms;    /* the run deadline: re-timing stays within half */
+    int retime;        /* disturbed repeats timed again at most; -1: repeat */
 };
 #define KT_RUN_MAX_REPEAT 64
 /* Runs in a forked child: limits, load, verify, time.  Fills out with a
@@ -242,6 +244,23 @@ void kt_run_child(const struct kt_run_req *r, struct kt_msg *out);
 void kt_run_summarize(const double *costs, int n, double *cost, double *cv);
 /* "SIGSEGV" and so on. */
 const char *kt_signame(int sig);
+
+/* ---- occupancy (occupancy.c, docs/measure.md) ------------------------- */
+/* Below this occupancy a repeat may have been disturbed by other
+ * processes; it is if it is also KT_DISTURBED_SLOWER x the fastest. */
+#define KT_OCCUPANCY_MIN 0.9
+#define KT_DISTURBED_SLOWER 1.05
+/* Process CPU time (all threads) in seconds. */
+double kt_cpu_now(void);
+/* The threads the kernel runs on in this process (counted after its first
+ * call; requested when they cannot be counted), at most the CPUs online. */
+int kt_kernel_threads(int requested);
+/* cpu_s / (wall_s x threads): 1 while the kernel's threads own their CPUs;
+ * 0 for a wall time of 0. */
+double kt_occupancy(double cpu_s, double wall_s, int threads);
+/* 1 when a repeat of cost and occupancy occ was disturbed, given the
+ * fastest kept repeat. */
+int kt_repeat_disturbed(double cost, double occ, double fastest);
 
 /* ---- job directories and limits (jobdir.c) ----------------------------- */
 /* Removes dir and everything under it (symlinks are not followed). */

@@ -41,12 +41,14 @@ struct fake {
     int hold;        /* keep a batch until fake_release */
     int fail_submit; /* refuse every batch */
     int liar;        /* candidate 0 of each batch claims 1 ns (worker "liar") */
-    int retime_fails; /* re-timings end in RUNTIME_DEVICE */
-    int nsubmits;     /* rounds' batches */
-    int nretimes;     /* re-timings of a new best (avoid_worker set) */
-    int retiming;     /* the batch in flight is one */
-    int avoided_liar; /* re-timings that avoid the worker "liar" */
-    int n;            /* the batch in flight, 0 = none */
+    int retime_fails;       /* re-timings end in RUNTIME_DEVICE */
+    int contended;          /* candidate 1 of each batch reports a load spike */
+    int contention_retimes; /* its re-timings (one candidate, no avoid) */
+    int nsubmits;           /* rounds' batches */
+    int nretimes;           /* re-timings of a new best (avoid_worker set) */
+    int retiming;           /* the batch in flight is one */
+    int avoided_liar;       /* re-timings that avoid the worker "liar" */
+    int n;                  /* the batch in flight, 0 = none */
     int preset[64];
     kt_measure_done_cb cb;
     void *cb_arg;
@@ -77,6 +79,19 @@ fake_deliver(uv_timer_t *t)
             for (k = 0; k < 3; k++)
                 r->costs[k] = 1e-9;
             r->cost = 1e-9;
+        } else if (f->contended && !f->retiming && i == 1 && n > 1 &&
+                   f->preset[i] == 0) {
+            /* 20 times slower, a 20th of its CPU: load, not the kernel */
+            static const char *const keys[] = {"occupancy", "contended",
+                                               "cpu_cost"},
+                                     *const vals[] = {"0.05", "1", "5e-05"};
+            r->ncosts = 3;
+            for (k = 0; k < 3; k++)
+                r->costs[k] = 1e-3;
+            r->cost = 1e-3;
+            r->nkvs = 3;
+            r->kv_keys = keys;
+            r->kv_vals = vals;
         } else if (f->preset[i] != 0) {
             r->err_no = f->preset[i];
             r->err_text = "preset";
@@ -119,6 +134,8 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
         assert_int_equal(n, 1);
         f->nretimes++;
         f->avoided_liar += strcmp(c[0].avoid_worker, "liar") == 0;
+    } else if (f->contended && n == 1) {
+        f->contention_retimes++;
     } else {
         f->nsubmits++;
     }
@@ -998,6 +1015,38 @@ test_engine_new_best_is_timed_again(void **state)
     run_close(&r);
 }
 
+/* A result the worker marked contended (a load spike) whose cost at its
+ * CPU time would beat the best is timed once more and keeps the faster
+ * timing; it is neither buried by the spike nor made best unconfirmed. */
+static void
+test_engine_contended_result_is_timed_again(void **state)
+{
+    struct run r;
+    struct kt_job_stats s;
+    int again;
+
+    (void)state;
+    run_open(&r);
+    r.fake.contended = 1;
+    run_start(&r, one_task_conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    assert_true(r.fake.contention_retimes >= 1);
+    again = count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                           "'timed_contended' AND v LIKE '0.001 s on fake-0'");
+    assert_int_equal(again, r.fake.contention_retimes);
+    /* the re-timing's cost and notes stand, not the spike's */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE cost >= "
+                                    "1e-3"),
+                     0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'contended' AND v = '0'"),
+                     again);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
+    run_close(&r);
+}
+
 /* A new best whose re-timing fails is stored as UNKNOWN_ERROR with both
  * sides named, and never becomes the best. */
 static void
@@ -1043,6 +1092,7 @@ main(void)
         cmocka_unit_test(test_engine_refused_batch_is_stored_on_retry),
         cmocka_unit_test(test_engine_counts_feature_failures),
         cmocka_unit_test(test_engine_new_best_is_timed_again),
+        cmocka_unit_test(test_engine_contended_result_is_timed_again),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
     };
 
