@@ -4,6 +4,10 @@
  * included) over wall time x threads is close to 1 while its threads own
  * their CPUs, and falls when the scheduler hands the CPUs to someone
  * else. */
+#ifdef __linux__
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
+#endif
 #include "measure/worker/worker.h"
 
 #include <dirent.h>
@@ -40,10 +44,24 @@ process_threads(void)
     return n;
 }
 
+/* CPUs this process may run on: a worker pinned (taskset, cgroup cpuset)
+ * to fewer CPUs than are online has its threads share those. */
+static long
+usable_cpus(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 int
 kt_kernel_threads(int requested)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = usable_cpus();
     int n = process_threads();
 
     if (n < 1)

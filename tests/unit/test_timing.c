@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -254,11 +255,49 @@ test_timing_disturbed_rule(void **state)
     assert_in_range(kt_kernel_threads(0), 1, 4096);
 }
 
+static void *
+idle_thread(void *arg)
+{
+    (void)arg;
+    pause();
+    return NULL;
+}
+
+/* A worker pinned to one CPU runs a two-thread kernel's threads on that
+ * CPU: its occupancy is measured against one CPU, not two, or every
+ * repeat would look disturbed.  Checked in a child (pinned, with a
+ * second thread as the OpenMP pool would start), which exits with the
+ * thread count it would use. */
+static void
+test_timing_threads_capped_by_affinity(void **state)
+{
+    pid_t pid;
+    int st = 0;
+    (void)state;
+
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        cpu_set_t one;
+        pthread_t t;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) != 0 ||
+            pthread_create(&t, NULL, idle_thread, NULL) != 0)
+            _exit(99);
+        _exit(kt_kernel_threads(2));
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timing_disturbed_rule),
+        cmocka_unit_test(test_timing_threads_capped_by_affinity),
         cmocka_unit_test(test_timing_quiet_path_notes),
         cmocka_unit_test(test_timing_spike_is_timed_again),
         cmocka_unit_test(test_timing_hog_on_the_same_cpu),
