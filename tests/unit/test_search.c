@@ -475,6 +475,73 @@ test_search_register_blocked(void **state)
     kt_dag_free(dag);
 }
 
+/* Iterations of the innermost-level reduction iterators of the stage of
+ * st that register_tile() finds (the reduction run around the register
+ * tile's accumulators), 0 if none. */
+static int64_t
+panel_steps(const struct kt_state *st)
+{
+    int i, j;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        int64_t p = 1;
+        if (ss->inlined || ss->niters == 0 || ss->naxes == ss->nspatial ||
+            ss->iters[ss->niters - 1].ann != KT_ANN_VECTORIZE ||
+            ss->iters[ss->niters - 1].reduce)
+            continue;
+        for (j = 0; j < ss->niters; j++) {
+            const struct kt_iter *it = &ss->iters[j];
+            if (it->reduce == 1 && it->nparts == 1 &&
+                it->parts[0].part == ss->nparts[it->parts[0].axis] - 1)
+                p *= it->extent;
+        }
+        return p;
+    }
+    return 0;
+}
+
+/* InitRegisterBlock sizes the micro-kernel for the target (AVX-512: 32
+ * vector registers): most GEMM samples keep 8 to 32 accumulator vectors
+ * over a reduction run of at least 64 steps, and the space holds the
+ * 8 x 64 tile over 256 steps of bench_gemm's hand schedule (before: at
+ * most 24 vectors and 64 steps). */
+static void
+test_search_register_panel(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[512];
+    int i, kernels = 0, full_file = 0, long_panel = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 5, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 64, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n; i++) {
+        int64_t vext = 0, reg = register_tile(b.v[i].state, &vext);
+        int64_t steps = panel_steps(b.v[i].state);
+        if (reg <= 0 || vext % 16 != 0 || reg / 16 < 8 || reg / 16 > 32)
+            continue;
+        kernels += steps >= 64;
+        full_file += reg / 16 == 32;
+        long_panel += steps > 64;
+    }
+    if (kernels < b.n / 2 || full_file == 0 || long_panel == 0)
+        fail_msg("of %d samples: %d micro-kernels over >= 64 steps, %d with 32 "
+                 "accumulators, %d over > 64 steps",
+                 b.n, kernels, full_file, long_panel);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* The stage of st whose innermost iterator is vectorized and has a
  * reduction (the tiled conv), or NULL. */
 static const struct kt_sstage *
@@ -803,6 +870,7 @@ main(void)
         cmocka_unit_test(test_search_dedup_restart),
         cmocka_unit_test(test_search_random_policy),
         cmocka_unit_test(test_search_register_blocked),
+        cmocka_unit_test(test_search_register_panel),
         cmocka_unit_test(test_search_channel_vector),
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_lane_reduction_softmax),
