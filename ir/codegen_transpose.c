@@ -45,8 +45,12 @@ transposes(const struct cg *g, const struct kt_node *n,
     e = s->expr;
     if (s->op != KT_ASSIGN || e->op != KT_X_LOAD || e->guarded)
         return 0;
+    /* blocks of the widest vector dividing both extents (an 8 x 256 tile
+     * of A: 8 x 8 blocks) */
     lanes = kt__cg_lanes_for(g, m->extent);
-    if (lanes < 4 || n->extent % lanes != 0)
+    if (kt__cg_lanes_for(g, n->extent) < lanes)
+        lanes = kt__cg_lanes_for(g, n->extent);
+    if (lanes < 4)
         return 0;
     {
         const int64_t *shape = g->lt->bufs[e->src].shape;

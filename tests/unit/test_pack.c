@@ -250,6 +250,54 @@ test_pack_kernels_match(void **state)
     kt_dag_free(dag);
 }
 
+/* Attention scores O[b,i,j] += A[b,i,k] * B[b,j,k], 2 x 16 x 32 x 32:
+ * the order b j0 k0 i k1 j1 with B packed at k0 stores its tj x tk tile
+ * [k][j], a transposing copy; tiles of 16 x 32, 8 x 16 and 4 x 8 are
+ * copied by 16-, 8- and 4-lane blocks transposed in registers, and every
+ * kernel matches the interpreter. */
+static void
+test_pack_transposed_copies(void **state)
+{
+    static const int tiles[][3] = {{16, 32, 16}, {8, 16, 8}, {4, 8, 4}};
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *c[3];
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char err[512], json[512], want[64];
+    int t, skipped;
+
+    (void)state;
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 16, 32, 32, 1), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&src);
+    for (t = 0; t < 3; t++) {
+        snprintf(json, sizeof(json),
+                 "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"SP\",1,2,[%d]],"
+                 "[\"SP\",1,4,[%d]],[\"RE\",1,[0,2,4,1,5,3]],"
+                 "[\"CA\",0,1,2],[\"AN\",0,2,\"vectorize\"],"
+                 "[\"AN\",1,5,\"vectorize\"],[\"AN\",1,0,\"parallel\"]]}",
+                 tiles[t][0], tiles[t][1]);
+        c[t] = replay(dag, json);
+        kt_buf_reset(&src);
+        assert_int_equal(kt_codegen_module(c[t], dag, &o, &src, err,
+                                           sizeof(err)),
+                         KT_OK);
+        snprintf(want, sizeof(want), "kt_v%d x1_0 = __builtin_shufflevector(",
+                 tiles[t][2]);
+        if (strstr(src.p, want) == NULL)
+            fail_msg("tile %d x %d: no '%s' in\n%s", tiles[t][0], tiles[t][1],
+                     want, src.p);
+    }
+    assert_int_equal(ktt_check_many(dag, c, 3, 13, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (t = 0; t < 3; t++)
+        kt_state_free(c[t]);
+    kt_buf_free(&src);
+    kt_dag_free(dag);
+}
+
 /* A conv 8 -> 32 channels, 14x14, 3x3 pad 1 (+bias+relu) whose register
  * tile is 7 output columns x 32 output channels, the channels vectorized
  * over a layout rewrite of W ([f0][c][r][s][32]), the reduction c r s
@@ -492,6 +540,7 @@ main(void)
         cmocka_unit_test(test_pack_validation),
         cmocka_unit_test(test_pack_lowering_shapes),
         cmocka_unit_test(test_pack_kernels_match),
+        cmocka_unit_test(test_pack_transposed_copies),
         cmocka_unit_test(test_pack_channel_vector_conv),
         cmocka_unit_test(test_pack_features),
         cmocka_unit_test(test_pack_runner_calls_pack),
