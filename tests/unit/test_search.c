@@ -475,9 +475,10 @@ test_search_register_blocked(void **state)
     kt_dag_free(dag);
 }
 
-/* Iterations of the innermost-level reduction iterators of the stage of
- * st that register_tile() finds (the reduction run around the register
- * tile's accumulators), 0 if none. */
+/* Steps of the reduction run around the register tile of the stage of st
+ * that register_tile() finds: the reduction iterators from the innermost
+ * out, through spatial iterators of extent 1 (the micro-kernel keeps its
+ * accumulators across them), 0 if none. */
 static int64_t
 panel_steps(const struct kt_state *st)
 {
@@ -486,15 +487,19 @@ panel_steps(const struct kt_state *st)
     for (i = 0; i < st->nstages; i++) {
         const struct kt_sstage *ss = &st->stages[i];
         int64_t p = 1;
+        int seen = 0;
         if (ss->inlined || ss->niters == 0 || ss->naxes == ss->nspatial ||
             ss->iters[ss->niters - 1].ann != KT_ANN_VECTORIZE ||
             ss->iters[ss->niters - 1].reduce)
             continue;
-        for (j = 0; j < ss->niters; j++) {
+        for (j = ss->niters - 1; j >= 0; j--) {
             const struct kt_iter *it = &ss->iters[j];
-            if (it->reduce == 1 && it->nparts == 1 &&
-                it->parts[0].part == ss->nparts[it->parts[0].axis] - 1)
+            if (it->reduce) {
                 p *= it->extent;
+                seen = 1;
+            } else if (seen && it->extent > 1) {
+                break;
+            }
         }
         return p;
     }
