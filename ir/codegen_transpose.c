@@ -22,10 +22,10 @@ store_coef(const struct cg *g, const struct kt_node *n, int var)
     return c;
 }
 
-/* The copy loop n is when it reads along its vectorized inner loop and
- * writes along n, both contiguously, in whole W x W blocks: n's only
- * child is that loop, whose only child is a plain, unguarded copy
- * dst = src.  Returns W (0: no such copy) and the copy. */
+/* Whether loop n is a transposing copy: n's only child is a vectorized
+ * loop whose only child is a plain, unguarded copy dst = src that reads
+ * along the inner loop and writes along n, both contiguously.  Returns
+ * the block width W (0: no such copy) and the copy. */
 static int
 transposes(const struct cg *g, const struct kt_node *n,
            const struct kt_node **copy)
