@@ -78,11 +78,9 @@ gemm_schedule(struct kt_state *st, int ti, int tj, int tk, int parallel)
 int
 main(void)
 {
-    static const int tiles[][3] = {{8, 32, 256},
-                                   {4, 64, 512},
-                                   {8, 64, 256},
-                                   {16, 32, 256},
-                                   {8, 32, 512}};
+    static const int tiles[][3] = {{8, 32, 256},  {4, 64, 512}, {8, 64, 256},
+                                   {16, 32, 256}, {8, 32, 512}, {8, 64, 64},
+                                   {8, 32, 64},   {4, 64, 64}};
     double flops = 2.0 * N * N * N, tb[3], tn, tk[3] = {1e30, 1e30, 1e30};
     struct kt_op_def d;
     struct kt_dag *dag;

@@ -341,6 +341,8 @@ emit_loop(struct cg *g, const struct kt_node *n)
     const struct kt_node *kern;
     int k, w;
 
+    if (kt__cg_emit_transpose(g, n))
+        return;
     if (!g->reference && is_vector_loop(g, n)) {
         w = kt__cg_lanes_for(g, n->extent);
         loop_header(g, n, w);

@@ -29,11 +29,9 @@ kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
     }
 }
 
-/* Flat row-major address of idx in buffer b, with bindings applied except
- * to keep_var. */
-static void
-flat_addr(struct cg *g, int b, const struct kt_affine *idx, int keep_var,
-          struct kt_affine *out)
+void
+kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx, int keep_var,
+                 struct kt_affine *out)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[b];
     int64_t stride = 1;
@@ -236,7 +234,7 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
         struct kt_affine pre, addr;
         int64_t c;
         int r;
-        flat_addr(g, e->src, e->idx, lane_var, &pre);
+        kt__cg_flat_addr(g, e->src, e->idx, lane_var, &pre);
         c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
         kt__cg_subst(g, &pre, -1, &addr);
         if (g->analysing) {
@@ -360,7 +358,7 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     int64_t c;
     int vec, r;
 
-    flat_addr(g, n->buf, n->idx, lane_var, &pre);
+    kt__cg_flat_addr(g, n->buf, n->idx, lane_var, &pre);
     c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
     kt__cg_subst(g, &pre, -1, &addr);
     kt_buf_init(&val);

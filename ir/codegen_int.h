@@ -1,7 +1,8 @@
 /* codegen_int.h - private interface between the two halves of the C code
- * generator: ir/codegen.c (loops, micro-kernels, functions) and
+ * generator: ir/codegen.c (loops, micro-kernels, functions),
  * ir/codegen_expr.c (expressions, stores, index arithmetic and scalar
- * replacement bookkeeping).  Only those two files include it. */
+ * replacement bookkeeping) and its helpers (codegen_size.c,
+ * codegen_transpose.c).  Only those files include it. */
 #ifndef KT_IR_CODEGEN_INT_H
 #define KT_IR_CODEGEN_INT_H
 
@@ -90,6 +91,10 @@ void kt__cg_plan_unroll(struct cg *g, const struct kt_node *n);
  * by its binding into *out. */
 void kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
                   struct kt_affine *out);
+/* Flat row-major address of idx in buffer b, with bindings applied except
+ * to keep_var. */
+void kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx,
+                      int keep_var, struct kt_affine *out);
 /* Appends a as C, terms sorted by variable number. */
 void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
 /* The register holding the width lanes at addr + stride * lane (stride 0
@@ -111,5 +116,14 @@ void kt__cg_store_regs(struct cg *g);
  * While g->analysing, only notes the accesses for scalar replacement. */
 void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,
                        int w);
+
+/* ---- ir/codegen_transpose.c -------------------------------------------- */
+
+/* Emits loop n as a transposing copy in W x W register blocks when it is
+ * one (returns 1), else emits nothing and returns 0. */
+int kt__cg_emit_transpose(struct cg *g, const struct kt_node *n);
+/* The weight of the block kt__cg_emit_transpose emits for loop n (its
+ * loops are not unrolled), or 0 when n is no transposing copy. */
+int kt__cg_transpose_weight(const struct cg *g, const struct kt_node *n);
 
 #endif /* KT_IR_CODEGEN_INT_H */

@@ -115,8 +115,13 @@ plan(struct cg *g, const struct kt_node *n)
         return sub;
     }
     before = g->total_weight;
-    /* The same choices as emit_loop: a vector loop, a micro-kernel loop
-     * (body expanded) or a plain loop. */
+    /* The same choices as emit_loop: a transposing copy, a vector loop, a
+     * micro-kernel loop (body expanded) or a plain loop. */
+    if ((c = kt__cg_transpose_weight(g, n)) > 0) {
+        g->unroll_factor[n->var] = 1;
+        g->total_weight += c;
+        return c;
+    }
     if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
         (w = kt__cg_lanes_for(g, n->extent)) > 1) {
         for (k = 0; k < n->nkids; k++)

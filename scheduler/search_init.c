@@ -47,7 +47,7 @@ count_factors(int64_t rest, int pos, int n, int64_t maxin, int64_t cap)
 }
 
 static struct sk_factors *
-get_factors(struct kt_search *s, int64_t extent, int n)
+get_factors(struct kt_search *s, int64_t extent, int n, int64_t maxin)
 {
     struct sk_factors *f;
     int32_t cur[SK_MAXP];
@@ -55,17 +55,18 @@ get_factors(struct kt_search *s, int64_t extent, int n)
     int i;
 
     for (i = 0; i < s->nfac; i++)
-        if (s->facs[i]->extent == extent && s->facs[i]->n == n)
+        if (s->facs[i]->extent == extent && s->facs[i]->n == n &&
+            s->facs[i]->maxin == maxin)
             return s->facs[i];
     f = kt_xcalloc(1, sizeof(*f));
     f->extent = extent;
     f->n = n;
-    cnt = count_factors(extent, n - 1, n, s->o.max_innermost_factor,
-                        SK_MAX_FACTORS);
+    f->maxin = maxin;
+    cnt = count_factors(extent, n - 1, n, maxin, SK_MAX_FACTORS);
     if (cnt > SK_MAX_FACTORS)
         cnt = SK_MAX_FACTORS;
     f->v = kt_xcalloc((size_t)(cnt ? cnt : 1) * (size_t)n, sizeof(int32_t));
-    enum_factors(f, cur, n - 1, extent, s->o.max_innermost_factor);
+    enum_factors(f, cur, n - 1, extent, maxin);
     if (s->nfac == s->capfac) {
         s->capfac = s->capfac ? 2 * s->capfac : 16;
         s->facs = kt_xrealloc(s->facs, sizeof(*s->facs) * (size_t)s->capfac);
@@ -85,6 +86,21 @@ nparts_of(const struct sk_plan *p, int reduce)
     return n;
 }
 
+/* The bound on the innermost part of axis a of a tiled stage: the
+ * reduction part around the register tile of a plain multi-level tiling
+ * may run longer (each accumulator is loaded and stored once per pass
+ * over it: GEMM 1024^3 with an 8 x 64 tile ran at 81 GFLOPS with 64 of
+ * k inside, 100 with 256); an rfactor's innermost reduction part is its
+ * vector of lane accumulators and keeps the spatial bound. */
+static int64_t
+innermost_bound(const struct kt_search *s, const struct sk_plan *p,
+                const struct kt_axis *ax)
+{
+    if (ax->reduce && p->structure != SK_STRUCT_RF)
+        return s->o.max_innermost_reduce;
+    return s->o.max_innermost_factor;
+}
+
 int
 sk_prepare_factors(struct kt_search *s)
 {
@@ -98,11 +114,12 @@ sk_prepare_factors(struct kt_search *s)
             for (a = 0; a < ss->naxes; a++) {
                 struct sk_factors *f;
                 int n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
+                int64_t maxin = innermost_bound(s, &sk->plan[i], &ss->axes[a]);
                 if (ss->axes[a].extent > INT32_MAX)
                     return KT_EINVAL;
-                f = get_factors(s, ss->axes[a].extent, n);
+                f = get_factors(s, ss->axes[a].extent, n, maxin);
                 if (f->count == 0) /* innermost bound: allow all-outer */
-                    f = get_factors(s, ss->axes[a].extent, 1);
+                    f = get_factors(s, ss->axes[a].extent, 1, maxin);
                 s->fac[k][slot][a] = f;
             }
         }
@@ -180,10 +197,76 @@ vector_lanes(const struct kt_search *s, int64_t extent)
 
 /* InitRegisterBlock: the register tile of a multi-level tiling keeps at
  * least SK_MIN_ACC_VECTORS independent vector accumulators (an FMA's
- * latency times the FMA ports: fewer leave the pipes idle) and its
- * vectorized innermost part fills whole vectors as wide as the axis
- * allows.  A tile the stage's shape cannot give passes. */
+ * latency times the FMA ports: fewer leave the pipes idle) and at most
+ * the target's vector registers (vector_registers()), its vectorized
+ * innermost part fills whole vectors as wide as the axis allows, and the
+ * reduction loops inside the tile's load and store run at least
+ * SK_MIN_PANEL_STEPS iterations (each accumulator vector is loaded and
+ * stored once per SK_MIN_PANEL_STEPS FMAs, and the operand panels are
+ * read from cache that long).  A tile the stage's shape cannot give
+ * passes. */
 #define SK_MIN_ACC_VECTORS 8
+#define SK_MIN_PANEL_STEPS 64
+
+/* Architectural vector registers: 32 with 64-byte vectors (AVX-512), 16
+ * with narrower ones (AVX2, SSE). */
+static int64_t
+vector_registers(const struct kt_search *s)
+{
+    return s->o.vector_bytes >= 64 ? 32 : 16;
+}
+
+/* The largest register tile a sample or mutant may have: the option, or
+ * a full register file of accumulators when that is larger. */
+static int64_t
+register_tile_limit(const struct kt_search *s)
+{
+    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+    int64_t file = vector_registers(s) * lanes;
+
+    return file > s->o.max_register_tile ? file : s->o.max_register_tile;
+}
+
+/* Steps of the reduction run around the register tile of slot: its
+ * innermost reduction parts, and the ones further out while the spatial
+ * parts between are all 1 or held by the consumer it is fused into (the
+ * generated micro-kernel then keeps the accumulators in registers across
+ * all of them: a dense layer's 8 x 32 tile fused at level 2 over k 16 x
+ * 48 runs 768 steps); *total is the whole reduction. */
+static int64_t
+panel_steps(const struct kt_search *s, const struct sk_genome *g, int slot,
+            int64_t *total)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot];
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    const char *c = sk_structures[sk->plan[i].structure];
+    int sp = nparts_of(&sk->plan[i], 0) - 1, rp = nparts_of(&sk->plan[i], 1);
+    int pos, a, tile = 1;
+    int64_t p = 1;
+
+    *total = 1;
+    for (a = ss->nspatial; a < ss->naxes; a++)
+        *total *= ss->axes[a].extent;
+    rp--;
+    for (pos = (int)strlen(c) - 1; pos >= 0; pos--) {
+        if (c[pos] == 'R') {
+            for (a = ss->nspatial; a < ss->naxes; a++)
+                p *= g->tiles[slot][a][rp];
+            rp--;
+            tile = 0;
+            continue;
+        }
+        /* a spatial level outside the run: all 1 or it ends (the levels
+         * a fused consumer holds are 1 in this stage's region) */
+        if (!tile && sp >= sk->plan[i].level)
+            for (a = 0; a < ss->nspatial; a++)
+                if (g->tiles[slot][a][sp] != 1)
+                    return p;
+        sp--;
+    }
+    return p;
+}
 
 static int
 register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
@@ -192,7 +275,7 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
     int nS = nparts_of(&sk->plan[i], 0), a, v;
-    int64_t lanes, space = 1;
+    int64_t lanes, acc, space = 1, total, steps;
 
     if (sk->plan[i].structure == SK_STRUCT_RF)
         return 1; /* rf_vectorizes() and reg_tile() see to it */
@@ -204,8 +287,13 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     lanes = vector_lanes(s, ss->axes[v].extent);
     if (g->tiles[slot][v][nS - 1] % lanes != 0)
         return 0;
-    return reg_tile(s, g, slot) / lanes >= SK_MIN_ACC_VECTORS ||
-           space / lanes < SK_MIN_ACC_VECTORS;
+    steps = panel_steps(s, g, slot, &total);
+    if (steps < SK_MIN_PANEL_STEPS && steps < total)
+        return 0;
+    acc = reg_tile(s, g, slot) / lanes;
+    if (acc > vector_registers(s))
+        return 0;
+    return acc >= SK_MIN_ACC_VECTORS || space / lanes < SK_MIN_ACC_VECTORS;
 }
 
 static void
@@ -250,7 +338,9 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         blocked[slot] = kt_rng_below(r, 4) != 0;
         for (tries = 0; tries < SK_TILE_TRIES; tries++) {
             fill_tiles(s, r, g, slot);
-            if (reg_tile(s, g, slot) > s->o.max_register_tile ||
+            if (reg_tile(s, g, slot) > (blocked[slot]
+                                            ? register_tile_limit(s)
+                                            : s->o.max_register_tile) ||
                 !rf_vectorizes(s, g, slot))
                 continue;
             if (!blocked[slot] || register_blocked(s, g, slot))
@@ -281,55 +371,78 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 
 /* ---- mutation ---------------------------------------------------------- */
 
+/* Moves a divisor of one axis's tile between two of its levels (the
+ * innermost bound kept). */
+static int
+move_tile_divisor(struct kt_search *s, struct kt_rng *r, struct sk_genome *g,
+                  int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    const struct kt_sstage *ss = &sk->base->stages[sk->slot_stage[slot]];
+    const struct sk_factors *f;
+    int a, n, perm[SK_MAXP], pi;
+    int32_t *l;
+
+    a = (int)kt_rng_below(r, (uint64_t)ss->naxes);
+    f = s->fac[g->sketch][slot][a];
+    n = f->n;
+    if (ss->axes[a].extent <= 1 || n < 2)
+        return -1;
+    l = g->tiles[slot][a];
+    for (pi = 0; pi < n; pi++)
+        perm[pi] = pi;
+    for (pi = n - 1; pi > 0; pi--) {
+        int j = (int)kt_rng_below(r, (uint64_t)pi + 1), t = perm[pi];
+        perm[pi] = perm[j];
+        perm[j] = t;
+    }
+    for (pi = 0; pi < n; pi++) {
+        int src = perm[pi], dst = perm[(pi + 1) % n];
+        int64_t divs[64], d;
+        int nd = 0;
+        if (l[src] <= 1)
+            continue;
+        for (d = 2; d <= l[src] && nd < 64; d++) {
+            if (l[src] % d != 0)
+                continue;
+            if (dst == n - 1 && (int64_t)l[dst] * d > f->maxin)
+                continue;
+            divs[nd++] = d;
+        }
+        if (nd == 0)
+            continue;
+        d = divs[kt_rng_below(r, (uint64_t)nd)];
+        l[src] = (int32_t)(l[src] / d);
+        l[dst] = (int32_t)(l[dst] * d);
+        return 0;
+    }
+    return -1;
+}
+
+/* MutateTileSize.  A mutant of a register-blocked tile that is no longer
+ * one is refused 3 times in 4: most of the population stays micro-kernels
+ * (uniform moves break them almost always), some explore around them. */
 static int
 mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
-    int tries, slot, a, i, n, perm[SK_MAXP], pi;
+    int tries, slot;
 
     if (sk->nslots == 0)
         return -1;
     for (tries = 0; tries < 16; tries++) {
-        const struct kt_sstage *ss;
-        int32_t *l;
+        int32_t before[KT_MAX_AXES][SK_MAXP];
+        int was_blocked;
         slot = (int)kt_rng_below(r, (uint64_t)sk->nslots);
-        i = sk->slot_stage[slot];
-        ss = &sk->base->stages[i];
-        a = (int)kt_rng_below(r, (uint64_t)ss->naxes);
-        if (ss->axes[a].extent <= 1)
+        memcpy(before, g->tiles[slot], sizeof(before));
+        was_blocked = register_blocked(s, g, slot);
+        if (move_tile_divisor(s, r, g, slot) != 0)
             continue;
-        n = s->fac[g->sketch][slot][a]->n;
-        if (n < 2)
-            continue;
-        l = g->tiles[slot][a];
-        for (pi = 0; pi < n; pi++)
-            perm[pi] = pi;
-        for (pi = n - 1; pi > 0; pi--) {
-            int j = (int)kt_rng_below(r, (uint64_t)pi + 1), t = perm[pi];
-            perm[pi] = perm[j];
-            perm[j] = t;
-        }
-        for (pi = 0; pi < n; pi++) {
-            int src = perm[pi], dst = perm[(pi + 1) % n];
-            int64_t divs[64], d;
-            int nd = 0;
-            if (l[src] <= 1)
-                continue;
-            for (d = 2; d <= l[src] && nd < 64; d++) {
-                if (l[src] % d != 0)
-                    continue;
-                if (dst == n - 1 &&
-                    (int64_t)l[dst] * d > s->o.max_innermost_factor)
-                    continue;
-                divs[nd++] = d;
-            }
-            if (nd == 0)
-                continue;
-            d = divs[kt_rng_below(r, (uint64_t)nd)];
-            l[src] = (int32_t)(l[src] / d);
-            l[dst] = (int32_t)(l[dst] * d);
-            return reg_tile(s, g, slot) <= s->o.max_register_tile ? 0 : -1;
-        }
+        if (reg_tile(s, g, slot) <= register_tile_limit(s) &&
+            (!was_blocked || register_blocked(s, g, slot) ||
+             kt_rng_below(r, 4) == 0))
+            return 0;
+        memcpy(g->tiles[slot], before, sizeof(before));
     }
     return -1;
 }

@@ -77,6 +77,7 @@ struct sk_genome {
 struct sk_factors {
     int64_t extent;
     int n;
+    int64_t maxin; /* bound on the innermost part */
     int count;
     int32_t *v; /* count x n */
 };

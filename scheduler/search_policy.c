@@ -19,6 +19,7 @@ kt_search_opts_default(struct kt_search_opts *o)
     o->eps_greedy = 0.05;
     o->use_measured_ratio = 0.2;
     o->max_innermost_factor = 64;
+    o->max_innermost_reduce = 512;
     o->max_register_tile = 384;
     o->vector_bytes = 64;
     o->cores = 2;
@@ -37,7 +38,8 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
     if (o->policy < 0 || o->policy > KT_POLICY_RANDOM || o->population < 1 ||
         o->num_iters < 0 || o->mutation_prob < 0 || o->mutation_prob > 1 ||
         o->eps_greedy < 0 || o->eps_greedy > 1 || o->use_measured_ratio < 0 ||
-        o->max_innermost_factor < 1 || o->max_register_tile < 1 || o->cores < 1)
+        o->max_innermost_factor < 1 || o->max_innermost_reduce < 1 ||
+        o->max_register_tile < 1 || o->cores < 1)
         return kt_seterr(err, errlen, KT_EINVAL,
                          "search options: policy %d, "
                          "population %d, num_iters %d, mutation_prob %g, "

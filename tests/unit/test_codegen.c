@@ -116,6 +116,10 @@ test_codegen_batch_matmul(void **state)
     sweep_def(&d, 4);
     assert_int_equal(kt_op_batch_matmul(&d, 2, 16, 14, 24, 1), KT_OK);
     sweep_def(&d, 5);
+    /* extents of whole vectors: packs of B[b, j, k] into [k][j] are
+     * copied by blocks transposed in registers */
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 16, 32, 32, 1), KT_OK);
+    sweep_def(&d, 6);
 }
 
 static void

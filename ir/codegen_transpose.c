@@ -1,0 +1,167 @@
+/* codegen_transpose.c - a transposing copy (a pack of K[j, k] into
+ * P[k][j], docs/schedule.md) as W x W blocks transposed in registers: W
+ * contiguous vector loads, log2(W) rounds of two-input shuffles, W
+ * contiguous vector stores, instead of one vector load and W scalar
+ * stores per W elements. */
+#include "ir/codegen_int.h"
+
+#include <stdio.h>
+
+/* Coefficient of var in the flat offset of store n. */
+static int64_t
+store_coef(const struct cg *g, const struct kt_node *n, int var)
+{
+    const struct kt_lbuf *b = &g->lt->bufs[n->buf];
+    int64_t c = 0, stride = 1;
+    int d;
+
+    for (d = b->ndim - 1; d >= 0; d--) {
+        c += kt_aff_coef(&n->idx[d], var) * stride;
+        stride *= b->shape[d];
+    }
+    return c;
+}
+
+/* Whether loop n is a transposing copy: n's only child is a vectorized
+ * loop whose only child is a plain, unguarded copy dst = src that reads
+ * along the inner loop and writes along n, both contiguously.  Returns
+ * the block width W (0: no such copy) and the copy. */
+static int
+transposes(const struct cg *g, const struct kt_node *n,
+           const struct kt_node **copy)
+{
+    const struct kt_node *m, *s;
+    const struct kt_expr *e;
+    int lanes;
+
+    if (g->reference || n->ann == KT_ANN_PARALLEL || n->nkids != 1 ||
+        n->kids[0]->kind != KT_N_LOOP)
+        return 0;
+    m = n->kids[0];
+    if (m->ann != KT_ANN_VECTORIZE || m->nkids != 1 ||
+        m->kids[0]->kind != KT_N_STORE)
+        return 0;
+    s = m->kids[0];
+    e = s->expr;
+    if (s->op != KT_ASSIGN || e->op != KT_X_LOAD || e->guarded)
+        return 0;
+    /* blocks of the widest vector dividing both extents (an 8 x 256 tile
+     * of A: 8 x 8 blocks) */
+    lanes = kt__cg_lanes_for(g, m->extent);
+    if (kt__cg_lanes_for(g, n->extent) < lanes)
+        lanes = kt__cg_lanes_for(g, n->extent);
+    if (lanes < 4)
+        return 0;
+    {
+        const int64_t *shape = g->lt->bufs[e->src].shape;
+        int64_t src_v = kt_load_flat_coef(e, shape, m->var);
+        int64_t src_u = kt_load_flat_coef(e, shape, n->var);
+        int64_t dst_v = store_coef(g, s, m->var);
+        int64_t dst_u = store_coef(g, s, n->var);
+        if (src_v != 1 || dst_u != 1 || dst_v == 0 || dst_v == 1 ||
+            src_u == 0 || src_u == 1)
+            return 0;
+    }
+    *copy = s;
+    return lanes;
+}
+
+int
+kt__cg_transpose_weight(const struct cg *g, const struct kt_node *n)
+{
+    const struct kt_node *copy;
+    int w = transposes(g, n, &copy), rounds = 0, l;
+
+    if (w == 0)
+        return 0;
+    for (l = w; l > 1; l /= 2)
+        rounds++;
+    return w * (2 + rounds); /* loads, shuffles, stores of one block */
+}
+
+static void
+put_addr(struct cg *g, struct kt_buf *b, const struct kt_affine *a, int64_t add)
+{
+    struct kt_affine s = *a;
+
+    s.c += add;
+    kt__cg_put_aff(g, b, &s);
+}
+
+/* Round s of the block transpose: rows i and i + s (i without bit s)
+ * swap row i's columns with bit s for row i+s's columns without it. */
+static void
+shuffle_round(struct cg *g, int w, int s, int from, int to)
+{
+    struct kt_buf lo, hi;
+    int i, c;
+
+    kt_buf_init(&lo);
+    kt_buf_init(&hi);
+    for (i = 0; i < w; i++) {
+        if (i & s)
+            continue;
+        kt_buf_reset(&lo);
+        kt_buf_reset(&hi);
+        for (c = 0; c < w; c++) {
+            kt_buf_printf(&lo, ", %d", (c & s) ? w + c - s : c);
+            kt_buf_printf(&hi, ", %d", (c & s) ? w + c : c + s);
+        }
+        kt__cg_line(g,
+                    "kt_v%d x%d_%d = __builtin_shufflevector(x%d_%d, "
+                    "x%d_%d%s);",
+                    w, to, i, from, i, from, i + s, lo.p);
+        kt__cg_line(g,
+                    "kt_v%d x%d_%d = __builtin_shufflevector(x%d_%d, "
+                    "x%d_%d%s);",
+                    w, to, i + s, from, i, from, i + s, hi.p);
+    }
+    kt_buf_free(&lo);
+    kt_buf_free(&hi);
+}
+
+int
+kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
+{
+    const struct kt_node *copy, *m = n->kids[0];
+    struct kt_affine dst, src;
+    const char *u, *v, *dname, *sname;
+    int w = transposes(g, n, &copy), l, s, round = 0;
+
+    if (w == 0)
+        return 0;
+    kt__cg_flat_addr(g, copy->buf, copy->idx, -1, &dst);
+    kt__cg_flat_addr(g, copy->expr->src, copy->expr->idx, -1, &src);
+    u = g->lt->var_names[n->var];
+    v = g->lt->var_names[m->var];
+    dname = g->lt->bufs[copy->buf].name;
+    sname = g->lt->bufs[copy->expr->src].name;
+    kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", u, u,
+                (long long)n->extent, u, w);
+    g->indent++;
+    kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", v, v,
+                (long long)m->extent, v, w);
+    g->indent++;
+    for (l = 0; l < w; l++) { /* row l: src at u + l, lanes along v */
+        struct kt_buf b;
+        kt_buf_init(&b);
+        put_addr(g, &b, &src, kt_aff_coef(&src, n->var) * l);
+        kt__cg_line(g, "kt_v%d x0_%d = kt_ld%d(&t_%s[%s]);", w, l, w, sname,
+                    b.p);
+        kt_buf_free(&b);
+    }
+    for (s = w / 2; s >= 1; s /= 2, round++)
+        shuffle_round(g, w, s, round, round + 1);
+    for (l = 0; l < w; l++) { /* column l: dst at v + l, lanes along u */
+        struct kt_buf b;
+        kt_buf_init(&b);
+        put_addr(g, &b, &dst, kt_aff_coef(&dst, m->var) * l);
+        kt__cg_line(g, "kt_st%d(&t_%s[%s], x%d_%d);", w, dname, b.p, round, l);
+        kt_buf_free(&b);
+    }
+    g->indent--;
+    kt__cg_line(g, "}");
+    g->indent--;
+    kt__cg_line(g, "}");
+    return 1;
+}
