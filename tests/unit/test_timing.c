@@ -141,8 +141,11 @@ check_notes_and_cost(const struct outcome *o)
     assert_true(o->occupancies[0] != '\0');
     assert_true(o->retimed[0] != '\0');
     assert_string_equal(o->threads, "1");
-    /* the cost at the repeats' CPU time: never above the cost */
-    assert_true(atof(o->cpu_cost) > 0 && atof(o->cpu_cost) <= o->cost);
+    /* the cost at the repeats' CPU time: never above the cost (both go
+     * over the wire with 9 significant digits, so equal values may differ
+     * in the last one) */
+    assert_true(atof(o->cpu_cost) > 0 &&
+                atof(o->cpu_cost) <= o->cost * (1 + 1e-8));
     assert_in_range(atoi(o->retimed), 0, 3);
     assert_true(strcmp(o->contended, "") == 0 ||
                 strcmp(o->contended, "1") == 0);
