@@ -138,7 +138,7 @@ add_kv(struct kt_trial *t, const char *k, const char *v)
 {
     struct kt_kv *kv = (struct kt_kv *)t->kvs;
 
-    /* build_trials leaves two free slots per trial for these notes */
+    /* build_trials leaves KT_CONFIRM_NOTES free slots per trial */
     kv[t->nkvs].k = kt_xstrdup(k);
     kv[t->nkvs].v = kt_xstrdup(v);
     t->nkvs++;

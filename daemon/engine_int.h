@@ -7,6 +7,9 @@
 #include "daemon/engine.h"
 
 #define KT_ENGINE_MAX_ITERS 16
+/* Notes engine_confirm.c may add to a trial: timed_contended (at most one
+ * re-timing of a contended trial) and timed_also (one confirmation). */
+#define KT_CONFIRM_NOTES 2
 /* The fastest programs of each task kept in the cost model's training
  * window (tuning.train_window; costmodel.h kt_train_keep). */
 #define KT_ENGINE_TRAIN_PER_TASK 16
@@ -59,7 +62,7 @@ struct kt_round {
      * for a re-timing or for the database ('owned'). */
     struct kt_trial *trials;
     int nres;
-    struct kt_kv *kvs; /* each trial's, plus two free slots (engine_confirm.c) */
+    struct kt_kv *kvs; /* each trial's, plus KT_CONFIRM_NOTES free slots */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
     int confirming;           /* the trial being timed again */
     double *costs;            /* owned copies: nres x KT_MEASURE_MAX_REPEAT */

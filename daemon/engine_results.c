@@ -22,7 +22,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
 
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += res[i].nkvs + 3; /* + seed_of, + engine_confirm.c's notes */
+        nkv += res[i].nkvs + 1 + KT_CONFIRM_NOTES; /* + seed_of */
     r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
     r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
     r->confirmed = kt_xcalloc((size_t)(r->nres ? r->nres : 1), 1);
@@ -60,7 +60,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
             r->kvs[nkv++].v = r->c[i].seed_of;
             tr->nkvs++;
         }
-        nkv += 2; /* free slots for engine_confirm.c */
+        nkv += KT_CONFIRM_NOTES; /* free slots for engine_confirm.c */
     }
 }
 

@@ -709,28 +709,41 @@ test_search_spatial_vector_pool(void **state)
     kt_dag_free(dag);
 }
 
+/* The dense 32x64x128 (+bias) search most tests here start from, with its
+ * first batch of n. */
+static struct kt_search *
+dense_first_batch(struct kt_dag **dag, int pop, uint64_t seed, int threads,
+                  struct kt_xgb_model *model, int n, struct kt_search_batch *b,
+                  struct kt_search_stats *st)
+{
+    struct kt_op_def d;
+    struct kt_search *s;
+    char err[512];
+
+    assert_int_equal(kt_op_dense(&d, 32, 64, 128, KT_EPI_BIAS), KT_OK);
+    *dag = build(&d);
+    s = new_search(*dag, KT_POLICY_SKETCH_XGB, pop, seed, threads);
+    if (kt_search_next_batch(s, model, NULL, 0, n, b, st, err, sizeof(err)) !=
+        KT_OK)
+        fail_msg("first batch: %s", err);
+    assert_int_equal(b->n, n);
+    return s;
+}
+
 /* A batch the evolved picks cannot fill (a population of 8 for 32
  * candidates) is topped up by extra sampling; those candidates' genomes
  * are remembered too, so every one of them can seed later rounds. */
 static void
 test_search_extra_picks_are_remembered(void **state)
 {
-    struct kt_op_def d;
     struct kt_dag *dag;
     struct kt_search *s;
     struct kt_search_batch b;
     struct kt_search_stats st;
-    char err[512];
     int i;
     (void)state;
 
-    assert_int_equal(kt_op_dense(&d, 32, 64, 128, KT_EPI_BIAS), KT_OK);
-    dag = build(&d);
-    s = new_search(dag, KT_POLICY_SKETCH_XGB, 8, 5, 1);
-    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, &st, err,
-                                          sizeof(err)),
-                     KT_OK);
-    assert_int_equal(b.n, 32);
+    s = dense_first_batch(&dag, 8, 5, 1, NULL, 32, &b, &st);
     for (i = 0; i < b.n; i++)
         assert_int_equal(kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
                                           1e-3 * (i + 1)),
@@ -745,7 +758,6 @@ test_search_extra_picks_are_remembered(void **state)
 static void
 test_search_model_and_seeds(void **state)
 {
-    struct kt_op_def d;
     struct kt_dag *dag;
     struct kt_search *s;
     struct kt_search_batch b;
@@ -757,13 +769,7 @@ test_search_model_and_seeds(void **state)
     int i;
     (void)state;
 
-    assert_int_equal(kt_op_dense(&d, 32, 64, 128, KT_EPI_BIAS), KT_OK);
-    dag = build(&d);
-    s = new_search(dag, KT_POLICY_SKETCH_XGB, 256, 11, 2);
-    assert_int_equal(kt_search_next_batch(s, model, NULL, 0, 48, &b, &st, err,
-                                          sizeof(err)),
-                     KT_OK);
-    assert_int_equal(b.n, 48);
+    s = dense_first_batch(&dag, 256, 11, 2, model, 48, &b, &st);
     assert_int_equal(st.iters, 2); /* untrained model: random, 2 iters */
     assert_int_equal(st.measured_seeds, 0);
     kt_train_set_init(&set);
