@@ -61,8 +61,14 @@ struct kt_cc_net {
     struct kt_cc_step *steps;
     int npacked;
     int64_t *packed_elems; /* per packed slot */
+    int64_t *packed_at;    /* per packed slot: its offset in w (packed by
+                            * compile), -1 when packed at run time */
     float *w;              /* the weights file's floats */
     int64_t nw, capw;
+    int nallocs; /* the ranges of w, in order */
+    struct kt_cc_range {
+        int64_t at, n;
+    } * allocs;
     int64_t *w_of_value; /* raw constant's offset in w, -1 */
     int64_t *arena_off;  /* activation's byte offset in the arena, -1 */
     int64_t *act_bytes;  /* activation's size, 64-byte rounded */
@@ -102,6 +108,17 @@ int kt__cc_arg_replaced(const struct kt_cc_task *t, int a);
  * log.  Errors only for I/O and memory. */
 int kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen);
 void kt__cc_net_free(struct kt_cc_net *n);
+/* Appends n floats (64-byte aligned) to the weights; their offset. */
+int64_t kt__cc_w_alloc(struct kt_cc_net *net, int64_t n);
+/* pack_eval.c: runs lt's pack routine in this process on args (the
+ * kernel's arguments, then its packed buffers; those the routine does not
+ * read may be NULL). */
+int kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args,
+                     char *err, size_t errlen);
+/* pack_eval.c: packs every constant weight a kernel step reads in another
+ * layout into the weights (packed_at) and drops the originals no step
+ * reads any more. */
+int kt__cc_net_prepack(struct kt_cc *c, char *err, size_t errlen);
 /* net_emit.c: DIR/<model>_net.c, DIR/<model>.weights, DIR/<model>_infer.c,
  * DIR/ort_run.js; the network's part of the header. */
 int kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen);

@@ -205,6 +205,38 @@ tensor_json(const struct kt_onnx_value *v)
     return o;
 }
 
+/* "packed_in_file": where each weight compile packed lies in the weights
+ * file (the packed copy of "from" the kernel step's function reads). */
+static void
+add_packed(cJSON *o, const struct kt_cc *c)
+{
+    const struct kt_cc_net *net = c->net;
+    cJSON *arr = cJSON_AddArrayToObject(o, "packed_in_file");
+    int i, k;
+
+    for (i = 0; i < net->nsteps; i++) {
+        const struct kt_cc_step *s = &net->steps[i];
+        const struct kt_cc_task *t;
+        if (s->kernel < 0)
+            continue;
+        t = &c->t[net->g->kernels[s->kernel].task];
+        for (k = 0; k < t->npacked; k++) {
+            cJSON *p;
+            if (net->packed_at[s->packed + k] < 0)
+                continue;
+            p = cJSON_CreateObject();
+            cJSON_AddNumberToObject(p, "kernel", s->kernel);
+            cJSON_AddStringToObject(p, "function", t->fname);
+            cJSON_AddStringToObject(p, "from",
+                                    kt__cc_arg(t, t->packed[k].arg)->name);
+            cJSON_AddNumberToObject(p, "offset_bytes",
+                                    64 + 4.0 * net->packed_at[s->packed + k]);
+            cJSON_AddNumberToObject(p, "elems", (double)t->packed[k].elems);
+            cJSON_AddItemToArray(arr, p);
+        }
+    }
+}
+
 /* "network": the compiled network's inputs, outputs and memory, or
  * "network_skipped": why there is none. */
 static void
@@ -236,6 +268,7 @@ add_network(cJSON *root, const struct kt_cc *c)
                             (double)net->arena_bytes);
     cJSON_AddNumberToObject(o, "weight_bytes", (double)net->nw * 4);
     cJSON_AddNumberToObject(o, "packed_weights", net->npacked);
+    add_packed(o, c);
     snprintf(name, sizeof(name), "%s.weights", c->model);
     cJSON_AddStringToObject(o, "weights_file", name);
     snprintf(name, sizeof(name), "%s_infer", c->model);

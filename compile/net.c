@@ -54,9 +54,8 @@ node_label(const struct kt_onnx_node *n)
 
 /* ---- Weights ------------------------------------------------------------- */
 
-/* Appends n floats (64-byte aligned) and returns their offset. */
-static int64_t
-w_alloc(struct kt_cc_net *net, int64_t n)
+int64_t
+kt__cc_w_alloc(struct kt_cc_net *net, int64_t n)
 {
     int64_t at = (net->nw + 15) / 16 * 16;
 
@@ -66,6 +65,11 @@ w_alloc(struct kt_cc_net *net, int64_t n)
     }
     memset(net->w + net->nw, 0, (size_t)(at + n - net->nw) * sizeof(float));
     net->nw = at + n;
+    if (net->nallocs % 64 == 0)
+        net->allocs = kt_xrealloc(net->allocs, (size_t)(net->nallocs + 64) *
+                                                   sizeof(*net->allocs));
+    net->allocs[net->nallocs].at = at;
+    net->allocs[net->nallocs++].n = n;
     return at;
 }
 
@@ -78,7 +82,7 @@ w_raw(struct kt_cc_net *net, int v)
 
     if (net->w_of_value[v] >= 0)
         return net->w_of_value[v];
-    at = w_alloc(net, n);
+    at = kt__cc_w_alloc(net, n);
     for (i = 0; i < n; i++)
         net->w[at + i] = (float)kt_onnx_value_get(val, i);
     net->w_of_value[v] = at;
@@ -122,7 +126,7 @@ w_bn(struct kt_cc_net *net, const struct kt_onnx_node *bn, int which)
     double *s = kt_xcalloc((size_t)ch * 2, sizeof(double));
 
     bn_scale_shift(net->g, bn, ch, s, s + ch);
-    at = w_alloc(net, ch);
+    at = kt__cc_w_alloc(net, ch);
     for (i = 0; i < ch; i++)
         net->w[at + i] = (float)s[(which == 1 ? 0 : ch) + i];
     free(s);
@@ -170,7 +174,7 @@ w_folded(struct kt_cc_net *net, const struct kt_onnx_node *a,
          const struct kt_onnx_node *bn)
 {
     int64_t n = kt_onnx_value_elems(&net->g->values[a->in[1]]);
-    int64_t at = w_alloc(net, n);
+    int64_t at = kt__cc_w_alloc(net, n);
     float *w = weight_data(net->g, a, bn);
 
     memcpy(net->w + at, w, (size_t)n * sizeof(float));
@@ -190,7 +194,7 @@ w_folded_bias(struct kt_cc_net *net, const struct kt_onnx_node *a,
     double *s = kt_xcalloc((size_t)ch * 2, sizeof(double));
 
     bn_scale_shift(g, bn, ch, s, s + ch);
-    at = w_alloc(net, ch);
+    at = kt__cc_w_alloc(net, ch);
     for (i = 0; i < ch; i++)
         net->w[at + i] = (float)((has_b ? kt_onnx_value_get(&g->values[a->in[2]],
                                                             i)
@@ -224,7 +228,7 @@ w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
     R = wv->dims[2];
     S = wv->dims[3];
     n = d[0] * d[1] * d[2] * d[3] * d[4] * d[5];
-    at = w_alloc(net, n);
+    at = kt__cc_w_alloc(net, n);
     w = weight_data(net->g, a, bn);
     for (i = 0; i < n; i++) {
         int64_t b = i % d[5], p = i / d[5] % d[4],
@@ -608,8 +612,9 @@ kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen)
         return KT_OK;
     }
     plan_arena(net);
+    rc = kt__cc_net_prepack(c, err, errlen);
     net->w_hash = fnv1a(net->w, (size_t)net->nw * sizeof(float));
-    return KT_OK;
+    return rc;
 }
 
 void
@@ -620,6 +625,8 @@ kt__cc_net_free(struct kt_cc_net *n)
     kt_onnx_free(n->g);
     free(n->steps);
     free(n->packed_elems);
+    free(n->packed_at);
+    free(n->allocs);
     free(n->w);
     free(n->w_of_value);
     free(n->arena_off);

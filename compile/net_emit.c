@@ -9,7 +9,8 @@
 #include "compile/net_rt.h"
 #include "onnx/onnx.h"
 
-#define WEIGHTS_MAGIC "KTWGT001"
+/* Version 2: packed weights are in the file (version 1 packed at init). */
+#define WEIGHTS_MAGIC "KTWGT002"
 
 static const struct kt_onnx_value *
 val(const struct kt_cc *c, int v)
@@ -28,6 +29,18 @@ put_dims(struct kt_buf *b, const struct kt_onnx_value *v, const char *sep)
         kt_buf_puts(b, "1");
 }
 
+/* Packed slot k: a range of the weights when compile packed it, else the
+ * buffer run packs into. */
+static void
+put_packed(struct kt_buf *b, const struct kt_cc *c, int k)
+{
+    if (c->net->packed_at[k] >= 0)
+        kt_buf_printf(b, "(float *)(W + %lld)",
+                      (long long)c->net->packed_at[k]);
+    else
+        kt_buf_printf(b, "net->packed[%d]", k);
+}
+
 void
 kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
                const struct kt_cc_ref *r)
@@ -38,7 +51,7 @@ kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
     else if (r->src == KT_CC_WEIGHT)
         kt_buf_printf(b, "(float *)(W + %lld)", (long long)r->at);
     else
-        kt_buf_printf(b, "net->packed[%lld]", (long long)r->at);
+        put_packed(b, c, (int)r->at);
 }
 
 /* ---- Header ------------------------------------------------------------ */
@@ -333,8 +346,10 @@ emit_pack(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
             kt__cc_put_ref(b, c, &s->refs[a]);
             first = 0;
         }
-    for (k = 0; k < t->npacked; k++)
-        kt_buf_printf(b, ", net->packed[%d]", s->packed + k);
+    for (k = 0; k < t->npacked; k++) {
+        kt_buf_puts(b, ", ");
+        put_packed(b, c, s->packed + k);
+    }
     kt_buf_puts(b, ");\n");
 }
 
@@ -354,14 +369,15 @@ emit_kernel(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
         const struct kt_cc_packed *pk = kt__cc_packed_of(t, a);
         kt_buf_puts(b, a ? ", " : "");
         if (kt__cc_arg_replaced(t, a))
-            kt_buf_printf(b, "net->packed[%d]",
-                          s->packed + (int)(pk - t->packed));
+            put_packed(b, c, s->packed + (int)(pk - t->packed));
         else
             kt__cc_put_ref(b, c, &s->refs[a]);
     }
     for (p = 0; p < t->npacked; p++)
-        if (!kt__cc_arg_replaced(t, t->packed[p].arg))
-            kt_buf_printf(b, ", net->packed[%d]", s->packed + p);
+        if (!kt__cc_arg_replaced(t, t->packed[p].arg)) {
+            kt_buf_puts(b, ", ");
+            put_packed(b, c, s->packed + p);
+        }
     kt_buf_puts(b, ");\n");
 }
 
@@ -405,11 +421,12 @@ emit_init(struct kt_buf *b, const struct kt_cc *c)
                   M, M, (long long)net->nw, (unsigned long long)net->w_hash, M,
                   (long long)net->arena_bytes);
     for (i = 0; i < net->npacked; i++)
-        kt_buf_printf(b, "    net->packed[%d] = alloc64(%lldLL * 4);\n", i,
-                      (long long)net->packed_elems[i]);
+        if (net->packed_at[i] < 0)
+            kt_buf_printf(b,
+                          "    if ((net->packed[%d] = alloc64(%lldLL * 4)) "
+                          "== NULL)\n        rc = -ENOMEM;\n",
+                          i, (long long)net->packed_elems[i]);
     kt_buf_printf(b,
-                  "    for (int i = 0; i < %d; i++)\n"
-                  "        if (net->packed[i] == NULL) rc = -ENOMEM;\n"
                   "    if (net->arena == NULL || net->weights == NULL || rc)"
                   " {\n        %s_free(net);\n        return -ENOMEM;\n    }\n"
                   "    if ((f = fopen(path, \"rb\")) == NULL) {\n"
@@ -425,12 +442,7 @@ emit_init(struct kt_buf *b, const struct kt_cc *c)
                   "        rc = -EINVAL;\n    fclose(f);\n"
                   "    if (rc != 0) {\n        %s_free(net);\n"
                   "        return rc;\n    }\n",
-                  net->npacked, M, M, WEIGHTS_MAGIC, M);
-    kt_buf_puts(b, "    const float *const W = net->weights;\n    (void)W;\n");
-    for (i = 0; i < net->nsteps; i++)
-        if (net->steps[i].kernel >= 0 && !net->steps[i].pack_input &&
-            c->t[net->g->kernels[net->steps[i].kernel].task].npacked > 0)
-            emit_pack(b, c, &net->steps[i]);
+                  M, M, WEIGHTS_MAGIC, M);
     kt_buf_puts(b, "    *out = net;\n    return 0;\n}\n\n");
     kt_buf_printf(b,
                   "void\n%s_free(struct %s_net *net)\n{\n"
@@ -513,9 +525,11 @@ emit_infer(struct kt_buf *b, const struct kt_cc *c)
                   "#define NET_FREE %s_free\n#define NET_SET_THREADS "
                   "%s_set_threads\n#define NET_NINPUTS %d\n"
                   "#define NET_NOUTPUTS %d\n#define NET_ARENA_BYTES %lldLL\n"
-                  "#define NET_WEIGHT_BYTES %lldLL\n",
+                  "#define NET_WEIGHT_BYTES %lldLL\n"
+                  "#define NET_WEIGHTS_MAGIC \"%s\"\n",
                   M, M, M, M, M, M, g->ninputs, g->noutputs,
-                  (long long)c->net->arena_bytes, (long long)c->net->nw * 4);
+                  (long long)c->net->arena_bytes, (long long)c->net->nw * 4,
+                  WEIGHTS_MAGIC);
     kt_buf_puts(b, "static const long long in_elems[] = {");
     for (i = 0; i < g->ninputs; i++)
         kt_buf_printf(b, "%s%lld", i ? ", " : "",

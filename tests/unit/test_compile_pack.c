@@ -1,0 +1,305 @@
+/* test_compile_pack.c - weights packed by kerntune compile: an ONNX conv
+ * tuned (in a real database) with a schedule that rewrites its weight's
+ * layout compiles into a network whose weights file holds the packed copy,
+ * bit for bit what the library's own pack routine makes of the ONNX
+ * weight, and not the original; the network (built with the real
+ * compiler) matches plain loops; a weights file of the previous format is
+ * refused by name. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/compile.h"
+#include "scheduler/scheduler.h"
+#include "storage/storage.h"
+#include "tests/support/ktt.h"
+#include "tests/support/ktt_onnx.h"
+#include "tests/unit/test_storage_util.h"
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+
+/* The conv schedule of test_compile.c: its weight is packed (CHR + LR). */
+#define CONV_SCHEDULE                                                          \
+    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"FU\",3,0,3],[\"SP\",2,6,[3]],"       \
+    "[\"SP\",2,5,[3]],[\"SP\",2,4,[4]],[\"SP\",2,3,[8,1]],[\"SP\",2,2,[8,1]]," \
+    "[\"SP\",2,1,[4,1]],[\"RE\",2,[0,1,4,7,10,12,14,2,5,8,11,13,15,3,6,9]],"   \
+    "[\"FU\",2,0,4],[\"CA\",1,2,4],[\"LR\",1],[\"CA\",0,2,0],"                 \
+    "[\"AN\",0,3,\"vectorize\"],[\"AN\",1,3,\"vectorize\"],"                   \
+    "[\"AN\",2,0,\"parallel\"],[\"PR\",2,0,16],[\"AN\",3,0,\"parallel\"],"     \
+    "[\"AN\",3,1,\"vectorize\"]]}"
+
+#define PACK_ELEMS 288
+
+/* ktt_onnx_init's fill of element i of an initializer without data. */
+static float
+fill(int i)
+{
+    return 0.01f * (float)(i % 100) + 0.5f;
+}
+
+/* The program built against the library: packs the ONNX weight with the
+ * library's pack routine and writes the packed floats to argv[1]. */
+static const char pack_prog[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include \"m.h\"\n"
+    "int main(int argc, char **argv) {\n"
+    "    float *w = aligned_alloc(64, 288 * 4), *p = aligned_alloc(64, 320 "
+    "* 4);\n"
+    "    for (int i = 0; i < 288; i++) w[i] = 0.01f * (float)(i % 100) + "
+    "0.5f;\n"
+    "    PACK(w, p);\n"
+    "    FILE *f = fopen(argv[1], \"wb\");\n"
+    "    return argc == 2 && f && fwrite(p, 4, 288, f) == 288 && fclose(f) "
+    "== 0 ? 0 : 1;\n}\n";
+
+struct fx {
+    char dir[4096];
+    char out[4200];
+};
+
+/* x[1,4,8,8] -> Conv(w[8,4,3,3], b[8], pads 1) -> Relu -> y, tuned in
+ * dir/t.db, compiled into dir/lib. */
+static void
+compile_tuned(struct fx *f)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    struct kt_model_conf *m = NULL;
+    struct kt_tasks tasks = {0};
+    struct kt_trial t = {0};
+    struct kt_storage *st;
+    struct kt_buf target;
+    struct kt_compile_opts o = {0};
+    char text[4400], db[4200], err[1024];
+    int64_t id;
+
+    ktt_onnx_input(b, "x", 4, D(1, 4, 8, 8));
+    ktt_onnx_init(b, "w", 4, D(8, 4, 3, 3), NULL);
+    ktt_onnx_init(b, "b", 1, D(8), NULL);
+    n = ktt_onnx_node(b, "Conv", "conv", "x,w,b", "c");
+    ktt_attr_ints(n, "pads", 4, D(1, 1, 1, 1));
+    ktt_attr_ints(n, "kernel_shape", 2, D(3, 3));
+    ktt_onnx_node(b, "Relu", "relu", "c", "y");
+    ktt_onnx_output(b, "y");
+    snprintf(text, sizeof(text), "%s/m.onnx", f->dir);
+    assert_int_equal(ktt_onnx_write(b, text), 0);
+    ktt_onnx_free(b);
+    snprintf(text, sizeof(text),
+             "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
+             "{\"cflags\": [\"-O2\", \"-fopenmp\"]}}",
+             f->dir);
+    assert_int_equal(kt_model_conf_parse("m.json", text, &m, err, sizeof(err)),
+                     KT_OK);
+    assert_int_equal(kt_tasks_extract(m, &tasks, err, sizeof(err)), KT_OK);
+    assert_int_equal(tasks.n, 1);
+    kt_buf_init(&target);
+    kt_target_id(&m->target, &target);
+    snprintf(db, sizeof(db), "%s/t.db", f->dir);
+    assert_int_equal(kt_storage_open(&st, db, NULL, err, sizeof(err)), KT_OK);
+    t.task_name = tasks.v[0].name;
+    t.target = target.p;
+    t.workload = tasks.v[0].dag->key;
+    t.config = CONV_SCHEDULE;
+    t.cost = 1e-4;
+    assert_int_equal(kt_storage_write_batch(st, &t, 1, &id, err, sizeof(err)),
+                     KT_OK);
+    kt_storage_close(st);
+    kt_buf_free(&target);
+    kt_tasks_free(&tasks);
+    o.db_path = db;
+    o.out_dir = f->out;
+    o.require_tuned = 1;
+    if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    kt_model_conf_free(m);
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = kt_xcalloc(1, sizeof(*f));
+
+    ts_tmpdir(f->dir, sizeof(f->dir));
+    snprintf(f->out, sizeof(f->out), "%s/lib", f->dir);
+    compile_tuned(f);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    ts_rmrf(f->dir);
+    free(f);
+    return 0;
+}
+
+/* The number after "key": in the manifest (-1 when absent). */
+static double
+manifest_number(const char *man, const char *key)
+{
+    char want[64];
+    const char *p;
+
+    snprintf(want, sizeof(want), "\"%s\":", key);
+    p = strstr(man, want);
+    return p ? strtod(p + strlen(want), NULL) : -1;
+}
+
+static void
+run_or_fail(const char *dir, const char *cmd)
+{
+    char full[9000], *log;
+
+    snprintf(full, sizeof(full), "cd '%s' && (%s) >cmd.out 2>&1", dir, cmd);
+    if (system(full) == 0)
+        return;
+    log = ktt_slurp(dir, "cmd.out", NULL);
+    fail_msg("%s\n%.3000s", full, log ? log : "");
+}
+
+static void
+test_packed_weights_in_file(void **state)
+{
+    struct fx *f = *state;
+    char *man, *h, *wf, *mine, cmd[9000], fn[256];
+    const char *p;
+    double off, bytes;
+    size_t wlen, mlen;
+    FILE *fp;
+
+    man = ktt_slurp(f->out, "manifest.json", NULL);
+    h = ktt_slurp(f->out, "m.h", NULL);
+    assert_non_null(man);
+    assert_non_null(h);
+    off = manifest_number(man, "offset_bytes");
+    bytes = manifest_number(man, "weight_bytes");
+    assert_true(off >= 64);
+    assert_int_equal((int)manifest_number(man, "elems"), 8 * 4 * 3 * 3);
+    /* the packed copy and the bias (64-byte aligned), not the original */
+    assert_true(bytes > 0 && bytes < 2 * PACK_ELEMS * 4);
+    p = strstr(h, "_pack(const float *W, float *W_pack);");
+    assert_non_null(p);
+    while (p > h && p[-1] != ' ')
+        p--;
+    snprintf(fn, sizeof(fn), "%.*s", (int)(strstr(p, "(") - p), p);
+    free(h);
+    free(man);
+
+    snprintf(cmd, sizeof(cmd), "%s/pack_prog.c", f->out);
+    fp = fopen(cmd, "w");
+    assert_non_null(fp);
+    assert_int_equal(fputs(pack_prog, fp) >= 0, 1);
+    fclose(fp);
+    snprintf(cmd, sizeof(cmd),
+             "make -s && cc -O1 -DPACK=%s pack_prog.c -I. libm.a -fopenmp -lm "
+             "-o pack_prog && ./pack_prog mine.bin",
+             fn);
+    run_or_fail(f->out, cmd);
+    wf = ktt_slurp(f->out, "m.weights", &wlen);
+    mine = ktt_slurp(f->out, "mine.bin", &mlen);
+    assert_non_null(wf);
+    assert_non_null(mine);
+    assert_int_equal(mlen, PACK_ELEMS * 4);
+    assert_true((size_t)off + mlen <= wlen);
+    assert_int_equal(memcmp(wf + (size_t)off, mine, mlen), 0);
+    assert_int_equal(wlen, 64 + (size_t)bytes);
+    free(wf);
+    free(mine);
+}
+
+/* relu(conv(x, w) + b) with pads 1, in double. */
+static void
+reference(const float *x, float *y)
+{
+    int k, c, i, j, r, s;
+
+    for (k = 0; k < 8; k++)
+        for (i = 0; i < 8; i++)
+            for (j = 0; j < 8; j++) {
+                double acc = fill(k);
+                for (c = 0; c < 4; c++)
+                    for (r = 0; r < 3; r++)
+                        for (s = 0; s < 3; s++) {
+                            int yi = i + r - 1, xj = j + s - 1;
+                            if (yi >= 0 && yi < 8 && xj >= 0 && xj < 8)
+                                acc += (double)x[(c * 8 + yi) * 8 + xj] *
+                                       fill(((k * 4 + c) * 3 + r) * 3 + s);
+                        }
+                y[(k * 8 + i) * 8 + j] = (float)(acc > 0 ? acc : 0);
+            }
+}
+
+static void
+test_network_with_packed_weights(void **state)
+{
+    struct fx *f = *state;
+    float x[256], want[512];
+    char path[4300], *got;
+    size_t len;
+    FILE *fp;
+    int i;
+
+    for (i = 0; i < 256; i++)
+        x[i] = (float)((i * 37 % 256) / 128.0 - 1);
+    reference(x, want);
+    snprintf(path, sizeof(path), "%s/in.bin", f->out);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(x, 4, 256, fp), 256);
+    fclose(fp);
+    run_or_fail(f->out, "make -s infer && ./m_infer -i in.bin -o out.bin -n 2");
+    got = ktt_slurp(f->out, "out.bin", &len);
+    assert_non_null(got);
+    assert_int_equal(len, sizeof(want));
+    for (i = 0; i < 512; i++) {
+        float g;
+        memcpy(&g, got + 4 * i, 4);
+        if (fabsf(g - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+            fail_msg("y[%d] = %g, want %g", i, g, want[i]);
+    }
+    free(got);
+}
+
+/* A weights file of format 1 (packed at init) is refused by name. */
+static void
+test_old_weights_refused(void **state)
+{
+    struct fx *f = *state;
+    char path[4300], *log;
+    FILE *fp;
+
+    run_or_fail(f->out, "make -s infer && cp m.weights old.weights");
+    snprintf(path, sizeof(path), "%s/old.weights", f->out);
+    fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fwrite("KTWGT001", 1, 8, fp), 8);
+    fclose(fp);
+    snprintf(path, sizeof(path),
+             "cd '%s' && ./m_infer -w old.weights -n 1 >old.out 2>&1", f->out);
+    assert_int_not_equal(system(path), 0);
+    log = ktt_slurp(f->out, "old.out", NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "weights format KTWGT001, this library reads "
+                                "KTWGT002"));
+    free(log);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_packed_weights_in_file),
+        cmocka_unit_test(test_network_with_packed_weights),
+        cmocka_unit_test(test_old_weights_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
