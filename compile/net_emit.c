@@ -9,6 +9,11 @@
 #include "compile/net_rt.h"
 #include "onnx/onnx.h"
 
+/* Kernels with less work than this per call run on the calling thread
+ * alone: about 10 us on one core, less than a parallel region's fork,
+ * join and (on a loaded machine) wait for a descheduled thread cost. */
+#define KT_CC_SERIAL_FLOPS 0.5e6
+
 /* Version 2: packed weights are in the file (version 1 packed at init). */
 #define WEIGHTS_MAGIC "KTWGT002"
 
@@ -459,7 +464,7 @@ emit_run(struct kt_buf *b, const struct kt_cc *c)
 {
     const struct kt_cc_net *net = c->net;
     const struct kt_onnx_graph *g = net->g;
-    int i;
+    int i, serial = 0;
 
     kt_buf_printf(b,
                   "int\n%s_run(struct %s_net *net, const float *const "
@@ -471,12 +476,22 @@ emit_run(struct kt_buf *b, const struct kt_cc *c)
         kt_buf_printf(b, "    memcpy(A + %lld, inputs[%d], %lldu);\n",
                       (long long)net->arena_off[g->inputs[i]], i,
                       (long long)kt_onnx_value_elems(val(c, g->inputs[i])) * 4);
+    kt_buf_puts(b, "    const int threads = threads_now();\n");
     for (i = 0; i < net->nsteps; i++) {
-        if (net->steps[i].kernel >= 0)
-            emit_kernel(b, c, &net->steps[i]);
-        else
-            emit_node(b, c, &net->steps[i]);
+        const struct kt_cc_step *s = &net->steps[i];
+        if (s->kernel >= 0) {
+            int small = c->t[g->kernels[s->kernel].task].task->dag->flops <
+                        KT_CC_SERIAL_FLOPS;
+            if (small != serial)
+                kt_buf_puts(b, small ? "    threads_set(1);\n"
+                                     : "    threads_set(threads);\n");
+            serial = small;
+            emit_kernel(b, c, s);
+        } else
+            emit_node(b, c, s);
     }
+    if (serial)
+        kt_buf_puts(b, "    threads_set(threads);\n");
     for (i = 0; i < g->noutputs; i++)
         kt_buf_printf(b, "    memcpy(outputs[%d], A + %lld, %lldu);\n", i,
                       (long long)net->arena_off[g->outputs[i]],

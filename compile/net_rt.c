@@ -5,6 +5,14 @@
 
 /* Static functions of DIR/<model>_net.c that run the untuned nodes. */
 const char kt__cc_rt_ops[] =
+    "#ifdef _OPENMP\n#include <omp.h>\n#endif\n\n"
+    "/* The OpenMP threads of the kernels a run calls: small kernels run on\n"
+    " * the calling thread alone (their parallel region costs more than it\n"
+    " * saves, and waits for a thread the OS may have descheduled). */\n"
+    "static int\nthreads_now(void)\n{\n#ifdef _OPENMP\n"
+    "    return omp_get_max_threads();\n#else\n    return 1;\n#endif\n}\n\n"
+    "static void\nthreads_set(int n)\n{\n#ifdef _OPENMP\n"
+    "    omp_set_num_threads(n);\n#else\n    (void)n;\n#endif\n}\n\n"
     "enum { RT_ADD, RT_SUB, RT_MUL, RT_DIV, RT_POW };\n"
     "enum { RT_RELU, RT_CLIP, RT_SIGMOID, RT_HARD_SIGMOID, RT_HARD_SWISH,\n"
     "       RT_TANH, RT_SQRT, RT_EXP, RT_LOG, RT_ABS, RT_NEG, RT_RECIPROCAL,\n"
