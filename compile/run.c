@@ -17,6 +17,7 @@
 
 struct run_opts {
     const char *dir, *input, *output;
+    const char *emulator; /* command prefix running the inference program */
     int repeat, threads, check;
     double tolerance;
 };
@@ -26,7 +27,7 @@ run_usage(FILE *f)
 {
     fputs("usage: kerntune run DIR [--input FILE] [--output FILE] "
           "[--repeat N] [--threads N]\n"
-          "                    [--check [--tolerance X]]\n"
+          "                    [--check [--tolerance X]] [--emulator CMD]\n"
           "  DIR                  a library written by kerntune compile "
           "from an ONNX model\n"
           "  --input FILE         the inputs' float32 values (little endian, "
@@ -46,6 +47,12 @@ run_usage(FILE *f)
           "                       relative error (max |ours - ort| / max "
           "|ort| per output)\n"
           "  --tolerance X        --check fails above it (default 1e-4)\n"
+          "  --emulator CMD       runs the inference program under CMD "
+          "(default for a\n"
+          "                       program built for another machine: "
+          "qemu-ARCH -L\n"
+          "                       /usr/TRIPLE, e.g. qemu-aarch64 -L "
+          "/usr/aarch64-linux-gnu)\n"
           "Exit status: 0 ok, 1 failure or error above tolerance, 2 bad "
           "usage,\n"
           "77 ONNX Runtime not installed (--check).\n",
@@ -244,14 +251,83 @@ run_ort(const struct run_opts *o, const cJSON *man, const char *tmp, double *t)
     return rc == 0 ? 0 : 1;
 }
 
+/* The e_machine of ELF file path, or -1. */
+static int
+elf_machine(const char *path)
+{
+    unsigned char h[20];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(h, 1, sizeof(h), f) : 0;
+
+    if (f != NULL)
+        fclose(f);
+    if (n != sizeof(h) || memcmp(h, "\177ELF", 4) != 0)
+        return -1;
+    return h[5] == 2 ? h[18] << 8 | h[19] : h[19] << 8 | h[18];
+}
+
+/* The user-mode emulator and sysroot of the machines a Debian cross
+ * toolchain builds for. */
+static const struct {
+    int machine;
+    const char *qemu, *sysroot;
+} emulators[] = {
+    {183, "qemu-aarch64", "/usr/aarch64-linux-gnu"},
+    {40, "qemu-arm", "/usr/arm-linux-gnueabihf"},
+    {243, "qemu-riscv64", "/usr/riscv64-linux-gnu"},
+    {62, "qemu-x86_64", "/usr/x86_64-linux-gnu"},
+};
+
+/* The first words of the inference program's command line: the emulator
+ * (--emulator, or qemu for a program built for another machine), then
+ * prog.  Their count, -1 with a message when prog cannot run here; *emu
+ * is the emulator's text (caller frees). */
+static int
+emulator_argv(const struct run_opts *o, char *prog, char **argv, char **emu)
+{
+    int want = elf_machine(prog), host = elf_machine("/proc/self/exe");
+    int argc = 0;
+    size_t i;
+    char *save = NULL, *word;
+
+    *emu = NULL;
+    if (o->emulator != NULL)
+        *emu = kt_xstrdup(o->emulator);
+    else if (want >= 0 && host >= 0 && want != host) {
+        for (i = 0; i < sizeof(emulators) / sizeof(emulators[0]); i++)
+            if (emulators[i].machine == want) {
+                struct kt_buf b;
+                kt_buf_init(&b);
+                kt_buf_printf(&b, "%s -L %s", emulators[i].qemu,
+                              emulators[i].sysroot);
+                *emu = kt_buf_take(&b);
+            }
+        if (*emu == NULL) {
+            fprintf(stderr,
+                    "kerntune: %s is built for another machine (ELF machine "
+                    "%d): run it there, or give --emulator CMD\n",
+                    prog, want);
+            return -1;
+        }
+    }
+    if (*emu != NULL) {
+        printf("kerntune:    emulator: %s (latency is the emulator's)\n", *emu);
+        for (word = strtok_r(*emu, " ", &save); word != NULL && argc < 16;
+             word = strtok_r(NULL, " ", &save))
+            argv[argc++] = word;
+    }
+    argv[argc++] = prog;
+    return argc;
+}
+
 /* make -C DIR infer, then DIR/<lib>_infer; its best and median (ms) in
  * t[0], t[1]. */
 static int
 run_ours(const struct run_opts *o, const char *lib, const char *tmp, double *tm)
 {
     struct kt_buf prog, w, n, t, sv, outp, txt;
-    char *argv[20];
-    int argc = 0, rc;
+    char *argv[40], *emu = NULL;
+    int argc, rc;
     char *make[] = {"make", "-s", "-C", (char *)o->dir, "infer", NULL};
 
     if ((rc = spawn(make, NULL, NULL)) != 0) {
@@ -267,6 +343,10 @@ run_ours(const struct run_opts *o, const char *lib, const char *tmp, double *tm)
     kt_buf_init(&outp);
     kt_buf_init(&txt);
     kt_buf_printf(&prog, "%s/%s_infer", o->dir, lib);
+    if ((argc = emulator_argv(o, prog.p, argv, &emu)) < 0) {
+        kt_buf_free(&prog);
+        return 1;
+    }
     kt_buf_printf(&w, "%s/%s.weights", o->dir, lib);
     kt_buf_printf(&n, "%d", o->repeat);
     kt_buf_printf(&t, "%d", o->threads);
@@ -276,7 +356,6 @@ run_ours(const struct run_opts *o, const char *lib, const char *tmp, double *tm)
         kt_buf_puts(&outp, o->output);
     else
         kt_buf_printf(&outp, "%s/ours.bin", tmp);
-    argv[argc++] = prog.p;
     argv[argc++] = "-w";
     argv[argc++] = w.p;
     argv[argc++] = "-n";
@@ -303,6 +382,7 @@ run_ours(const struct run_opts *o, const char *lib, const char *tmp, double *tm)
     kt_buf_free(&sv);
     kt_buf_free(&outp);
     kt_buf_free(&txt);
+    free(emu);
     return rc == 0 ? 0 : 1;
 }
 
@@ -316,6 +396,7 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
         {"threads", required_argument, NULL, 't'},
         {"check", no_argument, NULL, 'c'},
         {"tolerance", required_argument, NULL, 'T'},
+        {"emulator", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -348,6 +429,7 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
             }
             break;
         case 'c': o->check = 1; break;
+        case 'E': o->emulator = optarg; break;
         case 'T':
             o->tolerance = strtod(optarg, &end);
             if (*end || !(o->tolerance > 0)) {
