@@ -7,6 +7,7 @@
 #
 #   sh bench/net_ort.sh [--model cls|det|rec] [--trials N | --long | --longer]
 #                       [--threads T] [--repeat R] [--out DIR] [--no-tune]
+#                       [--wait-policy active|passive|both]
 #
 #   --model M    cls: the text-direction classifier at 1x3x48x192 (default);
 #                det: PP-OCRv4 detection at 1x3x320x320; rec: PP-OCRv4
@@ -17,6 +18,8 @@
 #   --repeat R   timed runs of each (default 200)
 #   --out DIR    database, logs and library (default build/bench-net)
 #   --no-tune    reuse the database of an earlier run in DIR
+#   --wait-policy P  OMP_WAIT_POLICY of the compiled network's run:
+#                active, passive, or both (two runs: passive, then active)
 set -eu
 BIN=${KT_BIN_DIR:-build}
 TRIALS=64
@@ -25,8 +28,9 @@ REPEAT=200
 OUT=$BIN/bench-net
 TUNE=1
 MODEL=cls
+WAIT=
 usage() {
-    sed -n '8,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '8,22p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -39,6 +43,11 @@ while [ $# -gt 0 ]; do
     --repeat) [ $# -ge 2 ] || usage; REPEAT=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
     --no-tune) TUNE=0; shift ;;
+    --wait-policy)
+        [ $# -ge 2 ] || usage
+        case $2 in active | passive) WAIT=$2 ;; both) WAIT="passive active" ;; *) usage ;; esac
+        shift 2
+        ;;
     *) usage ;;
     esac
 done
@@ -86,6 +95,13 @@ if [ $TUNE -eq 1 ]; then
 fi
 rm -rf "$OUT/lib"
 "$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" 2>&1 | grep -v 'untuned default schedule$'
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
-"$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
-echo "load after: $(uptime | sed 's/.*load average: //')"
+for policy in ${WAIT:-default}; do
+    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
+    if [ "$policy" = default ]; then
+        "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
+    else
+        echo "OMP_WAIT_POLICY=$policy"
+        OMP_WAIT_POLICY=$policy "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
+    fi
+    echo "load after: $(uptime | sed 's/.*load average: //')"
+done
