@@ -79,9 +79,9 @@ kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c)
                   "/* ---- The whole network (%s) ----\n"
                   " *\n"
                   " * %s_init reads the weights kerntune compile wrote "
-                  "(%s.weights: batch norms\n * folded; the weights a "
-                  "schedule reads in another layout are packed here,\n"
-                  " * once) and allocates the activation arena (%s_ARENA_BYTES,"
+                  "(%s.weights: batch norms\n * folded, the weights a "
+                  "schedule reads in another layout already packed)\n"
+                  " * and allocates the activation arena (%s_ARENA_BYTES,"
                   " planned so that\n * tensors that are not alive together "
                   "share memory).  %s_run runs the network:\n"
                   " * the tuned kernels above and plain C loops for the "
@@ -476,7 +476,8 @@ emit_run(struct kt_buf *b, const struct kt_cc *c)
         kt_buf_printf(b, "    memcpy(A + %lld, inputs[%d], %lldu);\n",
                       (long long)net->arena_off[g->inputs[i]], i,
                       (long long)kt_onnx_value_elems(val(c, g->inputs[i])) * 4);
-    kt_buf_puts(b, "    const int threads = threads_now();\n");
+    kt_buf_puts(b,
+                "    const int threads = threads_now();\n    (void)threads;\n");
     for (i = 0; i < net->nsteps; i++) {
         const struct kt_cc_step *s = &net->steps[i];
         if (s->kernel >= 0) {
