@@ -119,10 +119,15 @@ int kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args,
  * layout into the weights (packed_at) and drops the originals no step
  * reads any more. */
 int kt__cc_net_prepack(struct kt_cc *c, char *err, size_t errlen);
-/* net_emit.c: DIR/<model>_net.c, DIR/<model>.weights, DIR/<model>_infer.c,
- * DIR/ort_run.js; the network's part of the header. */
+/* net_files.c: DIR/<model>_net.c, DIR/<model>.weights, DIR/<model>_infer.c,
+ * DIR/ort_run.js; net_emit.c: the network's part of the header. */
 int kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen);
 void kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c);
+/* The text of DIR/<model>_net.c (net_emit.c; net_files.c writes it). */
+void kt__cc_emit_net_c(struct kt_buf *b, const struct kt_cc *c);
+/* The weights file's magic; its last digits are the format version (2:
+ * packed weights are in the file; 1 packed them at init). */
+#define KT_CC_WEIGHTS_MAGIC "KTWGT002"
 /* A step's buffer as a C expression; a "(const long long[]){...}". */
 void kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
                     const struct kt_cc_ref *r);
