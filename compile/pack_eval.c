@@ -21,17 +21,6 @@ struct pev {
 };
 
 static int64_t
-buf_elems(const struct kt_lbuf *b)
-{
-    int64_t n = 1;
-    int d;
-
-    for (d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
-static int64_t
 aff_eval(const struct pev *p, const struct kt_affine *a)
 {
     int64_t v = a->c;
@@ -134,7 +123,8 @@ run(struct pev *p, const struct kt_node *n)
         }
         return;
     case KT_N_ALLOC:
-        p->bufs[n->buf] = kt_xcalloc((size_t)buf_elems(&p->lt->bufs[n->buf]),
+        p->bufs[n->buf] = kt_xcalloc((size_t)kt__cc_lbuf_elems(
+                                         &p->lt->bufs[n->buf]),
                                      sizeof(float));
         for (k = 0; k < n->nkids; k++)
             run(p, n->kids[k]);
@@ -166,7 +156,8 @@ kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args, char *err,
         if (lb->scope == KT_BUF_PACKED)
             p.bufs[b] = args[lt->nargs + k++];
         else if (lb->scope == KT_BUF_HEAP)
-            p.bufs[b] = kt_xcalloc((size_t)buf_elems(lb), sizeof(float));
+            p.bufs[b] = kt_xcalloc((size_t)kt__cc_lbuf_elems(lb),
+                                   sizeof(float));
     }
     run(&p, lt->pack_root);
     for (b = 0; b < lt->nbufs; b++)

@@ -15,19 +15,9 @@
 
 #include "compile/compile.h"
 #include "scheduler/scheduler.h"
+#include "tests/unit/test_compile_conv.h"
 #include "tests/unit/test_storage_util.h"
 #include "tests/support/ktt.h"
-
-/* A schedule the search found for the conv below: its weight is packed by
- * the pack routine (CHR + LR). */
-#define CONV_SCHEDULE                                                          \
-    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"FU\",3,0,3],[\"SP\",2,6,[3]],"       \
-    "[\"SP\",2,5,[3]],[\"SP\",2,4,[4]],[\"SP\",2,3,[8,1]],[\"SP\",2,2,[8,1]]," \
-    "[\"SP\",2,1,[4,1]],[\"RE\",2,[0,1,4,7,10,12,14,2,5,8,11,13,15,3,6,9]],"   \
-    "[\"FU\",2,0,4],[\"CA\",1,2,4],[\"LR\",1],[\"CA\",0,2,0],"                 \
-    "[\"AN\",0,3,\"vectorize\"],[\"AN\",1,3,\"vectorize\"],"                   \
-    "[\"AN\",2,0,\"parallel\"],[\"PR\",2,0,16],[\"AN\",3,0,\"parallel\"],"     \
-    "[\"AN\",3,1,\"vectorize\"]]}"
 
 static const char model_text[] =
     "{\"name\": \"cm\", \"target\": {\"cflags\": [\"-O2\", \"-fopenmp\"]},\n"

@@ -22,18 +22,9 @@
 #include "tests/support/ktt.h"
 #include "tests/support/ktt_onnx.h"
 #include "tests/unit/test_storage_util.h"
+#include "tests/unit/test_compile_conv.h"
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
-
-/* The conv schedule of test_compile.c: its weight is packed (CHR + LR). */
-#define CONV_SCHEDULE                                                          \
-    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"FU\",3,0,3],[\"SP\",2,6,[3]],"       \
-    "[\"SP\",2,5,[3]],[\"SP\",2,4,[4]],[\"SP\",2,3,[8,1]],[\"SP\",2,2,[8,1]]," \
-    "[\"SP\",2,1,[4,1]],[\"RE\",2,[0,1,4,7,10,12,14,2,5,8,11,13,15,3,6,9]],"   \
-    "[\"FU\",2,0,4],[\"CA\",1,2,4],[\"LR\",1],[\"CA\",0,2,0],"                 \
-    "[\"AN\",0,3,\"vectorize\"],[\"AN\",1,3,\"vectorize\"],"                   \
-    "[\"AN\",2,0,\"parallel\"],[\"PR\",2,0,16],[\"AN\",3,0,\"parallel\"],"     \
-    "[\"AN\",3,1,\"vectorize\"]]}"
 
 #define PACK_ELEMS 288
 
