@@ -7,7 +7,7 @@
 #
 #   sh bench/net_ort.sh [--model cls|det|rec] [--trials N | --long | --longer]
 #                       [--threads T] [--repeat R] [--out DIR] [--no-tune]
-#                       [--wait-policy active|passive|both]
+#                       [--wait-policy active|passive|both] [--serial-below M]
 #
 #   --model M    cls: the text-direction classifier at 1x3x48x192 (default);
 #                det: PP-OCRv4 detection at 1x3x320x320; rec: PP-OCRv4
@@ -20,6 +20,8 @@
 #   --no-tune    reuse the database of an earlier run in DIR
 #   --wait-policy P  OMP_WAIT_POLICY of the compiled network's run:
 #                active, passive, or both (two runs: passive, then active)
+#   --serial-below M  kerntune compile --serial-below M (kernels under M
+#                MFLOP per call run on one thread; 0: none)
 set -eu
 BIN=${KT_BIN_DIR:-build}
 TRIALS=64
@@ -29,8 +31,9 @@ OUT=$BIN/bench-net
 TUNE=1
 MODEL=cls
 WAIT=
+SERIAL=
 usage() {
-    sed -n '8,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '8,24p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --repeat) [ $# -ge 2 ] || usage; REPEAT=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
     --no-tune) TUNE=0; shift ;;
+    --serial-below) [ $# -ge 2 ] || usage; SERIAL="--serial-below=$2"; shift 2 ;;
     --wait-policy)
         [ $# -ge 2 ] || usage
         case $2 in active | passive) WAIT=$2 ;; both) WAIT="passive active" ;; *) usage ;; esac
@@ -94,7 +98,7 @@ if [ $TUNE -eq 1 ]; then
     grep '^trials:' "$OUT/tune.log"
 fi
 rm -rf "$OUT/lib"
-"$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" 2>&1 | grep -v 'untuned default schedule$'
+"$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" $SERIAL 2>&1 | grep -v 'untuned default schedule$'
 for policy in ${WAIT:-default}; do
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
     if [ "$policy" = default ]; then

@@ -11,6 +11,7 @@ compile_usage(FILE *f)
           "[--require-tuned]\n"
           "                        [--untuned] [--input NAME=D1,D2,...] "
           "[--partial]\n"
+          "                        [--serial-below MFLOP]\n"
           "  -o, --output DIR     where the library's sources and Makefile go "
           "(created)\n"
           "  --db FILE            the tuning database (default kerntune.db); "
@@ -22,7 +23,12 @@ compile_usage(FILE *f)
           "default\n"
           "                       schedule (to check a network before "
           "tuning it)\n"
-          "  --input, --partial   as for `kerntune tune` of an ONNX model\n",
+          "  --input, --partial   as for `kerntune tune` of an ONNX model\n"
+          "  --serial-below M     the network runs kernels with less than M "
+          "MFLOP per\n"
+          "                       call on one thread (default 0.1; 0: every "
+          "kernel on\n"
+          "                       all threads)\n",
           f);
 }
 
@@ -36,6 +42,7 @@ kt_compile_main(int argc, char **argv)
         {"untuned", no_argument, NULL, 'U'},
         {"input", required_argument, NULL, 'I'},
         {"partial", no_argument, NULL, 'P'},
+        {"serial-below", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -43,6 +50,7 @@ kt_compile_main(int argc, char **argv)
     struct kt_model_conf *conf = NULL;
     const char *inputs[16];
     int ninputs = 0, partial = 0, c, rc;
+    char *end;
     char err[2048];
 
     optind = 1;
@@ -60,6 +68,18 @@ kt_compile_main(int argc, char **argv)
             inputs[ninputs++] = optarg;
             break;
         case 'P': partial = 1; break;
+        case 'S':
+            o.serial_below_mflop = strtod(optarg, &end);
+            if (*end || !(o.serial_below_mflop >= 0)) {
+                fprintf(stderr,
+                        "kerntune: --serial-below '%s': expected MFLOP >= "
+                        "0\n",
+                        optarg);
+                return 2;
+            }
+            if (o.serial_below_mflop == 0)
+                o.serial_below_mflop = -1; /* never */
+            break;
         case 'h': compile_usage(stdout); return 0;
         default: compile_usage(stderr); return 2;
         }

@@ -25,7 +25,13 @@ struct kt_compile_opts {
     int untuned;         /* no database: every task gets the untuned
                           * default schedule (checks a network before it
                           * is tuned) */
+    /* The network calls kernels with less work per call (MFLOP) on the
+     * calling thread alone; 0: KT_COMPILE_SERIAL_MFLOP; negative: every
+     * kernel on all threads. */
+    double serial_below_mflop;
 };
+
+#define KT_COMPILE_SERIAL_MFLOP 0.1
 
 /* Writes the library of model m into o->out_dir.  A task without a
  * successful trial for m's target gets the untuned default schedule and a

@@ -268,6 +268,12 @@ add_network(cJSON *root, const struct kt_cc *c)
                             (double)net->arena_bytes);
     cJSON_AddNumberToObject(o, "weight_bytes", (double)net->nw * 4);
     cJSON_AddNumberToObject(o, "packed_weights", net->npacked);
+    cJSON_AddNumberToObject(o, "serial_below_mflop",
+                            c->o->serial_below_mflop == 0
+                                ? KT_COMPILE_SERIAL_MFLOP
+                            : c->o->serial_below_mflop < 0
+                                ? 0
+                                : c->o->serial_below_mflop);
     add_packed(o, c);
     snprintf(name, sizeof(name), "%s.weights", c->model);
     cJSON_AddStringToObject(o, "weights_file", name);

@@ -9,11 +9,6 @@
 #include "compile/net_rt.h"
 #include "onnx/onnx.h"
 
-/* Kernels with less work than this per call run on the calling thread
- * alone: about 10 us on one core, less than a parallel region's fork,
- * join and (on a loaded machine) wait for a descheduled thread cost. */
-#define KT_CC_SERIAL_FLOPS 0.5e6
-
 static const struct kt_onnx_value *
 val(const struct kt_cc *c, int v)
 {
@@ -456,6 +451,17 @@ emit_init(struct kt_buf *b, const struct kt_cc *c)
                   M, M, net->npacked);
 }
 
+/* Kernels with less work per call run on the calling thread alone: the
+ * default, 0.1 MFLOP, is a microsecond or two on one core, no more than a
+ * parallel region's fork and join. */
+static double
+serial_flops(const struct kt_cc *c)
+{
+    double m = c->o->serial_below_mflop;
+
+    return (m == 0 ? KT_COMPILE_SERIAL_MFLOP : m) * 1e6;
+}
+
 static void
 emit_run(struct kt_buf *b, const struct kt_cc *c)
 {
@@ -479,7 +485,7 @@ emit_run(struct kt_buf *b, const struct kt_cc *c)
         const struct kt_cc_step *s = &net->steps[i];
         if (s->kernel >= 0) {
             int small = c->t[g->kernels[s->kernel].task].task->dag->flops <
-                        KT_CC_SERIAL_FLOPS;
+                        serial_flops(c);
             if (small != serial)
                 kt_buf_puts(b, small ? "    threads_set(1);\n"
                                      : "    threads_set(threads);\n");

@@ -3,8 +3,9 @@
  * layout compiles into a network whose weights file holds the packed copy,
  * bit for bit what the library's own pack routine makes of the ONNX
  * weight, and not the original; the network (built with the real
- * compiler) matches plain loops; a weights file of the previous format is
- * refused by name. */
+ * compiler) matches plain loops, with the conv on the calling thread
+ * (below --serial-below) or on all threads; a weights file of the previous
+ * format is refused by name. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,10 +53,12 @@ static const char pack_prog[] =
 struct fx {
     char dir[4096];
     char out[4200];
+    char parallel[4200];
 };
 
 /* x[1,4,8,8] -> Conv(w[8,4,3,3], b[8], pads 1) -> Relu -> y, tuned in
- * dir/t.db, compiled into dir/lib. */
+ * dir/t.db, compiled into dir/lib (the conv, 0.037 MFLOP, under the
+ * default --serial-below) and into dir/parallel with --serial-below 0. */
 static void
 compile_tuned(struct fx *f)
 {
@@ -108,6 +111,10 @@ compile_tuned(struct fx *f)
     o.require_tuned = 1;
     if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
+    o.out_dir = f->parallel;
+    o.serial_below_mflop = -1;
+    if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
     kt_model_conf_free(m);
 }
 
@@ -118,6 +125,7 @@ setup(void **state)
 
     ts_tmpdir(f->dir, sizeof(f->dir));
     snprintf(f->out, sizeof(f->out), "%s/lib", f->dir);
+    snprintf(f->parallel, sizeof(f->parallel), "%s/parallel", f->dir);
     compile_tuned(f);
     *state = f;
     return 0;
@@ -229,35 +237,85 @@ reference(const float *x, float *y)
             }
 }
 
+/* The network in dir on x against reference loops. */
 static void
-test_network_with_packed_weights(void **state)
+network_matches(const char *dir, const float *x, const float *want)
 {
-    struct fx *f = *state;
-    float x[256], want[512];
     char path[4300], *got;
     size_t len;
     FILE *fp;
     int i;
 
-    for (i = 0; i < 256; i++)
-        x[i] = (float)((i * 37 % 256) / 128.0 - 1);
-    reference(x, want);
-    snprintf(path, sizeof(path), "%s/in.bin", f->out);
+    snprintf(path, sizeof(path), "%s/in.bin", dir);
     fp = fopen(path, "wb");
     assert_non_null(fp);
     assert_int_equal(fwrite(x, 4, 256, fp), 256);
     fclose(fp);
-    run_or_fail(f->out, "make -s infer && ./m_infer -i in.bin -o out.bin -n 2");
-    got = ktt_slurp(f->out, "out.bin", &len);
+    run_or_fail(dir,
+                "make -s infer && ./m_infer -i in.bin -o out.bin -n 2 -t 2");
+    got = ktt_slurp(dir, "out.bin", &len);
     assert_non_null(got);
-    assert_int_equal(len, sizeof(want));
+    assert_int_equal(len, 512 * 4);
     for (i = 0; i < 512; i++) {
         float g;
         memcpy(&g, got + 4 * i, 4);
         if (fabsf(g - want[i]) > 1e-5f * (1 + fabsf(want[i])))
-            fail_msg("y[%d] = %g, want %g", i, g, want[i]);
+            fail_msg("%s: y[%d] = %g, want %g", dir, i, g, want[i]);
     }
     free(got);
+}
+
+static void
+test_network_with_packed_weights(void **state)
+{
+    struct fx *f = *state;
+    float x[256], want[512];
+    int i;
+
+    for (i = 0; i < 256; i++)
+        x[i] = (float)((i * 37 % 256) / 128.0 - 1);
+    reference(x, want);
+    network_matches(f->out, x, want);
+}
+
+/* The conv is below --serial-below: the network runs it on the calling
+ * thread (threads_set(1) before it, the caller's threads back after it);
+ * with --serial-below 0 on all threads; the same outputs. */
+static void
+test_serial_below(void **state)
+{
+    struct fx *f = *state;
+    float x[256], want[512];
+    char *net, *man;
+    const char *one, *call, *back;
+    int i;
+
+    for (i = 0; i < 256; i++)
+        x[i] = (float)((i * 37 % 256) / 128.0 - 1);
+    reference(x, want);
+    net = ktt_slurp(f->out, "m_net.c", NULL);
+    man = ktt_slurp(f->out, "manifest.json", NULL);
+    assert_non_null(net);
+    assert_non_null(man);
+    assert_true(manifest_number(man, "serial_below_mflop") == 0.1);
+    one = strstr(net, "    threads_set(1);");
+    assert_non_null(one);
+    call = strstr(one, "    m_conv2d_");
+    back = strstr(one, "    threads_set(threads);");
+    assert_non_null(call);
+    assert_non_null(back);
+    assert_true(call < back);
+    free(net);
+    free(man);
+    net = ktt_slurp(f->parallel, "m_net.c", NULL);
+    man = ktt_slurp(f->parallel, "manifest.json", NULL);
+    assert_non_null(net);
+    assert_non_null(man);
+    assert_null(strstr(net, "threads_set(1);"));
+    assert_true(manifest_number(man, "serial_below_mflop") == 0);
+    free(net);
+    free(man);
+    network_matches(f->parallel, x, want);
 }
 
 /* A weights file of format 1 (packed at init) is refused by name. */
@@ -290,6 +348,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packed_weights_in_file),
         cmocka_unit_test(test_network_with_packed_weights),
+        cmocka_unit_test(test_serial_below),
         cmocka_unit_test(test_old_weights_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
