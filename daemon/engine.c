@@ -321,7 +321,10 @@ kt__job_start_training(struct kt_job *job)
     char err[128];
     int i;
 
-    if (!kt__job_uses_model(job) || job->nrecs == 0)
+    /* After the last round no search uses a model: a training then only
+     * kept the job from ending (behind other jobs' work in the pool). */
+    if (!kt__job_uses_model(job) || job->nrecs == 0 ||
+        job->trials >= job->budget)
         return;
     if (job->training != NULL) {
         job->train_again = 1;

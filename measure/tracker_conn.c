@@ -53,8 +53,10 @@ kt__conn_drop(struct kt__conn *c, const char *why)
     if (c->state == KT__CONN_CLOSING)
         return;
     if (c->state == KT__CONN_WORKER) {
-        log_warnx("tracker: worker %s (key=%s peer=%s) gone: %s", c->name,
-                  c->key, c->peer, why);
+        /* every worker goes when the tracker closes: no warning then */
+        KT_LOG(c->t->closing ? LOG_INFO : LOG_WARNING,
+               "tracker: worker %s (key=%s peer=%s) gone: %s", c->name, c->key,
+               c->peer, why);
         c->state = KT__CONN_CLOSING;
         if (!c->t->closing)
             c->t->lost++;

@@ -1,13 +1,104 @@
 /* search_feedback.c - what a search keeps of its candidates: the genomes
  * of those whose results are pending, and the fastest measured programs,
  * which seed the population of later rounds (measured here, stored before
- * a restart, or of another workload).  Both are bounded; only the set of
- * hashes never to propose again grows with the trials. */
+ * a restart, or of another workload), and the hashes never to propose
+ * again.  All three are bounded. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scheduler/search_int.h"
+
+/* ---- the hashes never to propose again -------------------------------- */
+
+void
+sk_seen_init(struct sk_seen *s)
+{
+    memset(s, 0, sizeof(*s));
+    kt_u64set_init(&s->recent);
+}
+
+void
+sk_seen_free(struct sk_seen *s)
+{
+    kt_u64set_free(&s->recent);
+    free(s->bloom);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Probe i of h: double hashing over two mixes of the hash. */
+static size_t
+seen_bit(uint64_t h, int i)
+{
+    uint64_t a = kt_hash_mix(h), b = kt_hash_mix(h ^ 0x9e3779b97f4a7c15ULL) | 1;
+
+    return (size_t)((a + (uint64_t)i * b) & (SK_SEEN_BLOOM_BITS - 1));
+}
+
+static void
+bloom_add(struct sk_seen *s, uint64_t h)
+{
+    int i;
+
+    for (i = 0; i < SK_SEEN_PROBES; i++) {
+        size_t b = seen_bit(h, i);
+        s->bloom[b / 64] |= 1ull << (b % 64);
+    }
+}
+
+/* The recent hashes move into the filter (the u64 set keeps no order, so
+ * all of them at once). */
+static void
+seen_age(struct sk_seen *s)
+{
+    size_t j;
+
+    if (s->bloom == NULL)
+        s->bloom = kt_xcalloc(SK_SEEN_BLOOM_BITS / 64, sizeof(uint64_t));
+    for (j = 0; j < s->recent.cap; j++)
+        if (s->recent.v[j] != 0)
+            bloom_add(s, s->recent.v[j]);
+    if (s->recent.has_zero)
+        bloom_add(s, 0);
+    s->nold += kt_u64set_count(&s->recent);
+    kt_u64set_free(&s->recent);
+}
+
+void
+sk_seen_add(struct sk_seen *s, uint64_t h)
+{
+    if (sk_seen_has(s, h))
+        return;
+    if (kt_u64set_count(&s->recent) >= SK_SEEN_EXACT)
+        seen_age(s);
+    kt_u64set_add(&s->recent, h);
+}
+
+int
+sk_seen_has(const struct sk_seen *s, uint64_t h)
+{
+    int i;
+
+    if (kt_u64set_has(&s->recent, h))
+        return 1;
+    if (s->bloom == NULL)
+        return 0;
+    for (i = 0; i < SK_SEEN_PROBES; i++) {
+        size_t b = seen_bit(h, i);
+        if (!(s->bloom[b / 64] >> (b % 64) & 1))
+            return 0;
+    }
+    return 1;
+}
+
+size_t
+sk_seen_bytes(const struct sk_seen *s)
+{
+    return s->recent.cap * sizeof(uint64_t) +
+           (s->bloom != NULL ? SK_SEEN_BLOOM_BITS / 8 : 0);
+}
+
+/* ---- pending genomes and measured seeds -------------------------------- */
 
 /* Genomes of candidates whose results have not come back: one or two
  * batches in flight.  The candidates of a dropped look-ahead round never
@@ -165,13 +256,13 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
     kt_steps_hash(steps, nsteps, hex);
     kt_hash_parse(hex, &h);
     pthread_mutex_lock(&s->lock);
-    if (!kt_u64set_has(&s->proposed, h) && cost > 0 && isfinite(cost)) {
+    if (!sk_seen_has(&s->proposed, h) && cost > 0 && isfinite(cost)) {
         /* measured elsewhere (a stored record): seeds the GA if it decodes */
         struct sk_member m;
         if (sk_decode(s, steps, nsteps, h, &m))
             sk_remember(s, &m);
     }
-    kt_u64set_add(&s->proposed, h);
+    sk_seen_add(&s->proposed, h);
     for (i = s->nprop - 1; i >= 0; i--) {
         if (s->prop[i].hash != h)
             continue;

@@ -12,7 +12,7 @@
 int
 sk_is_new(const struct sk_round *R, uint64_t h)
 {
-    return !kt_u64set_has(&R->s->proposed, h);
+    return !sk_seen_has(&R->s->proposed, h);
 }
 
 int

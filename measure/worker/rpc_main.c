@@ -127,7 +127,7 @@ parse_args(int argc, char **argv, struct kt_server_opts *o,
                 return 2;
             break;
         case OPT_ONCE: o->once = 1; break;
-        case OPT_EXIT_WITH_PARENT:
+        case OPT_EXIT_WITH_PARENT: o->exit_with_parent = 1;
 #ifdef __linux__
             /* Local workers die with the daemon that started them. */
             (void)prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -165,7 +165,9 @@ serve(struct srv *v)
             }
             r = read(v->fd, room, cap);
             if (r <= 0 && !(r < 0 && errno == EINTR)) {
-                log_warnx("rpc: tracker closed the connection");
+                KT_LOG(r == 0 && v->o->exit_with_parent ? LOG_INFO
+                                                        : LOG_WARNING,
+                       "rpc: tracker closed the connection");
                 break;
             }
             if (r > 0) {

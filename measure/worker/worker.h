@@ -292,6 +292,9 @@ struct kt_server_opts {
     int heartbeat_ms;
     int max_backoff_ms;
     int once; /* exit instead of reconnecting */
+    /* a local worker (--exit-with-parent): its tracker is in the parent,
+     * which closes the connection at every normal end */
+    int exit_with_parent;
 };
 #define KT_ROLE_BUILD 1
 #define KT_ROLE_RUN 2

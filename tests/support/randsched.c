@@ -156,32 +156,13 @@ random_cache_reads(struct kt_state *st, const struct kt_rng *parent)
     }
 }
 
-struct kt_state *
-ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
+/* Which producers go inside their consumer (-1: none). */
+static void
+random_attach_targets(const struct kt_state *st, struct kt_rng *r,
+                      int *attach_to)
 {
-    struct kt_state *st = kt_state_new(dag);
-    int attach_to[KT_MAX_STAGES], attach_at[KT_MAX_STAGES];
-    int64_t tile[KT_MAX_STAGES][KT_MAX_AXES];
-    int s, p, a, i;
+    int s;
 
-    random_cache_reads(st, r);
-    /* Cache writes on reduction outputs, from the last stage down so that
-     * inserted stages do not move the ones still to visit. */
-    for (s = st->nstages - 1; s >= 0; s--) {
-        const struct kt_sstage *ss = &st->stages[s];
-        if (ss->op != KT_ASSIGN && !ss->is_pad && kt_rng_unit(r) < 0.4)
-            apply(st, step(KT_STEP_CACHE_WRITE, s, 0));
-    }
-    /* Inline elementwise stages (padding included) now and then. */
-    for (s = 0; s < st->nstages; s++) {
-        const struct kt_sstage *ss = &st->stages[s];
-        double pr = ss->is_pad ? 0.3 : ss->cache_read ? 0.1 : 0.5;
-        if (ss->op == KT_ASSIGN &&
-            st->tensors[ss->out].kind != KT_TENSOR_OUTPUT &&
-            kt_rng_unit(r) < pr)
-            apply(st, step(KT_STEP_COMPUTE_INLINE, s, 0));
-    }
-    /* Which producers go inside their consumer. */
     for (s = 0; s < st->nstages; s++) {
         const struct kt_sstage *ss = &st->stages[s];
         int c;
@@ -201,11 +182,87 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
                  st->stages[c].nspatial == ss->nspatial && kt_rng_unit(r) < 0.5)
             attach_to[s] = c;
     }
-    /* Tile: consumers get a two-level spatial tile with the producer's
-     * attach point after the outer tiles; other stages random tiles. */
+}
+
+/* A consumer's two-level spatial tile (lengths into tile), outer tiles
+ * first; its producers attach at *attach_at after the outer tiles. */
+static void
+tile_consumer(struct kt_state *st, struct kt_rng *r, int s, int attached,
+              int64_t *tile, int *attach_at)
+{
+    const struct kt_sstage *ss = &st->stages[s];
+    int nsp = ss->nspatial, nred = ss->naxes - ss->nspatial, a, fuse;
+    struct kt_step re = step(KT_STEP_REORDER, s, 0);
+
+    for (a = nsp - 1; a >= 0; a--) {
+        struct kt_step sp = step(KT_STEP_SPLIT, s, a);
+        tile[a] = rand_divisor(r, ss->axes[a].extent);
+        sp.n = 1;
+        sp.v[0] = tile[a];
+        apply(st, sp);
+    }
+    /* iterators: o0 i0 o1 i1 ... then reductions */
+    re.n = st->stages[s].niters;
+    for (a = 0; a < nsp; a++) {
+        re.v[a] = 2 * a;
+        re.v[nsp + nred + a] = 2 * a + 1;
+    }
+    for (a = 0; a < nred; a++)
+        re.v[nsp + a] = 2 * nsp + a;
+    apply(st, re);
+    fuse = st->stages[s].attach_stage < 0 && !attached && nsp > 1
+               ? (int)kt_rng_below(r, (uint64_t)nsp) + 1
+               : 1;
+    if (fuse > 1) {
+        struct kt_step fu = step(KT_STEP_FUSE, s, 0);
+        fu.n = fuse;
+        apply(st, fu);
+    }
+    *attach_at = (int)kt_rng_below(r, (uint64_t)(nsp - fuse + 1));
+}
+
+/* Random splits under the bounds lim (per axis), then maybe a random
+ * order and, at root, a fused parallel prefix. */
+static void
+tile_random(struct kt_state *st, struct kt_rng *r, int s, const int64_t *lim,
+            int attached)
+{
+    int a, i;
+
+    for (a = st->stages[s].naxes - 1; a >= 0; a--)
+        split_random(st, r, s, a, lim[a], 3);
+    if (kt_rng_unit(r) < 0.7) {
+        struct kt_step re = step(KT_STEP_REORDER, s, 0);
+        re.n = st->stages[s].niters;
+        for (i = 0; i < re.n; i++)
+            re.v[i] = i;
+        shuffle(r, re.v, re.n);
+        apply(st, re);
+    }
+    if (!attached && kt_rng_unit(r) < 0.5) {
+        int k = 0;
+        while (k < st->stages[s].niters && !st->stages[s].iters[k].reduce)
+            k++;
+        if (k >= 2) {
+            struct kt_step fu = step(KT_STEP_FUSE, s, 0);
+            fu.n = 2 + (int)kt_rng_below(r, (uint64_t)k - 1);
+            apply(st, fu);
+        }
+    }
+}
+
+/* Tile: consumers get a two-level spatial tile with the producer's
+ * attach point after the outer tiles; other stages random tiles. */
+static void
+random_tiles(struct kt_state *st, struct kt_rng *r, const int *attach_to,
+             int *attach_at)
+{
+    int64_t tile[KT_MAX_STAGES][KT_MAX_AXES];
+    int s, p, a;
+
     for (s = st->nstages - 1; s >= 0; s--) {
         const struct kt_sstage *ss = &st->stages[s];
-        int consumer = 0, nsp = ss->nspatial, nred = ss->naxes - ss->nspatial;
+        int consumer = 0, nsp = ss->nspatial;
         if (ss->inlined)
             continue;
         for (p = 0; p < st->nstages; p++)
@@ -215,34 +272,9 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
         if (attach_to[s] >= 0 && (ss->is_pad || ss->cache_read))
             continue; /* padding and packs stay unsplit: any region fits */
         if (consumer) {
-            struct kt_step re = step(KT_STEP_REORDER, s, 0);
-            int fuse;
-            for (a = nsp - 1; a >= 0; a--) {
-                struct kt_step sp = step(KT_STEP_SPLIT, s, a);
-                tile[s][a] = rand_divisor(r, ss->axes[a].extent);
-                sp.n = 1;
-                sp.v[0] = tile[s][a];
-                apply(st, sp);
-            }
-            /* iterators: o0 i0 o1 i1 ... then reductions */
-            re.n = st->stages[s].niters;
-            for (a = 0; a < nsp; a++) {
-                re.v[a] = 2 * a;
-                re.v[nsp + nred + a] = 2 * a + 1;
-            }
-            for (a = 0; a < nred; a++)
-                re.v[nsp + a] = 2 * nsp + a;
-            apply(st, re);
-            fuse = st->stages[s].attach_stage < 0 && attach_to[s] < 0 && nsp > 1
-                       ? (int)kt_rng_below(r, (uint64_t)nsp) + 1
-                       : 1;
-            if (fuse > 1) {
-                struct kt_step fu = step(KT_STEP_FUSE, s, 0);
-                fu.n = fuse;
-                apply(st, fu);
-            }
-            attach_at[s] = (int)kt_rng_below(r, (uint64_t)(nsp - fuse + 1));
-        } else if (nred > 0 && attach_to[s] < 0 && kt_rng_unit(r) < 0.25) {
+            tile_consumer(st, r, s, attach_to[s] >= 0, tile[s], &attach_at[s]);
+        } else if (ss->naxes > nsp && attach_to[s] < 0 &&
+                   kt_rng_unit(r) < 0.25) {
             rfactor_shape(st, r, s);
         } else {
             int64_t lim[KT_MAX_AXES];
@@ -254,43 +286,17 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
                 for (a = 0; a < nsp; a++)
                     lim[a] = tile[c][a];
             }
-            for (a = ss->naxes - 1; a >= 0; a--)
-                split_random(st, r, s, a, lim[a], 3);
-            if (kt_rng_unit(r) < 0.7) {
-                struct kt_step re = step(KT_STEP_REORDER, s, 0);
-                re.n = st->stages[s].niters;
-                for (i = 0; i < re.n; i++)
-                    re.v[i] = i;
-                shuffle(r, re.v, re.n);
-                apply(st, re);
-            }
-            if (attach_to[s] < 0 && kt_rng_unit(r) < 0.5) {
-                int k = 0;
-                while (k < st->stages[s].niters &&
-                       !st->stages[s].iters[k].reduce)
-                    k++;
-                if (k >= 2) {
-                    struct kt_step fu = step(KT_STEP_FUSE, s, 0);
-                    fu.n = 2 + (int)kt_rng_below(r, (uint64_t)k - 1);
-                    apply(st, fu);
-                }
-            }
+            tile_random(st, r, s, lim, attach_to[s] >= 0);
         }
     }
-    /* Attach producers. */
-    for (s = 0; s < st->nstages; s++) {
-        struct kt_step ca = step(KT_STEP_COMPUTE_AT, s, 0);
-        int c = attach_to[s];
-        if (c < 0)
-            continue;
-        ca.v[0] = c;
-        if (st->stages[s].is_pad || st->stages[s].cache_read)
-            ca.v[1] = (int)kt_rng_below(r, (uint64_t)st->stages[c].niters);
-        else
-            ca.v[1] = attach_at[c];
-        apply(st, ca);
-    }
-    /* Annotations. */
+}
+
+/* Parallel, vectorize, unroll and auto-unroll annotations, now and then. */
+static void
+random_annotations(struct kt_state *st, struct kt_rng *r)
+{
+    int s, i;
+
     for (s = 0; s < st->nstages; s++) {
         const struct kt_sstage *ss = &st->stages[s];
         int last = ss->niters - 1;
@@ -323,5 +329,47 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
                                        {steps[kt_rng_below(r, 4)]}});
         }
     }
+}
+
+struct kt_state *
+ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
+{
+    struct kt_state *st = kt_state_new(dag);
+    int attach_to[KT_MAX_STAGES], attach_at[KT_MAX_STAGES];
+    int s;
+
+    random_cache_reads(st, r);
+    /* Cache writes on reduction outputs, from the last stage down so that
+     * inserted stages do not move the ones still to visit. */
+    for (s = st->nstages - 1; s >= 0; s--) {
+        const struct kt_sstage *ss = &st->stages[s];
+        if (ss->op != KT_ASSIGN && !ss->is_pad && kt_rng_unit(r) < 0.4)
+            apply(st, step(KT_STEP_CACHE_WRITE, s, 0));
+    }
+    /* Inline elementwise stages (padding included) now and then. */
+    for (s = 0; s < st->nstages; s++) {
+        const struct kt_sstage *ss = &st->stages[s];
+        double pr = ss->is_pad ? 0.3 : ss->cache_read ? 0.1 : 0.5;
+        if (ss->op == KT_ASSIGN &&
+            st->tensors[ss->out].kind != KT_TENSOR_OUTPUT &&
+            kt_rng_unit(r) < pr)
+            apply(st, step(KT_STEP_COMPUTE_INLINE, s, 0));
+    }
+    random_attach_targets(st, r, attach_to);
+    random_tiles(st, r, attach_to, attach_at);
+    /* Attach producers. */
+    for (s = 0; s < st->nstages; s++) {
+        struct kt_step ca = step(KT_STEP_COMPUTE_AT, s, 0);
+        int c = attach_to[s];
+        if (c < 0)
+            continue;
+        ca.v[0] = c;
+        if (st->stages[s].is_pad || st->stages[s].cache_read)
+            ca.v[1] = (int)kt_rng_below(r, (uint64_t)st->stages[c].niters);
+        else
+            ca.v[1] = attach_at[c];
+        apply(st, ca);
+    }
+    random_annotations(st, r);
     return st;
 }

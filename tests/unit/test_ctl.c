@@ -535,33 +535,12 @@ render(const char *cmd, const char *json, int *rc)
     return out;
 }
 
+/* The jobs and best tables, rendered from fixed replies. */
 static void
-test_ctl_print_tables(void **state)
+check_jobs_and_best_tables(void)
 {
-    struct fix *f = *state;
-    char err[256], *text, *out;
+    char *out;
     int rc;
-
-    if (kt_ctl_request(f->path, "{\"cmd\":\"tasks\",\"job\":\"tiny\"}", &text,
-                       err, sizeof(err)) != 0)
-        fail_msg("%s", err);
-    out = render("tasks", text, &rc);
-    assert_int_equal(rc, 0);
-    assert_string_equal(out, "job tiny\n"
-                             "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials "
-                             "| Errors | Weight | Task\n"
-                             "-------------------------------------------------"
-                             "-----------------------\n"
-                             "|    0 |        0.080 |         103.92 |     64 "
-                             "|      3 |      2 | gemm64\n"
-                             "|    1 |            - |              - |      0 "
-                             "|      0 |      1 | relu\n"
-                             "-------------------------------------------------"
-                             "-----------------------\n"
-                             "Estimated total latency: - ms\tTrials: 64\tUsed "
-                             "time : 12 s\tNext ID: 1\t\n");
-    free(out);
-    free(text);
 
     out = render("jobs",
                  "{\"ok\":true,\"cmd\":\"jobs\",\"jobs\":["
@@ -612,6 +591,37 @@ test_ctl_print_tables(void **state)
         "-----------------------------------------------------------------\n"
         "schedule 0: [[\"SP\",0]]\n");
     free(out);
+}
+
+static void
+test_ctl_print_tables(void **state)
+{
+    struct fix *f = *state;
+    char err[256], *text, *out;
+    int rc;
+
+    if (kt_ctl_request(f->path, "{\"cmd\":\"tasks\",\"job\":\"tiny\"}", &text,
+                       err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    out = render("tasks", text, &rc);
+    assert_int_equal(rc, 0);
+    assert_string_equal(out, "job tiny\n"
+                             "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials "
+                             "| Errors | Weight | Task\n"
+                             "-------------------------------------------------"
+                             "-----------------------\n"
+                             "|    0 |        0.080 |         103.92 |     64 "
+                             "|      3 |      2 | gemm64\n"
+                             "|    1 |            - |              - |      0 "
+                             "|      0 |      1 | relu\n"
+                             "-------------------------------------------------"
+                             "-----------------------\n"
+                             "Estimated total latency: - ms\tTrials: 64\tUsed "
+                             "time : 12 s\tNext ID: 1\t\n");
+    free(out);
+    free(text);
+
+    check_jobs_and_best_tables();
 
     out = render("pause",
                  "{\"ok\":true,\"cmd\":\"pause\",\"job\":\"tiny\","

@@ -292,6 +292,8 @@ test_engine_runs_budget_and_stores_every_trial(void **state)
     kt_job_get_stats(r.job, &s);
     assert_int_equal(s.trials, 16);
     assert_int_equal(s.rounds, 2);
+    /* after round 1 only: no training after the last round */
+    assert_int_equal(s.trainings, 1);
     assert_int_equal(r.fake.nsubmits, 2);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
     assert_int_equal(count_rows(&r,

@@ -1,0 +1,21 @@
+#!/bin/sh
+# The normal end of kerntune tune warns about nothing: closing the tracker
+# drops its local workers' connections on purpose, so neither the tracker
+# ("worker ... gone: tracker closing") nor the worker ("tracker closed the
+# connection") logs it as a warning.
+set -u
+BIN=${KT_BIN_DIR:?}
+T=$(mktemp -d /tmp/kt-cleanend.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+here=$(cd "$(dirname "$0")/../.." && pwd)
+"$BIN/kerntune" tune "$here/models/tiny.json" --trials 5 --db "$T/t.db" \
+    > "$T/tune.log" 2>&1
+rc=$?
+[ $rc = 0 ] || { echo "FAIL: kerntune tune exited $rc"; tail -20 "$T/tune.log"; exit 1; }
+grep -q "rpc: tracker closed the connection" "$T/tune.log" ||
+    { echo "FAIL: the worker never saw the tracker close"; tail -5 "$T/tune.log"; exit 1; }
+if grep -E "WARN (rpc: tracker closed the connection|tracker: worker .* gone: tracker closing)" "$T/tune.log"; then
+    echo "FAIL: the normal end logged a warning"
+    exit 1
+fi
+exit 0
