@@ -118,8 +118,11 @@ rows_along_reduction(const struct kt_expr *e, int t, int nspatial, int *any)
     if (e == NULL)
         return 1;
     if (e->op == KT_X_LOAD && e->src == t) {
-        const struct kt_affine *in = &e->idx[e->ndim - 1];
+        const struct kt_affine *in;
         *any = 1;
+        if (e->ndim == 0)
+            return 0;
+        in = &e->idx[e->ndim - 1];
         if (in->n != 1 || in->k[0] != 1 || in->var[0] < nspatial)
             return 0;
     }
