@@ -27,7 +27,9 @@ static const char prelude[] =
     "sizeof v); return v; } \\\n"
     "static inline void kt_st##W(float *p, kt_v##W v) { memcpy(p, &v, sizeof "
     "v); } \\\n"
-    "static inline kt_v##W kt_bc##W(float s) { return (kt_v##W){0} + s; } \\\n"
+    /* s - 0 is s exactly (0 + s is not for s = -0), so the compiler folds
+     * the subtraction: a plain broadcast, or an FMA's embedded one */
+    "static inline kt_v##W kt_bc##W(float s) { return s - (kt_v##W){0}; } \\\n"
     "static inline kt_v##W kt_vmax##W(kt_v##W a, kt_v##W b) \\\n"
     "{ kt_i##W m = a > b; return (kt_v##W)((m & (kt_i##W)a) | (~m & "
     "(kt_i##W)b)); } \\\n"

@@ -109,6 +109,46 @@ packs_weight(const struct kt_state *st, int i)
            st->tensors[ss->body->src].is_const;
 }
 
+/* 1 if every load of t in e reads its innermost dimension at one
+ * reduction axis (coefficient 1, nothing else): rows read in order along
+ * the reduction, like A[i, k] of a GEMM.  *any: some load was seen. */
+static int
+rows_along_reduction(const struct kt_expr *e, int t, int nspatial, int *any)
+{
+    if (e == NULL)
+        return 1;
+    if (e->op == KT_X_LOAD && e->src == t) {
+        const struct kt_affine *in;
+        *any = 1;
+        if (e->ndim == 0)
+            return 0;
+        in = &e->idx[e->ndim - 1];
+        if (in->n != 1 || in->k[0] != 1 || in->var[0] < nspatial)
+            return 0;
+    }
+    return rows_along_reduction(e->a, t, nspatial, any) &&
+           rows_along_reduction(e->b, t, nspatial, any);
+}
+
+/* Whether pack stage i copies an operand its consumer broadcasts from
+ * rows it already reads in order along the reduction (A of a GEMM or of
+ * an attention batch matmul): the vector operand was packed first (it is
+ * the one read with a stride), so an in-kernel copy of this one costs a
+ * transposing pass and saves little (measured on the 1024^3 GEMM and the
+ * 12 x 128 x 128 x 64 batch matmul, docs/search.md). */
+static int
+packs_ordered_rows(const struct kt_state *st, int i)
+{
+    int j, any = 0;
+
+    for (j = i + 1; j < st->nstages; j++)
+        if (kt_expr_reads(st->stages[j].body, st->stages[i].out))
+            return rows_along_reduction(st->stages[j].body, st->stages[i].out,
+                                        st->stages[j].nspatial, &any) &&
+                   any;
+    return 0;
+}
+
 static uint8_t
 random_mode(const struct sk_sketch *sk, int i, struct kt_rng *r)
 {
@@ -121,6 +161,8 @@ random_mode(const struct sk_sketch *sk, int i, struct kt_rng *r)
                                                                         : 1);
     if (packs_weight(st, i)) /* weights: mostly rewritten */
         return (uint8_t)(kt_rng_below(r, 4) < 2 ? 2 : kt_rng_below(r, 2));
+    if (packs_ordered_rows(st, i)) /* mostly read in place */
+        return (uint8_t)(kt_rng_below(r, 4) == 0);
     return (uint8_t)kt_rng_below(r, 2);
 }
 

@@ -528,6 +528,40 @@ test_pack_search_reaches_modes(void **state)
     kt_dag_free(dag);
 }
 
+/* A GEMM's A[i, k] is broadcast from rows read in order along k: most
+ * samples read it in place (the A_pack stage, 1 after B_pack at 0, is
+ * inlined back), and the in-kernel pack stays reachable. */
+static void
+test_pack_search_reads_rows_in_place(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search_opts o;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[256];
+    int i, j, inlined = 0;
+
+    (void)state;
+    kt_op_matmul(&d, 256, 256, 256);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    kt_search_opts_default(&o);
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 128, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_true(b.n >= 64);
+    for (i = 0; i < b.n; i++)
+        for (j = 0; j < b.v[i].nsteps; j++)
+            inlined += b.v[i].steps[j].kind == KT_STEP_COMPUTE_INLINE &&
+                       b.v[i].steps[j].stage == 1;
+    if (inlined * 3 < b.n * 2 || inlined == b.n)
+        fail_msg("A read in place in %d of %d samples", inlined, b.n);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -541,6 +575,7 @@ main(void)
         cmocka_unit_test(test_pack_features),
         cmocka_unit_test(test_pack_runner_calls_pack),
         cmocka_unit_test(test_pack_search_reaches_modes),
+        cmocka_unit_test(test_pack_search_reads_rows_in_place),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
