@@ -294,6 +294,16 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     va = put_expr(g, &sa, e->a, lane_var, w);
     vb = e->b ? put_expr(g, &sb, e->b, lane_var, w) : 0;
     vec = va || vb;
+    if (e->op == KT_X_DIV && va && !vb) {
+        /* A divisor the same in every lane (softmax's row sum): one scalar
+         * reciprocal, which gcc computes once where it is invariant, and
+         * a vector multiply, instead of a vector divide per W lanes
+         * (within 1 ulp of the quotient). */
+        kt_buf_printf(b, "(%s * kt_bc%d(1.0f / %s))", sa.p, w, sb.p);
+        kt_buf_free(&sa);
+        kt_buf_free(&sb);
+        return 1;
+    }
     if (vec && !va) {
         struct kt_buf t;
         kt_buf_init(&t);

@@ -321,6 +321,49 @@ test_codegen_lane_accumulators(void **state)
     }
 }
 
+/* A vector divided by a value the same in every lane (softmax's row sum)
+ * is multiplied by its reciprocal: no vector divide is left. */
+static void
+test_codegen_invariant_divisor(void **state)
+{
+    struct kt_shape sh[2] = {{"A", 2, {3, 64}}, {"B", 1, {3}}};
+    struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
+    struct kt_state *st[1];
+    struct kt_dag *dag = NULL;
+    char err[512], *src;
+    int gen = 0, skipped = 0;
+    (void)state;
+
+    if (kt_dag_parse("O[i,j] = (A[i,j] + 1.0) / B[i]", sh, 2, &dag, err,
+                     sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "* kt_bc16(1.0f / t_B[");
+    src = ktt_module_many(dag, st, 1, &gen, &skipped);
+    assert_non_null(src);
+    assert_null(strstr(strstr(src, "cand_0("), ") / kt_bc16("));
+    free(src);
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+}
+
+/* Across-lane reductions go by halves and vector max / min are one
+ * instruction where the ISA has one (the compare-and-blend fallback is two):
+ * softmax's row max and sum were chains of 15 dependent scalar operations. */
+static void
+test_codegen_prelude_reductions(void **state)
+{
+    struct kt_buf b;
+    (void)state;
+
+    kt_buf_init(&b);
+    kt_codegen_prelude(&b);
+    assert_non_null(strstr(b.p, "_mm512_max_ps("));
+    assert_non_null(strstr(b.p, "kt_hsum##H(kt_lo##W(a) + kt_hi##W(a))"));
+    assert_null(strstr(b.p, "for (int l = 0; l < W; l++) s += a[l]"));
+    kt_buf_free(&b);
+}
+
 /* The accumulator tile of a micro-kernel under a perfect nest of
  * reduction loops (a conv's c, r, s) is held in registers across the whole
  * nest: loaded before the outermost reduction loop, not around the
@@ -563,6 +606,8 @@ main(void)
         cmocka_unit_test(test_codegen_strided_shuffle),
         cmocka_unit_test(test_codegen_guarded_vector_read),
         cmocka_unit_test(test_codegen_lane_accumulators),
+        cmocka_unit_test(test_codegen_invariant_divisor),
+        cmocka_unit_test(test_codegen_prelude_reductions),
         cmocka_unit_test(test_codegen_register_nest),
         cmocka_unit_test(test_codegen_block_size),
         cmocka_unit_test(test_codegen_root_channel_layout),
