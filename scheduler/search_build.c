@@ -162,6 +162,40 @@ lane_reduction(const struct sk_plan *p, const struct kt_iter *it)
     return p->role != SK_MLT && it->reduce && it->extent % 4 == 0;
 }
 
+/* Whether stage p is read by stages other than c. */
+static int
+other_readers(const struct kt_state *st, int p, int c)
+{
+    int r;
+
+    for (r = 0; r < st->nstages; r++)
+        if (r != p && r != c && !st->stages[r].inlined &&
+            kt_expr_reads(st->stages[r].body, st->stages[p].out))
+            return 1;
+    return 0;
+}
+
+/* A stage read by c and by others can only be computed at the loop of c
+ * where all the others are (docs/schedule.md, compute_at): that loop in
+ * *cand and 1, or 0 while some other reader is elsewhere. */
+static int
+coattach_point(const struct kt_state *st, int p, int c, int *cand)
+{
+    int r, at = -1;
+
+    for (r = 0; r < st->nstages; r++) {
+        const struct kt_sstage *rs = &st->stages[r];
+        if (r == p || r == c || rs->inlined ||
+            !kt_expr_reads(rs->body, st->stages[p].out))
+            continue;
+        if (rs->attach_stage != c || (at >= 0 && rs->attach_iter != at))
+            return 0;
+        at = rs->attach_iter;
+    }
+    cand[0] = at;
+    return at >= 0;
+}
+
 struct kt_state *
 sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
          size_t errlen)
@@ -193,6 +227,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             if (st->stages[i].cache_read)
                 nc = sk_pack_attach_points(cs, st->stages[i].out,
                                            g->pack[i] == 2, cand);
+            else if (other_readers(st, i, p->consumer))
+                nc = coattach_point(st, i, p->consumer, cand);
             else
                 for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
                     if (cs->iters[j].extent > 1)

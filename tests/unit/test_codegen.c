@@ -347,6 +347,47 @@ test_codegen_invariant_divisor(void **state)
     kt_dag_free(dag);
 }
 
+/* Softmax computed row by row: exp kept as a stage and computed at the
+ * output's row loop together with the row sum, its other reader (the row
+ * max computed inside it), so exp runs once per element and one parallel
+ * loop holds the row in a local buffer.  compute_at accepts the second
+ * reader only at the same loop of the same target. */
+static void
+test_codegen_row_fusion(void **state)
+{
+    static const char *const sched =
+        "{\"v\":1,\"steps\":[[\"SP\",0,1,[16]],[\"SP\",2,1,[16]],"
+        "[\"CA\",2,3,0],[\"CA\",1,3,0],[\"CA\",0,1,0],"
+        "[\"AN\",3,0,\"parallel\"],[\"AN\",3,1,\"vectorize\"],"
+        "[\"AN\",1,1,\"vectorize\"],[\"AN\",2,2,\"vectorize\"],"
+        "[\"AN\",0,2,\"vectorize\"]]}";
+    struct kt_step alone = {KT_STEP_COMPUTE_AT, 1, 0, 2, {3, 0}};
+    struct kt_step elsewhere[] = {{KT_STEP_COMPUTE_AT, 2, 0, 2, {3, 0}},
+                                  {KT_STEP_COMPUTE_AT, 1, 0, 2, {3, 1}}};
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_state *st[1], *bad = NULL;
+    char err[512];
+    int n = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_softmax(&d, 6, 64), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(sched, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "float t_E[64]");
+    /* E is also read by S: not while S is at the root or at another loop */
+    assert_int_equal(kt_state_replay(dag, &alone, 1, &bad, err, sizeof(err)),
+                     KT_ESCHEDULE);
+    assert_int_equal(kt_state_replay(dag, elsewhere, 2, &bad, err, sizeof(err)),
+                     KT_ESCHEDULE);
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+}
+
 /* Across-lane reductions go by halves and vector max / min are one
  * instruction where the ISA has one (the compare-and-blend fallback is two):
  * softmax's row max and sum were chains of 15 dependent scalar operations. */
@@ -607,6 +648,7 @@ main(void)
         cmocka_unit_test(test_codegen_guarded_vector_read),
         cmocka_unit_test(test_codegen_lane_accumulators),
         cmocka_unit_test(test_codegen_invariant_divisor),
+        cmocka_unit_test(test_codegen_row_fusion),
         cmocka_unit_test(test_codegen_prelude_reductions),
         cmocka_unit_test(test_codegen_register_nest),
         cmocka_unit_test(test_codegen_block_size),
