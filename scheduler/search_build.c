@@ -162,6 +162,37 @@ lane_reduction(const struct sk_plan *p, const struct kt_iter *it)
     return p->role != SK_MLT && it->reduce && it->extent % 4 == 0;
 }
 
+/* Whether some read of tensor t in e moves with axis a. */
+static int
+load_moves(const struct kt_expr *e, int t, int a)
+{
+    int d, i;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t)
+        for (d = 0; d < e->ndim; d++)
+            for (i = 0; i < e->idx[d].n; i++)
+                if (e->idx[d].var[i] == a && e->idx[d].k[i] != 0)
+                    return 1;
+    return load_moves(e->a, t, a) || load_moves(e->b, t, a);
+}
+
+/* Whether the reads of tensor t by stage cs move with iterator j: computed
+ * inside a loop its consumer reads it the same at every step of (softmax's
+ * row sum in the output's column loop), a stage only recomputes the same
+ * region, so such loops are no attach points. */
+static int
+iter_moves_read(const struct kt_sstage *cs, int j, int t)
+{
+    int q;
+
+    for (q = 0; q < cs->iters[j].nparts; q++)
+        if (load_moves(cs->body, t, cs->iters[j].parts[q].axis))
+            return 1;
+    return 0;
+}
+
 /* Whether stage p is read by stages other than c. */
 static int
 other_readers(const struct kt_state *st, int p, int c)
@@ -231,7 +262,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
                 nc = coattach_point(st, i, p->consumer, cand);
             else
                 for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
-                    if (cs->iters[j].extent > 1)
+                    if (cs->iters[j].extent > 1 &&
+                        iter_moves_read(cs, j, st->stages[i].out))
                         cand[nc++] = j;
             if (nc > 0) {
                 tgt = p->consumer;

@@ -361,6 +361,11 @@ test_codegen_row_fusion(void **state)
         "[\"AN\",3,0,\"parallel\"],[\"AN\",3,1,\"vectorize\"],"
         "[\"AN\",1,1,\"vectorize\"],[\"AN\",2,2,\"vectorize\"],"
         "[\"AN\",0,2,\"vectorize\"]]}";
+    static const char *const unsplit =
+        "{\"v\":1,\"steps\":[[\"CA\",2,3,0],[\"CA\",1,3,0],[\"CA\",0,1,0],"
+        "[\"AN\",3,0,\"parallel\"],[\"AN\",3,1,\"vectorize\"],"
+        "[\"AN\",1,1,\"vectorize\"],[\"AN\",2,1,\"vectorize\"],"
+        "[\"AN\",0,1,\"vectorize\"]]}";
     struct kt_step alone = {KT_STEP_COMPUTE_AT, 1, 0, 2, {3, 0}};
     struct kt_step elsewhere[] = {{KT_STEP_COMPUTE_AT, 2, 0, 2, {3, 0}},
                                   {KT_STEP_COMPUTE_AT, 1, 0, 2, {3, 1}}};
@@ -378,6 +383,14 @@ test_codegen_row_fusion(void **state)
         kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     check_contains(dag, st, 1, "float t_E[64]");
+    kt_state_free(st[0]);
+    /* unsplit, the row max and sum are vector loops of 4 chunks outside any
+     * micro-kernel: 4 lane accumulators each, across lanes once */
+    free(steps);
+    if (kt_steps_from_json(unsplit, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "t_S[0] = kt_add(t_S[0], kt_hsum16(acc0_0));");
     /* E is also read by S: not while S is at the root or at another loop */
     assert_int_equal(kt_state_replay(dag, &alone, 1, &bad, err, sizeof(err)),
                      KT_ESCHEDULE);
