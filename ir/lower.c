@@ -119,8 +119,11 @@ collect_coattached_reads(struct lower *L, const struct snest *n, int j, int p,
         }
         if (rc == KT_OK && kt__lower_all_axis_exprs(cn, 1, cax) != KT_OK)
             rc = FAIL(L, "index expression too long");
+        memset(&cr, 0, sizeof(cr));
         if (rc == KT_OK)
-            rc = kt__lower_collect_region(L, cn, cs->body, t, cax, r);
+            rc = kt__lower_collect_region(L, cn, cs->body, t, cax, &cr);
+        if (rc == KT_OK)
+            kt__lower_merge_region(L, t, r, &cr);
         free(cn);
         if (rc != KT_OK)
             return rc;
