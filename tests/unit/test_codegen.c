@@ -401,9 +401,8 @@ test_codegen_row_fusion(void **state)
     kt_dag_free(dag);
 }
 
-/* Across-lane reductions go by halves and vector max / min are one
- * instruction where the ISA has one (the compare-and-blend fallback is two):
- * softmax's row max and sum were chains of 15 dependent scalar operations. */
+/* Across-lane reductions go by halves: softmax's row max and sum were
+ * chains of 15 dependent scalar operations. */
 static void
 test_codegen_prelude_reductions(void **state)
 {
@@ -412,7 +411,6 @@ test_codegen_prelude_reductions(void **state)
 
     kt_buf_init(&b);
     kt_codegen_prelude(&b);
-    assert_non_null(strstr(b.p, "_mm512_max_ps("));
     assert_non_null(strstr(b.p, "kt_hsum##H(kt_lo##W(a) + kt_hi##W(a))"));
     assert_null(strstr(b.p, "for (int l = 0; l < W; l++) s += a[l]"));
     kt_buf_free(&b);
