@@ -335,6 +335,58 @@ hoist_pays(struct cg *g, const struct kt_node *n, const struct kt_node *k)
     return inner > 0 && outer >= inner;
 }
 
+/* A vectorized loop of more than one vector whose stores all reduce into
+ * one element each (an untiled row max or sum computed at its consumer's
+ * row, outside any micro-kernel). */
+static int
+lane_reduction_loop(struct cg *g, const struct kt_node *n)
+{
+    int k;
+
+    if (n->extent <= kt__cg_lanes_for(g, n->extent))
+        return 0;
+    for (k = 0; k < n->nkids; k++)
+        if (!kt__cg_lane_reduction(g, n->kids[k], n->var))
+            return 0;
+    return 1;
+}
+
+/* Lane accumulators across the loop, reduced across lanes once after it
+ * (was: across lanes per vector); up to 4 per store (independent add
+ * chains), chunk q of each step accumulating into the q-th. */
+static void
+emit_lane_reduction(struct cg *g, const struct kt_node *n)
+{
+    int k, q, w = kt__cg_lanes_for(g, n->extent);
+    int64_t chunks = n->extent / w;
+    int nacc = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
+
+    kt__cg_line(g, "{");
+    g->indent++;
+    for (k = 0; k < n->nkids; k++)
+        for (q = 0; q < nacc; q++)
+            kt__cg_emit_lane_acc(g, n->kids[k], k, q, 0, n->var, w);
+    loop_header(g, n, w * nacc);
+    g->indent++;
+    g->env[n->var].set = 1;
+    for (q = 0; q < nacc; q++) {
+        kt_aff_var(&g->env[n->var].val, n->var, 1);
+        g->env[n->var].val.c = (int64_t)q * w;
+        for (k = 0; k < n->nkids; k++)
+            kt__cg_emit_lane_acc(g, n->kids[k], k, q, 1, n->var, w);
+    }
+    g->env[n->var].set = 0;
+    g->indent--;
+    kt__cg_line(g, "}");
+    for (k = 0; k < n->nkids; k++) {
+        for (q = 1; q < nacc; q++)
+            kt__cg_emit_lane_acc(g, n->kids[k], k, q, 2, n->var, w);
+        kt__cg_emit_lane_acc(g, n->kids[k], k, 0, 3, n->var, w);
+    }
+    g->indent--;
+    kt__cg_line(g, "}");
+}
+
 static void
 emit_loop(struct cg *g, const struct kt_node *n)
 {
@@ -343,6 +395,10 @@ emit_loop(struct cg *g, const struct kt_node *n)
 
     if (kt__cg_emit_transpose(g, n))
         return;
+    if (!g->reference && is_vector_loop(g, n) && lane_reduction_loop(g, n)) {
+        emit_lane_reduction(g, n);
+        return;
+    }
     if (!g->reference && is_vector_loop(g, n)) {
         w = kt__cg_lanes_for(g, n->extent);
         loop_header(g, n, w);

@@ -294,6 +294,16 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     va = put_expr(g, &sa, e->a, lane_var, w);
     vb = e->b ? put_expr(g, &sb, e->b, lane_var, w) : 0;
     vec = va || vb;
+    if (e->op == KT_X_DIV && va && !vb) {
+        /* A divisor the same in every lane (softmax's row sum): one scalar
+         * reciprocal, which gcc computes once where it is invariant, and
+         * a vector multiply, instead of a vector divide per W lanes
+         * (within 1 ulp of the quotient). */
+        kt_buf_printf(b, "(%s * kt_bc%d(1.0f / %s))", sa.p, w, sb.p);
+        kt_buf_free(&sa);
+        kt_buf_free(&sb);
+        return 1;
+    }
     if (vec && !va) {
         struct kt_buf t;
         kt_buf_init(&t);
@@ -474,6 +484,73 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         kt__cg_line(g, "  } }");
     }
 done:
+    kt_buf_free(&val);
+    kt_buf_free(&dst);
+}
+
+/* The address of store n as C text in b (lane variable unbound). */
+static void
+put_store_addr(struct cg *g, struct kt_buf *b, const struct kt_node *n)
+{
+    struct kt_affine pre, addr;
+
+    kt__cg_flat_addr(g, n->buf, n->idx, -1, &pre);
+    kt__cg_subst(g, &pre, -1, &addr);
+    kt_buf_printf(b, "t_%s[", g->lt->bufs[n->buf].name);
+    kt__cg_put_aff(g, b, &addr);
+    kt_buf_puts(b, "]");
+}
+
+int
+kt__cg_lane_reduction(struct cg *g, const struct kt_node *n, int lane_var)
+{
+    struct kt_affine pre;
+
+    if (n->kind != KT_N_STORE || n->op == KT_ASSIGN)
+        return 0;
+    kt__cg_flat_addr(g, n->buf, n->idx, lane_var, &pre);
+    return kt_aff_coef(&pre, lane_var) == 0;
+}
+
+void
+kt__cg_emit_lane_acc(struct cg *g, const struct kt_node *n, int i, int q,
+                     int phase, int lane_var, int w)
+{
+    static const char *const identity[] =
+        {[KT_SUM] = "0.0f", [KT_MAXR] = "(-INFINITY)", [KT_MINR] = "INFINITY"};
+    const char *op = kt__cg_combine_op(n->op);
+    struct kt_buf val, dst;
+
+    kt_buf_init(&val);
+    kt_buf_init(&dst);
+    if (phase == 0) {
+        kt__cg_line(g, "kt_v%d acc%d_%d = kt_bc%d(%s);", w, i, q, w,
+                    identity[n->op]);
+    } else if (phase == 1) {
+        if (!put_expr(g, &val, n->expr, lane_var, w)) {
+            struct kt_buf t;
+            kt_buf_init(&t);
+            kt_buf_printf(&t, "kt_bc%d(%s)", w, val.p);
+            kt_buf_free(&val);
+            val = t;
+        }
+        if (n->op == KT_SUM)
+            kt__cg_line(g, "acc%d_%d += %s;", i, q, val.p);
+        else
+            kt__cg_line(g, "acc%d_%d = kt_v%s%d(acc%d_%d, %s);", i, q, op, w, i,
+                        q, val.p);
+    } else if (phase == 2) {
+        if (n->op == KT_SUM)
+            kt__cg_line(g, "acc%d_0 += acc%d_%d;", i, i, q);
+        else
+            kt__cg_line(g, "acc%d_0 = kt_v%s%d(acc%d_0, acc%d_%d);", i, op, w,
+                        i, i, q);
+    } else {
+        put_store_addr(g, &dst, n);
+        kt__cg_line(g, "%s = kt_%s(%s, kt_h%s%d(acc%d_0));", dst.p,
+                    n->op == KT_SUM ? "add" : op, dst.p,
+                    n->op == KT_SUM ? "sum" : op, w, i);
+    }
     kt_buf_free(&val);
     kt_buf_free(&dst);
 }

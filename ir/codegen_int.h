@@ -114,6 +114,14 @@ void kt__cg_load_regs(struct cg *g);
 void kt__cg_store_regs(struct cg *g);
 /* Emits store n; lane_var >= 0 is the variable vectorized with w lanes.
  * While g->analysing, only notes the accesses for scalar replacement. */
+/* Whether store n is a reduction into one element along lane_var. */
+int kt__cg_lane_reduction(struct cg *g, const struct kt_node *n, int lane_var);
+/* Such a store kept in W-lane accumulators acc<i>_<q> across its
+ * vectorized loop: phase 0 declares acc<i>_<q> (the reduction's identity),
+ * 1 accumulates one chunk into it, 2 combines it into acc<i>_0, 3 reduces
+ * acc<i>_0 across lanes into the element. */
+void kt__cg_emit_lane_acc(struct cg *g, const struct kt_node *n, int i, int q,
+                          int phase, int lane_var, int w);
 void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,
                        int w);
 

@@ -73,6 +73,64 @@ note_ext(struct lower *L, int v, int64_t extent)
     L->var_ext[v] = extent;
 }
 
+/* Widens r by the reads of stage p's output by the other stages attached at
+ * the same loop j of n (a row buffer read by the row's sum and by the row's
+ * output): each reads it over its own region there.  Any other reader
+ * fails: it would read the local buffer outside its scope. */
+static int
+collect_coattached_reads(struct lower *L, const struct snest *n, int j, int p,
+                         const struct kt_affine *ax, struct region *r)
+{
+    const struct kt_state *st = L->st;
+    int t = st->stages[p].out, c, a, d, rc;
+
+    for (c = 0; c < st->nstages; c++) {
+        const struct kt_sstage *cs = &st->stages[c];
+        struct kt_affine cax[KT_MAX_AXES];
+        struct region cr;
+        struct snest *cn;
+        if (c == p || c == n->s || cs->inlined || !kt_expr_reads(cs->body, t))
+            continue;
+        if (cs->attach_stage != n->s || cs->attach_iter != j)
+            return FAIL(L,
+                        "%s is computed inside %s but also read by %s, "
+                        "which is not computed at the same loop",
+                        st->stages[p].name, n->ss->name, cs->name);
+        memset(&cr, 0, sizeof(cr));
+        rc = kt__lower_collect_region(L, n, n->ss->body, cs->out, ax, &cr);
+        if (rc != KT_OK)
+            return rc;
+        if (!cr.found)
+            return FAIL(L, "%s is attached to %s, which does not read it",
+                        cs->name, n->ss->name);
+        cn = kt_xcalloc(1, sizeof(*cn));
+        cn->s = c;
+        cn->ss = cs;
+        for (a = 0; a < cs->naxes && rc == KT_OK; a++) {
+            int64_t range = cs->axes[a].extent;
+            kt_aff_const(&cn->off[a], 0);
+            if (a < cs->nspatial) {
+                d = a;
+                cn->off[a] = cr.base[d];
+                cn->off[a].c = cr.lo[d];
+                range = cr.hi[d] - cr.lo[d] + 1;
+            }
+            rc = kt__lower_infer_parts(L, cn, a, range);
+        }
+        if (rc == KT_OK && kt__lower_all_axis_exprs(cn, 1, cax) != KT_OK)
+            rc = FAIL(L, "index expression too long");
+        memset(&cr, 0, sizeof(cr));
+        if (rc == KT_OK)
+            rc = kt__lower_collect_region(L, cn, cs->body, t, cax, &cr);
+        if (rc == KT_OK)
+            kt__lower_merge_region(L, t, r, &cr);
+        free(cn);
+        if (rc != KT_OK)
+            return rc;
+    }
+    return KT_OK;
+}
+
 /* Emits every stage attached at iterator j of n's stage into *body,
  * wrapping the rest of the nest in their buffers' scopes. */
 static int
@@ -97,6 +155,8 @@ emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
             return FAIL(L, "index expression too long");
         memset(&r, 0, sizeof(r));
         rc = kt__lower_collect_region(L, n, n->ss->body, ps->out, ax, &r);
+        if (rc == KT_OK)
+            rc = collect_coattached_reads(L, n, j, p, ax, &r);
         if (rc != KT_OK)
             return rc;
         if (!r.found)

@@ -86,6 +86,11 @@ int kt__lower_collect_region(struct lower *L, const struct snest *n,
                              const struct kt_expr *e, int t,
                              const struct kt_affine *ax, struct region *r);
 
+/* Widens r by add (regions of tensor t); a dimension the two read at
+ * places that move differently becomes the whole dimension. */
+void kt__lower_merge_region(const struct lower *L, int t, struct region *r,
+                            const struct region *add);
+
 /* ---- ir/lower_layout.c -------------------------------------------------- */
 
 void kt__lower_pack_dim_order(const struct snest *n, int t,

@@ -255,3 +255,31 @@ kt__lower_collect_region(struct lower *L, const struct snest *n,
         rc = kt__lower_collect_region(L, n, e->b, t, ax, r);
     return rc;
 }
+
+void
+kt__lower_merge_region(const struct lower *L, int t, struct region *r,
+                       const struct region *add)
+{
+    const struct kt_tensor *x = &L->st->tensors[t];
+    int d;
+
+    if (!add->found)
+        return;
+    if (!r->found) {
+        *r = *add;
+        return;
+    }
+    for (d = 0; d < x->ndim; d++) {
+        if (same_linear(&r->base[d], &add->base[d])) {
+            if (add->lo[d] < r->lo[d])
+                r->lo[d] = add->lo[d];
+            if (add->hi[d] > r->hi[d])
+                r->hi[d] = add->hi[d];
+        } else {
+            /* read at places that move differently: the whole dimension */
+            kt_aff_const(&r->base[d], 0);
+            r->lo[d] = 0;
+            r->hi[d] = x->shape[d] - 1;
+        }
+    }
+}

@@ -333,8 +333,13 @@ do_compute_at(struct kt_state *st, const struct kt_step *sp, char *err,
     for (c = 0; c < st->nstages; c++) {
         if (c == sp->stage || st->stages[c].inlined)
             continue;
-        if (kt_expr_reads(st->stages[c].body, s->out) && c != target)
-            return FAIL("compute_at: %s is also read by %s, not only by %s",
+        /* another reader must sit at the same loop of the target (a row
+         * buffer read by the row's sum and by the row's output) */
+        if (kt_expr_reads(st->stages[c].body, s->out) && c != target &&
+            (st->stages[c].attach_stage != target ||
+             st->stages[c].attach_iter != titer))
+            return FAIL("compute_at: %s is also read by %s, not only by %s "
+                        "(or by stages computed at the same loop of it)",
                         s->name, st->stages[c].name, st->stages[target].name);
     }
     if (!kt_expr_reads(st->stages[target].body, s->out))

@@ -162,6 +162,71 @@ lane_reduction(const struct sk_plan *p, const struct kt_iter *it)
     return p->role != SK_MLT && it->reduce && it->extent % 4 == 0;
 }
 
+/* Whether some read of tensor t in e moves with axis a. */
+static int
+load_moves(const struct kt_expr *e, int t, int a)
+{
+    int d, i;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == t)
+        for (d = 0; d < e->ndim; d++)
+            for (i = 0; i < e->idx[d].n; i++)
+                if (e->idx[d].var[i] == a && e->idx[d].k[i] != 0)
+                    return 1;
+    return load_moves(e->a, t, a) || load_moves(e->b, t, a);
+}
+
+/* Whether the reads of tensor t by stage cs move with iterator j: computed
+ * inside a loop its consumer reads it the same at every step of (softmax's
+ * row sum in the output's column loop), a stage only recomputes the same
+ * region, so such loops are no attach points. */
+static int
+iter_moves_read(const struct kt_sstage *cs, int j, int t)
+{
+    int q;
+
+    for (q = 0; q < cs->iters[j].nparts; q++)
+        if (load_moves(cs->body, t, cs->iters[j].parts[q].axis))
+            return 1;
+    return 0;
+}
+
+/* Whether stage p is read by stages other than c. */
+static int
+other_readers(const struct kt_state *st, int p, int c)
+{
+    int r;
+
+    for (r = 0; r < st->nstages; r++)
+        if (r != p && r != c && !st->stages[r].inlined &&
+            kt_expr_reads(st->stages[r].body, st->stages[p].out))
+            return 1;
+    return 0;
+}
+
+/* A stage read by c and by others can only be computed at the loop of c
+ * where all the others are (docs/schedule.md, compute_at): that loop in
+ * *cand and 1, or 0 while some other reader is elsewhere. */
+static int
+coattach_point(const struct kt_state *st, int p, int c, int *cand)
+{
+    int r, at = -1;
+
+    for (r = 0; r < st->nstages; r++) {
+        const struct kt_sstage *rs = &st->stages[r];
+        if (r == p || r == c || rs->inlined ||
+            !kt_expr_reads(rs->body, st->stages[p].out))
+            continue;
+        if (rs->attach_stage != c || (at >= 0 && rs->attach_iter != at))
+            return 0;
+        at = rs->attach_iter;
+    }
+    cand[0] = at;
+    return at >= 0;
+}
+
 struct kt_state *
 sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
          size_t errlen)
@@ -193,9 +258,12 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             if (st->stages[i].cache_read)
                 nc = sk_pack_attach_points(cs, st->stages[i].out,
                                            g->pack[i] == 2, cand);
+            else if (other_readers(st, i, p->consumer))
+                nc = coattach_point(st, i, p->consumer, cand);
             else
                 for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)
-                    if (cs->iters[j].extent > 1)
+                    if (cs->iters[j].extent > 1 &&
+                        iter_moves_read(cs, j, st->stages[i].out))
                         cand[nc++] = j;
             if (nc > 0) {
                 tgt = p->consumer;

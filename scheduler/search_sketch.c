@@ -2,8 +2,9 @@
  * builder that turns a genome into a state is search_build.c.
  *
  * Rules, tried for each stage from the last to the first (docs/search.md, Sketches):
- * AlwaysInline (elementwise, not an output: inlined; padding stages are
- * both inlined and, in a second set of sketches, kept as a stage),
+ * AlwaysInline (elementwise, not an output: inlined; padding stages and
+ * expensive stages with several readers are both inlined and, in a second
+ * set of sketches, kept as a stage),
  * then for stages that need multi-level tiling (a reduction with data
  * reuse) MultiLevelTilingWithFusion (a sole elementwise consumer reading
  * the stage at identity indexes: fused at level 1 or 2), AddCacheWrite
@@ -43,6 +44,54 @@ sole_reader(const struct kt_state *st, int p)
         found = c;
     }
     return found;
+}
+
+/* The reader stage p can be computed at when it has several readers: the
+ * one every other reader has as its sole reader (softmax's exp, read by
+ * the row sum and by the output, which also reads the sum: the output);
+ * -1 if none. */
+static int
+final_reader(const struct kt_state *st, int p)
+{
+    int c, r, final = -1;
+
+    for (c = 0; c < st->nstages && final < 0; c++) {
+        if (c == p || st->stages[c].inlined ||
+            !kt_expr_reads(st->stages[c].body, st->stages[p].out))
+            continue;
+        final = c;
+        for (r = 0; r < st->nstages; r++)
+            if (r != p && r != c && !st->stages[r].inlined &&
+                kt_expr_reads(st->stages[r].body, st->stages[p].out) &&
+                sole_reader(st, r) != c)
+                final = -1;
+    }
+    return final;
+}
+
+static int
+has_expensive_op(const struct kt_expr *e)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_EXP || e->op == KT_X_LOG || e->op == KT_X_TANH ||
+        e->op == KT_X_SIGMOID || e->op == KT_X_SQRT)
+        return 1;
+    return has_expensive_op(e->a) || has_expensive_op(e->b);
+}
+
+/* An elementwise stage also kept as a stage, in a second set of sketches:
+ * padding (inlined, its guarded reads sit in the consumer's innermost
+ * loop, per-lane gathers when vectorized; at root or attached, the hot
+ * loop reads a padded buffer with no bounds checks), and a stage with an
+ * expensive operator read by several stages (inlined, each reader
+ * recomputes it: softmax's exp twice per element; kept, once into a row
+ * buffer that the row sum and the output both read). */
+static int
+also_kept(const struct kt_state *st, int s)
+{
+    return st->stages[s].is_pad ||
+           (has_expensive_op(st->stages[s].body) && sole_reader(st, s) == -2);
 }
 
 static int
@@ -276,6 +325,8 @@ finish(struct gen *G, struct kt_state *st, struct sk_plan *plan,
         }
         if (p->role == SK_PLAIN && !is_output(st, i)) {
             int c = sole_reader(st, i);
+            if (c == -2)
+                c = final_reader(st, i);
             if (c >= 0) {
                 p->may_move = 1;
                 p->consumer = c;
@@ -294,7 +345,8 @@ static void gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan,
 static void
 with_desc(char *out, size_t n, const char *desc, const char *one)
 {
-    snprintf(out, n, "%s%s%s", desc, desc[0] ? "; " : "", one);
+    if (snprintf(out, n, "%s%s%s", desc, desc[0] ? "; " : "", one) >= (int)n)
+        out[n - 1] = '\0'; /* a description, cut */
 }
 
 /* Plans MLT for stage s of st, fused into consumer c at levels 1 and 2
@@ -417,7 +469,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
           const char *desc)
 {
     struct kt_step step;
-    char err[256];
+    char err[256], one[48], kept[160];
 
     if (G->overflow)
         return;
@@ -436,12 +488,11 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             plan[s].role = SK_INLINED;
             gen_stage(G, c, plan, s - 1, desc);
             kt_state_free(c);
-            /* Padding is also kept as its own stage: inlined, its guarded
-             * reads sit in the consumer's innermost loop (per-lane gathers
-             * when vectorized); at root or attached, the hot loop reads a
-             * padded buffer with no bounds checks. */
-            if (!st->stages[s].is_pad)
+            if (!also_kept(st, s))
                 return;
+            snprintf(one, sizeof(one), "%s kept", st->stages[s].name);
+            with_desc(kept, sizeof(kept), desc, one);
+            desc = kept;
         } else {
             kt_state_free(c);
         }

@@ -35,6 +35,32 @@ sole_consumer(const struct kt_state *st, int p)
     return found;
 }
 
+/* The reader of p that all its other readers are read by alone, -1 if
+ * p has one reader or no such one. */
+static int
+final_consumer(const struct kt_state *st, int p)
+{
+    int c, q, found = -1, n = 0;
+
+    if (st->tensors[st->stages[p].out].kind == KT_TENSOR_OUTPUT)
+        return -1;
+    for (c = 0; c < st->nstages; c++) {
+        int all = 1;
+        if (c == p || st->stages[c].inlined ||
+            !kt_expr_reads(st->stages[c].body, st->stages[p].out))
+            continue;
+        n++;
+        for (q = 0; q < st->nstages; q++)
+            if (q != p && q != c && !st->stages[q].inlined &&
+                kt_expr_reads(st->stages[q].body, st->stages[p].out) &&
+                sole_consumer(st, q) != c)
+                all = 0;
+        if (all)
+            found = c;
+    }
+    return n >= 2 ? found : -1;
+}
+
 static int
 apply(struct kt_state *st, struct kt_step s)
 {
@@ -181,6 +207,19 @@ random_attach_targets(const struct kt_state *st, struct kt_rng *r,
         else if (!ss->is_pad && st->stages[c].naxes == st->stages[c].nspatial &&
                  st->stages[c].nspatial == ss->nspatial && kt_rng_unit(r) < 0.5)
             attach_to[s] = c;
+    }
+    /* A stage read by c and by stages c alone reads (softmax's exp, read
+     * by the row sum and the output) may go into c with all of them. */
+    for (s = 0; s < st->nstages; s++) {
+        int c = final_consumer(st, s), q;
+        if (c < 0 || attach_to[s] >= 0 || st->stages[s].inlined ||
+            kt_rng_unit(r) >= 0.5)
+            continue;
+        for (q = 0; q < st->nstages; q++)
+            if (q != c && !st->stages[q].inlined &&
+                kt_expr_reads(st->stages[q].body, st->stages[s].out))
+                attach_to[q] = c;
+        attach_to[s] = c;
     }
 }
 
@@ -357,8 +396,9 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
     }
     random_attach_targets(st, r, attach_to);
     random_tiles(st, r, attach_to, attach_at);
-    /* Attach producers. */
-    for (s = 0; s < st->nstages; s++) {
+    /* Attach producers, readers first (a stage's other readers must be
+     * in place before it attaches next to them). */
+    for (s = st->nstages - 1; s >= 0; s--) {
         struct kt_step ca = step(KT_STEP_COMPUTE_AT, s, 0);
         int c = attach_to[s];
         if (c < 0)

@@ -321,6 +321,101 @@ test_codegen_lane_accumulators(void **state)
     }
 }
 
+/* A vector divided by a value the same in every lane (softmax's row sum)
+ * is multiplied by its reciprocal: no vector divide is left. */
+static void
+test_codegen_invariant_divisor(void **state)
+{
+    struct kt_shape sh[2] = {{"A", 2, {3, 64}}, {"B", 1, {3}}};
+    struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
+    struct kt_state *st[1];
+    struct kt_dag *dag = NULL;
+    char err[512], *src;
+    int gen = 0, skipped = 0;
+    (void)state;
+
+    if (kt_dag_parse("O[i,j] = (A[i,j] + 1.0) / B[i]", sh, 2, &dag, err,
+                     sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "* kt_bc16(1.0f / t_B[");
+    src = ktt_module_many(dag, st, 1, &gen, &skipped);
+    assert_non_null(src);
+    assert_null(strstr(strstr(src, "cand_0("), ") / kt_bc16("));
+    free(src);
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+}
+
+/* Softmax computed row by row: exp kept as a stage and computed at the
+ * output's row loop together with the row sum, its other reader (the row
+ * max computed inside it), so exp runs once per element and one parallel
+ * loop holds the row in a local buffer.  compute_at accepts the second
+ * reader only at the same loop of the same target. */
+static void
+test_codegen_row_fusion(void **state)
+{
+    static const char *const sched =
+        "{\"v\":1,\"steps\":[[\"SP\",0,1,[16]],[\"SP\",2,1,[16]],"
+        "[\"CA\",2,3,0],[\"CA\",1,3,0],[\"CA\",0,1,0],"
+        "[\"AN\",3,0,\"parallel\"],[\"AN\",3,1,\"vectorize\"],"
+        "[\"AN\",1,1,\"vectorize\"],[\"AN\",2,2,\"vectorize\"],"
+        "[\"AN\",0,2,\"vectorize\"]]}";
+    static const char *const unsplit =
+        "{\"v\":1,\"steps\":[[\"CA\",2,3,0],[\"CA\",1,3,0],[\"CA\",0,1,0],"
+        "[\"AN\",3,0,\"parallel\"],[\"AN\",3,1,\"vectorize\"],"
+        "[\"AN\",1,1,\"vectorize\"],[\"AN\",2,1,\"vectorize\"],"
+        "[\"AN\",0,1,\"vectorize\"]]}";
+    struct kt_step alone = {KT_STEP_COMPUTE_AT, 1, 0, 2, {3, 0}};
+    struct kt_step elsewhere[] = {{KT_STEP_COMPUTE_AT, 2, 0, 2, {3, 0}},
+                                  {KT_STEP_COMPUTE_AT, 1, 0, 2, {3, 1}}};
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_state *st[1], *bad = NULL;
+    char err[512];
+    int n = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_softmax(&d, 6, 64), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(sched, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "float t_E[64]");
+    kt_state_free(st[0]);
+    /* unsplit, the row max and sum are vector loops of 4 chunks outside any
+     * micro-kernel: 4 lane accumulators each, across lanes once */
+    free(steps);
+    if (kt_steps_from_json(unsplit, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "t_S[0] = kt_add(t_S[0], kt_hsum16(acc0_0));");
+    /* E is also read by S: not while S is at the root or at another loop */
+    assert_int_equal(kt_state_replay(dag, &alone, 1, &bad, err, sizeof(err)),
+                     KT_ESCHEDULE);
+    assert_int_equal(kt_state_replay(dag, elsewhere, 2, &bad, err, sizeof(err)),
+                     KT_ESCHEDULE);
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+}
+
+/* Across-lane reductions go by halves: softmax's row max and sum were
+ * chains of 15 dependent scalar operations. */
+static void
+test_codegen_prelude_reductions(void **state)
+{
+    struct kt_buf b;
+    (void)state;
+
+    kt_buf_init(&b);
+    kt_codegen_prelude(&b);
+    assert_non_null(strstr(b.p, "kt_hsum##H(kt_lo##W(a) + kt_hi##W(a))"));
+    assert_null(strstr(b.p, "for (int l = 0; l < W; l++) s += a[l]"));
+    kt_buf_free(&b);
+}
+
 /* The accumulator tile of a micro-kernel under a perfect nest of
  * reduction loops (a conv's c, r, s) is held in registers across the whole
  * nest: loaded before the outermost reduction loop, not around the
@@ -563,6 +658,9 @@ main(void)
         cmocka_unit_test(test_codegen_strided_shuffle),
         cmocka_unit_test(test_codegen_guarded_vector_read),
         cmocka_unit_test(test_codegen_lane_accumulators),
+        cmocka_unit_test(test_codegen_invariant_divisor),
+        cmocka_unit_test(test_codegen_row_fusion),
+        cmocka_unit_test(test_codegen_prelude_reductions),
         cmocka_unit_test(test_codegen_register_nest),
         cmocka_unit_test(test_codegen_block_size),
         cmocka_unit_test(test_codegen_root_channel_layout),

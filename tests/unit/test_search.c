@@ -604,6 +604,50 @@ test_search_lane_reduction_softmax(void **state)
     kt_dag_free(dag);
 }
 
+/* Softmax's exp, read by the row sum and by the output, is also kept as a
+ * stage (a second set of sketches) and can then be computed at the
+ * output's row loop with the row sum: exp once per element, one parallel
+ * loop over rows.  Picks programs where a kept stage is attached to a
+ * stage that another of its readers is attached to at the same loop. */
+static int
+row_fused(const struct kt_state *st)
+{
+    int i, r;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        if (ss->inlined || ss->attach_stage < 0 || ss->naxes != ss->nspatial)
+            continue;
+        for (r = 0; r < st->nstages; r++)
+            if (r != i && r != ss->attach_stage && !st->stages[r].inlined &&
+                kt_expr_reads(st->stages[r].body, ss->out) &&
+                st->stages[r].attach_stage == ss->attach_stage &&
+                st->stages[r].attach_iter == ss->attach_iter)
+                return 1;
+    }
+    return 0;
+}
+
+static void
+test_search_softmax_row_fusion(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    int i, kept = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_softmax(&d, 64, 128), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 3, 1);
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        kept += strstr(kt_search_sketch_desc(s, i), "E kept") != NULL;
+    assert_true(kept > 0 && kept < kt_search_nsketches(s));
+    check_picked_samples(dag, s, row_fused, "computes a row buffer at its row");
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* ChannelVector: a conv whose output width cannot fill 16-lane vectors
  * (28 wide, read with stride 2) also gets sketches whose register tile
  * vectorizes the output channels (f, axis 1) over a weight pack; their
@@ -885,6 +929,7 @@ main(void)
         cmocka_unit_test(test_search_channel_vector),
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_lane_reduction_softmax),
+        cmocka_unit_test(test_search_softmax_row_fusion),
         cmocka_unit_test(test_search_model_and_seeds),
         cmocka_unit_test(test_search_empty_population),
         cmocka_unit_test(test_search_extra_picks_are_remembered),
