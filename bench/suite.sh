@@ -36,6 +36,16 @@ while [ $# -gt 0 ]; do
 done
 case $TRIALS in '' | *[!0-9]*) echo "suite: --trials wants a number, got '$TRIALS'" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
+# suite_time generates the tuned kernels' C with its own copy of the code
+# generator: one older than the library times different code than the
+# tuner measured (and may not replay newer schedules).
+for f in "$BIN/kerntune" "$BIN/bench/suite_time"; do
+    [ -x "$f" ] || { echo "suite: $f is missing: run make bench-build" >&2; exit 2; }
+done
+if [ "$BIN/libkerntune.a" -nt "$BIN/bench/suite_time" ]; then
+    echo "suite: $BIN/bench/suite_time is older than $BIN/libkerntune.a: run make bench-build" >&2
+    exit 2
+fi
 
 configs=
 for cfg in bench/suite/*.json; do
