@@ -57,7 +57,10 @@ new_var(struct kt_looptree *lt, const char *axis, int part)
 
     lt->var_names = kt_xrealloc(lt->var_names,
                                 sizeof(*lt->var_names) * (size_t)lt->nvars);
-    snprintf(lt->var_names[v], sizeof(lt->var_names[v]), "%.12s%d_%d", axis,
+    /* "_l" keeps loop variables apart from the code generator's
+     * temporaries (r0_1, x0_1, acc0_1: letters, digits, '_', digits),
+     * whatever the axis is called (a conv's r, s, x, y) */
+    snprintf(lt->var_names[v], sizeof(lt->var_names[v]), "%.12s%d_l%d", axis,
              part, v);
     return v;
 }

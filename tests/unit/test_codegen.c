@@ -401,6 +401,45 @@ test_codegen_row_fusion(void **state)
     kt_dag_free(dag);
 }
 
+/* Loop variables are named after the op's axes (a conv's r, s, x, y) and
+ * must not collide with the generator's temporaries: this schedule of the
+ * suite's conv1x1, tuned by the daemon, declared a transposing copy's
+ * register x0_1 inside the loop of variable x0_1 (gcc: "conversion of
+ * scalar 'long int' to vector"). */
+static void
+test_codegen_loop_names_apart(void **state)
+{
+    static const char sched[] =
+        "{\"v\":1,\"steps\":[[\"CHR\",0,0],[\"CHR\",1,1],[\"SP\",3,3,[1,28]],"
+        "[\"SP\",3,2,[1,28]],[\"SP\",3,1,[1,64]],"
+        "[\"RE\",3,[0,1,4,7,2,5,8,3,6,9]],[\"FU\",3,0,7],[\"SP\",2,4,[256]],"
+        "[\"SP\",2,3,[1,28,1]],[\"SP\",2,2,[1,1,28]],[\"SP\",2,1,[1,4,16]],"
+        "[\"RE\",2,[0,1,5,9,2,6,10,13,15,16,3,7,11,14,8,12,4]],"
+        "[\"CA\",2,3,0],[\"CA\",1,2,3],[\"CA\",0,2,3],"
+        "[\"AN\",0,3,\"vectorize\"],[\"AN\",2,16,\"vectorize\"],"
+        "[\"AN\",2,14,\"unroll\"],[\"PR\",2,0,512],[\"AN\",3,0,\"parallel\"],"
+        "[\"AN\",3,3,\"vectorize\"]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_state *st[1];
+    char err[512];
+    int n = 0;
+    (void)state;
+
+    assert_int_equal(ktt_conv_def(&d, 256, 56, 64, 1, 1, 0, 1, 1,
+                                  KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(sched, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "= __builtin_shufflevector(x0_1, ");
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+}
+
 /* Across-lane reductions go by halves: softmax's row max and sum were
  * chains of 15 dependent scalar operations. */
 static void
@@ -665,6 +704,7 @@ main(void)
         cmocka_unit_test(test_codegen_block_size),
         cmocka_unit_test(test_codegen_root_channel_layout),
         cmocka_unit_test(test_codegen_reference_order),
+        cmocka_unit_test(test_codegen_loop_names_apart),
     };
     if (getenv("KT_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("KT_TEST_FILTER"));
