@@ -193,19 +193,6 @@ iter_moves_read(const struct kt_sstage *cs, int j, int t)
     return 0;
 }
 
-/* Whether stage p is read by stages other than c. */
-static int
-other_readers(const struct kt_state *st, int p, int c)
-{
-    int r;
-
-    for (r = 0; r < st->nstages; r++)
-        if (r != p && r != c && !st->stages[r].inlined &&
-            kt_expr_reads(st->stages[r].body, st->stages[p].out))
-            return 1;
-    return 0;
-}
-
 /* A stage read by c and by others can only be computed at the loop of c
  * where all the others are (docs/schedule.md, compute_at): that loop in
  * *cand and 1, or 0 while some other reader is elsewhere. */
@@ -258,7 +245,7 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             if (st->stages[i].cache_read)
                 nc = sk_pack_attach_points(cs, st->stages[i].out,
                                            g->pack[i] == 2, cand);
-            else if (other_readers(st, i, p->consumer))
+            else if (sk_sole_reader(st, i) == -2)
                 nc = coattach_point(st, i, p->consumer, cand);
             else
                 for (j = 0; j < cs->niters && cs->iters[j].reduce == 0; j++)

@@ -143,6 +143,8 @@ struct kt_search {
 /* ---- search_sketch.c ---- */
 int sk_generate(struct kt_search *s, char *err, size_t errlen);
 void sk_free_sketches(struct kt_search *s);
+/* The sole live reader of stage p's output, -1 if none, -2 if several. */
+int sk_sole_reader(const struct kt_state *st, int p);
 /* The spatial axis the register tile of MLT stage ss vectorizes under
  * plan p (the last one of extent > 1 unless p moves another innermost),
  * -1 if none. */

@@ -29,9 +29,8 @@ const int sk_unroll_values[4] = {0, 16, 64, 512};
 
 /* ---- DAG analysis on a state ------------------------------------------- */
 
-/* The sole live reader of stage p's output, -1 if none, -2 if several. */
-static int
-sole_reader(const struct kt_state *st, int p)
+int
+sk_sole_reader(const struct kt_state *st, int p)
 {
     int c, found = -1;
 
@@ -63,7 +62,7 @@ final_reader(const struct kt_state *st, int p)
         for (r = 0; r < st->nstages; r++)
             if (r != p && r != c && !st->stages[r].inlined &&
                 kt_expr_reads(st->stages[r].body, st->stages[p].out) &&
-                sole_reader(st, r) != c)
+                sk_sole_reader(st, r) != c)
                 final = -1;
     }
     return final;
@@ -90,8 +89,8 @@ has_expensive_op(const struct kt_expr *e)
 static int
 also_kept(const struct kt_state *st, int s)
 {
-    return st->stages[s].is_pad ||
-           (has_expensive_op(st->stages[s].body) && sole_reader(st, s) == -2);
+    return st->stages[s].is_pad || (has_expensive_op(st->stages[s].body) &&
+                                    sk_sole_reader(st, s) == -2);
 }
 
 static int
@@ -187,7 +186,7 @@ static int
 fusable_consumer(const struct kt_state *st, int p)
 {
     const struct kt_sstage *ps = &st->stages[p], *cs;
-    int c = sole_reader(st, p), a;
+    int c = sk_sole_reader(st, p), a;
 
     if (c < 0)
         return -1;
@@ -324,7 +323,7 @@ finish(struct gen *G, struct kt_state *st, struct sk_plan *plan,
             }
         }
         if (p->role == SK_PLAIN && !is_output(st, i)) {
-            int c = sole_reader(st, i);
+            int c = sk_sole_reader(st, i);
             if (c == -2)
                 c = final_reader(st, i);
             if (c >= 0) {
