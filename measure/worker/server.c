@@ -5,23 +5,34 @@
  * A lost tracker kills the children and reconnects with backoff. */
 #include "measure/worker/server_int.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_flag;
+/* The connection in its handshake, shut down by a stop signal: a signal
+ * that lands just before the handshake's poll would not interrupt it, and
+ * the worker would wait out the handshake's timeout. */
+static volatile sig_atomic_t handshake_fd = -1;
 
 static void
 on_stop(int sig)
 {
+    int saved = errno;
+
     (void)sig;
     stop_flag = 1;
+    if (handshake_fd >= 0)
+        (void)shutdown(handshake_fd, SHUT_RDWR);
+    errno = saved;
 }
 
 int
@@ -244,7 +255,11 @@ kt_server_run(const struct kt_server_opts *o)
     while (!stop_flag) {
         int served = 0;
         v.fd = kt_wire_connect(o->host, o->port, err, sizeof(err));
-        rc = v.fd < 0 ? v.fd : handshake(&v, err, sizeof(err));
+        handshake_fd = v.fd;
+        rc = v.fd < 0    ? v.fd
+             : stop_flag ? KT_ECANCELED
+                         : handshake(&v, err, sizeof(err));
+        handshake_fd = -1;
         if (rc == 0) {
             backoff = 100;
             serve(&v);
@@ -255,13 +270,18 @@ kt_server_run(const struct kt_server_opts *o)
             v.fd = -1;
             rc = KT_EPROTO;
             break;
+        } else if (stop_flag) {
+            /* asked to stop while connecting: nothing went wrong */
         } else if (o->once) {
             log_err("rpc: %s", err);
         } else if (rc == KT_EAUTH) {
             log_err("rpc: %s:%d: %s; retrying in %d ms", o->host, o->port, err,
                     backoff);
         } else {
-            log_warnx("rpc: %s; retrying in %d ms", err, backoff);
+            /* A local worker's tracker is its parent's: one that hangs up
+             * during the handshake is closing, not broken. */
+            KT_LOG(v.fd >= 0 && o->exit_with_parent ? LOG_INFO : LOG_WARNING,
+                   "rpc: %s; retrying in %d ms", err, backoff);
         }
         rc = served ? 0 : KT_EIO;
         for (i = 0; i < v.nslots; i++)

@@ -115,6 +115,66 @@ test_security_fake_tracker(void **state)
     env_free(e);
 }
 
+/* The worker's log, when a tracker accepts it and hangs up at once (a
+ * reset, as a closing tracker gives), with or without --exit-with-parent. */
+static void
+log_of_hangup_in_handshake(struct env *e, int with_parent, char *out,
+                           size_t outlen)
+{
+    char tracker[64], path[] = "/tmp/kt-hangup.XXXXXX";
+    struct linger hard = {1, 0};
+    int lfd, port, fd, logfd, status;
+    ssize_t n;
+    pid_t p;
+
+    lfd = listen_any(&port);
+    logfd = mkstemp(path);
+    assert_true(logfd >= 0);
+    snprintf(tracker, sizeof(tracker), "--tracker=127.0.0.1:%d", port);
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        dup2(logfd, 2);
+        setenv("KERNTUNE_TOKEN", TOKEN, 1);
+        execl(e->rpc, e->rpc, "server", tracker, "--key=local",
+              with_parent ? "--exit-with-parent" : "--name=plain",
+              (char *)NULL);
+        _exit(99);
+    }
+    fd = accept_within(lfd, 10000);
+    assert_true(fd >= 0);
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+    close(fd);
+    /* It retries: the next connection shows the failure was logged. */
+    fd = accept_within(lfd, 10000);
+    assert_true(fd >= 0);
+    kill(p, SIGTERM);
+    assert_int_equal(waitpid(p, &status, 0), p);
+    close(fd);
+    close(lfd);
+    n = pread(logfd, out, outlen - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(logfd);
+    unlink(path);
+}
+
+static void
+test_security_local_worker_hangup_not_a_warning(void **state)
+{
+    struct env *e = env_new(NULL);
+    char log[8192];
+
+    (void)state;
+    log_of_hangup_in_handshake(e, 1, log, sizeof(log));
+    assert_non_null(strstr(log, "retrying in"));
+    if (strstr(log, "WARN") != NULL)
+        fail_msg("a local worker warned about its closing tracker:\n%s", log);
+    log_of_hangup_in_handshake(e, 0, log, sizeof(log));
+    if (strstr(log, "WARN rpc:") == NULL)
+        fail_msg("a standalone worker did not warn:\n%s", log);
+    env_free(e);
+}
+
 /* ---- a relay between a worker and the real tracker ---------------------- */
 
 struct relay {
@@ -959,6 +1019,7 @@ main(void)
         cmocka_unit_test(test_security_client_idle_timeout),
         cmocka_unit_test(test_security_log_injection),
         cmocka_unit_test(test_security_fake_costs),
+        cmocka_unit_test(test_security_local_worker_hangup_not_a_warning),
         cmocka_unit_test(test_security_tokens_bound_to_keys),
         cmocka_unit_test(test_security_builders_of_other_keys),
         cmocka_unit_test(test_security_status_many_workers),
