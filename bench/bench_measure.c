@@ -73,7 +73,7 @@ struct state {
 };
 
 static void
-on_done(void *arg, const struct kt_measure_result *r, int n)
+on_done(void *arg, const struct kt_result *r, int n)
 {
     struct state *s = arg;
     int i, j;
@@ -141,10 +141,10 @@ struct cmp {
 };
 
 static void
-on_cmp(void *arg, const struct kt_measure_result *r, int n)
+on_cmp(void *arg, const struct kt_result *r, int n)
 {
     struct cmp *s = arg;
-    int i, j;
+    int i;
 
     s->done = 1;
     for (i = 0; i < n; i++) {
@@ -155,9 +155,8 @@ on_cmp(void *arg, const struct kt_measure_result *r, int n)
             continue;
         }
         s->cost[run][f][m] = r[i].cost;
-        for (j = 0; j < r[i].nkvs; j++)
-            if (strcmp(r[i].kv_keys[j], "build_cpu_s") == 0)
-                s->cpu[run][f][m] = atof(r[i].kv_vals[j]);
+        if (kt_result_kv(&r[i], "build_cpu_s") != NULL)
+            s->cpu[run][f][m] = atof(kt_result_kv(&r[i], "build_cpu_s"));
     }
 }
 

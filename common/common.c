@@ -351,3 +351,14 @@ kt_hash_parse(const char *hex, uint64_t *out)
     *out = v;
     return KT_OK;
 }
+
+const char *
+kt_result_kv(const struct kt_result *r, const char *key)
+{
+    int i;
+
+    for (i = 0; i < r->nkvs; i++)
+        if (r->kvs[i].k != NULL && strcmp(r->kvs[i].k, key) == 0)
+            return r->kvs[i].v;
+    return NULL;
+}

@@ -172,6 +172,36 @@ int kt_u64set_add(struct kt_u64set *s, uint64_t k);
 /* Number of values held. */
 size_t kt_u64set_count(const struct kt_u64set *s);
 
+/* One note of a result (compiler output, signal, worker, spread...). */
+struct kt_kv {
+    const char *k;
+    const char *v;
+};
+
+/* Repeats of one timing at most (the worker's cap, checked on the wire). */
+#define KT_MAX_REPEAT 64
+
+/* What measuring one candidate gave: one value from the tracker through
+ * the engine (which adds its notes) to the database.  A plain value: its
+ * strings and notes are borrowed from whoever hands it out. */
+struct kt_result {
+    int err_no;           /* enum kt_measure_errno; 0 = measured */
+    const char *err_text; /* NULL or "" when err_no == 0 */
+    int ncosts;
+    double costs[KT_MAX_REPEAT]; /* seconds per call, per repeat */
+    double cost;    /* mean without min and max if ncosts >= 3; 0 if failed */
+    double cv;      /* coefficient of variation of costs */
+    double build_s; /* compiler wall time on the worker */
+    double run_s;   /* load + check + timing on the worker */
+    const char *worker; /* the run (or last) worker's name */
+    int attempts;       /* dispatches, including re-queues */
+    const struct kt_kv *kvs;
+    int nkvs;
+};
+
+/* The value of r's note key, or NULL. */
+const char *kt_result_kv(const struct kt_result *r, const char *key);
+
 /* The release, printed by --version of all three programs. */
 #define KT_VERSION "0.1.0"
 

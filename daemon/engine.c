@@ -158,11 +158,11 @@ free_trial_strings(struct kt_round *r)
         return;
     for (i = 0; i < r->nres; i++) {
         struct kt_trial *t = &r->trials[i];
-        free((char *)t->err_text);
-        free((char *)t->worker);
-        for (k = 0; k < t->nkvs; k++) {
-            free((char *)t->kvs[k].k);
-            free((char *)t->kvs[k].v);
+        free((char *)t->result.err_text);
+        free((char *)t->result.worker);
+        for (k = 0; k < t->result.nkvs; k++) {
+            free((char *)t->result.kvs[k].k);
+            free((char *)t->result.kvs[k].v);
         }
     }
 }
@@ -183,7 +183,6 @@ kt__job_round_free(struct kt_round *r)
     free(r->trials);
     free(r->kvs);
     free(r->confirmed);
-    free(r->costs);
     kt__feedback_free(r->feedback, r->nfeedback);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);

@@ -33,28 +33,6 @@ enum {
     CONFIRM_AGAIN = 8, /* its confirmation came back contended once */
 };
 
-static const char *
-kv_get(const struct kt_trial *t, const char *k)
-{
-    int i;
-
-    for (i = 0; i < t->nkvs; i++)
-        if (strcmp(t->kvs[i].k, k) == 0)
-            return t->kvs[i].v;
-    return NULL;
-}
-
-static const char *
-res_kv(const struct kt_measure_result *res, const char *k)
-{
-    int i;
-
-    for (i = 0; i < res->nkvs; i++)
-        if (strcmp(res->kv_keys[i], k) == 0)
-            return res->kv_vals[i];
-    return NULL;
-}
-
 static int
 is_contended(const char *v)
 {
@@ -70,9 +48,9 @@ best_bar(struct kt_job *job, const struct kt_round *r)
     int i;
 
     for (i = 0; i < r->nres; i++)
-        if ((r->confirmed[i] & CONFIRMED) && r->trials[i].err_no == 0 &&
-            r->trials[i].cost < bar)
-            bar = r->trials[i].cost;
+        if ((r->confirmed[i] & CONFIRMED) && r->trials[i].result.err_no == 0 &&
+            r->trials[i].result.cost < bar)
+            bar = r->trials[i].result.cost;
     return bar;
 }
 
@@ -86,9 +64,10 @@ next_to_confirm(struct kt_job *job, const struct kt_round *r)
 
     for (i = 0; i < r->nres; i++) {
         const struct kt_trial *t = &r->trials[i];
-        if ((r->confirmed[i] & CONFIRMED) || t->err_no != 0 || !(t->cost < bar))
+        if ((r->confirmed[i] & CONFIRMED) || t->result.err_no != 0 ||
+            !(t->result.cost < bar))
             continue;
-        if (pick < 0 || t->cost < r->trials[pick].cost)
+        if (pick < 0 || t->result.cost < r->trials[pick].result.cost)
             pick = i;
     }
     return pick;
@@ -97,13 +76,14 @@ next_to_confirm(struct kt_job *job, const struct kt_round *r)
 double
 kt__trial_learning_cost(const struct kt_trial *t)
 {
-    const char *cpu = kv_get(t, "cpu_cost");
+    const char *cpu = kt_result_kv(&t->result, "cpu_cost");
     double v;
 
-    if (t->err_no != 0 || cpu == NULL || !is_contended(kv_get(t, "contended")))
-        return t->cost;
+    if (t->result.err_no != 0 || cpu == NULL ||
+        !is_contended(kt_result_kv(&t->result, "contended")))
+        return t->result.cost;
     v = atof(cpu);
-    return v > 0 && v < t->cost ? v : t->cost;
+    return v > 0 && v < t->result.cost ? v : t->result.cost;
 }
 
 /* The contended trial, not yet timed again, whose cost at its CPU time
@@ -121,8 +101,8 @@ next_to_retime(struct kt_job *job, const struct kt_round *r)
         return -1;
     for (i = 0; i < r->nres; i++) {
         const struct kt_trial *t = &r->trials[i];
-        if ((r->confirmed[i] & RETIMED) || t->err_no != 0 ||
-            !is_contended(kv_get(t, "contended")))
+        if ((r->confirmed[i] & RETIMED) || t->result.err_no != 0 ||
+            !is_contended(kt_result_kv(&t->result, "contended")))
             continue;
         est = kt__trial_learning_cost(t);
         if (est < bar && (pick < 0 || est < pick_est)) {
@@ -136,12 +116,12 @@ next_to_retime(struct kt_job *job, const struct kt_round *r)
 static void
 add_kv(struct kt_trial *t, const char *k, const char *v)
 {
-    struct kt_kv *kv = (struct kt_kv *)t->kvs;
+    struct kt_kv *kv = (struct kt_kv *)t->result.kvs;
 
     /* build_trials leaves KT_CONFIRM_NOTES free slots per trial */
-    kv[t->nkvs].k = kt_xstrdup(k);
-    kv[t->nkvs].v = kt_xstrdup(v);
-    t->nkvs++;
+    kv[t->result.nkvs].k = kt_xstrdup(k);
+    kv[t->result.nkvs].v = kt_xstrdup(v);
+    t->result.nkvs++;
 }
 
 static void
@@ -150,37 +130,36 @@ reject(struct kt_job *job, struct kt_trial *t, const char *why)
     char text[512];
 
     snprintf(text, sizeof(text), "cost %.6g s from worker %s not confirmed: %s",
-             t->cost, t->worker, why);
+             t->result.cost, t->result.worker, why);
     log_warnx("engine: job %s: trial %lld of %s: %s", job->name,
               (long long)t->trial_no, t->task_name, text);
-    free((char *)t->err_text);
-    t->err_text = kt_xstrdup(text);
-    t->err_no = KT_MERR_UNKNOWN;
-    t->cost = 0;
-    t->ncosts = 0;
+    free((char *)t->result.err_text);
+    t->result.err_text = kt_xstrdup(text);
+    t->result.err_no = KT_MERR_UNKNOWN;
+    t->result.cost = 0;
+    t->result.ncosts = 0;
     job->unconfirmed++;
 }
 
 /* Trial t takes the costs and the worker of the re-timing res. */
 static void
-take_timing(struct kt_trial *t, const struct kt_measure_result *res)
+take_timing(struct kt_trial *t, const struct kt_result *res)
 {
-    free((char *)t->worker);
-    t->worker = kt_xstrdup(res->worker ? res->worker : "?");
-    t->cost = res->cost;
-    t->ncosts = res->ncosts;
-    memcpy((double *)t->costs, res->costs,
+    free((char *)t->result.worker);
+    t->result.worker = kt_xstrdup(res->worker ? res->worker : "?");
+    t->result.cost = res->cost;
+    t->result.ncosts = res->ncosts;
+    memcpy((double *)t->result.costs, res->costs,
            sizeof(double) * (size_t)res->ncosts);
 }
 
 /* Folds the re-timing res into trial t: the slower timing stands. */
 static void
-fold(struct kt_job *job, struct kt_trial *t,
-     const struct kt_measure_result *res)
+fold(struct kt_job *job, struct kt_trial *t, const struct kt_result *res)
 {
     const char *other = res->worker ? res->worker : "?";
     char also[160], why[400];
-    double first = t->cost;
+    double first = t->result.cost;
 
     if (res->err_no != 0) {
         snprintf(why, sizeof(why),
@@ -196,9 +175,9 @@ fold(struct kt_job *job, struct kt_trial *t,
         log_warnx("engine: job %s: trial %lld of %s: %.6g s on %s, %.6g s "
                   "on %s when timed again",
                   job->name, (long long)t->trial_no, t->task_name, first,
-                  t->worker, res->cost, other);
+                  t->result.worker, res->cost, other);
     if (res->cost > first) {
-        snprintf(also, sizeof(also), "%.9g s on %s", first, t->worker);
+        snprintf(also, sizeof(also), "%.9g s on %s", first, t->result.worker);
         take_timing(t, res);
     } else {
         snprintf(also, sizeof(also), "%.9g s on %s", res->cost, other);
@@ -211,10 +190,10 @@ fold(struct kt_job *job, struct kt_trial *t,
 static void
 replace_kv(struct kt_trial *t, const char *k, const char *v)
 {
-    struct kt_kv *kv = (struct kt_kv *)t->kvs;
+    struct kt_kv *kv = (struct kt_kv *)t->result.kvs;
     int i;
 
-    for (i = 0; i < t->nkvs; i++)
+    for (i = 0; i < t->result.nkvs; i++)
         if (strcmp(kv[i].k, k) == 0) {
             free((char *)kv[i].v);
             kv[i].v = kt_xstrdup(v);
@@ -225,20 +204,21 @@ replace_kv(struct kt_trial *t, const char *k, const char *v)
  * stands, with the other named in "timed_contended" and the notes of the
  * one kept.  A failed re-timing leaves t as it was. */
 static void
-fold_retimed(struct kt_trial *t, const struct kt_measure_result *res)
+fold_retimed(struct kt_trial *t, const struct kt_result *res)
 {
     const char *other = res->worker ? res->worker : "?";
-    const char *occ = res_kv(res, "occupancy");
-    const char *cpu = res_kv(res, "cpu_cost");
+    const char *occ = kt_result_kv(res, "occupancy");
+    const char *cpu = kt_result_kv(res, "cpu_cost");
     char note[160];
 
     if (res->err_no != 0) {
         snprintf(note, sizeof(note), "err_no %d on %s", res->err_no, other);
-    } else if (res->cost < t->cost) {
-        snprintf(note, sizeof(note), "%.9g s on %s", t->cost, t->worker);
+    } else if (res->cost < t->result.cost) {
+        snprintf(note, sizeof(note), "%.9g s on %s", t->result.cost,
+                 t->result.worker);
         take_timing(t, res);
         replace_kv(t, "contended",
-                   is_contended(res_kv(res, "contended")) ? "1" : "0");
+                   is_contended(kt_result_kv(res, "contended")) ? "1" : "0");
         if (occ != NULL)
             replace_kv(t, "occupancy", occ);
         if (cpu != NULL)
@@ -249,7 +229,7 @@ fold_retimed(struct kt_trial *t, const struct kt_measure_result *res)
     add_kv(t, "timed_contended", note);
 }
 
-static void confirm_done(void *arg, const struct kt_measure_result *res, int n);
+static void confirm_done(void *arg, const struct kt_result *res, int n);
 
 static int
 submit_again(struct kt_job *job, struct kt_round *r, int i, const char *avoid,
@@ -292,8 +272,8 @@ kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
     }
     while ((i = next_to_confirm(job, r)) >= 0) {
         r->confirmed[i] |= CONFIRMED;
-        if (submit_again(job, r, i, r->trials[i].worker, err, sizeof(err)) ==
-            KT_OK)
+        if (submit_again(job, r, i, r->trials[i].result.worker, err,
+                         sizeof(err)) == KT_OK)
             return 1;
         snprintf(why, sizeof(why), "re-timing not submitted: %.500s", err);
         reject(job, &r->trials[i], why);
@@ -302,7 +282,7 @@ kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
 }
 
 static void
-confirm_done(void *arg, const struct kt_measure_result *res, int n)
+confirm_done(void *arg, const struct kt_result *res, int n)
 {
     struct kt_round *r = arg;
     struct kt_job *job = r->job;
@@ -317,8 +297,8 @@ confirm_done(void *arg, const struct kt_measure_result *res, int n)
         r->confirmed[i] &= (unsigned char)~RETIMING;
         if (n >= 1)
             fold_retimed(t, &res[0]);
-    } else if (n >= 1 && res[0].err_no == 0 && res[0].cost > t->cost &&
-               is_contended(res_kv(&res[0], "contended")) &&
+    } else if (n >= 1 && res[0].err_no == 0 && res[0].cost > t->result.cost &&
+               is_contended(kt_result_kv(&res[0], "contended")) &&
                !(r->confirmed[i] & CONFIRM_AGAIN)) {
         /* load slowed the confirmation: once more before it stands */
         r->confirmed[i] = (unsigned char)((r->confirmed[i] | CONFIRM_AGAIN) &

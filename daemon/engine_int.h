@@ -65,7 +65,6 @@ struct kt_round {
     struct kt_kv *kvs; /* each trial's, plus KT_CONFIRM_NOTES free slots */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
     int confirming;           /* the trial being timed again */
-    double *costs;            /* owned copies: nres x KT_MEASURE_MAX_REPEAT */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
@@ -202,8 +201,7 @@ int kt__job_uses_model(const struct kt_job *job);
 void kt__job_round_free(struct kt_round *r);
 void kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id);
 /* The tracker's callback for a round's batch (engine_results.c). */
-void kt__job_measure_done(void *arg, const struct kt_measure_result *res,
-                          int n);
+void kt__job_measure_done(void *arg, const struct kt_result *res, int n);
 /* Stores the measured round (retried while the database refuses) and then
  * applies it (engine_results.c). */
 void kt__job_commit_round(struct kt_job *job, struct kt_round *r);

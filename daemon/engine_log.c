@@ -30,7 +30,7 @@ kt__job_log_round(struct kt_job *job, struct kt_round *r, int next_id)
         rows[i].errors = ti.errors;
     }
     for (i = 0; i < r->nres; i++) {
-        int e = r->trials[i].err_no;
+        int e = r->trials[i].result.err_no;
         int build_fail = e == KT_MERR_INSTANTIATION ||
                          e == KT_MERR_COMPILE_HOST ||
                          e == KT_MERR_COMPILE_DEVICE ||

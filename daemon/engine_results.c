@@ -13,11 +13,12 @@
  * callback) and the round's candidates. */
 static void
 build_trials(struct kt_job *job, struct kt_round *r,
-             const struct kt_measure_result *res, int n)
+             const struct kt_result *res, int n)
 {
     const struct kt_task *task = &job->tasks.v[r->task];
     const struct kt_task_state *ts = &job->ts[r->task];
     double now = kt_wall_now();
+    struct kt_kv *kv;
     int i, k, nkv = 0;
 
     r->nres = n < r->ncand ? n : r->ncand;
@@ -36,29 +37,26 @@ build_trials(struct kt_job *job, struct kt_round *r,
         tr->workload_hash = task->dag->hash;
         tr->config = r->c[i].config;
         tr->sched_hash = r->c[i].hash;
-        tr->err_no = res[i].err_no;
-        tr->err_text = res[i].err_no ? (res[i].err_text ? res[i].err_text : "")
-                                     : NULL;
         tr->trial_no = ts->next_trial_no + i;
-        tr->cost = res[i].err_no ? 0 : res[i].cost;
-        tr->costs = res[i].costs;
-        tr->ncosts = res[i].ncosts;
-        tr->worker = res[i].worker ? res[i].worker : "";
-        tr->build_s = res[i].build_s;
-        tr->run_s = res[i].run_s;
+        tr->result = res[i];
+        if (res[i].err_no != 0) {
+            tr->result.err_text = res[i].err_text ? res[i].err_text : "";
+            tr->result.cost = 0;
+        }
+        if (tr->result.worker == NULL)
+            tr->result.worker = "";
         tr->started = r->submitted > 0 ? now - r->measured_s : now;
         tr->finished = now;
-        tr->kvs = &r->kvs[nkv];
-        for (k = 0; k < res[i].nkvs; k++) {
-            r->kvs[nkv].k = res[i].kv_keys[k];
-            r->kvs[nkv].v = res[i].kv_vals[k];
-            nkv++;
-        }
-        tr->nkvs = res[i].nkvs;
+        /* the tracker's notes, then the engine's (engine_confirm.c) */
+        kv = &r->kvs[nkv];
+        for (k = 0; k < res[i].nkvs; k++)
+            kv[k] = res[i].kvs[k];
+        tr->result.kvs = kv;
+        nkv += res[i].nkvs;
         if (r->c[i].seed_of[0] != '\0') {
             r->kvs[nkv].k = "seed_of";
             r->kvs[nkv++].v = r->c[i].seed_of;
-            tr->nkvs++;
+            tr->result.nkvs++;
         }
         nkv += KT_CONFIRM_NOTES; /* free slots for engine_confirm.c */
     }
@@ -72,19 +70,12 @@ own_trials(struct kt_round *r)
 
     if (r->owned)
         return;
-    r->costs = kt_xcalloc((size_t)(r->nres ? r->nres : 1) *
-                              KT_MEASURE_MAX_REPEAT,
-                          sizeof(double));
     for (i = 0; i < r->nres; i++) {
-        struct kt_trial *t = &r->trials[i];
-        double *costs = &r->costs[(size_t)i * KT_MEASURE_MAX_REPEAT];
-        struct kt_kv *kv = (struct kt_kv *)t->kvs;
-        if (t->ncosts > 0)
-            memcpy(costs, t->costs, sizeof(double) * (size_t)t->ncosts);
-        t->costs = costs;
-        t->err_text = t->err_text ? kt_xstrdup(t->err_text) : NULL;
-        t->worker = kt_xstrdup(t->worker);
-        for (k = 0; k < t->nkvs; k++) {
+        struct kt_result *res = &r->trials[i].result;
+        struct kt_kv *kv = (struct kt_kv *)res->kvs;
+        res->err_text = res->err_text ? kt_xstrdup(res->err_text) : NULL;
+        res->worker = kt_xstrdup(res->worker);
+        for (k = 0; k < res->nkvs; k++) {
             kv[k].k = kt_xstrdup(kv[k].k);
             kv[k].v = kt_xstrdup(kv[k].v);
         }
@@ -142,9 +133,9 @@ apply_round(struct kt_job *job, struct kt_round *r)
     for (i = 0; i < r->nres; i++) {
         const struct kt_trial *res = &r->trials[i];
         struct kt_cand *c = &r->c[i];
-        double cost = res->cost;
+        double cost = res->result.cost;
         job->trials++;
-        if (res->err_no) {
+        if (res->result.err_no) {
             ts->errors++;
             job->errors++;
         } else {
@@ -222,7 +213,7 @@ kt__job_round_abandon(struct kt_job *job, struct kt_round *r, int n)
 }
 
 void
-kt__job_measure_done(void *arg, const struct kt_measure_result *res, int n)
+kt__job_measure_done(void *arg, const struct kt_result *res, int n)
 {
     struct kt_round *r = arg;
     struct kt_job *job = r->job;

@@ -44,7 +44,7 @@ send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
     c->w = w;
     c->state = KT__JOB_ACTIVE;
     c->attempts++;
-    c->total_attempts++;
+    c->res.attempts++;
     if (c->stage == KT__STAGE_BUILD) {
         tmo = b->o.build_timeout_ms;
         w->nbuild++;

@@ -45,9 +45,10 @@ static void
 batch_complete(struct kt__batch *b)
 {
     struct kt_tracker *t = b->t;
-    struct kt_measure_result *r;
+    struct kt_result *r;
+    struct kt_kv *kvs;
     struct kt__batch **p;
-    int i;
+    int i, k, nkv = 0;
 
     for (p = &t->batches; *p != NULL; p = &(*p)->next) {
         if (*p == b) {
@@ -55,24 +56,25 @@ batch_complete(struct kt__batch *b)
             break;
         }
     }
+    for (i = 0; i < b->n; i++)
+        nkv += b->c[i].kvs.nkv;
     r = kt_xcalloc((size_t)b->n, sizeof(*r));
+    kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*kvs));
+    nkv = 0;
     for (i = 0; i < b->n; i++) {
         struct kt__cand *c = &b->c[i];
-        r[i].err_no = c->err_no;
+        r[i] = c->res;
         r[i].err_text = c->err_text ? c->err_text : "";
-        r[i].ncosts = c->ncosts;
-        memcpy(r[i].costs, c->costs, sizeof(c->costs));
-        r[i].cost = c->cost;
-        r[i].cv = c->cv;
-        r[i].build_s = c->build_s;
-        r[i].run_s = c->run_s;
         r[i].worker = c->worker;
-        r[i].attempts = c->total_attempts;
+        r[i].kvs = &kvs[nkv];
         r[i].nkvs = c->kvs.nkv;
-        r[i].kv_keys = (const char *const *)c->kvs.keys;
-        r[i].kv_vals = (const char *const *)c->kvs.vals;
+        for (k = 0; k < c->kvs.nkv; k++, nkv++) {
+            kvs[nkv].k = c->kvs.keys[k];
+            kvs[nkv].v = c->kvs.vals[k];
+        }
     }
     b->cb(b->arg, r, b->n);
+    free(kvs);
     free(r);
     batch_free(b);
 }
@@ -91,7 +93,7 @@ cand_finish(struct kt__cand *c, int err_no, const char *text)
         c->w = NULL;
     }
     c->state = KT__JOB_DONE;
-    c->err_no = err_no;
+    c->res.err_no = err_no;
     free(c->err_text);
     c->err_text = kt_xstrdup(text ? text : "");
     free(c->so);
@@ -116,14 +118,14 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
     if (n <= 0 || cb == NULL)
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: need candidates and a callback");
-    if (o->number < 1 || o->repeat < 1 || o->repeat > KT_MEASURE_MAX_REPEAT ||
+    if (o->number < 1 || o->repeat < 1 || o->repeat > KT_MAX_REPEAT ||
         o->min_repeat_ms < 0 || o->cooldown_ms < 0 || o->build_timeout_ms < 1 ||
         o->run_timeout_ms < 1 || o->threads < 0 || o->mem_mb < 0 ||
         !(o->tolerance >= 0))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: measure options out of range (number>=1,"
                          " 1<=repeat<=%d, timeouts>=1 ms)",
-                         KT_MEASURE_MAX_REPEAT);
+                         KT_MAX_REPEAT);
     for (i = 0; i < n; i++)
         if (cands[i].preset_err_no == 0 &&
             (cands[i].source == NULL || cands[i].cc == NULL))
@@ -148,7 +150,7 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         c->state = KT__JOB_QUEUED;
         if (cands[i].preset_err_no != 0) {
             c->state = KT__JOB_DONE;
-            c->err_no = cands[i].preset_err_no;
+            c->res.err_no = cands[i].preset_err_no;
             c->err_text = kt_xstrdup(
                 cands[i].preset_err_text ? cands[i].preset_err_text : "");
             preset++;
@@ -190,7 +192,7 @@ parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
 {
     char *end;
 
-    c->ncosts = 0;
+    c->res.ncosts = 0;
     if (s == NULL || *s == '\0') {
         snprintf(why, whylen, "worker returned no costs");
         return -1;
@@ -211,22 +213,22 @@ parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
                      v);
             return -1;
         }
-        if (c->ncosts == KT_MEASURE_MAX_REPEAT || c->ncosts == want) {
+        if (c->res.ncosts == KT_MAX_REPEAT || c->res.ncosts == want) {
             snprintf(why, whylen,
                      "worker returned more than %d costs for "
                      "repeat=%d",
-                     c->ncosts, want);
+                     c->res.ncosts, want);
             return -1;
         }
-        c->costs[c->ncosts++] = v;
+        c->res.costs[c->res.ncosts++] = v;
         if (*end == '\0')
             break;
         s = end + 1;
     }
     /* an early-stopped run (stop_above was sent) has one repeat */
-    if (c->ncosts != want && !(early_stop && c->ncosts == 1)) {
+    if (c->res.ncosts != want && !(early_stop && c->res.ncosts == 1)) {
         snprintf(why, whylen, "worker returned %d costs for repeat=%d",
-                 c->ncosts, want);
+                 c->res.ncosts, want);
         return -1;
     }
     return 0;
@@ -317,8 +319,8 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
     t->results++;
     keep_result_kvs(c, m);
     if (c->stage == KT__STAGE_BUILD) {
-        (void)kt_msg_get_double(m, "build_s", 0, 0, 0, 1e9, &c->build_s, err,
-                                sizeof(err));
+        (void)kt_msg_get_double(m, "build_s", 0, 0, 0, 1e9, &c->res.build_s,
+                                err, sizeof(err));
         if (e == 0 && m->payload_len == 0) {
             e = KT_MERR_COMPILE_HOST;
             text = "worker returned no shared object";
@@ -337,7 +339,7 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
             c->attempts = 0;
         }
     } else {
-        (void)kt_msg_get_double(m, "run_s", 0, 0, 0, 1e9, &c->run_s, err,
+        (void)kt_msg_get_double(m, "run_s", 0, 0, 0, 1e9, &c->res.run_s, err,
                                 sizeof(err));
         if (e == 0) {
             const char *es = kt_msg_get(m, "early_stop");
@@ -345,11 +347,12 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
                         strcmp(es, "1") == 0;
             if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat, early,
                             why, sizeof(why)) == 0) {
-                kt_run_summarize(c->costs, c->ncosts, &c->cost, &c->cv);
+                kt_run_summarize(c->res.costs, c->res.ncosts, &c->res.cost,
+                                 &c->res.cv);
             } else {
                 log_warnx("tracker: worker %s, job %s: %s; err_no 8", w->name,
                           c->id, why);
-                c->ncosts = 0;
+                c->res.ncosts = 0;
                 e = KT_MERR_UNKNOWN;
                 text = why;
             }

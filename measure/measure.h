@@ -14,7 +14,6 @@
 
 #include "measure/worker/worker.h" /* kt_measure_errno, kt_measure_errname */
 
-#define KT_MEASURE_MAX_REPEAT KT_RUN_MAX_REPEAT
 
 /* How each candidate is built and timed (TVM's runner options). */
 struct kt_measure_opts {
@@ -50,28 +49,12 @@ struct kt_candidate {
                                  (re-timing a result of that worker) */
 };
 
-/* Per-candidate result, borrowed for the duration of the callback. */
-struct kt_measure_result {
-    int err_no;           /* enum kt_measure_errno */
-    const char *err_text; /* "" when err_no == 0 */
-    int ncosts;
-    double costs[KT_MEASURE_MAX_REPEAT]; /* seconds per call, per repeat */
-    double cost;        /* mean without min and max if ncosts>=3 */
-    double cv;          /* coefficient of variation of costs */
-    double build_s;     /* compiler wall time on the worker */
-    double run_s;       /* load + check + timing on the worker */
-    const char *worker; /* the run (or last) worker's name */
-    int attempts;       /* dispatches, including re-queues */
-    int nkvs;           /* extra context: compiler output, signal */
-    const char *const *kv_keys;
-    const char *const *kv_vals;
-};
-
 struct kt_tracker;
 /* Called once per batch on the loop thread with n results in submission
- * order; results are borrowed until it returns. */
-typedef void (*kt_measure_done_cb)(void *arg,
-                                   const struct kt_measure_result *res, int n);
+ * order (struct kt_result, common/common.h); results, their strings and
+ * notes are borrowed until it returns. */
+typedef void (*kt_measure_done_cb)(void *arg, const struct kt_result *res,
+                                   int n);
 
 /* A token that is the only one accepted for workers of key. */
 struct kt_key_token {

@@ -56,17 +56,14 @@ struct kt__cand {
     int stage;
     int state;
     int attempts; /* dispatches of the current stage */
-    int total_attempts;
     struct kt__conn *w;
     char avoid[96]; /* run on another worker than this one if there is one */
     char id[24];
     double deadline;
-    /* Result. */
-    int err_no;
+    /* The result: res's strings and notes point into these when the batch
+     * completes. */
+    struct kt_result res;
     char *err_text;
-    double costs[KT_MEASURE_MAX_REPEAT];
-    int ncosts;
-    double cost, cv, build_s, run_s;
     char worker[96];
     struct kt_msg kvs;
 };

@@ -179,9 +179,8 @@ struct import_ctx {
     int64_t job_id;
     struct kt_kv *kvs;
     int kvcap;
-    double *costs;
-    int costcap;
 };
+_Static_assert(KT_MAX_REPEAT == 64, "parse_record's message names 64");
 
 static int
 bad(struct import_ctx *c, char *err, size_t errlen, const char *what,
@@ -262,39 +261,36 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
     } while (0)
     OPT_STR(workload_hash, "workload_hash");
     OPT_STR(sched_hash, "sched_hash");
-    OPT_STR(err_text, "err_text");
-    OPT_STR(worker, "worker");
+    OPT_STR(result.err_text, "err_text");
+    OPT_STR(result.worker, "worker");
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "err_no")))
         return bad(c, err, errlen, "missing or non-number key", "err_no");
-    NUM(t->err_no, "err_no");
+    NUM(t->result.err_no, "err_no");
     NUM(t->trial_no, "trial_no");
-    NUM(t->cost, "cost");
-    NUM(t->build_s, "build_s");
-    NUM(t->run_s, "run_s");
+    NUM(t->result.cost, "cost");
+    NUM(t->result.build_s, "build_s");
+    NUM(t->result.run_s, "run_s");
     NUM(t->started, "started");
     NUM(t->finished, "finished");
 #undef OPT_STR
 #undef NUM
-    if (t->err_no < 0 || t->err_no >= KT_MERR_COUNT)
+    if (t->result.err_no < 0 || t->result.err_no >= KT_MERR_COUNT)
         return bad(c, err, errlen, "err_no out of 0..8 in key", "err_no");
     v = cJSON_GetObjectItemCaseSensitive(o, "costs");
     if (v != NULL && !cJSON_IsNull(v)) {
         if (!cJSON_IsArray(v))
             return bad(c, err, errlen, "non-array key", "costs");
         n = cJSON_GetArraySize(v);
-        if (n > c->costcap) {
-            c->costcap = n;
-            c->costs = kt_xrealloc(c->costs, (size_t)n * sizeof(double));
-        }
+        if (n > KT_MAX_REPEAT)
+            return bad(c, err, errlen, "more than 64 repeats in key", "costs");
         i = 0;
         cJSON_ArrayForEach (it, v) {
             if (!cJSON_IsNumber(it))
                 return bad(c, err, errlen, "non-number element in key",
                            "costs");
-            c->costs[i++] = it->valuedouble;
+            t->result.costs[i++] = it->valuedouble;
         }
-        t->costs = c->costs;
-        t->ncosts = n;
+        t->result.ncosts = n;
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "kvs");
     if (v != NULL && !cJSON_IsNull(v)) {
@@ -320,8 +316,8 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
             c->kvs[i].v = cJSON_IsString(val) ? val->valuestring : NULL;
             i++;
         }
-        t->kvs = c->kvs;
-        t->nkvs = n;
+        t->result.kvs = c->kvs;
+        t->result.nkvs = n;
     }
     job = get_str(o, "job", 0, &ok);
     model = get_str(o, "model", 0, &ok);
@@ -454,7 +450,6 @@ done:
     free(line);
     free(c.job);
     free(c.kvs);
-    free(c.costs);
     if (added != NULL)
         *added = n_add;
     if (skipped != NULL)

@@ -453,13 +453,13 @@ kt__trial_check(const struct kt_trial *t, size_t idx, char *err, size_t errlen)
         return kt_seterr(err, errlen, KT_EINVAL,
                          "storage: trial %zu of the batch has no %s", idx,
                          miss);
-    if (t->err_no < 0 || t->err_no >= KT_MERR_COUNT)
+    if (t->result.err_no < 0 || t->result.err_no >= KT_MERR_COUNT)
         return kt_seterr(err, errlen, KT_EINVAL,
                          "storage: trial %zu of the batch has err_no %d "
                          "(expected 0..%d)",
-                         idx, t->err_no, KT_MERR_COUNT - 1);
-    if (t->ncosts < 0 || (t->ncosts > 0 && t->costs == NULL) || t->nkvs < 0 ||
-        (t->nkvs > 0 && t->kvs == NULL))
+                         idx, t->result.err_no, KT_MERR_COUNT - 1);
+    if (t->result.ncosts < 0 || t->result.ncosts > KT_MAX_REPEAT ||
+        t->result.nkvs < 0 || (t->result.nkvs > 0 && t->result.kvs == NULL))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "storage: trial %zu of the batch has a bad costs "
                          "or kvs array",
@@ -472,6 +472,7 @@ kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
                  const char *uid, int64_t *id, int *added, char *err,
                  size_t errlen)
 {
+    const struct kt_result *r = &t->result;
     sqlite3_stmt *s;
     char wh[17], sh[17];
     const char *whp = t->workload_hash, *shp = t->sched_hash;
@@ -494,29 +495,31 @@ kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
     sqlite3_bind_text(s, 2, t->target, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, t->workload, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, t->config, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 5, t->err_no);
+    sqlite3_bind_int(s, 5, r->err_no);
     sqlite3_bind_int64(s, 6, t->trial_no);
-    sqlite3_bind_double(s, 7, t->err_no == 0 ? t->cost : 0.0);
-    sqlite3_bind_text(s, 8, t->err_text, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 7, r->err_no == 0 ? r->cost : 0.0);
+    /* success has no error text, however the result spells it */
+    sqlite3_bind_text(s, 8, r->err_no != 0 ? r->err_text : NULL, -1,
+                      SQLITE_STATIC);
     if (t->job_id > 0)
         sqlite3_bind_int64(s, 9, t->job_id);
     sqlite3_bind_text(s, 10, whp, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 11, shp, -1, SQLITE_STATIC);
     kt_buf_reset(&st->scratch);
-    if (t->ncosts > 0) {
+    if (r->ncosts > 0) {
         /* Nine significant digits: far below timer noise, and %.17g would
          * cost a third of the insert time.  logs.cost itself is exact. */
         kt_buf_putc(&st->scratch, '[');
-        for (i = 0; i < t->ncosts; i++)
+        for (i = 0; i < r->ncosts; i++)
             kt_buf_printf(&st->scratch, "%s%.9g", i > 0 ? "," : "",
-                          t->costs[i]);
+                          r->costs[i]);
         kt_buf_putc(&st->scratch, ']');
         sqlite3_bind_text(s, 12, st->scratch.p, (int)st->scratch.len,
                           SQLITE_STATIC);
     }
-    sqlite3_bind_text(s, 13, t->worker, -1, SQLITE_STATIC);
-    sqlite3_bind_double(s, 14, t->build_s);
-    sqlite3_bind_double(s, 15, t->run_s);
+    sqlite3_bind_text(s, 13, r->worker, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 14, r->build_s);
+    sqlite3_bind_double(s, 15, r->run_s);
     sqlite3_bind_double(s, 16, t->started);
     sqlite3_bind_double(s, 17, t->finished);
     sqlite3_bind_text(s, 18, uid, -1, SQLITE_STATIC);
@@ -527,17 +530,17 @@ kt__insert_trial(struct kt_storage *st, const struct kt_trial *t,
         return 0; /* duplicate uid, ignored */
     *added = 1;
     *id = sqlite3_last_insert_rowid(st->db);
-    if (t->nkvs == 0)
+    if (r->nkvs == 0)
         return 0;
     s = kt__stmt(st, KT__ST_INSERT_KV, err, errlen);
     if (s == NULL)
         return KT_EDB;
-    for (i = 0; i < t->nkvs; i++) {
+    for (i = 0; i < r->nkvs; i++) {
         sqlite3_bind_int64(s, 1, *id);
         sqlite3_bind_text(s, 2, t->workload, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, t->kvs[i].k != NULL ? t->kvs[i].k : "", -1,
+        sqlite3_bind_text(s, 3, r->kvs[i].k != NULL ? r->kvs[i].k : "", -1,
                           SQLITE_STATIC);
-        sqlite3_bind_text(s, 4, t->kvs[i].v, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, r->kvs[i].v, -1, SQLITE_STATIC);
         rc = step_done(st, s, "writing a trial's kvs", err, errlen);
         if (rc < 0)
             return rc;

@@ -39,13 +39,8 @@ struct kt_storage_opts {
                           * default), 2 = FULL (also survives power loss) */
 };
 
-/* One context pair of a trial (compiler stderr, signal, worker, spread). */
-struct kt_kv {
-    const char *k;
-    const char *v;
-};
-
-/* One measured trial; a plain value, every pointer borrowed by the call that
+/* One measured trial: the measurement's result (common/common.h) with
+ * what it measured.  A plain value, every pointer borrowed by the call that
  * takes it.  Optional strings may be NULL. */
 struct kt_trial {
     int64_t job_id;            /* from kt_storage_job_open; 0 = no job */
@@ -55,17 +50,10 @@ struct kt_trial {
     const char *workload_hash; /* 16 hex digits; NULL = hash of workload */
     const char *config;        /* canonical schedule JSON */
     const char *sched_hash;    /* 16 hex digits; NULL = hash of config */
-    int err_no;                /* enum kt_measure_errno */
-    const char *err_text;      /* NULL for success */
     int64_t trial_no;          /* per workload within the job */
-    double cost;               /* seconds; 0 for failed trials */
-    const double *costs;       /* every repeat, seconds (may be NULL) */
-    int ncosts;
-    const char *worker;       /* e.g. "127.0.0.1:9190/local" */
-    double build_s, run_s;    /* wall seconds spent building and running */
-    double started, finished; /* wall-clock Unix seconds */
-    const struct kt_kv *kvs;
-    int nkvs;
+    struct kt_result result;   /* err_text stored as NULL when err_no == 0,
+                                  cost as 0 when it is not; worker NULL = "" */
+    double started, finished;  /* wall-clock Unix seconds */
 };
 
 /* A tuning task as extracted from a model (written once per job). */

@@ -236,7 +236,7 @@ struct kt_run_req {
     int timeout_ms;    /* the run deadline: re-timing stays within half */
     int retime;        /* disturbed repeats timed again at most; -1: repeat */
 };
-#define KT_RUN_MAX_REPEAT 64
+#define KT_RUN_MAX_REPEAT KT_MAX_REPEAT
 /* Runs in a forked child: limits, load, verify, time.  Fills out with a
  * "result" message (err_no, err_text, costs, cost, cv, ...). */
 void kt_run_child(const struct kt_run_req *r, struct kt_msg *out);

@@ -150,7 +150,7 @@ struct batch {
 };
 
 static inline void
-on_batch(void *arg, const struct kt_measure_result *res, int n)
+on_batch(void *arg, const struct kt_result *res, int n)
 {
     struct batch *b = arg;
     int i, k;
@@ -162,13 +162,12 @@ on_batch(void *arg, const struct kt_measure_result *res, int n)
         snprintf(b->err_text[i], sizeof(b->err_text[i]), "%s", res[i].err_text);
         b->cost[i] = res[i].cost;
         for (k = 0; k < res[i].nkvs; k++) {
-            if (strcmp(res[i].kv_keys[k], "lost_worker") == 0)
-                snprintf(b->lost[i], sizeof(b->lost[i]), "%s",
-                         res[i].kv_vals[k]);
-            if (strcmp(res[i].kv_keys[k], "build_worker") == 0)
+            if (strcmp(res[i].kvs[k].k, "lost_worker") == 0)
+                snprintf(b->lost[i], sizeof(b->lost[i]), "%s", res[i].kvs[k].v);
+            if (strcmp(res[i].kvs[k].k, "build_worker") == 0)
                 snprintf(b->build_worker[i], sizeof(b->build_worker[i]), "%s",
-                         res[i].kv_vals[k]);
-            b->evil[i] |= strcmp(res[i].kv_keys[k], "x_evil") == 0;
+                         res[i].kvs[k].v);
+            b->evil[i] |= strcmp(res[i].kvs[k].k, "x_evil") == 0;
         }
     }
 }

@@ -232,6 +232,29 @@ test_seterr_and_strerror(void **state)
     assert_non_null(kt_strerror(-99999));
 }
 
+/* A result's notes: the first of a key wins; absent keys and key-less
+ * notes give NULL. */
+static void
+test_result_kv(void **state)
+{
+    static const struct kt_kv notes[] = {{NULL, "orphan"},
+                                         {"signal", "11"},
+                                         {"worker", "w0"},
+                                         {"signal", "9"}};
+    struct kt_result r;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    assert_null(kt_result_kv(&r, "signal"));
+    r.kvs = notes;
+    r.nkvs = 4;
+    assert_string_equal(kt_result_kv(&r, "signal"), "11");
+    assert_string_equal(kt_result_kv(&r, "worker"), "w0");
+    assert_null(kt_result_kv(&r, "cpu_cost"));
+    r.nkvs = 1;
+    assert_null(kt_result_kv(&r, "signal"));
+}
+
 int
 main(void)
 {
@@ -243,6 +266,7 @@ main(void)
         cmocka_unit_test(test_u64set),
         cmocka_unit_test(test_rng_seeded_and_bounded),
         cmocka_unit_test(test_seterr_and_strerror),
+        cmocka_unit_test(test_result_kv),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,7 +100,7 @@ compile_tuned(struct fx *f)
     t.target = target.p;
     t.workload = tasks.v[0].dag->key;
     t.config = CONV_SCHEDULE;
-    t.cost = 1e-4;
+    t.result.cost = 1e-4;
     assert_int_equal(kt_storage_write_batch(st, &t, 1, &id, err, sizeof(err)),
                      KT_OK);
     kt_storage_close(st);

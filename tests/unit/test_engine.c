@@ -61,13 +61,13 @@ static void
 fake_deliver(uv_timer_t *t)
 {
     struct fake *f = t->data;
-    struct kt_measure_result res[64];
+    struct kt_result res[64];
     kt_measure_done_cb cb = f->cb;
     int i, k, n = f->n;
 
     memset(res, 0, sizeof(res));
     for (i = 0; i < n; i++) {
-        struct kt_measure_result *r = &res[i];
+        struct kt_result *r = &res[i];
         r->worker = f->retiming ? "fake-1" : "fake-0";
         r->err_text = "";
         if (f->retiming && f->retime_fails) {
@@ -82,27 +82,24 @@ fake_deliver(uv_timer_t *t)
         } else if (f->contended && !f->retiming && i == 1 && n > 1 &&
                    f->preset[i] == 0) {
             /* 20 times slower, a 20th of its CPU: load, not the kernel */
-            static const char *const keys[] = {"occupancy", "contended",
-                                               "cpu_cost"},
-                                     *const vals[] = {"0.05", "1", "5e-05"};
+            static const struct kt_kv notes[] = {{"occupancy", "0.05"},
+                                                 {"contended", "1"},
+                                                 {"cpu_cost", "5e-05"}};
             r->ncosts = 3;
             for (k = 0; k < 3; k++)
                 r->costs[k] = 1e-3;
             r->cost = 1e-3;
             r->nkvs = 3;
-            r->kv_keys = keys;
-            r->kv_vals = vals;
+            r->kvs = notes;
         } else if (f->preset[i] != 0) {
             r->err_no = f->preset[i];
             r->err_text = "preset";
         } else if (i % 4 == 3) {
-            static const char *const keys[] = {"signal"}, *const vals[] = {
-                                                              "11"};
+            static const struct kt_kv notes[] = {{"signal", "11"}};
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "killed by signal 11";
             r->nkvs = 1;
-            r->kv_keys = keys;
-            r->kv_vals = vals;
+            r->kvs = notes;
         } else {
             r->ncosts = 3;
             for (k = 0; k < 3; k++)

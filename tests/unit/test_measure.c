@@ -122,17 +122,14 @@ struct env {
 };
 
 static const char *
-kv(const struct kt_measure_result *r, const char *k)
+kv(const struct kt_result *r, const char *k)
 {
-    int i;
-    for (i = 0; i < r->nkvs; i++)
-        if (strcmp(r->kv_keys[i], k) == 0)
-            return r->kv_vals[i];
-    return "";
+    const char *v = kt_result_kv(r, k);
+    return v != NULL ? v : "";
 }
 
 static void
-on_done(void *arg, const struct kt_measure_result *res, int n)
+on_done(void *arg, const struct kt_result *res, int n)
 {
     struct env *e = arg;
     int i;

@@ -36,11 +36,11 @@ put_trial(struct kt_storage *st, int64_t job, const char *wl, int err_no,
     t.target = "cpu:local:gcc";
     t.workload = wl;
     t.config = "{\"v\":1,\"steps\":[]}";
-    t.err_no = err_no;
-    t.err_text = err_no ? "failed" : NULL;
+    t.result.err_no = err_no;
+    t.result.err_text = err_no ? "failed" : NULL;
     t.trial_no = no++;
-    t.cost = cost;
-    t.worker = worker;
+    t.result.cost = cost;
+    t.result.worker = worker;
     t.started = t0;
     t.finished = t1;
     assert_int_equal(kt_storage_write_batch(st, &t, 1, NULL, e, sizeof(e)), 0);

@@ -325,8 +325,9 @@ test_search_dedup_restart(void **state)
         t[i].workload_hash = dag->hash;
         t[i].config = configs[i];
         t[i].sched_hash = b1.v[i].hash;
-        t[i].err_no = i % 5 == 4 ? KT_MERR_RUNTIME_DEVICE : KT_MERR_NO_ERROR;
-        t[i].cost = t[i].err_no ? 0 : 1e-5 * (i + 1);
+        t[i].result.err_no = i % 5 == 4 ? KT_MERR_RUNTIME_DEVICE
+                                        : KT_MERR_NO_ERROR;
+        t[i].result.cost = t[i].result.err_no ? 0 : 1e-5 * (i + 1);
         t[i].trial_no = i;
     }
     assert_int_equal(kt_storage_write_batch(db, t, 32, NULL, err, sizeof(err)),

@@ -61,9 +61,9 @@ put_trial(struct kt_storage *st, const struct fx *f, const char *target,
     t.target = target;
     t.workload = f->dag->key;
     t.config = config;
-    t.err_no = err_no;
-    t.err_text = err_no ? "kernel.c:1: error: boom" : NULL;
-    t.cost = cost;
+    t.result.err_no = err_no;
+    t.result.err_text = err_no ? "kernel.c:1: error: boom" : NULL;
+    t.result.cost = cost;
     assert_int_equal(kt_storage_write_batch(st, &t, 1, id, err, sizeof(err)),
                      KT_OK);
 }

@@ -473,6 +473,12 @@ test_storage_import_bad_lines(void **state)
          "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
          "\"err_no\":0,\"cost\":\"fast\"}",
          ":2: non-number key 'cost'"},
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":0,\"costs\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+         "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+         "1,1,1,1,1,1,1,1,1,1]}",
+         ":2: more than 64 repeats in key 'costs'"},
     };
     struct fx *f = *state;
     char err[512], path[4300], *good;
@@ -527,12 +533,38 @@ test_storage_bad_trial(void **state)
                      KT_EINVAL);
     assert_non_null(strstr(err, "trial 1 of the batch has no config"));
     t[1] = g[1].t;
-    t[1].err_no = 9;
+    t[1].result.err_no = 9;
     assert_int_equal(kt_storage_write_batch(f->st, t, 2, NULL, err, sizeof(err)),
                      KT_EINVAL);
     assert_non_null(strstr(err, "err_no 9"));
+    t[1] = g[1].t;
+    t[1].result.ncosts = KT_MAX_REPEAT + 1;
+    assert_int_equal(kt_storage_write_batch(f->st, t, 2, NULL, err, sizeof(err)),
+                     KT_EINVAL);
+    assert_non_null(strstr(err, "trial 1 of the batch has a bad costs"));
     assert_int_equal(ts_q1(kt_storage_db(f->st), "select count(*) from logs"),
                      0);
+}
+
+/* The tracker spells a success's error text ""; the database has none. */
+static void
+test_storage_success_has_no_err_text(void **state)
+{
+    struct fx *f = *state;
+    struct ts_trial g;
+    char err[512];
+    int64_t id, i = 0;
+
+    do
+        ts_make(&g, 0, 0, i++);
+    while (g.t.result.err_no != 0);
+    g.t.result.err_text = "";
+    assert_int_equal(kt_storage_write_batch(f->st, &g.t, 1, &id, err,
+                                            sizeof(err)),
+                     KT_OK);
+    assert_int_equal(ts_q1(kt_storage_db(f->st), "select count(*) from logs "
+                                                 "where err_text is null"),
+                     1);
 }
 
 static void
@@ -585,14 +617,15 @@ make_v1(const char *path)
         sqlite3_bind_text(ins, 1, g.task_name, -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 2, g.workload, -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 3, g.config, -1, SQLITE_STATIC);
-        sqlite3_bind_int(ins, 4, g.t.err_no);
+        sqlite3_bind_int(ins, 4, g.t.result.err_no);
         sqlite3_bind_int(ins, 5, i);
-        sqlite3_bind_double(ins, 6, g.t.err_no == 0 ? g.t.cost : 0.0);
-        sqlite3_bind_text(ins, 7, g.t.err_text, -1, SQLITE_STATIC);
+        sqlite3_bind_double(ins, 6,
+                            g.t.result.err_no == 0 ? g.t.result.cost : 0.0);
+        sqlite3_bind_text(ins, 7, g.t.result.err_text, -1, SQLITE_STATIC);
         assert_int_equal(sqlite3_step(ins), SQLITE_DONE);
         sqlite3_finalize(ins);
         id = sqlite3_last_insert_rowid(db);
-        for (k = 0; k < g.t.nkvs; k++) {
+        for (k = 0; k < g.t.result.nkvs; k++) {
             q = sqlite3_mprintf("insert into kvs(log_id, log_workload, k, v)"
                                 " values(%lld, %Q, %Q, %Q)",
                                 id, g.workload, g.kvs[k].k, g.kvs[k].v);
@@ -899,6 +932,8 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_storage_import_bad_lines, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_storage_success_has_no_err_text,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_bad_trial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_migrate_v1_fixture, setup,
                                         teardown),

@@ -74,28 +74,28 @@ ts_make(struct ts_trial *g, int64_t job, int w, int64_t i)
     g->t.target = TS_TARGET;
     g->t.workload = g->workload;
     g->t.config = g->config;
-    g->t.err_no = e;
+    g->t.result.err_no = e;
     g->t.trial_no = i;
-    g->t.worker = g->worker;
-    g->t.build_s = 0.25;
-    g->t.run_s = e == 0 ? 0.01 : 0;
+    g->t.result.worker = g->worker;
+    g->t.result.build_s = 0.25;
+    g->t.result.run_s = e == 0 ? 0.01 : 0;
     g->t.started = 1.7e9 + (double)i;
     g->t.finished = 1.7e9 + (double)i + 0.5;
     if (e == 0) {
         for (k = 0; k < 5; k++)
             g->costs[k] = ts_cost(i, w) * (1.0 + 0.01 * (k - 2));
-        g->t.cost = ts_cost(i, w);
-        g->t.costs = g->costs;
-        g->t.ncosts = 5;
+        g->t.result.cost = ts_cost(i, w);
+        memcpy(g->t.result.costs, g->costs, sizeof(double) * 5);
+        g->t.result.ncosts = 5;
         snprintf(g->kv_v[0], sizeof(g->kv_v[0]), "%.3f", 0.04);
         g->kvs[0].k = "spread";
         g->kvs[0].v = g->kv_v[0];
-        g->t.kvs = g->kvs;
-        g->t.nkvs = 1;
+        g->t.result.kvs = g->kvs;
+        g->t.result.nkvs = 1;
     } else {
         snprintf(g->err_text, sizeof(g->err_text), "error %d on trial %lld", e,
                  (long long)i);
-        g->t.err_text = g->err_text;
+        g->t.result.err_text = g->err_text;
         snprintf(g->kv_v[0], sizeof(g->kv_v[0]), "kernel.c:%lld: error: x",
                  (long long)i);
         snprintf(g->kv_v[1], sizeof(g->kv_v[1]), "%s", g->worker);
@@ -105,8 +105,8 @@ ts_make(struct ts_trial *g, int64_t job, int w, int64_t i)
         g->kvs[2].k = "signal";
         for (k = 0; k < 3; k++)
             g->kvs[k].v = g->kv_v[k];
-        g->t.kvs = g->kvs;
-        g->t.nkvs = 3;
+        g->t.result.kvs = g->kvs;
+        g->t.result.nkvs = 3;
     }
 }
 

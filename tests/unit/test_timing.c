@@ -43,24 +43,21 @@ static const char
 /* What the one result of a batch said. */
 struct outcome {
     int done, err_no, ncosts;
-    double cost, costs[KT_MEASURE_MAX_REPEAT];
+    double cost, costs[KT_MAX_REPEAT];
     char err_text[256], occupancy[32], retimed[32], contended[8], threads[32],
         occupancies[160], cpu_cost[32];
 };
 
 static void
-copy_kv(const struct kt_measure_result *r, const char *k, char *dst, size_t len)
+copy_kv(const struct kt_result *r, const char *k, char *dst, size_t len)
 {
-    int i;
+    const char *v = kt_result_kv(r, k);
 
-    dst[0] = '\0';
-    for (i = 0; i < r->nkvs; i++)
-        if (strcmp(r->kv_keys[i], k) == 0)
-            snprintf(dst, len, "%s", r->kv_vals[i]);
+    snprintf(dst, len, "%s", v != NULL ? v : "");
 }
 
 static void
-on_result(void *arg, const struct kt_measure_result *res, int n)
+on_result(void *arg, const struct kt_result *res, int n)
 {
     struct outcome *o = arg;
 

@@ -34,7 +34,7 @@ struct many {
 };
 
 static void
-on_many(void *arg, const struct kt_measure_result *res, int n)
+on_many(void *arg, const struct kt_result *res, int n)
 {
     struct many *m = arg;
     int i;
