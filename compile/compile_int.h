@@ -123,6 +123,13 @@ int kt__cc_net_prepack(struct kt_cc *c, char *err, size_t errlen);
  * DIR/ort_run.js; net_emit.c: the network's part of the header. */
 int kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen);
 void kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c);
+/* net_profile.c: step s's label (its comment in <model>_net.c and its
+ * <model>_step_name); the profile's code and its part of the header. */
+void kt__cc_step_label(struct kt_buf *b, const struct kt_cc *c,
+                       const struct kt_cc_step *s);
+void kt__cc_emit_profile(struct kt_buf *b, const struct kt_cc *c);
+void kt__cc_profile_header(struct kt_buf *h, const struct kt_cc *c,
+                           const char *up);
 /* The text of DIR/<model>_net.c (net_emit.c; net_files.c writes it). */
 void kt__cc_emit_net_c(struct kt_buf *b, const struct kt_cc *c);
 /* The weights file's magic; its last digits are the format version (2:
