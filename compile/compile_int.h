@@ -108,8 +108,33 @@ int kt__cc_arg_replaced(const struct kt_cc_task *t, int a);
  * log.  Errors only for I/O and memory. */
 int kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen);
 void kt__cc_net_free(struct kt_cc_net *n);
-/* Appends n floats (64-byte aligned) to the weights; their offset. */
+struct kt_onnx_graph;
+struct kt_onnx_node;
+struct kt_onnx_kernel;
+/* net_weights.c: the weights' floats.  Appends n floats (64-byte aligned)
+ * to the weights; their offset. */
 int64_t kt__cc_w_alloc(struct kt_cc_net *net, int64_t n);
+/* The offset of constant value v (converted to float, once). */
+int64_t kt__cc_w_raw(struct kt_cc_net *net, int v);
+/* 1 when batch norm bn's scale, bias, mean and variance are constants. */
+int kt__cc_bn_consts(const struct kt_onnx_graph *g,
+                     const struct kt_onnx_node *bn);
+/* A batch norm's scale (which = 1) or shift (2), per channel. */
+int64_t kt__cc_w_bn(struct kt_cc_net *net, const struct kt_onnx_node *bn,
+                    int which);
+/* Conv a's weight, and its bias, with batch norm bn folded in. */
+int64_t kt__cc_w_folded(struct kt_cc_net *net, const struct kt_onnx_node *a,
+                        const struct kt_onnx_node *bn);
+int64_t kt__cc_w_folded_bias(struct kt_cc_net *net,
+                             const struct kt_onnx_node *a,
+                             const struct kt_onnx_node *bn);
+/* A ConvTranspose weight in the phase layout of kernel k's argument lb;
+ * -1 when the pads are not given explicitly. */
+int64_t kt__cc_w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
+                       const struct kt_onnx_node *bn, const struct kt_lbuf *lb);
+/* net_arena.c: each activation's offset in the arena (arena_off,
+ * act_bytes, arena_bytes) from the steps. */
+void kt__cc_plan_arena(struct kt_cc_net *net);
 /* pack_eval.c: runs lt's pack routine in this process on args (the
  * kernel's arguments, then its packed buffers; those the routine does not
  * read may be NULL). */
@@ -141,8 +166,6 @@ void kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
 void kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n);
 /* net_layout.c: Slice and Resize (Upsample) nodes: -1 with the reason in
  * why for one the network cannot run; the C of a step. */
-struct kt_onnx_graph;
-struct kt_onnx_node;
 int kt__cc_layout_check(const struct kt_onnx_graph *g,
                         const struct kt_onnx_node *n, char *why, size_t len);
 void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,
