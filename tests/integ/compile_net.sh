@@ -55,12 +55,12 @@ strict() {
     done
 }
 
-# profile LIB: --profile prints one line per step, the shares add up to
-# 100 %.
+# profile LIB: --profile prints one line per step, their shares of the
+# best times add up to 100 %.
 profile() {
     "$kt" run "$1" --repeat 3 --threads 1 --profile >"$tmp/prof.log" 2>&1 ||
         fail "run --profile $1: $(cat "$tmp/prof.log")"
-    steps=$(sed -n 's/.*profile: \([0-9]*\) steps, .* ms per run.*/\1/p' "$tmp/prof.log")
+    steps=$(sed -n 's/.*profile: \([0-9]*\) steps, their best times add up to .*/\1/p' "$tmp/prof.log")
     [ -n "$steps" ] || fail "run --profile $1: $(cat "$tmp/prof.log")"
     grep 'profile: *[0-9][0-9]* *[0-9.]* *[0-9.]* *[0-9.]*%  ' "$tmp/prof.log" |
         awk -v n="$steps" '{ match($0, /[0-9.]+%/); s += substr($0, RSTART, RLENGTH - 1); k++ }
