@@ -61,7 +61,7 @@ kt__cc_emit_profile(struct kt_buf *b, const struct kt_cc *c)
         kt__cc_step_label(b, c, &c->net->steps[i]);
         kt_buf_puts(b, "\",\n");
     }
-    kt_buf_puts(b, "};\n\n");
+    kt_buf_puts(b, c->net->nsteps > 0 ? "};\n\n" : "    NULL,\n};\n\n");
     kt_buf_printf(b,
                   "const char *\n%s_step_name(int i)\n{\n"
                   "    return i >= 0 && i < %d ? step_names[i] : NULL;\n}\n\n"
