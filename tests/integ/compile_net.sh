@@ -47,7 +47,9 @@ softmax_sums() {
 strict() {
     m=$(sed -n 's/^LIB *= *//p' "$1/Makefile")
     for c in cc clang; do
-        command -v $c >/dev/null 2>&1 || continue
+        # clang without OpenMP's header (libomp-dev) is left out
+        printf '#include <omp.h>\nint f(void);\nint f(void) { return omp_get_max_threads(); }\n' >"$tmp/omp.c"
+        $c -fopenmp -c "$tmp/omp.c" -o "$tmp/omp.o" >/dev/null 2>&1 || continue
         for f in "${m}_net.c" "${m}_infer.c"; do
             $c -O2 -fopenmp -Wall -Wextra -Werror -c "$1/$f" -o "$tmp/strict.o" \
                 2>"$tmp/cc.log" || fail "$c -Wall -Wextra -Werror $f: $(head -20 "$tmp/cc.log")"
