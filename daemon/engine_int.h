@@ -169,6 +169,7 @@ struct kt_job {
     struct kt_round *searching, *ready, *measuring;
     struct kt_train_job *training;
     int train_again;
+    int quiet_measure; /* kt_engine_opts.local_workers applies to it */
     struct kt_warm_job *warming;
     /* figures */
     double started;

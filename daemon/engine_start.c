@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- job start ---------------------------------------------------------- */
 
@@ -173,6 +174,10 @@ job_init_target(struct kt_job *job, const struct kt_model_conf *conf)
     job->mo.tolerance = conf->measure.tolerance;
     job->mo.threads = (int)conf->target.threads;
     job->mo.seed = (uint64_t)conf->tuning.seed;
+    /* threads 0: every core */
+    job->quiet_measure = job->e->o.local_workers &&
+                         (conf->target.threads <= 0 ||
+                          conf->target.threads >= sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* The tasks of the model and the task scheduler over them. */

@@ -42,8 +42,38 @@ softmax_sums() {
         END { exit (bad || n != r * c) }'
 }
 
+# strict LIB: the generated network and inference program build
+# warning-free with -Wall -Wextra (gcc, and clang when installed).
+strict() {
+    m=$(sed -n 's/^LIB *= *//p' "$1/Makefile")
+    for c in cc clang; do
+        # clang without OpenMP's header (libomp-dev) is left out
+        printf '#include <omp.h>\nint f(void);\nint f(void) { return omp_get_max_threads(); }\n' >"$tmp/omp.c"
+        $c -fopenmp -c "$tmp/omp.c" -o "$tmp/omp.o" >/dev/null 2>&1 || continue
+        for f in "${m}_net.c" "${m}_infer.c"; do
+            $c -O2 -fopenmp -Wall -Wextra -Werror -c "$1/$f" -o "$tmp/strict.o" \
+                2>"$tmp/cc.log" || fail "$c -Wall -Wextra -Werror $f: $(head -20 "$tmp/cc.log")"
+        done
+    done
+}
+
+# profile LIB: --profile prints one line per step, their shares of the
+# best times add up to 100 %.
+profile() {
+    "$kt" run "$1" --repeat 3 --threads 1 --profile >"$tmp/prof.log" 2>&1 ||
+        fail "run --profile $1: $(cat "$tmp/prof.log")"
+    steps=$(sed -n 's/.*profile: \([0-9]*\) steps, their best times add up to .*/\1/p' "$tmp/prof.log")
+    [ -n "$steps" ] || fail "run --profile $1: $(cat "$tmp/prof.log")"
+    grep 'profile: *[0-9][0-9]* *[0-9.]* *[0-9.]* *[0-9.]*%  ' "$tmp/prof.log" |
+        awk -v n="$steps" '{ match($0, /[0-9.]+%/); s += substr($0, RSTART, RLENGTH - 1); k++ }
+            END { exit (k != n || s < 99 || s > 101) }' ||
+        fail "run --profile $1: not $steps steps adding up to 100%: $(cat "$tmp/prof.log")"
+}
+
 # check LIB: runs the network; with ONNX Runtime, compares.
 check() {
+    strict "$1"
+    profile "$1"
     "$kt" run "$1" --repeat 3 --threads 1 --output "$tmp/out.bin" >"$tmp/run.log" 2>&1 ||
         fail "run $1: $(cat "$tmp/run.log")"
     grep -q "latency: best .* ms, median .* ms over 3 runs" "$tmp/run.log" ||
@@ -85,6 +115,8 @@ for f in cnn_net.c cnn_infer.c cnn.weights ort_run.js; do
 done
 grep -q '"peak_activation_bytes"' "$tmp/cnn/manifest.json" || fail "manifest: no network"
 grep -q "int cnn_run(struct cnn_net \*net" "$tmp/cnn/cnn.h" || fail "cnn.h lacks cnn_run"
+grep -q "void cnn_profile(struct cnn_net \*net, double \*step_ms)" "$tmp/cnn/cnn.h" ||
+    fail "cnn.h lacks cnn_profile"
 make -C "$tmp/cnn" >"$tmp/make.log" 2>&1 || fail "make: $(tail -20 "$tmp/make.log")"
 make -C "$tmp/cnn" check >"$tmp/make.log" 2>&1 || fail "make check: $(tail -20 "$tmp/make.log")"
 check "$tmp/cnn"

@@ -1074,6 +1074,85 @@ test_engine_unconfirmed_best_is_an_error(void **state)
     run_close(&r);
 }
 
+/* --- local workers, kernels on every CPU: no pool work while measuring --- */
+
+struct quiet_watch {
+    struct run *run;
+    uv_timer_t release;
+    int held;            /* batches held for a while */
+    int busy_at_submit;  /* a search or training in flight at a submit */
+    int busy_while_held; /* ... or while a batch was at the fake */
+};
+
+static struct quiet_watch qw;
+
+static int
+pool_busy(const struct kt_job *job)
+{
+    return job->searching != NULL || job->training != NULL ||
+           job->ready != NULL;
+}
+
+static void
+quiet_release(uv_timer_t *t)
+{
+    struct quiet_watch *w = t->data;
+
+    w->busy_while_held += pool_busy(w->run->job);
+    fake_release(&w->run->fake);
+}
+
+/* Each batch stays at the fake for 100 ms, long enough for a look-ahead
+ * search to be started and found. */
+static void
+quiet_on_submit(struct fake *f)
+{
+    struct run *r = f->test;
+
+    qw.busy_at_submit += r->job->searching != NULL || r->job->training != NULL;
+    f->hold = 1;
+    qw.held++;
+    uv_timer_start(&qw.release, quiet_release, 100, 0);
+}
+
+static void
+test_engine_quiet_measure_with_local_workers(void **state)
+{
+    char conf[1024];
+    struct run r;
+    struct kt_job_stats s;
+
+    (void)state;
+    /* one_task_conf on every CPU of this host */
+    snprintf(conf, sizeof(conf),
+             "{\"name\": \"engine-test\", \"target\": {\"threads\": %ld},"
+             " \"tuning\": {\"trials\": 24, \"measures_per_round\": 8, "
+             "\"seed\": 3, \"population\": 128},"
+             " \"tasks\": [{\"name\": \"gemm16\", \"compute\": "
+             "[\"O[i,j] += A[i,k] * B[k,j]\"],"
+             "  \"shapes\": {\"A\": [16, 16], \"B\": [16, 16]}, "
+             "\"weight\": 1}]}",
+             sysconf(_SC_NPROCESSORS_ONLN));
+    memset(&qw, 0, sizeof(qw));
+    run_open(&r);
+    r.engine->o.local_workers = 1;
+    qw.run = &r;
+    uv_timer_init(&r.loop, &qw.release);
+    qw.release.data = &qw;
+    r.fake.on_submit = quiet_on_submit;
+    run_start(&r, conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&qw.release, NULL);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.trials, 24);
+    assert_int_equal(qw.held, 3);
+    assert_int_equal(qw.busy_at_submit, 0);
+    assert_int_equal(qw.busy_while_held, 0);
+    assert_int_equal(s.speculation_hits + s.speculation_misses, 0);
+    run_close(&r);
+}
+
 int
 main(void)
 {
@@ -1093,6 +1172,7 @@ main(void)
         cmocka_unit_test(test_engine_new_best_is_timed_again),
         cmocka_unit_test(test_engine_contended_result_is_timed_again),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
+        cmocka_unit_test(test_engine_quiet_measure_with_local_workers),
     };
 
     /* One pool thread: pool work runs in the order it is queued. */
