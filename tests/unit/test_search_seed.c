@@ -5,7 +5,8 @@
  * conv2d (padding stage, layout packs); the fresh search's next round puts
  * them into its population (measured_seeds) and never proposes them again;
  * failed and foreign schedules do not seed; a GEMM's schedules seed a
- * GEMM search of another shape through kt_search_seed_other. */
+ * GEMM search of another shape through kt_search_seed_other; mutants of a
+ * seed reach its sibling sketch (padding inlined or kept). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,6 +221,110 @@ test_search_seed_other_workload(void **state)
     kt_dag_free(conv);
 }
 
+/* MutateSketch: a measured max pooling whose padding is kept as a padded
+ * copy has mutants that read the padding in place (the inlined sibling
+ * sketch) with the very same tiling, and the other way round; they lower
+ * and match the interpreter.  Without the mutation a descendant never
+ * leaves its parent's sketch. */
+static int
+inlines_pad(const struct kt_search_cand *c)
+{
+    int i;
+
+    for (i = 0; i < c->nsteps; i++)
+        if (c->steps[i].kind == KT_STEP_COMPUTE_INLINE)
+            return 1;
+    return 0;
+}
+
+/* The split steps of c, in order, as JSON text (the tiling). */
+static void
+splits_of(const struct kt_search_cand *c, struct kt_buf *b)
+{
+    struct kt_step sp[64];
+    int i, n = 0;
+
+    for (i = 0; i < c->nsteps && n < 64; i++)
+        if (c->steps[i].kind == KT_STEP_SPLIT)
+            sp[n++] = c->steps[i];
+    kt_buf_reset(b);
+    kt_steps_to_json(sp, n, b);
+}
+
+/* Records one measured program of the pad kind 'inlined' into a fresh
+ * search and returns how many of the next rounds' mutants of it have the
+ * other kind and its tiling; each such mutant is checked against the
+ * interpreter. */
+static int
+siblings_of_measured(const struct kt_dag *dag, int inlined)
+{
+    struct kt_search *first = new_search(dag, 1), *fresh = new_search(dag, 2);
+    struct kt_search_batch b, b2;
+    struct kt_state *found[8];
+    struct kt_buf want, got;
+    char err[512];
+    int i, round, parent = -1, nfound = 0, skipped = 0;
+
+    kt_buf_init(&want);
+    kt_buf_init(&got);
+    assert_int_equal(kt_search_next_batch(first, NULL, NULL, 0, 64, &b, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b.n && parent < 0; i++)
+        if (inlines_pad(&b.v[i]) == inlined)
+            parent = i;
+    assert_true(parent >= 0);
+    assert_int_equal(kt_search_record(fresh, b.v[parent].steps,
+                                      b.v[parent].nsteps, 1e-6),
+                     1);
+    splits_of(&b.v[parent], &want);
+    for (round = 0; round < 6; round++) {
+        assert_int_equal(kt_search_next_batch(fresh, NULL, NULL, 0, 64, &b2,
+                                              NULL, err, sizeof(err)),
+                         KT_OK);
+        for (i = 0; i < b2.n; i++) {
+            if (strcmp(b2.v[i].seed_of, b.v[parent].hash) != 0 ||
+                inlines_pad(&b2.v[i]) == inlined)
+                continue;
+            splits_of(&b2.v[i], &got);
+            if (strcmp(got.p, want.p) == 0 && nfound < 8) {
+                found[nfound++] = b2.v[i].state;
+                b2.v[i].state = NULL;
+            }
+        }
+        kt_search_batch_free(&b2);
+    }
+    if (nfound > 0)
+        assert_int_equal(ktt_check_many(dag, found, nfound, 3, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < nfound; i++)
+        kt_state_free(found[i]);
+    kt_buf_free(&want);
+    kt_buf_free(&got);
+    kt_search_batch_free(&b);
+    kt_search_free(first);
+    kt_search_free(fresh);
+    return nfound;
+}
+
+static void
+test_search_sibling_maxpool(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    (void)state;
+    assert_int_equal(kt_op_pool2d(&d, 1, 1, 16, 28, 28, 3, 2, 1), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d.name, err);
+    if (siblings_of_measured(dag, 0) == 0)
+        fail_msg("no mutant of a kept-padding program reads it in place");
+    if (siblings_of_measured(dag, 1) == 0)
+        fail_msg("no mutant of an inlined-padding program keeps it");
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -229,6 +334,7 @@ main(void)
         cmocka_unit_test(test_search_seed_conv2d),
         cmocka_unit_test(test_search_seed_foreign),
         cmocka_unit_test(test_search_seed_other_workload),
+        cmocka_unit_test(test_search_sibling_maxpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
