@@ -5,7 +5,11 @@
  * keeps its meaning: a tiling measured reading a padded copy is tried
  * reading the padding in place (guarded), and the other way round.  The
  * sketches of each kind are otherwise reached only by fresh samples, so a
- * good tiling found in one never met the other (docs/search.md). */
+ * good tiling found in one never met the other (docs/search.md).  Each
+ * round also proposes the siblings of the fastest measured program
+ * (search_policy.c). */
+#include <string.h>
+
 #include "scheduler/search_int.h"
 
 static int
@@ -74,4 +78,22 @@ sk_sibling_mutate(const struct kt_search *s, struct kt_rng *r,
         return -1;
     g->sketch = (int32_t)cand[kt_rng_below(r, (uint64_t)n)];
     return 0;
+}
+
+int
+sk_siblings(const struct kt_search *s, const struct sk_member *m,
+            struct sk_member *out)
+{
+    int k, n = 0;
+
+    for (k = 0; k < s->nsketches; k++) {
+        if (!siblings(s, m->g.sketch, k))
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].g = m->g;
+        out[n].g.sketch = (int32_t)k;
+        out[n].origin = m->hash;
+        n++;
+    }
+    return n;
 }
