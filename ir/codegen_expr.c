@@ -205,6 +205,16 @@ put_gather(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_puts(b, "})");
 }
 
+/* A vector of w lanes read at addr + lane. */
+static void
+put_contiguous_load(struct cg *g, struct kt_buf *b, int src,
+                    const struct kt_affine *addr, int w)
+{
+    kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[src].name);
+    kt__cg_put_aff(g, b, addr);
+    kt_buf_puts(b, "])");
+}
+
 /* Guarded read e as a vector of w lanes at addr + c * lane (small
  * constant c).  Every index is affine in the lane: in bounds at the first
  * and the last lane, every lane is, and the vector load touches nothing
@@ -219,13 +229,10 @@ put_guarded_vector_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_puts(b, " && ");
     put_bounds(g, b, e, lane_var, w - 1);
     kt_buf_puts(b, ") ? ");
-    if (c == 1) {
-        kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
-        kt__cg_put_aff(g, b, addr);
-        kt_buf_puts(b, "])");
-    } else {
+    if (c == 1)
+        put_contiguous_load(g, b, e->src, addr, w);
+    else
         put_strided_load(g, b, e->src, addr, c, w);
-    }
     kt_buf_puts(b, " : ");
     put_gather(g, b, e, addr, lane_var, c, w);
     kt_buf_puts(b, ")");
@@ -257,17 +264,14 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
         put_load_scalar(g, b, e, &addr, -1, 0);
         return 0;
     }
-    if (c == 1 && !e->guarded) {
-        kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
-        kt__cg_put_aff(g, b, &addr);
-        kt_buf_puts(b, "])");
-    } else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+    if (c == 1 && !e->guarded)
+        put_contiguous_load(g, b, e->src, &addr, w);
+    else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
         put_strided_load(g, b, e->src, &addr, c, w);
-    } else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+    else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
         put_guarded_vector_load(g, b, e, &addr, lane_var, c, w);
-    } else {
+    else
         put_gather(g, b, e, &addr, lane_var, c, w);
-    }
     return 1;
 }
 
