@@ -205,11 +205,93 @@ put_gather(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_puts(b, "})");
 }
 
-/* Renders e into b; returns 1 if the value is a vector of w lanes (it
- * varies with lane_var), 0 for a scalar. */
+/* A vector of w lanes read at addr + lane. */
+static void
+put_contiguous_load(struct cg *g, struct kt_buf *b, int src,
+                    const struct kt_affine *addr, int w)
+{
+    kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[src].name);
+    kt__cg_put_aff(g, b, addr);
+    kt_buf_puts(b, "])");
+}
+
+/* Guarded read e as a vector of w lanes at addr + c * lane (small
+ * constant c).  Every index is affine in the lane: in bounds at the first
+ * and the last lane, every lane is, and the vector load touches nothing
+ * outside that span.  Lane by lane only at the edges. */
+static void
+put_guarded_vector_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                        const struct kt_affine *addr, int lane_var, int64_t c,
+                        int w)
+{
+    kt_buf_puts(b, "((");
+    put_bounds(g, b, e, lane_var, 0);
+    kt_buf_puts(b, " && ");
+    put_bounds(g, b, e, lane_var, w - 1);
+    kt_buf_puts(b, ") ? ");
+    if (c == 1)
+        put_contiguous_load(g, b, e->src, addr, w);
+    else
+        put_strided_load(g, b, e->src, addr, c, w);
+    kt_buf_puts(b, " : ");
+    put_gather(g, b, e, addr, lane_var, c, w);
+    kt_buf_puts(b, ")");
+}
+
+/* Load e into b; returns 1 if it is a vector (varies with lane_var). */
 static int
-put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
+put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
          int w)
+{
+    struct kt_affine pre, addr;
+    int64_t c;
+    int r;
+
+    kt__cg_flat_addr(g, e->src, e->idx, lane_var, &pre);
+    c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
+    kt__cg_subst(g, &pre, -1, &addr);
+    if (g->analysing) {
+        kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN);
+        kt_buf_puts(b, "0");
+        return c != 0;
+    }
+    r = kt__cg_find_reg(g, e->src, &addr, c, c == 0 ? 1 : w);
+    if (r >= 0 && g->promote_ok[e->src]) {
+        kt_buf_printf(b, "r%d", r);
+        return c != 0;
+    }
+    if (c == 0) {
+        put_load_scalar(g, b, e, &addr, -1, 0);
+        return 0;
+    }
+    if (c == 1 && !e->guarded)
+        put_contiguous_load(g, b, e->src, &addr, w);
+    else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
+        put_strided_load(g, b, e->src, &addr, c, w);
+    else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
+        put_guarded_vector_load(g, b, e, &addr, lane_var, c, w);
+    else
+        put_gather(g, b, e, &addr, lane_var, c, w);
+    return 1;
+}
+
+/* Scalar operand s as a vector of w lanes (broadcast). */
+static void
+broadcast(struct kt_buf *s, int w)
+{
+    struct kt_buf t;
+
+    kt_buf_init(&t);
+    kt_buf_printf(&t, "kt_bc%d(%s)", w, s->p);
+    kt_buf_free(s);
+    *s = t;
+}
+
+/* Operator e applied to its rendered operands sa and sb (sb unused for a
+ * unary one); vec: the result is a vector. */
+static void
+put_op(struct cg *g, struct kt_buf *b, const struct kt_expr *e, const char *sa,
+       const char *sb, int vec, int w)
 {
     static const char *const scalar_fn[KT_X_NOPS] = {
         [KT_X_EXP] = "expf",           [KT_X_LOG] = "logf",
@@ -225,70 +307,48 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
         [KT_X_ABS] = "kt_vabs",         [KT_X_MAX] = "kt_vmax",
         [KT_X_MIN] = "kt_vmin",
     };
+
+    switch (e->op) {
+    case KT_X_ADD: kt_buf_printf(b, "(%s + %s)", sa, sb); break;
+    case KT_X_SUB: kt_buf_printf(b, "(%s - %s)", sa, sb); break;
+    case KT_X_MUL: kt_buf_printf(b, "(%s * %s)", sa, sb); break;
+    case KT_X_DIV: kt_buf_printf(b, "(%s / %s)", sa, sb); break;
+    case KT_X_NEG: kt_buf_printf(b, "(-%s)", sa); break;
+    case KT_X_MAX:
+    case KT_X_MIN:
+        if (vec)
+            kt_buf_printf(b, "%s%d(%s, %s)", vector_fn[e->op], w, sa, sb);
+        else
+            kt_buf_printf(b, "%s(%s, %s)", scalar_fn[e->op], sa, sb);
+        break;
+    default:
+        if (e->op >= KT_X_NOPS || scalar_fn[e->op] == NULL) {
+            kt__cg_fail(g, "unknown expression operator");
+            break;
+        }
+        if (vec)
+            kt_buf_printf(b, "%s%d(%s)", vector_fn[e->op], w, sa);
+        else
+            kt_buf_printf(b, "%s(%s)", scalar_fn[e->op], sa);
+        break;
+    }
+}
+
+/* Renders e into b; returns 1 if the value is a vector of w lanes (it
+ * varies with lane_var), 0 for a scalar. */
+static int
+put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
+         int w)
+{
     struct kt_buf sa, sb;
     int va, vb, vec;
 
-    switch (e->op) {
-    case KT_X_CONST: put_float(b, e->value); return 0;
-    case KT_X_LOAD: {
-        struct kt_affine pre, addr;
-        int64_t c;
-        int r;
-        kt__cg_flat_addr(g, e->src, e->idx, lane_var, &pre);
-        c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
-        kt__cg_subst(g, &pre, -1, &addr);
-        if (g->analysing) {
-            kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0,
-                               KT_ASSIGN);
-            kt_buf_puts(b, "0");
-            return c != 0;
-        }
-        r = kt__cg_find_reg(g, e->src, &addr, c, c == 0 ? 1 : w);
-        if (r >= 0 && g->promote_ok[e->src]) {
-            kt_buf_printf(b, "r%d", r);
-            return c != 0;
-        }
-        if (c == 0) {
-            put_load_scalar(g, b, e, &addr, -1, 0);
-            return 0;
-        }
-        if (c == 1 && !e->guarded) {
-            kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
-            kt__cg_put_aff(g, b, &addr);
-            kt_buf_puts(b, "])");
-            return 1;
-        }
-        if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
-            put_strided_load(g, b, e->src, &addr, c, w);
-            return 1;
-        }
-        if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
-            /* Every index is affine in the lane: in bounds at the first
-             * and the last lane, every lane is, and the vector load
-             * touches nothing outside that span.  Lane by lane only at
-             * the edges. */
-            kt_buf_puts(b, "((");
-            put_bounds(g, b, e, lane_var, 0);
-            kt_buf_puts(b, " && ");
-            put_bounds(g, b, e, lane_var, w - 1);
-            kt_buf_puts(b, ") ? ");
-            if (c == 1) {
-                kt_buf_printf(b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
-                kt__cg_put_aff(g, b, &addr);
-                kt_buf_puts(b, "])");
-            } else {
-                put_strided_load(g, b, e->src, &addr, c, w);
-            }
-            kt_buf_puts(b, " : ");
-            put_gather(g, b, e, &addr, lane_var, c, w);
-            kt_buf_puts(b, ")");
-            return 1;
-        }
-        put_gather(g, b, e, &addr, lane_var, c, w);
-        return 1;
+    if (e->op == KT_X_CONST) {
+        put_float(b, e->value);
+        return 0;
     }
-    default: break;
-    }
+    if (e->op == KT_X_LOAD)
+        return put_load(g, b, e, lane_var, w);
     kt_buf_init(&sa);
     kt_buf_init(&sb);
     va = put_expr(g, &sa, e->a, lane_var, w);
@@ -300,47 +360,12 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
          * a vector multiply, instead of a vector divide per W lanes
          * (within 1 ulp of the quotient). */
         kt_buf_printf(b, "(%s * kt_bc%d(1.0f / %s))", sa.p, w, sb.p);
-        kt_buf_free(&sa);
-        kt_buf_free(&sb);
-        return 1;
-    }
-    if (vec && !va) {
-        struct kt_buf t;
-        kt_buf_init(&t);
-        kt_buf_printf(&t, "kt_bc%d(%s)", w, sa.p);
-        kt_buf_free(&sa);
-        sa = t;
-    }
-    if (vec && e->b && !vb) {
-        struct kt_buf t;
-        kt_buf_init(&t);
-        kt_buf_printf(&t, "kt_bc%d(%s)", w, sb.p);
-        kt_buf_free(&sb);
-        sb = t;
-    }
-    switch (e->op) {
-    case KT_X_ADD: kt_buf_printf(b, "(%s + %s)", sa.p, sb.p); break;
-    case KT_X_SUB: kt_buf_printf(b, "(%s - %s)", sa.p, sb.p); break;
-    case KT_X_MUL: kt_buf_printf(b, "(%s * %s)", sa.p, sb.p); break;
-    case KT_X_DIV: kt_buf_printf(b, "(%s / %s)", sa.p, sb.p); break;
-    case KT_X_NEG: kt_buf_printf(b, "(-%s)", sa.p); break;
-    case KT_X_MAX:
-    case KT_X_MIN:
-        if (vec)
-            kt_buf_printf(b, "%s%d(%s, %s)", vector_fn[e->op], w, sa.p, sb.p);
-        else
-            kt_buf_printf(b, "%s(%s, %s)", scalar_fn[e->op], sa.p, sb.p);
-        break;
-    default:
-        if (e->op >= KT_X_NOPS || scalar_fn[e->op] == NULL) {
-            kt__cg_fail(g, "unknown expression operator");
-            break;
-        }
-        if (vec)
-            kt_buf_printf(b, "%s%d(%s)", vector_fn[e->op], w, sa.p);
-        else
-            kt_buf_printf(b, "%s(%s)", scalar_fn[e->op], sa.p);
-        break;
+    } else {
+        if (vec && !va)
+            broadcast(&sa, w);
+        if (vec && e->b && !vb)
+            broadcast(&sb, w);
+        put_op(g, b, e, sa.p, sb.p, vec, w);
     }
     kt_buf_free(&sa);
     kt_buf_free(&sb);
@@ -359,10 +384,130 @@ kt__cg_combine_op(enum kt_reduce op)
     }
 }
 
+/* Store n of val (vec: a vector) into an accumulator of register r split
+ * into partial sums (the register tile's accumulators). */
+static void
+store_to_split_acc(struct cg *g, const struct kt_node *n, int r,
+                   const char *val, int w)
+{
+    struct reg *rg = &g->regs[r];
+    char acc[32];
+
+    if (rg->next == 0)
+        snprintf(acc, sizeof(acc), "r%d", r);
+    else
+        snprintf(acc, sizeof(acc), "r%d_%d", r, rg->next);
+    rg->next = (rg->next + 1) % rg->split;
+    if (n->op == KT_SUM)
+        kt__cg_line(g, "%s += %s;", acc, val);
+    else
+        kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc, kt__cg_combine_op(n->op),
+                    w, acc, val);
+}
+
+/* Store n of val into register r; c: the address's lane coefficient. */
+static void
+store_to_reg(struct cg *g, const struct kt_node *n, int r, int64_t c,
+             const char *val, int vec, int w)
+{
+    const char *op = kt__cg_combine_op(n->op);
+
+    if (c == 0 && vec) {
+        if (n->op == KT_ASSIGN)
+            kt__cg_line(g, "r%d = (%s)[%d];", r, val, w - 1);
+        else
+            kt__cg_line(g, "r%d = kt_%s(r%d, kt_h%s%d(%s));", r,
+                        n->op == KT_SUM ? "add" : op, r,
+                        n->op == KT_SUM ? "sum" : op, w, val);
+    } else if (n->op == KT_ASSIGN) {
+        kt__cg_line(g, "r%d = %s;", r, val);
+    } else if (n->op == KT_SUM) {
+        kt__cg_line(g, "r%d += %s;", r, val);
+    } else if (c != 0) {
+        kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);", r, op, w, r, val);
+    } else {
+        kt__cg_line(g, "r%d = kt_%s(r%d, %s);", r, op, r, val);
+    }
+}
+
+/* Store n of val to the buffer element dst (every lane lands on it: c == 0
+ * and a vector val is reduced across lanes). */
+static void
+store_to_element(struct cg *g, const struct kt_node *n, const char *dst,
+                 const char *val, int vec, int w)
+{
+    const char *op = kt__cg_combine_op(n->op);
+
+    if (!vec) {
+        if (n->op == KT_ASSIGN)
+            kt__cg_line(g, "%s = %s;", dst, val);
+        else if (n->op == KT_SUM)
+            kt__cg_line(g, "%s += %s;", dst, val);
+        else
+            kt__cg_line(g, "%s = kt_%s(%s, %s);", dst, op, dst, val);
+    } else if (n->op == KT_ASSIGN) {
+        kt__cg_line(g, "%s = (%s)[%d];", dst, val, w - 1);
+    } else {
+        kt__cg_line(g, "%s = kt_%s(%s, kt_h%s%d(%s));", dst,
+                    n->op == KT_SUM ? "add" : op, dst,
+                    n->op == KT_SUM ? "sum" : op, w, val);
+    }
+}
+
+/* Store n of val to w contiguous elements from addr. */
+static void
+store_to_vector(struct cg *g, const struct kt_node *n,
+                const struct kt_affine *addr, const char *val, int vec, int w)
+{
+    struct kt_buf p;
+
+    kt_buf_init(&p);
+    kt_buf_printf(&p, "&t_%s[", g->lt->bufs[n->buf].name);
+    kt__cg_put_aff(g, &p, addr);
+    kt_buf_puts(&p, "]");
+    if (!vec)
+        kt__cg_line(g, "kt_st%d(%s, kt_bc%d(%s));", w, p.p, w, val);
+    else if (n->op == KT_ASSIGN)
+        kt__cg_line(g, "kt_st%d(%s, %s);", w, p.p, val);
+    else if (n->op == KT_SUM)
+        kt__cg_line(g, "kt_st%d(%s, kt_ld%d(%s) + %s);", w, p.p, w, p.p, val);
+    else
+        kt__cg_line(g, "kt_st%d(%s, kt_v%s%d(kt_ld%d(%s), %s));", w, p.p,
+                    kt__cg_combine_op(n->op), w, w, p.p, val);
+    kt_buf_free(&p);
+}
+
+/* Strided destination: scatter lane by lane. */
+static void
+store_scattered(struct cg *g, const struct kt_node *n,
+                const struct kt_affine *addr, int64_t c, const char *val,
+                int vec, int w)
+{
+    struct kt_buf dst;
+
+    if (vec)
+        kt__cg_line(g, "{ kt_v%d v_ = %s;", w, val);
+    else
+        kt__cg_line(g, "{ kt_v%d v_ = kt_bc%d(%s);", w, w, val);
+    kt__cg_line(g, "  for (int l_ = 0; l_ < %d; l_++) {", w);
+    kt_buf_init(&dst);
+    kt_buf_printf(&dst, "t_%s[", g->lt->bufs[n->buf].name);
+    kt__cg_put_aff(g, &dst, addr);
+    kt_buf_printf(&dst, " + %lld*l_]", (long long)c);
+    if (n->op == KT_ASSIGN)
+        kt__cg_line(g, "    %s = v_[l_];", dst.p);
+    else if (n->op == KT_SUM)
+        kt__cg_line(g, "    %s += v_[l_];", dst.p);
+    else
+        kt__cg_line(g, "    %s = kt_%s(%s, v_[l_]);", dst.p,
+                    kt__cg_combine_op(n->op), dst.p);
+    kt__cg_line(g, "  } }");
+    kt_buf_free(&dst);
+}
+
 void
 kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
-    const char *bname = g->lt->bufs[n->buf].name;
     struct kt_affine pre, addr;
     struct kt_buf val, dst;
     int64_t c;
@@ -372,120 +517,33 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
     kt__cg_subst(g, &pre, -1, &addr);
     kt_buf_init(&val);
-    kt_buf_init(&dst);
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {
         kt__cg_note_access(g, n->buf, &addr, c, w, 0, 1,
                            c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
-        goto done;
+        kt_buf_free(&val);
+        return;
     }
     r = kt__cg_find_reg(g, n->buf, &addr, c, c == 0 ? 1 : w);
     if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
-        struct reg *rg = &g->regs[r];
-        char acc[32];
-        if (rg->next == 0)
-            snprintf(acc, sizeof(acc), "r%d", r);
-        else
-            snprintf(acc, sizeof(acc), "r%d_%d", r, rg->next);
-        rg->next = (rg->next + 1) % rg->split;
-        if (n->op == KT_SUM)
-            kt__cg_line(g, "%s += %s;", acc, val.p);
-        else
-            kt__cg_line(g, "%s = kt_v%s%d(%s, %s);", acc,
-                        kt__cg_combine_op(n->op), w, acc, val.p);
-        goto done;
-    }
-    if (r >= 0 && g->promote_ok[n->buf]) {
-        if (c != 0 && !vec) {
-            struct kt_buf t;
-            kt_buf_init(&t);
-            kt_buf_printf(&t, "kt_bc%d(%s)", w, val.p);
-            kt_buf_free(&val);
-            val = t;
-        }
-        if (c == 0 && vec) {
-            if (n->op == KT_ASSIGN)
-                kt__cg_line(g, "r%d = (%s)[%d];", r, val.p, w - 1);
-            else
-                kt__cg_line(g, "r%d = kt_%s(r%d, kt_h%s%d(%s));", r,
-                            n->op == KT_SUM ? "add" : kt__cg_combine_op(n->op),
-                            r,
-                            n->op == KT_SUM ? "sum" : kt__cg_combine_op(n->op),
-                            w, val.p);
-        } else if (n->op == KT_ASSIGN) {
-            kt__cg_line(g, "r%d = %s;", r, val.p);
-        } else if (n->op == KT_SUM) {
-            kt__cg_line(g, "r%d += %s;", r, val.p);
-        } else if (c != 0) {
-            kt__cg_line(g, "r%d = kt_v%s%d(r%d, %s);", r,
-                        kt__cg_combine_op(n->op), w, r, val.p);
-        } else {
-            kt__cg_line(g, "r%d = kt_%s(r%d, %s);", r, kt__cg_combine_op(n->op),
-                        r, val.p);
-        }
-        goto done;
-    }
-    kt_buf_printf(&dst, "t_%s[", bname);
-    kt__cg_put_aff(g, &dst, &addr);
-    kt_buf_puts(&dst, "]");
-    if (c == 0 && !vec) {
-        if (n->op == KT_ASSIGN)
-            kt__cg_line(g, "%s = %s;", dst.p, val.p);
-        else if (n->op == KT_SUM)
-            kt__cg_line(g, "%s += %s;", dst.p, val.p);
-        else
-            kt__cg_line(g, "%s = kt_%s(%s, %s);", dst.p,
-                        kt__cg_combine_op(n->op), dst.p, val.p);
+        store_to_split_acc(g, n, r, val.p, w);
+    } else if (r >= 0 && g->promote_ok[n->buf]) {
+        if (c != 0 && !vec)
+            broadcast(&val, w);
+        store_to_reg(g, n, r, c, val.p, vec, w);
     } else if (c == 0) {
-        /* All lanes land on one element: reduce across lanes. */
-        if (n->op == KT_ASSIGN)
-            kt__cg_line(g, "%s = (%s)[%d];", dst.p, val.p, w - 1);
-        else
-            kt__cg_line(g, "%s = kt_%s(%s, kt_h%s%d(%s));", dst.p,
-                        n->op == KT_SUM ? "add" : kt__cg_combine_op(n->op),
-                        dst.p,
-                        n->op == KT_SUM ? "sum" : kt__cg_combine_op(n->op), w,
-                        val.p);
-    } else if (c == 1) {
-        struct kt_buf p;
-        kt_buf_init(&p);
-        kt_buf_printf(&p, "&t_%s[", bname);
-        kt__cg_put_aff(g, &p, &addr);
-        kt_buf_puts(&p, "]");
-        if (!vec)
-            kt__cg_line(g, "kt_st%d(%s, kt_bc%d(%s));", w, p.p, w, val.p);
-        else if (n->op == KT_ASSIGN)
-            kt__cg_line(g, "kt_st%d(%s, %s);", w, p.p, val.p);
-        else if (n->op == KT_SUM)
-            kt__cg_line(g, "kt_st%d(%s, kt_ld%d(%s) + %s);", w, p.p, w, p.p,
-                        val.p);
-        else
-            kt__cg_line(g, "kt_st%d(%s, kt_v%s%d(kt_ld%d(%s), %s));", w, p.p,
-                        kt__cg_combine_op(n->op), w, w, p.p, val.p);
-        kt_buf_free(&p);
-    } else {
-        /* Strided destination: scatter lane by lane. */
-        if (vec)
-            kt__cg_line(g, "{ kt_v%d v_ = %s;", w, val.p);
-        else
-            kt__cg_line(g, "{ kt_v%d v_ = kt_bc%d(%s);", w, w, val.p);
-        kt__cg_line(g, "  for (int l_ = 0; l_ < %d; l_++) {", w);
-        kt_buf_reset(&dst);
-        kt_buf_printf(&dst, "t_%s[", bname);
+        kt_buf_init(&dst);
+        kt_buf_printf(&dst, "t_%s[", g->lt->bufs[n->buf].name);
         kt__cg_put_aff(g, &dst, &addr);
-        kt_buf_printf(&dst, " + %lld*l_]", (long long)c);
-        if (n->op == KT_ASSIGN)
-            kt__cg_line(g, "    %s = v_[l_];", dst.p);
-        else if (n->op == KT_SUM)
-            kt__cg_line(g, "    %s += v_[l_];", dst.p);
-        else
-            kt__cg_line(g, "    %s = kt_%s(%s, v_[l_]);", dst.p,
-                        kt__cg_combine_op(n->op), dst.p);
-        kt__cg_line(g, "  } }");
+        kt_buf_puts(&dst, "]");
+        store_to_element(g, n, dst.p, val.p, vec, w);
+        kt_buf_free(&dst);
+    } else if (c == 1) {
+        store_to_vector(g, n, &addr, val.p, vec, w);
+    } else {
+        store_scattered(g, n, &addr, c, val.p, vec, w);
     }
-done:
     kt_buf_free(&val);
-    kt_buf_free(&dst);
 }
 
 /* The address of store n as C text in b (lane variable unbound). */
@@ -527,13 +585,8 @@ kt__cg_emit_lane_acc(struct cg *g, const struct kt_node *n, int i, int q,
         kt__cg_line(g, "kt_v%d acc%d_%d = kt_bc%d(%s);", w, i, q, w,
                     identity[n->op]);
     } else if (phase == 1) {
-        if (!put_expr(g, &val, n->expr, lane_var, w)) {
-            struct kt_buf t;
-            kt_buf_init(&t);
-            kt_buf_printf(&t, "kt_bc%d(%s)", w, val.p);
-            kt_buf_free(&val);
-            val = t;
-        }
+        if (!put_expr(g, &val, n->expr, lane_var, w))
+            broadcast(&val, w);
         if (n->op == KT_SUM)
             kt__cg_line(g, "acc%d_%d += %s;", i, q, val.p);
         else

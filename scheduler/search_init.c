@@ -497,6 +497,8 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         g->unroll[i] = v;
         return 0;
     }
+    if (u < 0.96 && sk_sibling_mutate(s, r, g) == 0) /* MutateSketch */
+        return 0;
     if (u < 0.99) { /* MutateComputeLocation */
         i = pick_stage(sk, r, 1);
         if (i < 0)

@@ -184,6 +184,17 @@ void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
 int sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
                    struct sk_genome *g);
 
+/* ---- search_sibling.c ---- */
+/* Moves g to a sketch that differs from its own only in which elementwise
+ * stages are inlined (same tiled stages, structures and factor tables);
+ * -1 when there is none (r untouched). */
+int sk_sibling_mutate(const struct kt_search *s, struct kt_rng *r,
+                      struct sk_genome *g);
+/* Copies of m moved to each of its sibling sketches into out (room for
+ * SK_MAX_SKETCHES), unscored, their origin m; returns how many. */
+int sk_siblings(const struct kt_search *s, const struct sk_member *m,
+                struct sk_member *out);
+
 /* ---- search_parallel.c ---- */
 /* 0 when s runs on several cores and the store of lt that runs most often
  * has spatial points to split but no parallel loop of at least as many

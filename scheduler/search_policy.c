@@ -177,9 +177,30 @@ struct round_pools {
     int ninit, nbest, nnear;
 };
 
+/* The fastest measured program's siblings (its genes in the sketches that
+ * differ from its own only in what is inlined: padding read in place or
+ * copied), whatever the model predicts for them: the tiling that won with
+ * one choice is measured once with the other. */
+static int
+take_siblings(struct sk_round *R, const struct sk_member *fastest,
+              struct kt_search_batch *out, int n)
+{
+    struct sk_member sib[SK_MAX_SKETCHES];
+    int ns = sk_siblings(R->s, fastest, sib), i, rc;
+
+    if (ns == 0)
+        return KT_OK;
+    rc = sk_score(&R->sc, sib, ns, R->err, R->errlen);
+    for (i = 0; rc == KT_OK && i < ns; i++)
+        if (take(R, &sib[i], 0, out, n))
+            sk_remember(R->s, &sib[i]);
+    return rc;
+}
+
 /* Sketch policies: the evolutionary search from the initial population
- * and the measured seeds, then the picks (near a measured program, best
- * predicted, eps-greedy random). */
+ * and the measured seeds, then the picks (the fastest measured program's
+ * siblings, near a measured program, best predicted, eps-greedy
+ * random). */
 static int
 pick_evolved(struct sk_round *R, struct round_pools *P, int iters, int n,
              struct kt_search_batch *out)
@@ -204,6 +225,12 @@ pick_evolved(struct sk_round *R, struct round_pools *P, int iters, int n,
     if (rc != KT_OK)
         return rc;
     stats->evo_s = kt_now() - t1;
+    if (stats->measured_seeds > 0) {
+        rc = take_siblings(R, &P->init[P->ninit - stats->measured_seeds], out,
+                           n);
+        if (rc != KT_OK)
+            return rc;
+    }
     /* a share of the batch stays close to what was measured (stored
      * records after a restart included) */
     for (i = 0; i < P->nnear && out->n < n / SK_NEAR_SHARE + 1; i++)

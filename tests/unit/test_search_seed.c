@@ -5,7 +5,8 @@
  * conv2d (padding stage, layout packs); the fresh search's next round puts
  * them into its population (measured_seeds) and never proposes them again;
  * failed and foreign schedules do not seed; a GEMM's schedules seed a
- * GEMM search of another shape through kt_search_seed_other. */
+ * GEMM search of another shape through kt_search_seed_other; mutants of a
+ * seed reach its sibling sketch (padding inlined or kept). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,6 +221,139 @@ test_search_seed_other_workload(void **state)
     kt_dag_free(conv);
 }
 
+/* Siblings: the first round after a max pooling with its padding kept as
+ * a padded copy was measured (the fastest) proposes that tiling reading
+ * the padding in place (the inlined sibling sketch), even with no
+ * mutation, and later rounds' mutants of it (MutateSketch, other genes
+ * changed too) reach that tiling as well; the other way round too.  They
+ * lower and match the interpreter.  Without these a descendant never
+ * leaves its parent's sketch. */
+static int
+inlines_pad(const struct kt_search_cand *c)
+{
+    int i;
+
+    for (i = 0; i < c->nsteps; i++)
+        if (c->steps[i].kind == KT_STEP_COMPUTE_INLINE)
+            return 1;
+    return 0;
+}
+
+/* The split steps of c, in order, as JSON text (the tiling). */
+static void
+splits_of(const struct kt_search_cand *c, struct kt_buf *b)
+{
+    struct kt_step sp[64];
+    int i, n = 0;
+
+    for (i = 0; i < c->nsteps && n < 64; i++)
+        if (c->steps[i].kind == KT_STEP_SPLIT)
+            sp[n++] = c->steps[i];
+    kt_buf_reset(b);
+    kt_steps_to_json(sp, n, b);
+}
+
+/* Records one measured tiled program of the pad kind 'inlined' into a
+ * fresh search (mutating parents with probability mutation_prob) and runs
+ * 6 rounds of descendants of it: *first gets how many of the first round
+ * have the other kind and its tiling, *moved how many of any round have
+ * the other kind and another tiling (they moved sketch and were mutated).
+ * Up to 8 of them are checked against the interpreter. */
+static void
+siblings_of_measured(const struct kt_dag *dag, int inlined,
+                     double mutation_prob, int *first, int *moved)
+{
+    struct kt_search *seeder = new_search(dag, 1), *fresh = NULL;
+    struct kt_search_opts o;
+    struct kt_search_batch b, b2;
+    struct kt_state *found[8];
+    struct kt_buf want, got;
+    char err[512];
+    int i, round, parent = -1, nfound = 0, skipped = 0;
+
+    *first = *moved = 0;
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_SKETCH_RANDOM;
+    o.population = 256;
+    o.seed = 2;
+    o.mutation_prob = mutation_prob;
+    assert_int_equal(kt_search_new(&fresh, dag, &o, err, sizeof(err)), KT_OK);
+    kt_buf_init(&want);
+    kt_buf_init(&got);
+    assert_int_equal(kt_search_next_batch(seeder, NULL, NULL, 0, 64, &b, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b.n && parent < 0; i++) {
+        splits_of(&b.v[i], &want);
+        if (inlines_pad(&b.v[i]) == inlined && strstr(want.p, "SP") != NULL)
+            parent = i; /* a tiled one */
+    }
+    assert_true(parent >= 0);
+    assert_int_equal(kt_search_record(fresh, b.v[parent].steps,
+                                      b.v[parent].nsteps, 1e-6),
+                     1);
+    splits_of(&b.v[parent], &want);
+    for (round = 0; round < 6; round++) {
+        assert_int_equal(kt_search_next_batch(fresh, NULL, NULL, 0, 64, &b2,
+                                              NULL, err, sizeof(err)),
+                         KT_OK);
+        for (i = 0; i < b2.n; i++) {
+            if (strcmp(b2.v[i].seed_of, b.v[parent].hash) != 0 ||
+                inlines_pad(&b2.v[i]) == inlined)
+                continue;
+            splits_of(&b2.v[i], &got);
+            if (strcmp(got.p, want.p) != 0)
+                ++*moved;
+            else if (round == 0)
+                ++*first;
+            if (nfound < 8) {
+                found[nfound++] = b2.v[i].state;
+                b2.v[i].state = NULL;
+            }
+        }
+        kt_search_batch_free(&b2);
+    }
+    if (nfound > 0)
+        assert_int_equal(ktt_check_many(dag, found, nfound, 3, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < nfound; i++)
+        kt_state_free(found[i]);
+    kt_buf_free(&want);
+    kt_buf_free(&got);
+    kt_search_batch_free(&b);
+    kt_search_free(seeder);
+    kt_search_free(fresh);
+}
+
+static void
+test_search_sibling_maxpool(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+    int inlined, first, moved;
+
+    (void)state;
+    assert_int_equal(kt_op_pool2d(&d, 1, 1, 32, 56, 56, 3, 2, 1), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d.name, err);
+    for (inlined = 0; inlined <= 1; inlined++) {
+        /* no mutation at all: the first round proposes the sibling */
+        siblings_of_measured(dag, inlined, 0.0, &first, &moved);
+        if (first < 1 || moved != 0)
+            fail_msg("padding %s, no mutation: %d siblings in the first "
+                     "round, %d retiled (want some, 0)",
+                     inlined ? "inlined" : "kept", first, moved);
+        /* with mutations, mutants move to the sibling sketch too */
+        siblings_of_measured(dag, inlined, 0.85, &first, &moved);
+        if (first < 1 || moved < 1)
+            fail_msg("padding %s: %d siblings in the first round, %d "
+                     "retiled ones later",
+                     inlined ? "inlined" : "kept", first, moved);
+    }
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -229,6 +363,7 @@ main(void)
         cmocka_unit_test(test_search_seed_conv2d),
         cmocka_unit_test(test_search_seed_foreign),
         cmocka_unit_test(test_search_seed_other_workload),
+        cmocka_unit_test(test_search_sibling_maxpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
