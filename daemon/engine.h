@@ -57,11 +57,12 @@ struct kt_engine_opts {
     void *submit_arg;
     const char *log_dir; /* task-table logs; NULL = none */
     int echo_log;        /* also write each round's table to stderr */
-    /* The workers time kernels on this host: a job whose kernels use
-     * every CPU does no pool work (search, training) while its batch is
-     * measured, since a kernel thread that waits for a CPU makes every
-     * parallel region cost a scheduler time slice (docs/measure.md). */
-    int local_workers;
+    /* The key of the workers that time kernels on this host (NULL: none):
+     * a job of that key whose kernels use every CPU does no pool work
+     * (search, training) while its batch is measured, since a kernel thread
+     * that waits for a CPU makes every parallel region cost a scheduler
+     * time slice (docs/measure.md). */
+    const char *local_key;
 };
 
 /* Called when a job reaches DONE, FAILED or is stopped (state tells). */

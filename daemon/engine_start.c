@@ -175,7 +175,8 @@ job_init_target(struct kt_job *job, const struct kt_model_conf *conf)
     job->mo.threads = (int)conf->target.threads;
     job->mo.seed = (uint64_t)conf->tuning.seed;
     /* threads 0: every core */
-    job->quiet_measure = job->e->o.local_workers &&
+    job->quiet_measure = job->e->o.local_key != NULL &&
+                         strcmp(job->e->o.local_key, conf->target.key) == 0 &&
                          (conf->target.threads <= 0 ||
                           conf->target.threads >= sysconf(_SC_NPROCESSORS_ONLN));
 }

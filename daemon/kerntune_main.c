@@ -306,7 +306,7 @@ tune_run(struct kt_model_conf *conf, struct kt_storage *db,
     eo.tracker = t.tracker;
     eo.log_dir = a->log_dir;
     eo.echo_log = !a->quiet;
-    eo.local_workers = 1;
+    eo.local_key = conf->target.key;
     kt_engine_new(&t.engine, &eo);
     if (kt_job_start(t.engine, conf, a->trials, tune_ended, &t, &t.job, err,
                      sizeof(err)) != KT_OK) {

@@ -213,6 +213,8 @@ kt__daemon_open(struct daemon *d, char **token, char *err, size_t errlen)
     eo.loop = &d->loop;
     eo.db = d->db;
     eo.tracker = d->tracker;
+    if (d->conf->local_workers > 0)
+        eo.local_key = d->conf->local_worker_key;
     eo.log_dir = d->conf->log_dir;
     kt_engine_new(&d->engine, &eo);
     if (kt_ctl_new(&d->ctl, &d->loop, d->conf->control_socket,

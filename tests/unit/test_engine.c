@@ -1135,7 +1135,7 @@ test_engine_quiet_measure_with_local_workers(void **state)
              sysconf(_SC_NPROCESSORS_ONLN));
     memset(&qw, 0, sizeof(qw));
     run_open(&r);
-    r.engine->o.local_workers = 1;
+    r.engine->o.local_key = "local";
     qw.run = &r;
     uv_timer_init(&r.loop, &qw.release);
     qw.release.data = &qw;
@@ -1150,6 +1150,14 @@ test_engine_quiet_measure_with_local_workers(void **state)
     assert_int_equal(qw.busy_at_submit, 0);
     assert_int_equal(qw.busy_while_held, 0);
     assert_int_equal(s.speculation_hits + s.speculation_misses, 0);
+    run_close(&r);
+    /* Local workers of another key: the job's kernels run elsewhere. */
+    run_open(&r);
+    r.engine->o.local_key = "board";
+    run_start(&r, conf, 0);
+    assert_int_equal(r.job->quiet_measure, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
     run_close(&r);
 }
 
