@@ -314,23 +314,13 @@ out:
     return rc;
 }
 
-/* Calls that make a loop of min_repeat_ms at per seconds a call, with a
- * margin of 10 %: a loop that comes in just short is thrown away and timed
- * again, so aiming exactly at min_repeat_ms would cost more than it saves. */
-static double
-calls_for_min_repeat(const struct kt_run_req *r, double per)
-{
-    return r->min_repeat_ms / 1000.0 / per * 1.1 + 1;
-}
-
 /* The first `number` for timing: what TVM's calibration (number 1 timed,
  * then raised to min_repeat_ms / per_call + 1) would pick.  The checked
- * call is cold (first touch of the buffers, threads starting: 1.5-6x a
- * warm call in the suite's databases), so a number taken from it makes
- * the first loop too short and thrown away; one more call, warm, is timed
- * for the estimate when that call is short (under half of min_repeat_ms).
- * Only which loops run changes: a repeat still counts only a loop of at
- * least min_repeat_ms (docs/measure.md). */
+ * call is such a timing but a cold one (first touch of the buffers,
+ * threads starting: 1.6-6.5x a warm call in the suite's databases), and a
+ * number taken from it makes the first loop too short, thrown away; so
+ * when it lasts under half of min_repeat_ms, one more call is timed, warm,
+ * for the estimate (docs/measure.md). */
 static long long
 first_number(const struct kt_run_req *r, const struct loaded *k)
 {
@@ -346,7 +336,7 @@ first_number(const struct kt_run_req *r, const struct loaded *k)
         per = kt_now() - t0;
         per = per > 0 ? per : 1e-9;
     }
-    want = calls_for_min_repeat(r, per);
+    want = r->min_repeat_ms / 1000.0 / per + 1;
     if (want > 1.618)
         number = want < (double)(1LL << 40) ? (long long)want : 1LL << 40;
     return number;
@@ -403,13 +393,10 @@ time_repeat(const struct kt_run_req *r, struct loaded *k, long long *number,
         if (s.wall * 1000 >= r->min_repeat_ms || *number >= (1LL << 40))
             break;
         {
-            /* TVM raises to max(min_repeat_ms / per + 1, number * 1.618);
-             * the 1.618 floor made loops up to 1.6x min_repeat_ms (0.14 s
-             * a repeat for 0.1 s in the suite's databases).  The loop just
-             * timed was warm, so its per call is a good estimate. */
             double per = s.wall > 0 ? s.wall / *number : 1e-9;
-            double want = calls_for_min_repeat(r, per);
-            *number = want > *number + 1 ? (long long)want : *number + 1;
+            double want = r->min_repeat_ms / 1000.0 / per + 1;
+            double grow = *number * 1.618;
+            *number = (long long)(want > grow ? want : grow);
         }
     }
     s.cost = s.wall / *number;
