@@ -315,29 +315,16 @@ out:
 }
 
 /* The first `number` for timing: what TVM's calibration (number 1 timed,
- * then raised to min_repeat_ms / per_call + 1) would pick.  The checked
- * call is such a timing but a cold one (first touch of the buffers,
- * threads starting: 1.6-6.5x a warm call in the suite's databases), and a
- * number taken from it makes the first loop too short, thrown away; so
- * when it lasts under half of min_repeat_ms, one more call is timed, warm,
- * for the estimate (docs/measure.md). */
+ * then raised to min_repeat_ms / per_call + 1) would pick, taken from the
+ * checked call instead of one more untimed-for-cost call. */
 static long long
 first_number(const struct kt_run_req *r, const struct loaded *k)
 {
     long long number = r->number > 0 ? r->number : 1;
     double per = k->check_s > 0 ? k->check_s : 1e-9;
-    double want;
+    double want = r->min_repeat_ms / 1000.0 / per + 1;
 
-    if (number != 1 || per * 1000 >= r->min_repeat_ms)
-        return number;
-    if (per * 2000 < r->min_repeat_ms) {
-        double t0 = kt_now();
-        k->fker(k->bufs);
-        per = kt_now() - t0;
-        per = per > 0 ? per : 1e-9;
-    }
-    want = r->min_repeat_ms / 1000.0 / per + 1;
-    if (want > 1.618)
+    if (number == 1 && per * 1000 < r->min_repeat_ms && want > 1.618)
         number = want < (double)(1LL << 40) ? (long long)want : 1LL << 40;
     return number;
 }
