@@ -185,9 +185,9 @@ void kt_target_cc_line(const struct kt_target_conf *t, struct kt_buf *b);
 void kt_target_id(const struct kt_target_conf *t, struct kt_buf *b);
 /* 1 if the two target identities (kt_target_id) are siblings: the same
  * kind, key and compiler line once optimiser-only flags (-O0..-O3, -Os,
- * -Oz, -Og, --param=...) are left out, e.g. records tuned before the
- * model's -O level or a --param changed (or before a new default line).  A sibling's records warm-start
- * the cost model and seed the search but are not this target's trials
+ * -Oz, -Og, --param=...) are left out, e.g. records tuned before a model's
+ * -O level or a --param changed.  A sibling's records warm-start the cost
+ * model and seed the search but are not this target's trials
  * (docs/measure.md, "Compiler flags and stored records"). */
 int kt_target_siblings(const char *a, const char *b);
 

@@ -109,7 +109,7 @@ struct kt_warm_job {
      * each task's search (steps owned); seed_task -1: the best successful
      * trials of other workloads, offered to every task's search */
     struct kt_feedback *seeds;
-    int *seed_task; /* a seed of another kind (sibling) is marked other */
+    int *seed_task; /* a sibling target's record of task i: i, other set */
     int nseeds;
     int nsibling;       /* rows of sibling targets among in[] */
     int skipped;        /* stored trials that could not be rebuilt */

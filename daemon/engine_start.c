@@ -274,7 +274,7 @@ job_register(struct kt_job *job, char *err, size_t errlen)
 }
 
 /* The stored trials of the target's siblings (the same target under other
- * optimiser flags, e.g. an older default compiler line): they train the
+ * optimiser flags, e.g. before the model's -O level changed): they train the
  * cost model and seed the search, but are neither this target's best nor
  * its measured set, so their programs may be measured again here. */
 static int
