@@ -19,11 +19,15 @@
  * built and timed with both, twice
  * (A B, then B A), all in one batch on two local workers with the default
  * measure settings (repeat 3, min_repeat_ms 100; $KT_BENCH_THREADS and
- * $KT_BENCH_RUN_TIMEOUT_MS override threads and run_timeout_ms).  Reported: the
- * compiler's CPU time per module (build_cpu_s), the kernels' speed ratio,
- * and how well the two lines rank the modules alike: pairwise agreement of
- * A's and B's costs against that of A's two runs with each other (the
- * timing noise). */
+ * $KT_BENCH_RUN_TIMEOUT_MS override threads and run_timeout_ms).  With
+ * KT_BENCH_CLOCK=cpu the kernels run on one thread and each is scored by its
+ * process CPU time per call (the worker's cpu_cost), which other processes
+ * on a loaded machine barely change; the compiler's CPU time never depends
+ * on the load.  Reported: the compiler's CPU time per module (build_cpu_s),
+ * the kernels' speed ratio (geometric mean, and of the best module of
+ * each line), and how well the two lines rank the modules alike: pairwise
+ * agreement of A's and B's costs against that of A's two runs with each
+ * other (the timing noise). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +140,7 @@ env_int(const char *name, int def)
 
 struct cmp {
     int done, n;
+    int cpu_clock; /* score by cpu_cost (one thread) instead of cost */
     double cost[2][2][MAXF]; /* [run][cc][module]; 0 = failed */
     double cpu[2][2][MAXF];
 };
@@ -157,6 +162,8 @@ on_cmp(void *arg, const struct kt_result *r, int n)
         s->cost[run][f][m] = r[i].cost;
         if (kt_result_kv(&r[i], "build_cpu_s") != NULL)
             s->cpu[run][f][m] = atof(kt_result_kv(&r[i], "build_cpu_s"));
+        if (s->cpu_clock && kt_result_kv(&r[i], "cpu_cost") != NULL)
+            s->cost[run][f][m] = atof(kt_result_kv(&r[i], "cpu_cost"));
     }
 }
 
@@ -207,6 +214,18 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
 
     memset(&s, 0, sizeof(s));
     s.n = nfiles < MAXF ? nfiles : MAXF;
+    s.cpu_clock = getenv("KT_BENCH_CLOCK") != NULL &&
+                  strcmp(getenv("KT_BENCH_CLOCK"), "cpu") == 0;
+    kt_measure_default_opts(&o);
+    /* on a loaded machine: one thread (OpenMP's barriers spin against the
+     * load) and a longer run deadline */
+    o.threads = env_int("KT_BENCH_THREADS", s.cpu_clock ? 1 : 0);
+    if (s.cpu_clock && o.threads != 1) {
+        fprintf(stderr, "bench_measure: KT_BENCH_CLOCK=cpu needs one thread "
+                        "(KT_BENCH_THREADS=1)\n");
+        return -1;
+    }
+    o.run_timeout_ms = env_int("KT_BENCH_RUN_TIMEOUT_MS", o.run_timeout_ms);
     for (i = 0; i < s.n; i++)
         if ((src[i] = slurp(files[i])) == NULL) {
             fprintf(stderr, "bench_measure: cannot read %s\n", files[i]);
@@ -219,11 +238,6 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
                 c[nc].source = src[i];
                 c[nc++].cc = cc[run == 0 ? f : 1 - f];
             }
-    kt_measure_default_opts(&o);
-    /* on a loaded machine: one thread (OpenMP's barriers spin against the
-     * load) and a longer run deadline */
-    o.threads = env_int("KT_BENCH_THREADS", 0);
-    o.run_timeout_ms = env_int("KT_BENCH_RUN_TIMEOUT_MS", o.run_timeout_ms);
     t0 = kt_now();
     if (kt_tracker_submit(t, "local", c, nc, &o, on_cmp, &s, err, sizeof(err)) <
         0) {
@@ -262,15 +276,16 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
     }
     free(c);
     printf("%d modules, each built and timed twice per compiler line "
-           "(%.0f s)\n",
-           s.n, kt_now() - t0);
+           "(%.0f s, %s clock, %d thread(s))\n",
+           s.n, kt_now() - t0, s.cpu_clock ? "process CPU" : "wall", o.threads);
     for (f = 0; f < 2; f++)
         printf("  %c: %-40s compiler CPU %.3f s/module (%d builds), best "
                "%.3f ms\n",
                'A' + f, cc[f], nbuilt[f] ? cpu[f] / nbuilt[f] : 0, nbuilt[f],
                best[f] * 1e3);
-    printf("  speed B/A, geometric mean over %d modules: %.3f\n", nboth,
-           nboth ? exp(lratio / nboth) : 0);
+    printf("  speed B/A, geometric mean over %d modules: %.3f, of the best "
+           "module: %.3f\n",
+           nboth, nboth ? exp(lratio / nboth) : 0, best[0] / best[1]);
     printf("  pairwise order agreement: A run1 vs A run2 %.3f, B run1 vs B "
            "run2 %.3f,\n    A vs B (run1) %.3f, A vs B (run2) %.3f\n",
            pair_agreement(s.cost[0][0], s.cost[1][0], s.n),

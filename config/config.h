@@ -183,6 +183,13 @@ void kt_target_cc_line(const struct kt_target_conf *t, struct kt_buf *b);
 /* The target's identity in the database, appended to b: "KIND:KEY:" and
  * the compiler line (the logs.target column of trials tuned for it). */
 void kt_target_id(const struct kt_target_conf *t, struct kt_buf *b);
+/* 1 if the two target identities (kt_target_id) are siblings: the same
+ * kind, key and compiler line once optimiser-only flags (-O0..-O3, -Os,
+ * -Oz, -Og, --param=...) are left out, e.g. records tuned before a model's
+ * -O level or a --param changed.  A sibling's records warm-start the cost
+ * model and seed the search but are not this target's trials
+ * (docs/measure.md, "Compiler flags and stored records"). */
+int kt_target_siblings(const char *a, const char *b);
 
 /* ---- Daemon config ----------------------------------------------------- */
 

@@ -99,6 +99,8 @@ struct kt_warm_job {
         char *workload; /* key of another job's workload; NULL = ours */
         char *config;
         double cost;
+        int sibling; /* tuned for a sibling target (kt_target_siblings):
+                      * seeds like another workload's, never as measured */
     } * in;
     struct kt_record *out; /* nout records, rows owned */
     int nout;
@@ -106,8 +108,9 @@ struct kt_warm_job {
      * each task's search (steps owned); seed_task -1: the best successful
      * trials of other workloads, offered to every task's search */
     struct kt_feedback *seeds;
-    int *seed_task;
+    int *seed_task; /* a sibling target's record of task i: i, other set */
     int nseeds;
+    int nsibling;       /* rows of sibling targets among in[] */
     int skipped;        /* stored trials that could not be rebuilt */
     char skip_err[256]; /* why the first one was skipped */
     double time_s;

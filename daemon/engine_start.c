@@ -33,19 +33,21 @@ warm_done(uv_work_t *w, int status)
             kt__job_add_record(job, wj->out[i].rows, wj->out[i].nrows,
                                wj->out[i].task, wj->out[i].cost);
         if (wj->nout > 0)
-            log_info("engine: job %s: warm start from %d stored trials (%.2f "
-                     "s)",
-                     job->name, wj->nout, wj->time_s);
+            log_info("engine: job %s: warm start from %d stored trials, %d "
+                     "of them tuned for a sibling target (%.2f s)",
+                     job->name, wj->nout, wj->nsibling, wj->time_s);
         /* the search decodes them into genomes that seed its GA */
         for (i = 0; i < wj->nseeds; i++) {
             int t;
-            if (wj->seed_task[i] >= 0) {
+            if (wj->seed_task[i] >= 0 && !wj->seeds[i].other) {
                 kt__task_queue_feedback(&job->ts[wj->seed_task[i]],
                                         wj->seeds[i].steps, wj->seeds[i].nsteps,
                                         wj->seeds[i].cost);
                 continue;
             }
-            for (t = 0; t < job->tasks.n; t++)
+            if (wj->seed_task[i] >= 0) /* a sibling target's record */
+                kt__task_queue_other(&job->ts[wj->seed_task[i]], &wj->seeds[i]);
+            for (t = 0; t < job->tasks.n && wj->seed_task[i] < 0; t++)
                 kt__task_queue_other(&job->ts[t], &wj->seeds[i]);
             free(wj->seeds[i].steps);
         }
@@ -69,6 +71,7 @@ struct warm_collect {
     struct kt_job *job;
     struct kt_warm_job *wj;
     int cap;
+    int sibling; /* the rows being read are of a sibling target */
 };
 
 static int
@@ -97,6 +100,8 @@ collect_history(void *arg, const struct kt_history_row *row)
         i = job->tasks.n + (int)(kt_hash64(row->workload_hash, 16) % 1000000);
     }
     wc->wj->in[k].task = i;
+    wc->wj->in[k].sibling = wc->sibling;
+    wc->wj->nsibling += wc->sibling;
     wc->wj->in[k].config = kt_xstrdup(row->config);
     wc->wj->in[k].cost = row->err_no == 0 ? row->cost : 0;
     return 0;
@@ -274,8 +279,37 @@ job_register(struct kt_job *job, char *err, size_t errlen)
     return rc;
 }
 
-/* Warm start: the features of every stored trial of the target, computed
- * on the pool. */
+/* The stored trials of the target's siblings (the same target under other
+ * optimiser flags, e.g. before the model's -O level changed): they train the
+ * cost model and seed the search, but are neither this target's best nor
+ * its measured set, so their programs may be measured again here. */
+static int
+collect_siblings(struct warm_collect *wc, char *err, size_t errlen)
+{
+    struct kt_job *job = wc->job;
+    struct kt_buf targets;
+    char *line, *save = NULL;
+    int rc;
+
+    kt_buf_init(&targets);
+    rc = kt_storage_targets(job->e->o.db, &targets, err, errlen);
+    for (line = rc == KT_OK && targets.p ? strtok_r(targets.p, "\n", &save)
+                                         : NULL;
+         line != NULL && rc == KT_OK; line = strtok_r(NULL, "\n", &save)) {
+        if (strcmp(line, job->target) == 0 ||
+            !kt_target_siblings(line, job->target))
+            continue;
+        wc->sibling = 1;
+        rc = kt_storage_history(job->e->o.db, line, NULL, 0, collect_history,
+                                wc, err, errlen);
+        wc->sibling = 0;
+    }
+    kt_buf_free(&targets);
+    return rc;
+}
+
+/* Warm start: the features of every stored trial of the target (and of its
+ * siblings), computed on the pool. */
 static int
 job_start_warm(struct kt_job *job, char *err, size_t errlen)
 {
@@ -290,6 +324,8 @@ job_start_warm(struct kt_job *job, char *err, size_t errlen)
     if (kt__job_uses_model(job))
         rc = kt_storage_history(job->e->o.db, job->target, NULL, 0,
                                 collect_history, &wc, err, errlen);
+    if (rc == KT_OK && kt__job_uses_model(job))
+        rc = collect_siblings(&wc, err, errlen);
     if (rc == KT_OK && kt__job_queue_work(job, &wj->work, kt__engine_warm_work,
                                           warm_done, err, errlen) != 0)
         rc = KT_EIO;

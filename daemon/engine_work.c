@@ -238,12 +238,13 @@ kt__engine_warm_work(uv_work_t *w)
         }
         if (rc == KT_OK && wj->in[i].cost > 0 && dag->flops > 0) {
             struct kt_feedback *f = &wj->seeds[wj->nseeds];
-            int other = wj->in[i].workload != NULL;
+            int foreign_load = wj->in[i].workload != NULL;
+            int other = foreign_load || wj->in[i].sibling;
             f->steps = steps;
             f->nsteps = n;
             f->cost = other ? wj->in[i].cost / dag->flops : wj->in[i].cost;
             f->other = other;
-            wj->seed_task[wj->nseeds++] = other ? -1 : wj->in[i].task;
+            wj->seed_task[wj->nseeds++] = foreign_load ? -1 : wj->in[i].task;
             steps = NULL;
         }
         free(steps);

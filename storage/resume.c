@@ -258,3 +258,20 @@ kt_storage_history(struct kt_storage *st, const char *target,
         return step_err(st, rc, "reading the history", err, errlen);
     return 0;
 }
+
+int
+kt_storage_targets(struct kt_storage *st, struct kt_buf *b, char *err,
+                   size_t errlen)
+{
+    sqlite3_stmt *s = kt__stmt(st, KT__ST_TARGETS, err, errlen);
+    int rc;
+
+    if (s == NULL)
+        return KT_EDB;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        kt_buf_printf(b, "%s\n", col_text(s, 0));
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return step_err(st, rc, "listing the targets", err, errlen);
+    return 0;
+}

@@ -64,6 +64,7 @@ static const char *const stmt_sql[KT__ST_COUNT] = {
         "SELECT * FROM (SELECT id, workload_hash, workload, config, cost,"
         " err_no FROM logs WHERE +target=?1 ORDER BY id DESC LIMIT ?3)"
         " ORDER BY id",
+    [KT__ST_TARGETS] = "SELECT DISTINCT target FROM logs ORDER BY target",
 };
 
 int

@@ -163,6 +163,11 @@ typedef int (*kt_history_cb)(void *arg, const struct kt_history_row *row);
 int kt_storage_history(struct kt_storage *st, const char *target,
                        const char *workload_hash, size_t limit,
                        kt_history_cb cb, void *arg, char *err, size_t errlen);
+/* Every target that stored trials were tuned for, one per line into b
+ * (the warm start looks for siblings of its own: config.h
+ * kt_target_siblings). */
+int kt_storage_targets(struct kt_storage *st, struct kt_buf *b, char *err,
+                       size_t errlen);
 
 /* ---- Records exchange (JSON lines) -------------------------------------- */
 

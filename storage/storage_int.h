@@ -27,6 +27,7 @@ enum kt__stmt {
     KT__ST_HISTORY_ALL,
     KT__ST_HISTORY_ONE_LIMIT,
     KT__ST_HISTORY_ALL_LIMIT,
+    KT__ST_TARGETS,
     KT__ST_COUNT
 };
 

@@ -212,6 +212,37 @@ test_config_daemon(void **state)
     kt_daemon_conf_free(d);
 }
 
+/* Siblings differ only in optimiser flags (-O levels, --param). */
+static void
+test_config_target_siblings(void **state)
+{
+    static const char old_default[] =
+        "cpu:local:gcc -O3 -march=native -fopenmp";
+    (void)state;
+    assert_true(kt_target_siblings(old_default,
+                                   "cpu:local:gcc -O3 "
+                                   "--param=max-completely-peel-times=4 "
+                                   "-march=native -fopenmp"));
+    assert_true(kt_target_siblings(old_default,
+                                   "cpu:local:gcc -O2 -march=native -fopenmp"));
+    assert_true(kt_target_siblings(old_default, old_default));
+    assert_false(
+        kt_target_siblings(old_default,
+                           "cpu:local:gcc -O3 -march=znver4 -fopenmp"));
+    assert_false(
+        kt_target_siblings(old_default,
+                           "cpu:local:gcc -Ofast -march=native -fopenmp"));
+    assert_false(
+        kt_target_siblings(old_default,
+                           "cpu:board:gcc -O3 -march=native -fopenmp"));
+    assert_false(
+        kt_target_siblings(old_default,
+                           "cpu:local:clang -O3 -march=native -fopenmp"));
+    assert_false(
+        kt_target_siblings(old_default, "cpu:local:gcc -O3 -march=native"));
+    assert_false(kt_target_siblings(old_default, "cpu:local"));
+}
+
 /* docs/config.md must carry the generated key tables verbatim. */
 static void
 test_config_docs_in_sync(void **state)
@@ -350,6 +381,7 @@ main(void)
         cmocka_unit_test(test_config_missing_file),
         cmocka_unit_test(test_config_daemon),
         cmocka_unit_test(test_config_docs_in_sync),
+        cmocka_unit_test(test_config_target_siblings),
         cmocka_unit_test(test_config_depth_limit),
         cmocka_unit_test(test_config_size_limit),
     };

@@ -763,6 +763,67 @@ test_engine_other_workload_seeds(void **state)
     run_close(&r);
 }
 
+/* --- records of a sibling target (other optimiser flags) --- */
+
+/* The same model tuned with a --param added to the default compiler line,
+ * then with the default line: the sibling's records train the model and
+ * seed the search (the new run's first round holds mutants of them), but
+ * they are not the default target's trials: it measures its own whole
+ * budget, and resuming it finds only its own. */
+static void
+test_engine_sibling_target_seeds(void **state)
+{
+    static const char param_conf[] =
+        "{\"name\": \"engine-test\", \"target\": {\"threads\": 1, "
+        "\"cflags\": [\"-O3\", \"--param=max-completely-peel-times=4\", "
+        "\"-march=native\", \"-fopenmp\"]},"
+        " \"tuning\": {\"trials\": 16, \"measures_per_round\": 8, \"seed\": 3,"
+        " \"population\": 128},"
+        " \"tasks\": [{\"name\": \"gemm16\", \"compute\": [\"O[i,j] += A[i,k] "
+        "* "
+        "B[k,j]\"],"
+        "  \"shapes\": {\"A\": [16, 16], \"B\": [16, 16]}, \"weight\": 1}]}";
+    static const char sibling[] = "cpu:local:gcc -O3 "
+                                  "--param=max-completely-peel-times=4 "
+                                  "-march=native -fopenmp";
+    struct run r;
+    struct kt_job_stats s;
+    char sql[512];
+
+    (void)state;
+    run_open(&r);
+    run_start(&r, param_conf, 16);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    run_finish_job(&r);
+    run_start(&r, one_task_conf, 8);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.resumed, 0);
+    assert_int_equal(s.trials, 8);
+    assert_true(s.records >= 16); /* the sibling's 16 were trained on */
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM logs WHERE target = '%s'",
+             sibling);
+    assert_int_equal(count_rows(&r, sql), 16);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE target "
+                                    "= 'cpu:local:gcc -O3 -march=native "
+                                    "-fopenmp'"),
+                     8);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM logs l JOIN kvs k ON k.log_id = l.id AND "
+             "k.k = 'seed_of' WHERE l.target != '%s' AND k.v IN (SELECT "
+             "sched_hash FROM logs WHERE target = '%s' AND err_no = 0)",
+             sibling, sibling);
+    assert_true(count_rows(&r, sql) >= 1);
+    run_finish_job(&r);
+    run_start(&r, one_task_conf, 8); /* already done: its own 8 */
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    kt_job_get_stats(r.job, &s);
+    assert_int_equal(s.resumed, 8);
+    assert_int_equal(s.trials, 8);
+    run_close(&r);
+}
+
 /* --- a long compiler line reaches the workers and the database whole --- */
 static void
 test_engine_long_compiler_line_not_truncated(void **state)
@@ -1173,6 +1234,7 @@ main(void)
         cmocka_unit_test(test_engine_train_again_trains_late_rounds),
         cmocka_unit_test(test_engine_warm_start_counts_skipped_trials),
         cmocka_unit_test(test_engine_other_workload_seeds),
+        cmocka_unit_test(test_engine_sibling_target_seeds),
         cmocka_unit_test(test_engine_long_compiler_line_not_truncated),
         cmocka_unit_test(test_candidate_state_matches_replay),
         cmocka_unit_test(test_engine_refused_batch_is_stored_on_retry),
