@@ -214,6 +214,56 @@ coattach_point(const struct kt_state *st, int p, int c, int *cand)
     return at >= 0;
 }
 
+/* The annotations of a built genome: parallel where sk_build fused,
+ * vectorize, the register tile's unroll and the auto-unroll pragma. */
+static int
+annotate(struct kt_state *st, const struct sk_sketch *k,
+         const struct sk_genome *g, const int *par_on, char *err, size_t errlen)
+{
+    int i, j, n = st->nstages;
+
+    for (i = 0; i < n; i++) {
+        const struct sk_plan *p = &k->plan[i];
+        const struct kt_sstage *ss = &st->stages[i];
+        int last = ss->niters - 1;
+        if (ss->inlined)
+            continue;
+        if (par_on[i])
+            APPLY(st, {KT_STEP_ANNOTATE, i, 0, 0, {KT_ANN_PARALLEL}});
+        if (g->vec[i] && last >= 0 &&
+            (ss->iters[last].reduce == 0 ||
+             (p->role == SK_MLT && p->structure == SK_STRUCT_RF) ||
+             lane_reduction(p, &ss->iters[last])) &&
+            ss->iters[last].extent > 1 && ss->iters[last].ann == KT_ANN_NONE)
+            APPLY(st, {KT_STEP_ANNOTATE, i, last, 0, {KT_ANN_VECTORIZE}});
+        /* rfactor: the spatial register tile is always unrolled, so the
+         * lane accumulators of all its elements live in registers */
+        if (p->role == SK_MLT &&
+            (g->unroll_inner[i] || p->structure == SK_STRUCT_RF)) {
+            /* the innermost spatial level, but its last iterator */
+            for (j = last - 1;
+                 j >= 0 && ss->iters[j].reduce == 0 && ss->iters[j].nparts == 1;
+                 j--) {
+                const struct kt_iter *it = &ss->iters[j];
+                int ax = it->parts[0].axis;
+                if (it->parts[0].part != ss->nparts[ax] - 1)
+                    break;
+                if (it->extent > 1 && it->ann == KT_ANN_NONE)
+                    APPLY(st, {KT_STEP_ANNOTATE, i, j, 0, {KT_ANN_UNROLL}});
+            }
+        }
+        if (p->has_reduce && sk_unroll_values[g->unroll[i] & 3] > 0)
+            APPLY(st, {KT_STEP_PRAGMA,
+                       i,
+                       0,
+                       0,
+                       {sk_unroll_values[g->unroll[i] & 3]}});
+    }
+    return 0;
+fail:
+    return -1;
+}
+
 struct kt_state *
 sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
          size_t errlen)
@@ -297,43 +347,8 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
         if (st->stages[i].cache_read && g->pack[i] == 2)
             APPLY(st, {KT_STEP_LAYOUT_REWRITE, i, 0, 0, {0}});
     }
-    for (i = 0; i < n; i++) {
-        const struct sk_plan *p = &k->plan[i];
-        const struct kt_sstage *ss = &st->stages[i];
-        int last = ss->niters - 1;
-        if (ss->inlined)
-            continue;
-        if (par_on[i])
-            APPLY(st, {KT_STEP_ANNOTATE, i, 0, 0, {KT_ANN_PARALLEL}});
-        if (g->vec[i] && last >= 0 &&
-            (ss->iters[last].reduce == 0 ||
-             (p->role == SK_MLT && p->structure == SK_STRUCT_RF) ||
-             lane_reduction(p, &ss->iters[last])) &&
-            ss->iters[last].extent > 1 && ss->iters[last].ann == KT_ANN_NONE)
-            APPLY(st, {KT_STEP_ANNOTATE, i, last, 0, {KT_ANN_VECTORIZE}});
-        /* rfactor: the spatial register tile is always unrolled, so the
-         * lane accumulators of all its elements live in registers */
-        if (p->role == SK_MLT &&
-            (g->unroll_inner[i] || p->structure == SK_STRUCT_RF)) {
-            /* the innermost spatial level, but its last iterator */
-            for (j = last - 1;
-                 j >= 0 && ss->iters[j].reduce == 0 && ss->iters[j].nparts == 1;
-                 j--) {
-                const struct kt_iter *it = &ss->iters[j];
-                int ax = it->parts[0].axis;
-                if (it->parts[0].part != ss->nparts[ax] - 1)
-                    break;
-                if (it->extent > 1 && it->ann == KT_ANN_NONE)
-                    APPLY(st, {KT_STEP_ANNOTATE, i, j, 0, {KT_ANN_UNROLL}});
-            }
-        }
-        if (p->has_reduce && sk_unroll_values[g->unroll[i] & 3] > 0)
-            APPLY(st, {KT_STEP_PRAGMA,
-                       i,
-                       0,
-                       0,
-                       {sk_unroll_values[g->unroll[i] & 3]}});
-    }
+    if (annotate(st, k, g, par_on, err, errlen) != 0)
+        goto fail;
     return st;
 fail:
     kt_state_free(st);
