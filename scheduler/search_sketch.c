@@ -411,6 +411,27 @@ scan_strides(const struct kt_state *st, const struct kt_expr *e, int r, int sp,
     scan_strides(st, e->b, r, sp, unit, gather);
 }
 
+/* AddCacheWrite pays only when the reduction is longer than one run of
+ * a register tile may be (max_innermost_reduce): the tile's partial sums
+ * then leave the registers between reduction parts and a compact local
+ * tile holds them.  A shorter reduction (a batch matmul over a head size
+ * of 64) can run whole inside the tile, which then writes each output
+ * once; the local copy only adds a pass over the output, and its four
+ * sketches took most samples from the two without it (bmm_attn: the best
+ * of 200 trials was a cache-write sketch at 0.84x oneDNN on 1 thread, a
+ * plain SRSRS 8 x 32 tile by hand 0.98x). */
+static int
+reduction_fits_register_run(const struct kt_search *s,
+                            const struct kt_sstage *ss)
+{
+    int64_t total = 1;
+    int a;
+
+    for (a = ss->nspatial; a < ss->naxes; a++)
+        total *= ss->axes[a].extent;
+    return total <= s->o.max_innermost_reduce;
+}
+
 #define SK_RF_MIN_EXTENT 16
 
 /* A reduction whose innermost reduction axis is read contiguously while
@@ -524,7 +545,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             plan_mlt(G, st, plan, s, c, desc, 0, -1);
             if (vec >= 0)
                 plan_mlt(G, st, plan, s, c, desc, 0, vec);
-        } else {
+        } else if (!reduction_fits_register_run(G->s, &st->stages[s])) {
             /* AddCacheWrite: the local stage is fused into the copy. */
             struct kt_state *cw = kt_state_clone(st);
             step.kind = KT_STEP_CACHE_WRITE;
