@@ -356,8 +356,12 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
 {
     struct sk_plan p2[KT_MAX_STAGES];
     char d2[256], one[192], vec[48] = "";
-    int structure, level, t;
+    int structure, level, t, packed_axis = vec_axis;
 
+    if (packed_axis < 0) /* the last spatial axis (sk_vector_axis) */
+        for (t = 0; t < st->stages[s].nspatial; t++)
+            if (st->stages[s].axes[t].extent > 1)
+                packed_axis = t;
     if (vec_axis >= 0)
         snprintf(vec, sizeof(vec), ", vector %s",
                  st->stages[s].axes[vec_axis].name);
@@ -369,10 +373,15 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
             p2[s].partner = c;
             p2[s].level = level;
             p2[s].vec_axis1 = vec_axis + 1;
+            /* an operand read along the vectorized axis with a stride
+             * (K^T of an attention batch matmul, a conv's weights under
+             * ChannelVector) is always packed: inlined, every vector of
+             * it is gathered lane by lane */
             for (t = 0; t < s; t++)
-                p2[t].pack_needed = vec_axis >= 0 && st->stages[t].cache_read &&
+                p2[t].pack_needed = packed_axis >= 0 &&
+                                    st->stages[t].cache_read &&
                                     strided_along(st, s, st->stages[t].out,
-                                                  vec_axis);
+                                                  packed_axis);
             if (c >= 0) {
                 p2[c].role = SK_FOLLOW;
                 p2[c].partner = s;
