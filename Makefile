@@ -143,7 +143,7 @@ $(BUILD)/bench/suite_time: $(BUILD)/bench/suite_time.o $(BUILD)/bench/suite_dnnl
 # The FMA peak loop must use the vector ISA the tuned kernels use (-march=native).
 $(BUILD)/bench/baseline.o: CFLAGS += -march=native
 # oneDNN's sgemm is a baseline of the packing benchmark (OpenMP runtime).
-$(BUILD)/bench/bench_pack: LDLIBS += -ldnnl -fopenmp
+$(BUILD)/bench/bench_pack $(BUILD)/bench/bench_gemm: LDLIBS += -ldnnl -fopenmp
 
 # Unit tests: each binary is a cmocka group; KT_TEST_LEVEL picks the sweep size.
 unit: all $(UNIT_BINS)

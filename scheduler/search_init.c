@@ -197,8 +197,9 @@ vector_lanes(const struct kt_search *s, int64_t extent)
 
 /* InitRegisterBlock: the register tile of a multi-level tiling keeps at
  * least SK_MIN_ACC_VECTORS independent vector accumulators (an FMA's
- * latency times the FMA ports: fewer leave the pipes idle) and at most
- * the target's vector registers (vector_registers()), its vectorized
+ * latency times the FMA ports: fewer leave the pipes idle) and, with the
+ * operand registers (operand_registers()), at most the target's vector
+ * registers (vector_registers()), its vectorized
  * innermost part fills whole vectors as wide as the axis allows, and the
  * reduction loops inside the tile's load and store run at least
  * SK_MIN_PANEL_STEPS iterations (each accumulator vector is loaded and
@@ -268,6 +269,20 @@ panel_steps(const struct kt_search *s, const struct sk_genome *g, int slot,
     return p;
 }
 
+/* Vector registers the tile's operands take besides the accumulators:
+ * one row of the operand that moves along the vectorized axis (B of a
+ * GEMM: vec_extent / lanes vectors, reused by every row of the tile) and
+ * one broadcast of the other.  A tile whose accumulators leave no room
+ * for them spills: GEMM 1024^3's 8 x 64 tile (32 accumulators + 4 + 1)
+ * kept 5 accumulators on the stack, a load and a store each per FMA, and
+ * ran at 93.8 GFLOPS on 1 thread where 8 x 32 ran at 100.4 in the same
+ * run (bench/bench_gemm.c with both schedules). */
+static int64_t
+operand_registers(int64_t vec_extent, int64_t lanes)
+{
+    return (vec_extent + lanes - 1) / lanes + 1;
+}
+
 static int
 register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
@@ -291,7 +306,8 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     if (steps < SK_MIN_PANEL_STEPS && steps < total)
         return 0;
     acc = reg_tile(s, g, slot) / lanes;
-    if (acc > vector_registers(s))
+    if (acc + operand_registers(g->tiles[slot][v][nS - 1], lanes) >
+        vector_registers(s))
         return 0;
     return acc >= SK_MIN_ACC_VECTORS || space / lanes < SK_MIN_ACC_VECTORS;
 }

@@ -356,8 +356,12 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
 {
     struct sk_plan p2[KT_MAX_STAGES];
     char d2[256], one[192], vec[48] = "";
-    int structure, level, t;
+    int structure, level, t, packed_axis = vec_axis;
 
+    if (packed_axis < 0) /* the last spatial axis (sk_vector_axis) */
+        for (t = 0; t < st->stages[s].nspatial; t++)
+            if (st->stages[s].axes[t].extent > 1)
+                packed_axis = t;
     if (vec_axis >= 0)
         snprintf(vec, sizeof(vec), ", vector %s",
                  st->stages[s].axes[vec_axis].name);
@@ -369,10 +373,15 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
             p2[s].partner = c;
             p2[s].level = level;
             p2[s].vec_axis1 = vec_axis + 1;
+            /* an operand read along the vectorized axis with a stride
+             * (K^T of an attention batch matmul, a conv's weights under
+             * ChannelVector) is always packed: inlined, every vector of
+             * it is gathered lane by lane */
             for (t = 0; t < s; t++)
-                p2[t].pack_needed = vec_axis >= 0 && st->stages[t].cache_read &&
+                p2[t].pack_needed = packed_axis >= 0 &&
+                                    st->stages[t].cache_read &&
                                     strided_along(st, s, st->stages[t].out,
-                                                  vec_axis);
+                                                  packed_axis);
             if (c >= 0) {
                 p2[c].role = SK_FOLLOW;
                 p2[c].partner = s;
@@ -409,6 +418,28 @@ scan_strides(const struct kt_state *st, const struct kt_expr *e, int r, int sp,
     }
     scan_strides(st, e->a, r, sp, unit, gather);
     scan_strides(st, e->b, r, sp, unit, gather);
+}
+
+/* AddCacheWrite pays only when the reduction is longer than one run of
+ * a register tile may be (max_innermost_reduce): the tile's partial sums
+ * then leave the registers between reduction parts and a compact local
+ * tile holds them.  A shorter reduction (a batch matmul over a head size
+ * of 64) can run whole inside the tile, which then writes each output
+ * once; the local copy only adds a pass over the output, and its four
+ * sketches took most samples from the two without it (bmm_attn: the best
+ * of 200 trials was a cache-write 8 x 16 tile, 0.88x-0.92x oneDNN on 1
+ * thread; the same tile without the copy, by hand, 0.98x-1.06x in the
+ * same runs). */
+static int
+reduction_fits_register_run(const struct kt_search *s,
+                            const struct kt_sstage *ss)
+{
+    int64_t total = 1;
+    int a;
+
+    for (a = ss->nspatial; a < ss->naxes; a++)
+        total *= ss->axes[a].extent;
+    return total <= s->o.max_innermost_reduce;
 }
 
 #define SK_RF_MIN_EXTENT 16
@@ -524,7 +555,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             plan_mlt(G, st, plan, s, c, desc, 0, -1);
             if (vec >= 0)
                 plan_mlt(G, st, plan, s, c, desc, 0, vec);
-        } else {
+        } else if (!reduction_fits_register_run(G->s, &st->stages[s])) {
             /* AddCacheWrite: the local stage is fused into the copy. */
             struct kt_state *cw = kt_state_clone(st);
             step.kind = KT_STEP_CACHE_WRITE;

@@ -562,6 +562,51 @@ test_pack_search_reads_rows_in_place(void **state)
     kt_dag_free(dag);
 }
 
+/* The attention batch matmul reads K^T (B[b, j, k]) along its vectorized
+ * axis j with a stride: its multi-level tilings keep the B_pack stage
+ * (0), a transposing copy, in all samples but those with no place to
+ * attach it; inlined, each B vector was gathered lane by lane and the
+ * search spent its trials there.  The rfactor sketch (order SSRSR, k
+ * vectorized) reads B along k and may inline it. */
+static void
+test_pack_search_packs_strided_vector_operand(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search_opts o;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[256];
+    int i, j, tiled = 0, inlined = 0;
+
+    (void)state;
+    kt_op_batch_matmul(&d, 12, 128, 128, 64, 1);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    kt_search_opts_default(&o);
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 128, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b.n; i++) {
+        int mlt = 0, b_inlined = 0;
+        for (j = 0; j < b.v[i].nsteps; j++) {
+            const struct kt_step *st = &b.v[i].steps[j];
+            /* SSRSRS: 14 loops; SRSRS: 11 with k0 (9) fourth */
+            if (st->kind == KT_STEP_REORDER)
+                mlt = st->n == 14 || (st->n == 11 && st->v[3] == 9);
+            b_inlined |= st->kind == KT_STEP_COMPUTE_INLINE && st->stage == 0;
+        }
+        tiled += mlt;
+        inlined += mlt && b_inlined;
+    }
+    if (tiled < b.n / 4 || inlined * 4 > tiled)
+        fail_msg("B inlined in %d of %d tiled samples (%d in all)", inlined,
+                 tiled, b.n);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -576,6 +621,7 @@ main(void)
         cmocka_unit_test(test_pack_runner_calls_pack),
         cmocka_unit_test(test_pack_search_reaches_modes),
         cmocka_unit_test(test_pack_search_reads_rows_in_place),
+        cmocka_unit_test(test_pack_search_packs_strided_vector_operand),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
