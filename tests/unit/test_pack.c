@@ -528,6 +528,22 @@ test_pack_search_reaches_modes(void **state)
     kt_dag_free(dag);
 }
 
+/* The first batch of n samples of a default search over d's DAG. */
+static void
+first_batch(struct kt_op_def *d, struct kt_dag **dag, struct kt_search **s,
+            struct kt_search_batch *b, int n)
+{
+    struct kt_search_opts o;
+    char err[256];
+
+    assert_int_equal(kt_op_build(d, dag, err, sizeof(err)), KT_OK);
+    kt_search_opts_default(&o);
+    assert_int_equal(kt_search_new(s, *dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_next_batch(*s, NULL, NULL, 0, n, b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+}
+
 /* A GEMM's A[i, k] is broadcast from rows read in order along k: most
  * samples read it in place (the A_pack stage, 1 after B_pack at 0, is
  * inlined back), and the in-kernel pack stays reachable. */
@@ -536,20 +552,13 @@ test_pack_search_reads_rows_in_place(void **state)
 {
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
-    struct kt_search_opts o;
     struct kt_search *s;
     struct kt_search_batch b;
-    char err[256];
     int i, j, inlined = 0;
 
     (void)state;
     kt_op_matmul(&d, 256, 256, 256);
-    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
-    kt_search_opts_default(&o);
-    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
-    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 128, &b, NULL, err,
-                                          sizeof(err)),
-                     KT_OK);
+    first_batch(&d, &dag, &s, &b, 128);
     assert_true(b.n >= 64);
     for (i = 0; i < b.n; i++)
         for (j = 0; j < b.v[i].nsteps; j++)
@@ -573,20 +582,13 @@ test_pack_search_packs_strided_vector_operand(void **state)
 {
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
-    struct kt_search_opts o;
     struct kt_search *s;
     struct kt_search_batch b;
-    char err[256];
     int i, j, tiled = 0, inlined = 0;
 
     (void)state;
     kt_op_batch_matmul(&d, 12, 128, 128, 64, 1);
-    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
-    kt_search_opts_default(&o);
-    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
-    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 128, &b, NULL, err,
-                                          sizeof(err)),
-                     KT_OK);
+    first_batch(&d, &dag, &s, &b, 128);
     for (i = 0; i < b.n; i++) {
         int mlt = 0, b_inlined = 0;
         for (j = 0; j < b.v[i].nsteps; j++) {
