@@ -1,7 +1,8 @@
 /* suite_time.c - the timing half of the benchmark suite (bench/suite.sh,
  * docs/performance.md).  For each model config and its tuning database:
  * rebuilds the best stored kernel (as `kerntune show` does), compiles it
- * with the default target flags and times it in this process next to
+ * with the config's target compiler line (as the tuner's worker built and
+ * timed it) and times it in this process next to
  * OpenBLAS and oneDNN on the same buffers, on 1 and 2 threads, with one
  * timing rule (bench/baseline.h); checks every output against the DAG
  * interpreter; prints a table with ratios and writes JSON lines.
@@ -35,6 +36,7 @@ struct tuned {
     double tune_s;      /* first start to last finish */
     double stored_cost; /* best stored cost, seconds (0: none) */
     long long trial_id;
+    char cc[256]; /* the target's compiler line the kernel is built with */
 };
 
 /* One implementation measured on 1..MAX_THREADS threads. */
@@ -203,9 +205,17 @@ build_best(const char *db_path, const struct kt_model_conf *conf,
         kt_show_module(&t, &cg, &src, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "suite: %s\n", err);
     } else {
+        struct kt_buf b;
+        char *cc;
         tu->stored_cost = t.cost;
         tu->trial_id = (long long)t.id;
-        h = ktt_build(src, err, sizeof(err));
+        /* the target's compiler line, as the worker built and timed it */
+        kt_buf_init(&b);
+        kt_target_cc_line(&conf->target, &b);
+        cc = kt_buf_take(&b);
+        snprintf(tu->cc, sizeof(tu->cc), "%s", cc);
+        h = ktt_build_cc(src, cc, err, sizeof(err));
+        free(cc);
         if (h == NULL)
             fprintf(stderr, "suite: %s: trial %lld does not build:\n%.2000s\n",
                     db_path, (long long)t.id, err);
@@ -538,10 +548,10 @@ main(int argc, char **argv)
             print_row(&res[i], t);
     printf("\nimplementations:\n");
     for (i = 0; i < n; i++)
-        printf("  %-15s kerntune %s (tuned %.0f s, pack %.2f ms); OpenBLAS %s; "
-               "oneDNN %s\n",
+        printf("  %-15s kerntune %s (tuned %.0f s, pack %.2f ms, built with "
+               "%s); OpenBLAS %s; oneDNN %s\n",
                res[i].name, res[i].ours.name[0] ? res[i].ours.name : "-",
-               res[i].tuned.tune_s, res[i].pack_s * 1e3,
+               res[i].tuned.tune_s, res[i].pack_s * 1e3, res[i].tuned.cc,
                res[i].blas.name[0] ? res[i].blas.name : "-",
                res[i].dnnl.name[0] ? res[i].dnnl.name : "-");
     if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)
