@@ -1,7 +1,8 @@
 /* suite_time.c - the timing half of the benchmark suite (bench/suite.sh,
  * docs/performance.md).  For each model config and its tuning database:
  * rebuilds the best stored kernel (as `kerntune show` does), compiles it
- * with the default target flags and times it in this process next to
+ * with the config's target compiler line (as the tuner's worker built and
+ * timed it) and times it in this process next to
  * OpenBLAS and oneDNN on the same buffers, on 1 and 2 threads, with one
  * timing rule (bench/baseline.h); checks every output against the DAG
  * interpreter; prints a table with ratios and writes JSON lines.
@@ -27,7 +28,14 @@
 
 void openblas_set_num_threads(int);
 
-enum { MAX_THREADS = 2, REPEATS = 15 };
+/* Each implementation's 15 timed batches run in ROUNDS rounds of
+ * BATCHES, the implementations of a task taking turns: a window in which
+ * another process holds one of the two CPUs hits every implementation a
+ * little instead of one whole.  Timed whole and alone, a 2-thread kernel
+ * of 50 us waited at each barrier for the other CPU's scheduler slice:
+ * maxpool read 0.2-0.3 GFLOPS in two of three runs at load 1.5 and 36.9
+ * in the third. */
+enum { MAX_THREADS = 2, ROUNDS = 5, BATCHES = 3, MAX_DNNL = 4 };
 
 /* What was tuned for a task, from its database. */
 struct tuned {
@@ -35,6 +43,7 @@ struct tuned {
     double tune_s;      /* first start to last finish */
     double stored_cost; /* best stored cost, seconds (0: none) */
     long long trial_id;
+    char cc[256]; /* the target's compiler line the kernel is built with */
 };
 
 /* One implementation measured on 1..MAX_THREADS threads. */
@@ -145,16 +154,40 @@ set_threads(int t, void (*kernel_threads)(int))
         kernel_threads(t);
 }
 
-/* Times run(arg) on t threads into im->t[t], poisoning out first and
- * comparing it with want afterwards. */
+/* One implementation in a timing pass: run(arg), on t threads set by
+ * set_threads (with threads, the kernel's own kt_set_threads). */
+struct timed {
+    struct impl *im;
+    void (*run)(void *);
+    void *arg;
+    void (*threads)(int);
+};
+
+/* Times each of v[0..n) on t threads into im->t[t] (the best batch of all
+ * rounds), then poisons out, runs it once and compares out with want. */
 static void
-measure(struct impl *im, int t, void (*run)(void *), void *arg, float *out,
-        const float *want, int64_t n)
+time_interleaved(struct timed *v, int n, int t, float *out, const float *want,
+                 int64_t elems)
 {
-    memset(out, 0xff,
-           (size_t)n * sizeof(float)); /* NaN: a skipped write shows */
-    im->t[t] = kt_bench_time(run, arg, REPEATS);
-    im->err[t] = ktt_rel_l2(out, want, n);
+    int r, i;
+
+    for (i = 0; i < n; i++)
+        v[i].im->t[t] = 0;
+    for (r = 0; r < ROUNDS; r++)
+        for (i = 0; i < n; i++) {
+            double x;
+            set_threads(t, v[i].threads);
+            x = kt_bench_time(v[i].run, v[i].arg, BATCHES);
+            if (v[i].im->t[t] == 0 || x < v[i].im->t[t])
+                v[i].im->t[t] = x;
+        }
+    for (i = 0; i < n; i++) {
+        set_threads(t, v[i].threads);
+        memset(out, 0xff, (size_t)elems * sizeof(float)); /* NaN: a skipped
+                                                            * write shows */
+        v[i].run(v[i].arg);
+        v[i].im->err[t] = ktt_rel_l2(out, want, elems);
+    }
 }
 
 static void
@@ -203,9 +236,17 @@ build_best(const char *db_path, const struct kt_model_conf *conf,
         kt_show_module(&t, &cg, &src, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "suite: %s\n", err);
     } else {
+        struct kt_buf b;
+        char *cc;
         tu->stored_cost = t.cost;
         tu->trial_id = (long long)t.id;
-        h = ktt_build(src, err, sizeof(err));
+        /* the target's compiler line, as the worker built and timed it */
+        kt_buf_init(&b);
+        kt_target_cc_line(&conf->target, &b);
+        cc = kt_buf_take(&b);
+        snprintf(tu->cc, sizeof(tu->cc), "%s", cc);
+        h = ktt_build_cc(src, cc, err, sizeof(err));
+        free(cc);
         if (h == NULL)
             fprintf(stderr, "suite: %s: trial %lld does not build:\n%.2000s\n",
                     db_path, (long long)t.id, err);
@@ -239,58 +280,82 @@ bind_op(struct suite_op *op, const struct kt_layer *L, const struct kt_dag *dag,
     op->out = tensor(dag, b, "O");
 }
 
+/* Names the libraries' implementations of op in r and prepares the
+ * OpenBLAS run (its im2col buffer: free br->col). */
 static void
-time_libraries(struct task_result *r, const struct suite_op *op,
-               const float *want, int64_t n)
+name_libraries(struct task_result *r, const struct suite_op *op,
+               struct blas_run *br)
 {
-    struct blas_run br = {.op = op};
-    char name[96], err[512];
-    int t, v;
-
-    if (blas_has(op->layer)) {
-        snprintf(r->blas.name, sizeof(r->blas.name), "%s",
-                 op->layer->op == KT_LAYER_CONV2D ? "im2col+sgemm"
-                 : op->layer->op == KT_LAYER_DENSE && op->layer->M == 1
-                     ? "sgemv"
-                     : "sgemm");
-        if (op->layer->op == KT_LAYER_CONV2D) {
-            suite_conv_params(op->layer, &br.conv);
-            br.col = kt_xaligned(64, kt_bench_conv_col_floats(&br.conv) *
-                                             sizeof(float) +
-                                         64);
-        }
-        for (t = 1; t <= MAX_THREADS; t++) {
-            set_threads(t, NULL);
-            measure(&r->blas, t, run_blas, &br, op->out, want, n);
-        }
-        free(br.col);
+    br->op = op;
+    br->col = NULL;
+    if (!blas_has(op->layer))
+        return;
+    snprintf(r->blas.name, sizeof(r->blas.name), "%s",
+             op->layer->op == KT_LAYER_CONV2D ? "im2col+sgemm"
+             : op->layer->op == KT_LAYER_DENSE && op->layer->M == 1 ? "sgemv"
+                                                                    : "sgemm");
+    if (op->layer->op == KT_LAYER_CONV2D) {
+        suite_conv_params(op->layer, &br->conv);
+        br->col = kt_xaligned(64, kt_bench_conv_col_floats(&br->conv) *
+                                          sizeof(float) +
+                                      64);
     }
-    for (v = 0; v < suite_dnnl_variants(op); v++) {
-        struct impl im = {.name = ""};
-        /* A primitive is created on the thread count it runs on: one
-         * created on 2 threads keeps running on 2 after
-         * omp_set_num_threads(1) (its "1 thread" figures were 2-thread
-         * ones: gemm-based convolutions and pooling). */
-        for (t = 1; t <= MAX_THREADS; t++) {
-            struct suite_dnnl *d;
+}
+
+/* Times OpenBLAS, every oneDNN variant and our kernel (kr, when built) on
+ * 1..MAX_THREADS threads, interleaved (time_interleaved).  A oneDNN
+ * primitive is created on the thread count it runs on: one created on 2
+ * threads keeps running on 2 after omp_set_num_threads(1) (its "1 thread"
+ * figures were 2-thread ones: gemm-based convolutions and pooling).  The
+ * faster variant on all threads stands for oneDNN. */
+static void
+time_all(struct task_result *r, const struct suite_op *op,
+         struct kernel_run *kr, void (*kernel_threads)(int), const float *want,
+         int64_t n)
+{
+    struct blas_run br;
+    struct impl dv[MAX_DNNL];
+    int ok[MAX_DNNL], nv = suite_dnnl_variants(op), t, v;
+    char name[96], err[512];
+
+    if (nv > MAX_DNNL)
+        nv = MAX_DNNL;
+    memset(dv, 0, sizeof(dv));
+    for (v = 0; v < nv; v++)
+        ok[v] = 1;
+    name_libraries(r, op, &br);
+    for (t = 1; t <= MAX_THREADS; t++) {
+        struct suite_dnnl *d[MAX_DNNL] = {NULL};
+        struct timed list[MAX_DNNL + 2];
+        int k = 0;
+        if (blas_has(op->layer))
+            list[k++] = (struct timed){&r->blas, run_blas, &br, NULL};
+        for (v = 0; v < nv; v++) {
+            if (!ok[v])
+                continue;
             set_threads(t, NULL);
-            d = suite_dnnl_new(op, v, name, sizeof(name), err, sizeof(err));
-            if (d == NULL) {
+            d[v] = suite_dnnl_new(op, v, name, sizeof(name), err, sizeof(err));
+            if (d[v] == NULL) {
                 fprintf(stderr, "suite: %s: oneDNN variant %d: %s\n", r->name,
                         v, err);
-                break;
+                ok[v] = 0;
+                continue;
             }
-            snprintf(im.name, sizeof(im.name), "%s", name);
-            measure(&im, t, suite_dnnl_run, d, op->out, want, n);
-            suite_dnnl_free(d);
+            snprintf(dv[v].name, sizeof(dv[v].name), "%s", name);
+            list[k++] = (struct timed){&dv[v], suite_dnnl_run, d[v], NULL};
         }
-        if (t <= MAX_THREADS)
-            continue;
-        /* the faster variant on all threads stands for oneDNN */
-        if (r->dnnl.t[MAX_THREADS] == 0 ||
-            im.t[MAX_THREADS] < r->dnnl.t[MAX_THREADS])
-            r->dnnl = im;
+        if (kr != NULL)
+            list[k++] = (struct timed){&r->ours, run_kernel, kr,
+                                       kernel_threads};
+        time_interleaved(list, k, t, op->out, want, n);
+        for (v = 0; v < nv; v++)
+            suite_dnnl_free(d[v]);
     }
+    for (v = 0; v < nv; v++)
+        if (ok[v] && (r->dnnl.t[MAX_THREADS] == 0 ||
+                      dv[v].t[MAX_THREADS] < r->dnnl.t[MAX_THREADS]))
+            r->dnnl = dv[v];
+    free(br.col);
 }
 
 static int
@@ -304,7 +369,8 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
     float *args[KT_MAX_TENSORS];
     char err[1024];
     void *h = NULL;
-    int t, out, status = 1;
+    void (*threads)(int) = NULL;
+    int out, status = 1;
 
     if (kt_model_conf_load(cfg, &conf, err, sizeof(err)) != KT_OK ||
         kt_tasks_extract(conf, &tasks, err, sizeof(err)) != KT_OK) {
@@ -323,12 +389,11 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
     kt_dag_interpret(tasks.v[0].dag, ref.t);
     out = kt_dag_find_tensor(tasks.v[0].dag, "O");
     bind_op(&op, &conf->layers[0], tasks.v[0].dag, &b);
-    time_libraries(r, &op, ref.t[out], b.elems[out]);
 
     h = build_best(db_path, conf, tasks.v[0].dag, &r->tuned);
     if (h != NULL) {
-        void (*threads)(int) = (void (*)(int))dlsym(h, "kt_set_threads");
         void (*pack)(float *const *);
+        *(void **)&threads = dlsym(h, "kt_set_threads");
         ktt_args(tasks.v[0].dag, &b, args);
         kr.fn = (void (*)(float *const *))dlsym(h, "kt_kernel");
         kr.args = args;
@@ -342,12 +407,8 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
         }
         snprintf(r->ours.name, sizeof(r->ours.name), "trial %lld",
                  r->tuned.trial_id);
-        for (t = 1; t <= MAX_THREADS; t++) {
-            set_threads(t, threads);
-            measure(&r->ours, t, run_kernel, &kr, op.out, ref.t[out],
-                    b.elems[out]);
-        }
     }
+    time_all(r, &op, h != NULL ? &kr : NULL, threads, ref.t[out], b.elems[out]);
     status = 0;
 done:
     /* the kernel's handle stays open: its OpenMP pool may still run its code */
@@ -525,11 +586,12 @@ main(int argc, char **argv)
            "after the "
            "tasks): %.1f GFLOPS on 1 thread, %.1f on 2\n",
            isa, fma_peak[1], fma_peak[2]);
-    printf("\nGFLOPS, best of %d timed batches per implementation, same "
-           "process and buffers\n"
+    printf("\nGFLOPS, best of %d timed batches per implementation (%d "
+           "rounds, the implementations taking turns), same process and "
+           "buffers\n"
            "(\"!\": output differs from the reference; stored = the tuner's "
            "own measurement)\n\n",
-           REPEATS);
+           ROUNDS * BATCHES, ROUNDS);
     printf("%-15s %2s %9s %9s %9s %9s %9s %7s %9s %4s\n", "task", "T", "stored",
            "kerntune", "OpenBLAS", "oneDNN", "ours/best", "%peak", "ok/trials",
            "bto");
@@ -538,10 +600,10 @@ main(int argc, char **argv)
             print_row(&res[i], t);
     printf("\nimplementations:\n");
     for (i = 0; i < n; i++)
-        printf("  %-15s kerntune %s (tuned %.0f s, pack %.2f ms); OpenBLAS %s; "
-               "oneDNN %s\n",
+        printf("  %-15s kerntune %s (tuned %.0f s, pack %.2f ms, built with "
+               "%s); OpenBLAS %s; oneDNN %s\n",
                res[i].name, res[i].ours.name[0] ? res[i].ours.name : "-",
-               res[i].tuned.tune_s, res[i].pack_s * 1e3,
+               res[i].tuned.tune_s, res[i].pack_s * 1e3, res[i].tuned.cc,
                res[i].blas.name[0] ? res[i].blas.name : "-",
                res[i].dnnl.name[0] ? res[i].dnnl.name : "-");
     if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)

@@ -9,14 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-void *
-ktt_build(const char *src, char *err, size_t errlen)
+/* Compiles src with "compiler -shared -fPIC -o K.so K.c libs". */
+static void *
+build_with(const char *src, const char *compiler, const char *libs, char *err,
+           size_t errlen)
 {
-    char dir[] = "/tmp/ktt.XXXXXX", cpath[64], sopath[64], cmd[1024], log[64];
-    const char *cc = getenv("KT_TEST_CC") ? getenv("KT_TEST_CC") : "gcc";
-    const char *cflags = getenv("KT_TEST_CFLAGS")
-                             ? getenv("KT_TEST_CFLAGS")
-                             : "-O3 -march=native -fopenmp";
+    char dir[] = "/tmp/ktt.XXXXXX", cpath[64], sopath[64], cmd[4096], log[64];
     void *h = NULL;
     FILE *f;
 
@@ -37,9 +35,8 @@ ktt_build(const char *src, char *err, size_t errlen)
     }
     fputs(src, f);
     fclose(f);
-    snprintf(cmd, sizeof(cmd),
-             "%s %s -std=gnu11 -shared -fPIC -o %s %s -lm > %s 2>&1", cc,
-             cflags, sopath, cpath, log);
+    snprintf(cmd, sizeof(cmd), "%s -shared -fPIC -o %s %s %s > %s 2>&1",
+             compiler, sopath, cpath, libs, log);
     if (system(cmd) != 0) {
         f = fopen(log, "r");
         size_t n = f ? fread(err, 1, errlen - 1, f) : 0;
@@ -62,6 +59,25 @@ ktt_build(const char *src, char *err, size_t errlen)
         fprintf(stderr, "kept %s\n", cpath);
     }
     return h;
+}
+
+void *
+ktt_build(const char *src, char *err, size_t errlen)
+{
+    const char *cc = getenv("KT_TEST_CC") ? getenv("KT_TEST_CC") : "gcc";
+    const char *cflags = getenv("KT_TEST_CFLAGS")
+                             ? getenv("KT_TEST_CFLAGS")
+                             : "-O3 -march=native -fopenmp";
+    char compiler[2048];
+
+    snprintf(compiler, sizeof(compiler), "%s %s -std=gnu11", cc, cflags);
+    return build_with(src, compiler, "-lm", err, errlen);
+}
+
+void *
+ktt_build_cc(const char *src, const char *cc_line, char *err, size_t errlen)
+{
+    return build_with(src, cc_line, "", err, errlen);
 }
 
 void

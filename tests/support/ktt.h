@@ -13,6 +13,11 @@ typedef void (*ktt_kernel_fn)(float *const *bufs);
  * $KT_TEST_CFLAGS say otherwise).  Returns a dlopen handle or NULL with the
  * compiler's message in err. */
 void *ktt_build(const char *src, char *err, size_t errlen);
+/* As ktt_build with a target's compiler line (cc and cflags, as
+ * kt_target_cc_line() writes it) and nothing else, as the measuring
+ * worker builds a candidate (measure/worker/builder.c). */
+void *ktt_build_cc(const char *src, const char *cc_line, char *err,
+                   size_t errlen);
 
 /* Buffers for every tensor of a DAG, inputs filled from a seeded RNG. */
 struct ktt_bufs {
