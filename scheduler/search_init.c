@@ -87,17 +87,20 @@ nparts_of(const struct sk_plan *p, int reduce)
 }
 
 /* The bound on the innermost part of axis a of a tiled stage: the
- * reduction part around the register tile of a plain multi-level tiling
- * may run longer (each accumulator is loaded and stored once per pass
- * over it: GEMM 1024^3 with an 8 x 64 tile ran at 81 GFLOPS with 64 of
- * k inside, 100 with 256); an rfactor's innermost reduction part is its
- * vector of lane accumulators and keeps the spatial bound. */
+ * reduction part around the register tile of a multi-level tiling may run
+ * longer (each accumulator is loaded and stored once per pass over it:
+ * GEMM 1024^3 with an 8 x 64 tile ran at 81 GFLOPS with 64 of k inside,
+ * 100 with 256), up to the whole k of that GEMM (max_reduce_run): its
+ * 8 x 32 tile over all 1024 steps of k, B packed per 32 columns, ran at
+ * 0.99x-1.01x oneDNN on 1 thread where 256 steps ran at 0.97x
+ * (docs/search.md); an rfactor's innermost reduction part is its vector
+ * of lane accumulators and keeps the spatial bound. */
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
 {
     if (ax->reduce && p->structure != SK_STRUCT_RF)
-        return s->o.max_innermost_reduce;
+        return s->o.max_reduce_run;
     return s->o.max_innermost_factor;
 }
 

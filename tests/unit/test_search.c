@@ -772,6 +772,106 @@ sketches_with(const struct kt_dag *dag, const char *what)
     return n;
 }
 
+/* Whether only the register tile (unrolled or vectorized iterators) is
+ * inside iterator j of ss. */
+static int
+tile_inside(const struct kt_sstage *ss, int j)
+{
+    int k;
+
+    for (k = j + 1; k < ss->niters; k++)
+        if (ss->iters[k].extent > 1 && ss->iters[k].ann != KT_ANN_UNROLL &&
+            ss->iters[k].ann != KT_ANN_VECTORIZE)
+            return 0;
+    return 1;
+}
+
+/* Whether st has a register tile run over the whole reduction of its
+ * tiled stage in the innermost part of the reduction: that iterator
+ * covers all of it and only the register tile is inside it.  (A run over
+ * all of k in its outer part, every spatial level between it and the
+ * tile 1, was possible before.) */
+static int
+whole_reduction_run(const struct kt_state *st)
+{
+    int i, j, a;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        int64_t total = 1;
+        if (ss->inlined || ss->naxes == ss->nspatial || ss->niters < 2 ||
+            ss->iters[ss->niters - 1].reduce)
+            continue;
+        for (a = ss->nspatial; a < ss->naxes; a++)
+            total *= ss->axes[a].extent;
+        for (j = 0; j < ss->niters - 1; j++)
+            if (ss->iters[j].reduce && ss->iters[j].extent == total &&
+                ss->iters[j].nparts == 1 &&
+                ss->iters[j].parts[0].part ==
+                    ss->nparts[ss->iters[j].parts[0].axis] - 1 &&
+                tile_inside(ss, j))
+                return 1;
+    }
+    return 0;
+}
+
+/* The innermost reduction part of a tiled matmul may run its whole k of
+ * 1024 (max_reduce_run), above max_innermost_reduce (512): such samples
+ * exist and compute what the interpreter does (no k-blocking: GEMM
+ * 1024^3's 8 x 32 tile over all of k, B packed per 32 columns, matched
+ * oneDNN on 1 thread where k-blocks of 256 ran at 0.97x). */
+static void
+test_search_whole_reduction_run(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_search_opts o;
+    struct kt_state *cands[2];
+    char err[512];
+    int i, n = 0, skipped = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 32, 64, 1024), KT_OK);
+    dag = build(&d);
+    s = new_search(dag, KT_POLICY_RANDOM, 256, 9, 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 128, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n && n < 2; i++)
+        if (whole_reduction_run(b.v[i].state))
+            assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
+                                             &cands[n++], err, sizeof(err)),
+                             KT_OK);
+    if (n == 0)
+        fail_msg("no sample of %d runs the whole k of 1024 around its tile",
+                 b.n);
+    assert_int_equal(ktt_check_many(dag, cands, n, 9, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(cands[i]);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+
+    /* bounded at 512, no sample runs all 1024 steps */
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_RANDOM;
+    o.population = 256;
+    o.seed = 9;
+    o.max_reduce_run = 512;
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 128, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b.n; i++)
+        assert_false(whole_reduction_run(b.v[i].state));
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* AddCacheWrite only for a reduction longer than one register-tile run:
  * the attention batch matmul (head size 64) gets the plain tilings alone,
  * GEMM 1024^3 (k 1024 > max_innermost_reduce 512) keeps its four. */
@@ -970,6 +1070,7 @@ main(void)
         cmocka_unit_test(test_search_channel_vector),
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_cache_write_long_reductions),
+        cmocka_unit_test(test_search_whole_reduction_run),
         cmocka_unit_test(test_search_lane_reduction_softmax),
         cmocka_unit_test(test_search_softmax_row_fusion),
         cmocka_unit_test(test_search_model_and_seeds),
