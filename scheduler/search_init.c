@@ -315,6 +315,25 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     return acc >= SK_MIN_ACC_VECTORS || space / lanes < SK_MIN_ACC_VECTORS;
 }
 
+/* Whether axis a of stage i may run whole inside the register tile: the
+ * only reduction axis of a multi-level tiling (a matrix product: GEMM,
+ * dense, batch matmul), not longer than the innermost bound. */
+static int
+whole_run_axis(const struct sk_sketch *sk, int i, int a,
+               const struct sk_factors *f)
+{
+    const struct kt_sstage *ss = &sk->base->stages[i];
+
+    return ss->axes[a].reduce && ss->naxes - ss->nspatial == 1 &&
+           sk->plan[i].structure != SK_STRUCT_RF && f->n > 1 &&
+           ss->axes[a].extent <= f->maxin;
+}
+
+/* Samples tile lengths: a uniform factorization per axis; a matrix
+ * product's reduction runs whole inside the register tile in 1 sample of
+ * 4 (a uniform one seldom does: 1 of 11 factorizations of GEMM 1024^3's
+ * k; that form matched oneDNN where k-blocks of 256 ran at 0.96x-0.97x,
+ * docs/performance.md). */
 static void
 fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
 {
@@ -334,6 +353,11 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
          * in the outer part */
         for (l = 0; l < f->n; l++)
             g->tiles[slot][a][l] = v[l];
+        if (whole_run_axis(sk, i, a, f) && kt_rng_below(r, 4) == 0) {
+            for (l = 0; l < f->n - 1; l++)
+                g->tiles[slot][a][l] = 1;
+            g->tiles[slot][a][f->n - 1] = (int32_t)ss->axes[a].extent;
+        }
         (void)n;
     }
 }

@@ -816,8 +816,8 @@ whole_reduction_run(const struct kt_state *st)
 }
 
 /* The innermost reduction part of a tiled matmul may run its whole k of
- * 1024 (max_reduce_run), above max_innermost_reduce (512): such samples
- * exist and compute what the interpreter does (no k-blocking: GEMM
+ * 1024 (max_reduce_run), above max_innermost_reduce (512): at least 1 in
+ * 8 samples do, and they compute what the interpreter does (no k-blocking: GEMM
  * 1024^3's 8 x 32 tile over all of k, B packed per 32 columns, matched
  * oneDNN on 1 thread where k-blocks of 256 ran at 0.97x). */
 static void
@@ -830,7 +830,7 @@ test_search_whole_reduction_run(void **state)
     struct kt_search_opts o;
     struct kt_state *cands[2];
     char err[512];
-    int i, n = 0, skipped = 0;
+    int i, n = 0, whole = 0, skipped = 0;
     (void)state;
 
     assert_int_equal(kt_op_matmul(&d, 32, 64, 1024), KT_OK);
@@ -840,14 +840,19 @@ test_search_whole_reduction_run(void **state)
                                           sizeof(err)),
                      KT_OK);
     check_batch(dag, &b);
-    for (i = 0; i < b.n && n < 2; i++)
-        if (whole_reduction_run(b.v[i].state))
+    for (i = 0; i < b.n; i++) {
+        if (!whole_reduction_run(b.v[i].state))
+            continue;
+        whole++;
+        if (n < 2)
             assert_int_equal(kt_state_replay(dag, b.v[i].steps, b.v[i].nsteps,
                                              &cands[n++], err, sizeof(err)),
                              KT_OK);
-    if (n == 0)
-        fail_msg("no sample of %d runs the whole k of 1024 around its tile",
-                 b.n);
+    }
+    /* 1 sample in 4 is drawn so, a few more by the uniform choice */
+    if (whole < b.n / 8)
+        fail_msg("%d of %d samples run the whole k of 1024 around their tile",
+                 whole, b.n);
     assert_int_equal(ktt_check_many(dag, cands, n, 9, &skipped), 0);
     assert_int_equal(skipped, 0);
     for (i = 0; i < n; i++)
