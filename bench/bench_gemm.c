@@ -239,9 +239,8 @@ main(int argc, char **argv)
         nk++;
     }
     /* All of k inside the 8 x 32 tile (no k-blocking), B packed per 32
-     * columns at the column loop: the form that matched oneDNN on 1
-     * thread (docs/performance.md); reachable by the search since
-     * max_reduce_run. */
+     * columns at the column loop: the form that matched oneDNN on 1 and
+     * 2 threads (docs/performance.md). */
     snprintf(ks[nk].name, sizeof(ks[nk].name), "i8 j32 k1024 B packed");
     {
         struct kt_state *st = schedule_arg(dag, WHOLE_K_PACKED);

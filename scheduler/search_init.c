@@ -92,9 +92,9 @@ nparts_of(const struct sk_plan *p, int reduce)
  * GEMM 1024^3 with an 8 x 64 tile ran at 81 GFLOPS with 64 of k inside,
  * 100 with 256), up to the whole k of that GEMM (max_reduce_run): its
  * 8 x 32 tile over all 1024 steps of k, B packed per 32 columns, ran at
- * 0.99x-1.01x oneDNN on 1 thread where 256 steps ran at 0.97x
- * (docs/search.md); an rfactor's innermost reduction part is its vector
- * of lane accumulators and keeps the spatial bound. */
+ * 1.01x / 1.00x-1.06x oneDNN on 1 / 2 threads where 256 steps ran at
+ * 0.96x (docs/performance.md); an rfactor's innermost reduction part is
+ * its vector of lane accumulators and keeps the spatial bound. */
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
