@@ -168,6 +168,12 @@ schedule_arg(const struct kt_dag *dag, const char *arg)
     return st;
 }
 
+#define WHOLE_K_PACKED                                                         \
+    "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"SP\",1,0,[8]],[\"SP\",1,2,[1,32]],"  \
+    "[\"RE\",1,[2,0,3,5,1,4]],[\"CA\",0,1,0],[\"AN\",0,1,\"vectorize\"],"      \
+    "[\"AN\",1,4,\"unroll\"],[\"AN\",1,5,\"vectorize\"],[\"AN\",1,0,"          \
+    "\"parallel\"]]}"
+
 static void
 codegen_time(const struct kt_dag *dag)
 {
@@ -232,11 +238,22 @@ main(int argc, char **argv)
         kt_state_free(st);
         nk++;
     }
+    /* All of k inside the 8 x 32 tile (no k-blocking), B packed per 32
+     * columns at the column loop: the form that matched oneDNN on 1 and
+     * 2 threads (docs/performance.md). */
+    snprintf(ks[nk].name, sizeof(ks[nk].name), "i8 j32 k1024 B packed");
+    {
+        struct kt_state *st = schedule_arg(dag, WHOLE_K_PACKED);
+        if (st == NULL || build_kernel(&ks[nk], dag, st) != 0)
+            return 1;
+        kt_state_free(st);
+        nk++;
+    }
     for (i = 1; i < argc; i++) {
         struct kt_state *st = schedule_arg(dag, argv[i]);
         if (nk == MAX_KERNELS) {
             fprintf(stderr, "at most %d schedules\n",
-                    MAX_KERNELS - (int)KT_ARRAY_LEN(tiles));
+                    MAX_KERNELS - (int)KT_ARRAY_LEN(tiles) - 1);
             return 2;
         }
         snprintf(ks[nk].name, sizeof(ks[nk].name), "schedule %d", i);

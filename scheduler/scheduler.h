@@ -178,7 +178,9 @@ struct kt_search_opts {
     double eps_greedy;         /* 0.05 */
     double use_measured_ratio; /* 0.2: measured seeds in the population */
     int max_innermost_factor;  /* 64 */
-    int max_innermost_reduce;  /* 512: a multi-level tiling's reduction */
+    int max_innermost_reduce;  /* 512: longer reductions get cache_write */
+    int max_reduce_run;        /* 1024: a multi-level tiling's innermost
+                                  reduction part */
     int max_register_tile;     /* 384: floats in the innermost spatial tile */
     int vector_bytes;          /* 64 (AVX-512) */
     int cores;                 /* parallel degree aim = 16 x cores; 2 */

@@ -87,17 +87,20 @@ nparts_of(const struct sk_plan *p, int reduce)
 }
 
 /* The bound on the innermost part of axis a of a tiled stage: the
- * reduction part around the register tile of a plain multi-level tiling
- * may run longer (each accumulator is loaded and stored once per pass
- * over it: GEMM 1024^3 with an 8 x 64 tile ran at 81 GFLOPS with 64 of
- * k inside, 100 with 256); an rfactor's innermost reduction part is its
- * vector of lane accumulators and keeps the spatial bound. */
+ * reduction part around the register tile of a multi-level tiling may run
+ * longer (each accumulator is loaded and stored once per pass over it:
+ * GEMM 1024^3 with an 8 x 64 tile ran at 81 GFLOPS with 64 of k inside,
+ * 100 with 256), up to the whole k of that GEMM (max_reduce_run): its
+ * 8 x 32 tile over all 1024 steps of k, B packed per 32 columns, ran at
+ * 1.01x / 1.00x-1.06x oneDNN on 1 / 2 threads where 256 steps ran at
+ * 0.96x (docs/performance.md); an rfactor's innermost reduction part is
+ * its vector of lane accumulators and keeps the spatial bound. */
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
 {
     if (ax->reduce && p->structure != SK_STRUCT_RF)
-        return s->o.max_innermost_reduce;
+        return s->o.max_reduce_run;
     return s->o.max_innermost_factor;
 }
 
@@ -312,6 +315,25 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     return acc >= SK_MIN_ACC_VECTORS || space / lanes < SK_MIN_ACC_VECTORS;
 }
 
+/* Whether axis a of stage i may run whole inside the register tile: the
+ * only reduction axis of a multi-level tiling (a matrix product: GEMM,
+ * dense, batch matmul), not longer than the innermost bound. */
+static int
+whole_run_axis(const struct sk_sketch *sk, int i, int a,
+               const struct sk_factors *f)
+{
+    const struct kt_sstage *ss = &sk->base->stages[i];
+
+    return ss->axes[a].reduce && ss->naxes - ss->nspatial == 1 &&
+           sk->plan[i].structure != SK_STRUCT_RF && f->n > 1 &&
+           ss->axes[a].extent <= f->maxin;
+}
+
+/* Samples tile lengths: a uniform factorization per axis; a matrix
+ * product's reduction runs whole inside the register tile in 1 sample of
+ * 4 (a uniform one seldom does: 1 of 11 factorizations of GEMM 1024^3's
+ * k; that form matched oneDNN where k-blocks of 256 ran at 0.96x-0.97x,
+ * docs/performance.md). */
 static void
 fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
 {
@@ -331,6 +353,11 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
          * in the outer part */
         for (l = 0; l < f->n; l++)
             g->tiles[slot][a][l] = v[l];
+        if (whole_run_axis(sk, i, a, f) && kt_rng_below(r, 4) == 0) {
+            for (l = 0; l < f->n - 1; l++)
+                g->tiles[slot][a][l] = 1;
+            g->tiles[slot][a][f->n - 1] = (int32_t)ss->axes[a].extent;
+        }
         (void)n;
     }
 }

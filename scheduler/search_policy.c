@@ -20,6 +20,7 @@ kt_search_opts_default(struct kt_search_opts *o)
     o->use_measured_ratio = 0.2;
     o->max_innermost_factor = 64;
     o->max_innermost_reduce = 512;
+    o->max_reduce_run = 1024;
     o->max_register_tile = 384;
     o->vector_bytes = 64;
     o->cores = 2;
@@ -39,7 +40,7 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
         o->num_iters < 0 || o->mutation_prob < 0 || o->mutation_prob > 1 ||
         o->eps_greedy < 0 || o->eps_greedy > 1 || o->use_measured_ratio < 0 ||
         o->max_innermost_factor < 1 || o->max_innermost_reduce < 1 ||
-        o->max_register_tile < 1 || o->cores < 1)
+        o->max_reduce_run < 1 || o->max_register_tile < 1 || o->cores < 1)
         return kt_seterr(err, errlen, KT_EINVAL,
                          "search options: policy %d, "
                          "population %d, num_iters %d, mutation_prob %g, "

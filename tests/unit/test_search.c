@@ -822,6 +822,106 @@ sketches_with(const struct kt_dag *dag, const char *what)
     return n;
 }
 
+/* Whether only the register tile (unrolled or vectorized iterators) is
+ * inside iterator j of ss. */
+static int
+tile_inside(const struct kt_sstage *ss, int j)
+{
+    int k;
+
+    for (k = j + 1; k < ss->niters; k++)
+        if (ss->iters[k].extent > 1 && ss->iters[k].ann != KT_ANN_UNROLL &&
+            ss->iters[k].ann != KT_ANN_VECTORIZE)
+            return 0;
+    return 1;
+}
+
+/* Whether st has a register tile run over the whole reduction of its
+ * tiled stage in the innermost part of the reduction: that iterator
+ * covers all of it and only the register tile is inside it.  (A run over
+ * all of k in its outer part, every spatial level between it and the
+ * tile 1, was possible before.) */
+static int
+whole_reduction_run(const struct kt_state *st)
+{
+    int i, j, a;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        int64_t total = 1;
+        if (ss->inlined || ss->naxes == ss->nspatial || ss->niters < 2 ||
+            ss->iters[ss->niters - 1].reduce)
+            continue;
+        for (a = ss->nspatial; a < ss->naxes; a++)
+            total *= ss->axes[a].extent;
+        for (j = 0; j < ss->niters - 1; j++)
+            if (ss->iters[j].reduce && ss->iters[j].extent == total &&
+                ss->iters[j].nparts == 1 &&
+                ss->iters[j].parts[0].part ==
+                    ss->nparts[ss->iters[j].parts[0].axis] - 1 &&
+                tile_inside(ss, j))
+                return 1;
+    }
+    return 0;
+}
+
+/* Samples of a batch of 128 from a random search of dag with max_reduce_run
+ * run (checked) that run the whole reduction around their tile. */
+static int
+whole_runs(const struct kt_dag *dag, int run, struct kt_search **out)
+{
+    struct kt_search_opts o;
+    struct kt_search_batch b;
+    char err[512];
+    int i, n = 0;
+
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_RANDOM;
+    o.population = 256;
+    o.seed = 9;
+    o.max_reduce_run = run;
+    if (kt_search_new(out, dag, &o, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", dag->key, err);
+    assert_int_equal(kt_search_next_batch(*out, NULL, NULL, 0, 128, &b, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    check_batch(dag, &b);
+    for (i = 0; i < b.n; i++)
+        n += whole_reduction_run(b.v[i].state);
+    kt_search_batch_free(&b);
+    return n;
+}
+
+/* The innermost reduction part of a tiled matmul may run its whole k of
+ * 1024 (max_reduce_run), above max_innermost_reduce (512): at least 1 in
+ * 8 samples do (InitWholeReduction draws 1 in 4 so; without it 11 of 128
+ * did), and they compute what the interpreter does.  No k-blocking:
+ * GEMM 1024^3's 8 x 32 tile over all of k, B packed per 32 columns,
+ * matched oneDNN on 1 and 2 threads where k-blocks of 256 ran at 0.96x. */
+static void
+test_search_whole_reduction_run(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    int n;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 32, 64, 1024), KT_OK);
+    dag = build(&d);
+    n = whole_runs(dag, 1024, &s);
+    if (n < 128 / 8)
+        fail_msg("%d of 128 samples run the whole k of 1024 around their tile",
+                 n);
+    check_picked_samples(dag, s, whole_reduction_run,
+                         "runs the whole k around its tile");
+    kt_search_free(s);
+    /* bounded at 512, no sample runs all 1024 steps in its inner part */
+    assert_int_equal(whole_runs(dag, 512, &s), 0);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* AddCacheWrite only for a reduction longer than one register-tile run:
  * the attention batch matmul (head size 64) gets the plain tilings alone,
  * GEMM 1024^3 (k 1024 > max_innermost_reduce 512) keeps its four. */
@@ -1021,6 +1121,7 @@ main(void)
         cmocka_unit_test(test_search_channel_vector_replaces_plain),
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_cache_write_long_reductions),
+        cmocka_unit_test(test_search_whole_reduction_run),
         cmocka_unit_test(test_search_lane_reduction_softmax),
         cmocka_unit_test(test_search_softmax_row_fusion),
         cmocka_unit_test(test_search_model_and_seeds),
