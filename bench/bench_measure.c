@@ -27,7 +27,14 @@
  * the kernels' speed ratio (geometric mean, and of the best module of
  * each line), and how well the two lines rank the modules alike: pairwise
  * agreement of A's and B's costs against that of A's two runs with each
- * other (the timing noise). */
+ * other (the timing noise), and per line the run job's and the timing
+ * stage's wall time per candidate (run_s, time_s).
+ *
+ * bench_measure --rpc OLD/kerntune-rpc --rpc NEW/kerntune-rpc MODULE.c...
+ * compares two worker binaries the same way (one local worker each, keys
+ * "a" and "b", compiler line $KT_BENCH_CC or cc -O3 -march=native
+ * -fopenmp): a change of the timing rules, by the same figures.
+ * KT_BENCH_VERBOSE=1 prints each module's four costs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,29 +148,42 @@ env_int(const char *name, int def)
 struct cmp {
     int done, n;
     int cpu_clock; /* score by cpu_cost (one thread) instead of cost */
-    double cost[2][2][MAXF]; /* [run][cc][module]; 0 = failed */
+    double cost[2][2][MAXF]; /* [run][line][module]; 0 = failed */
     double cpu[2][2][MAXF];
+    double time_s[2], run_s[2]; /* per line, over successful candidates */
+    int nok[2];
+};
+
+/* One batch: the modules of one run under one line. */
+struct cmp_batch {
+    struct cmp *s;
+    int run, line;
 };
 
 static void
 on_cmp(void *arg, const struct kt_result *r, int n)
 {
-    struct cmp *s = arg;
-    int i;
+    struct cmp_batch *b = arg;
+    struct cmp *s = b->s;
+    int m;
 
-    s->done = 1;
-    for (i = 0; i < n; i++) {
-        int run = i / (2 * s->n), f = (i / s->n) % 2, m = i % s->n;
-        if (r[i].err_no != 0) {
-            fprintf(stderr, "module %d cc %c: %s\n", m, 'A' + f,
-                    kt_measure_errname(r[i].err_no));
+    s->done++;
+    for (m = 0; m < n; m++) {
+        const char *v;
+        if (r[m].err_no != 0) {
+            fprintf(stderr, "module %d line %c: %s\n", m, 'A' + b->line,
+                    kt_measure_errname(r[m].err_no));
             continue;
         }
-        s->cost[run][f][m] = r[i].cost;
-        if (kt_result_kv(&r[i], "build_cpu_s") != NULL)
-            s->cpu[run][f][m] = atof(kt_result_kv(&r[i], "build_cpu_s"));
-        if (s->cpu_clock && kt_result_kv(&r[i], "cpu_cost") != NULL)
-            s->cost[run][f][m] = atof(kt_result_kv(&r[i], "cpu_cost"));
+        s->cost[b->run][b->line][m] = r[m].cost;
+        if ((v = kt_result_kv(&r[m], "build_cpu_s")) != NULL)
+            s->cpu[b->run][b->line][m] = atof(v);
+        if (s->cpu_clock && (v = kt_result_kv(&r[m], "cpu_cost")) != NULL)
+            s->cost[b->run][b->line][m] = atof(v);
+        if ((v = kt_result_kv(&r[m], "time_s")) != NULL)
+            s->time_s[b->line] += atof(v);
+        s->run_s[b->line] += r[m].run_s;
+        s->nok[b->line]++;
     }
 }
 
@@ -201,16 +221,23 @@ slurp(const char *path)
     return kt_buf_take(&b);
 }
 
+/* A compared line: the compiler line and the key of the workers that run
+ * it (the --rpc mode starts one worker binary per key). */
+struct line {
+    const char *cc, *key, *name;
+};
+
 static int
-compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
-           char **files, int nfiles)
+compare(uv_loop_t *loop, struct kt_tracker *t, const struct line ln[2],
+        char **files, int nfiles)
 {
     static struct cmp s;
     struct kt_candidate *c;
     struct kt_measure_opts o;
+    struct cmp_batch batch[4];
     char *src[MAXF], err[256];
     double cpu[2] = {0, 0}, lratio = 0, best[2] = {1e30, 1e30}, t0;
-    int i, f, run, nboth = 0, nc = 0, nbuilt[2] = {0, 0};
+    int i, f, run, nboth = 0, nbuilt[2] = {0, 0};
 
     memset(&s, 0, sizeof(s));
     s.n = nfiles < MAXF ? nfiles : MAXF;
@@ -232,28 +259,32 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
             return -1;
         }
     c = kt_xcalloc((size_t)4 * s.n, sizeof(*c));
-    for (run = 0; run < 2; run++) /* run 0: A then B, run 1: B then A */
-        for (f = 0; f < 2; f++)
-            for (i = 0; i < s.n; i++) {
-                c[nc].source = src[i];
-                c[nc++].cc = cc[run == 0 ? f : 1 - f];
-            }
     t0 = kt_now();
-    if (kt_tracker_submit(t, "local", c, nc, &o, on_cmp, &s, err, sizeof(err)) <
-        0) {
-        fprintf(stderr, "submit: %s\n", err);
-        return -1;
-    }
-    while (!s.done)
+    /* run 0: A then B, run 1: B then A */
+    for (run = 0; run < 2; run++)
+        for (f = 0; f < 2; f++) {
+            struct cmp_batch *b = &batch[2 * run + f];
+            struct kt_candidate *cb = c + (size_t)(2 * run + f) * s.n;
+            b->s = &s;
+            b->run = run;
+            b->line = run == 0 ? f : 1 - f;
+            for (i = 0; i < s.n; i++) {
+                cb[i].source = src[i];
+                cb[i].cc = ln[b->line].cc;
+            }
+            if (kt_tracker_submit(t, ln[b->line].key, cb, s.n, &o, on_cmp, b,
+                                  err, sizeof(err)) < 0) {
+                fprintf(stderr, "submit: %s\n", err);
+                return -1;
+            }
+        }
+    while (s.done < 4)
         uv_run(loop, UV_RUN_ONCE);
-    /* run 1 was submitted B first: swap its halves back to [cc] order */
-    for (i = 0; i < s.n; i++) {
-        double x = s.cost[1][0][i], y = s.cpu[1][0][i];
-        s.cost[1][0][i] = s.cost[1][1][i];
-        s.cpu[1][0][i] = s.cpu[1][1][i];
-        s.cost[1][1][i] = x;
-        s.cpu[1][1][i] = y;
-    }
+    if (getenv("KT_BENCH_VERBOSE") != NULL) /* per module: A1 A2 B1 B2 */
+        for (i = 0; i < s.n; i++)
+            printf("  %-40s %.4g %.4g %.4g %.4g ms\n", files[i],
+                   s.cost[0][0][i] * 1e3, s.cost[1][0][i] * 1e3,
+                   s.cost[0][1][i] * 1e3, s.cost[1][1][i] * 1e3);
     for (i = 0; i < s.n; i++) {
         double a = 0, b = 0;
         for (f = 0; f < 2; f++)
@@ -275,14 +306,16 @@ compare_cc(uv_loop_t *loop, struct kt_tracker *t, const char *cc[2],
         free(src[i]);
     }
     free(c);
-    printf("%d modules, each built and timed twice per compiler line "
+    printf("%d modules, each built and timed twice per line "
            "(%.0f s, %s clock, %d thread(s))\n",
            s.n, kt_now() - t0, s.cpu_clock ? "process CPU" : "wall", o.threads);
     for (f = 0; f < 2; f++)
         printf("  %c: %-40s compiler CPU %.3f s/module (%d builds), best "
-               "%.3f ms\n",
-               'A' + f, cc[f], nbuilt[f] ? cpu[f] / nbuilt[f] : 0, nbuilt[f],
-               best[f] * 1e3);
+               "%.3f ms\n     run_s %.3f s, timing stage (time_s) %.3f s "
+               "per candidate\n",
+               'A' + f, ln[f].name, nbuilt[f] ? cpu[f] / nbuilt[f] : 0,
+               nbuilt[f], best[f] * 1e3, s.nok[f] ? s.run_s[f] / s.nok[f] : 0,
+               s.nok[f] ? s.time_s[f] / s.nok[f] : 0);
     printf("  speed B/A, geometric mean over %d modules: %.3f, of the best "
            "module: %.3f\n",
            nboth, nboth ? exp(lratio / nboth) : 0, best[0] / best[1]);
@@ -306,7 +339,8 @@ main(int argc, char **argv)
     char rpc[512], err[256];
     const char *dir = getenv("KT_BIN_DIR");
     double wall, t0, mean = 0, sd = 0, cvin = 0;
-    int i, rc = 1, nworkers;
+    const char *mode;
+    int i, rc = 1;
 
     if (dir == NULL)
         dir = getenv("BUILD");
@@ -314,22 +348,49 @@ main(int argc, char **argv)
     kt_log_init(LOG_WARNING);
     uv_loop_init(&loop);
     kt_tracker_default_opts(&to);
-    nworkers = argc > 5 && strcmp(argv[1], "--cc") == 0 ? 2 : 1;
+    mode = argc > 5 ? argv[1] : "";
+    if (strcmp(mode, "--cc") == 0 || strcmp(mode, "--rpc") == 0) {
+        /* two lines: compilers on two workers of one key, or worker
+         * binaries on one worker each, under keys "a" and "b" */
+        int by_rpc = strcmp(mode, "--rpc") == 0;
+        const char *cc = getenv("KT_BENCH_CC") != NULL
+                             ? getenv("KT_BENCH_CC")
+                             : "cc -O3 -march=native -fopenmp";
+        struct line ln[2] = {{by_rpc ? cc : argv[2], by_rpc ? "a" : "local",
+                              argv[2]},
+                             {by_rpc ? cc : argv[4], by_rpc ? "b" : "local",
+                              argv[4]}};
+        if (strcmp(argv[3], mode) != 0 ||
+            kt_tracker_new(&t, &loop, &to, err, sizeof(err)) < 0) {
+            fprintf(stderr, "bench_measure: %s\n",
+                    strcmp(argv[3], mode) != 0 ? "two lines needed" : err);
+            return 1;
+        }
+        for (i = 0; i < 2; i++)
+            if ((by_rpc || i == 0) &&
+                kt_tracker_spawn_local(t, by_rpc ? 1 : 2,
+                                       by_rpc ? argv[2 + 2 * i] : rpc, ln[i].key,
+                                       "build,run", err, sizeof(err)) < 0) {
+                fprintf(stderr, "bench_measure: %s\n", err);
+                goto out;
+            }
+        t0 = kt_now();
+        while ((kt_tracker_nworkers(t, ln[0].key) < 1 + !by_rpc ||
+                kt_tracker_nworkers(t, ln[1].key) < 1 + !by_rpc) &&
+               kt_now() - t0 < 30)
+            uv_run(&loop, UV_RUN_ONCE);
+        rc = compare(&loop, t, ln, argv + 5, argc - 5) < 0;
+        goto out;
+    }
     if (kt_tracker_new(&t, &loop, &to, err, sizeof(err)) < 0 ||
-        kt_tracker_spawn_local(t, nworkers, rpc, "local", "build,run", err,
+        kt_tracker_spawn_local(t, 1, rpc, "local", "build,run", err,
                                sizeof(err)) < 0) {
         fprintf(stderr, "bench_measure: %s\n", err);
         return 1;
     }
     t0 = kt_now();
-    while (kt_tracker_nworkers(t, "local") < nworkers && kt_now() - t0 < 30)
+    while (kt_tracker_nworkers(t, "local") < 1 && kt_now() - t0 < 30)
         uv_run(&loop, UV_RUN_ONCE);
-    if (nworkers == 2) {
-        const char *cc[2] = {argv[2], argv[4]};
-        rc = strcmp(argv[3], "--cc") != 0 ||
-             compare_cc(&loop, t, cc, argv + 5, argc - 5) < 0;
-        goto out;
-    }
 
     kt_measure_default_opts(&o);
     o.number = 1;

@@ -263,7 +263,9 @@ result_key_cap(const char *k)
                                         "retimed",
                                         "contended",
                                         "kernel_threads",
-                                        "cpu_cost"};
+                                        "cpu_cost",
+                                        "numbers",
+                                        "calls"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)

@@ -341,10 +341,11 @@ hopeless(const struct kt_run_req *r, double first, struct kt_msg *out)
     return 1;
 }
 
-/* One timed repeat of `number` calls: seconds per call, the wall time of
- * the timed loop and its occupancy (kt_occupancy). */
+/* One timed repeat: seconds per call, its calls, the wall time of the
+ * timed loop and its occupancy (kt_occupancy). */
 struct sample {
     double cost, wall, occ;
+    long long calls;
 };
 
 /* The timing stage's state: the kept repeats and the re-timing budget. */
@@ -356,37 +357,53 @@ struct timing {
     int retimed;     /* repeats timed again because they were disturbed */
     int max_retime;  /* at most this many */
     double deadline; /* kt_now() after which nothing is timed again */
+    long long calls; /* every timed call, re-timings included */
 };
 
-/* Timed calls (TVM's inner loop): number is raised until one repeat lasts
- * min_repeat_ms, and only that last loop counts. */
+/* Calls still needed for a loop that has lasted `wall` over `done` calls to
+ * reach min_s: at least one. */
+static long long
+calls_to_reach(double min_s, double wall, long long done)
+{
+    double per = wall > 0 ? wall / (double)done : 1e-9;
+    double more = ceil((min_s - wall) / per);
+
+    if (!(more >= 1))
+        return 1;
+    return more < (double)(1LL << 40) ? (long long)more : 1LL << 40;
+}
+
+/* One repeat (TVM's inner loop): back-to-back calls, `number` of them,
+ * timed as one loop.  A loop still shorter than min_repeat_ms is not thrown
+ * away and timed again with a raised `number`, as TVM does: it goes on
+ * with the calls its own speed says are missing, under the same clock,
+ * until it lasts min_repeat_ms (docs/measure.md).  `number` becomes the
+ * repeat's calls, the first guess for the next repeat. */
 static struct sample
-time_repeat(const struct kt_run_req *r, struct loaded *k, long long *number,
-            int threads)
+time_repeat(const struct kt_run_req *r, struct loaded *k, struct timing *tm)
 {
     struct sample s;
-    double t0, c0;
+    double t0, c0, min_s = r->min_repeat_ms / 1000.0;
+    long long n, chunk = tm->number;
 
     if (r->flush)
         flush_cache();
+    s.calls = 0;
+    c0 = kt_cpu_now();
+    t0 = kt_now();
     for (;;) {
-        long long n;
-        c0 = kt_cpu_now();
-        t0 = kt_now();
-        for (n = 0; n < *number; n++)
+        for (n = 0; n < chunk; n++)
             k->fker(k->bufs);
+        s.calls += chunk;
         s.wall = kt_now() - t0;
-        s.occ = kt_occupancy(kt_cpu_now() - c0, s.wall, threads);
-        if (s.wall * 1000 >= r->min_repeat_ms || *number >= (1LL << 40))
+        if (s.wall >= min_s || s.calls >= (1LL << 40))
             break;
-        {
-            double per = s.wall > 0 ? s.wall / *number : 1e-9;
-            double want = r->min_repeat_ms / 1000.0 / per + 1;
-            double grow = *number * 1.618;
-            *number = (long long)(want > grow ? want : grow);
-        }
+        chunk = calls_to_reach(min_s, s.wall, s.calls);
     }
-    s.cost = s.wall / *number;
+    s.occ = kt_occupancy(kt_cpu_now() - c0, s.wall, tm->threads);
+    s.cost = s.wall / (double)s.calls;
+    tm->number = s.calls;
+    tm->calls += s.calls;
     return s;
 }
 
@@ -440,7 +457,7 @@ retime(const struct kt_run_req *r, struct loaded *k, struct timing *tm, int i)
         kt_now() + tm->s[i].wall > tm->deadline)
         return 0;
     pause_between(r);
-    again = time_repeat(r, k, &tm->number, tm->threads);
+    again = time_repeat(r, k, tm);
     tm->retimed++;
     if (again.cost < tm->s[i].cost)
         tm->s[i] = again;
@@ -472,17 +489,19 @@ report(const struct loaded *k, const struct timing *tm, struct kt_msg *out,
 {
     double costs[KT_RUN_MAX_REPEAT], cpu[KT_RUN_MAX_REPEAT], cost, cv, cpu_cost,
         cpu_cv, occ = INFINITY;
-    struct kt_buf cl, ol;
+    struct kt_buf cl, ol, nl;
     int i;
 
     kt_buf_init(&cl);
     kt_buf_init(&ol);
+    kt_buf_init(&nl);
     for (i = 0; i < tm->n; i++) {
         costs[i] = tm->s[i].cost;
         cpu[i] = tm->s[i].cost * (tm->s[i].occ < 1 ? tm->s[i].occ : 1);
         occ = tm->s[i].occ < occ ? tm->s[i].occ : occ;
         kt_buf_printf(&cl, "%s%.9g", i ? "," : "", costs[i]);
         kt_buf_printf(&ol, "%s%.2f", i ? "," : "", tm->s[i].occ);
+        kt_buf_printf(&nl, "%s%lld", i ? "," : "", tm->s[i].calls);
     }
     kt_run_summarize(costs, tm->n, &cost, &cv);
     kt_run_summarize(cpu, tm->n, &cpu_cost, &cpu_cv);
@@ -491,6 +510,8 @@ report(const struct loaded *k, const struct timing *tm, struct kt_msg *out,
     kt_msg_setf(out, "cost", "%.9g", cost);
     kt_msg_setf(out, "cv", "%.6g", cv);
     kt_msg_setf(out, "number", "%lld", tm->number);
+    kt_msg_set(out, "numbers", nl.p);
+    kt_msg_setf(out, "calls", "%lld", tm->calls);
     kt_msg_setf(out, "check_s", "%.6f", k->check_s);
     kt_msg_setf(out, "occupancy", "%.3f", tm->n > 0 ? occ : 0);
     kt_msg_setf(out, "cpu_cost", "%.9g", cpu_cost);
@@ -503,6 +524,7 @@ report(const struct loaded *k, const struct timing *tm, struct kt_msg *out,
     kt_msg_setf(out, "run_s", "%.6f", kt_now() - t_all);
     kt_buf_free(&cl);
     kt_buf_free(&ol);
+    kt_buf_free(&nl);
 }
 
 /* Stage 3: TVM's WrapTimeEvaluator (the checked call is the warm-up).  A
@@ -526,10 +548,11 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
     if (r->number <= 1 && !r->flush && r->repeat > 0 &&
         k->check_s * 1000 >= r->min_repeat_ms && r->min_repeat_ms > 0) {
         tm.s[tm.n].cost = tm.s[tm.n].wall = k->check_s;
+        tm.s[tm.n].calls = 1;
         tm.s[tm.n++].occ = kt_occupancy(k->check_cpu, k->check_s, tm.threads);
         kt_msg_set(out, "check_is_repeat0", "1");
     } else if (want > 0) {
-        tm.s[tm.n++] = time_repeat(r, k, &tm.number, tm.threads);
+        tm.s[tm.n++] = time_repeat(r, k, &tm);
     }
     /* a first repeat that load made slower than stop_above gets one more
      * chance before it stops the timing */
@@ -543,7 +566,7 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
     }
     while (tm.n < want) {
         pause_between(r);
-        tm.s[tm.n++] = time_repeat(r, k, &tm.number, tm.threads);
+        tm.s[tm.n++] = time_repeat(r, k, &tm);
     }
     set_budget(r, &tm, t_all);
     while (any_clean(&tm) && (i = worst_disturbed(&tm)) >= 0)

@@ -591,6 +591,82 @@ test_rpc_runner_check_call_is_first_repeat(void **state)
     }
 }
 
+/* A repeat that is still short of min_repeat_ms goes on with more calls
+ * instead of being thrown away and timed again (docs/measure.md): a kernel
+ * whose checked call sleeps 10 ms and whose later calls sleep 2 ms gets a
+ * first `number` of 6 from the checked call, far short of 50 ms; every call
+ * it makes is then one of the kept repeats', and each repeat lasts
+ * min_repeat_ms. */
+static void
+test_rpc_runner_short_repeat_is_extended(void **state)
+{
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", text[2048], so[160];
+    struct kt_run_req r;
+    struct kt_msg m;
+    const char *p;
+    long long sum = 0;
+    int i;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(text, sizeof(text),
+             "#include <fcntl.h>\n#include <time.h>\n"
+             "#include <unistd.h>\n"
+             "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
+             "const int kt_nbufs = 2;\n"
+             "const long long kt_buf_elems[] = {64, 64};\n"
+             "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+             "const double kt_flops = 64;\n"
+             "static int first = 1;\n"
+             "void kt_reference(float *const *b) {\n"
+             "  for (int i = 0; i < 64; i++) b[1][i] = 2 * b[0][i]; }\n"
+             "void kt_kernel(float *const *b) {\n"
+             "  int fd = open(\"%s/calls\", O_WRONLY | O_CREAT | "
+             "O_APPEND, 0600);\n"
+             "  if (fd >= 0) { (void)!write(fd, \"x\", 1); close(fd); }\n"
+             "  struct timespec ts = {0, first ? 10000000 : 2000000};\n"
+             "  first = 0;\n"
+             "  nanosleep(&ts, 0);\n"
+             "  for (int i = 0; i < 64; i++) b[1][i] = b[0][i] + b[0][i]; "
+             "}\n",
+             dir);
+    build_so(dir, "coldfirst", text, so, sizeof(so));
+    memset(&r, 0, sizeof(r));
+    r.so_path = so;
+    r.cache_dir = dir;
+    r.number = 1;
+    r.repeat = 3;
+    r.min_repeat_ms = 50;
+    r.seed = 7;
+    r.tol = 1e-6;
+    run_in_child(&r, &m);
+    assert_string_equal(kt_msg_get(&m, "err_no"), "0");
+    assert_string_equal(kt_msg_get(&m, "retimed"), "0");
+    assert_null(kt_msg_get(&m, "check_is_repeat0"));
+    assert_non_null(kt_msg_get(&m, "calls"));
+    /* the checked call plus the timed calls, and no timed call outside the
+     * kept repeats */
+    assert_int_equal(count_calls(dir), 1 + atoll(kt_msg_get(&m, "calls")));
+    {
+        double costs[3];
+        assert_int_equal(sscanf(kt_msg_get(&m, "costs"), "%lf,%lf,%lf",
+                                &costs[0], &costs[1], &costs[2]),
+                         3);
+        for (i = 0, p = kt_msg_get(&m, "numbers"); i < 3; i++) {
+            long long n = strtoll(p, (char **)&p, 10);
+            assert_true(n >= 1);
+            assert_true(n * costs[i] >= 0.050 * (1 - 1e-9));
+            sum += n;
+            p += *p == ',';
+        }
+        assert_int_equal(*p, '\0');
+    }
+    assert_int_equal(sum, atoll(kt_msg_get(&m, "calls")));
+    kt_msg_free(&m);
+    snprintf(text, sizeof(text), "rm -rf %s", dir);
+    assert_int_equal(system(text), 0);
+}
+
 static void
 write_file(const char *path, const char *text, int mode)
 {
@@ -728,6 +804,7 @@ main(void)
         cmocka_unit_test(test_rpc_roles_and_hostport),
         cmocka_unit_test(test_rpc_runner_child_caches_reference),
         cmocka_unit_test(test_rpc_runner_check_call_is_first_repeat),
+        cmocka_unit_test(test_rpc_runner_short_repeat_is_extended),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
