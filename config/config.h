@@ -76,6 +76,7 @@ struct kt_measure_conf {
     double run_timeout_s;
     double tolerance;  /* relative error allowed against the reference */
     double stop_ratio; /* early stop above this x the task's best; 0 off */
+    double settle;     /* repeat 3: two repeats this close end the timing */
 };
 
 enum kt_layer_op {

@@ -152,6 +152,12 @@ static const struct kt__key measure_keys[] = {
      "Early stop: a candidate whose first repeat is more than this many "
      "times slower than the task's best gets no more repeats (stored with "
      "the kvs note early_stop); 0 = off."},
+    {"settle", KT_K_NUM, offsetof(struct kt_measure_conf, settle), 0, 1, "0.02",
+     NULL,
+     "With repeat 3 the cost is the median of three repeats, which always "
+     "lies between the first two: when those two differ by at most this "
+     "fraction the third is not timed (cost = their mean, off by at most "
+     "half this; kvs note settled); 0 times all three."},
     {"build_timeout_s", KT_K_NUM,
      offsetof(struct kt_measure_conf, build_timeout_s), 0.1, 3600, "15", NULL,
      "Compiler CPU time per candidate, seconds (err_no 6 after; wall time "

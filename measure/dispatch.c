@@ -70,6 +70,8 @@ send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
         kt_msg_setf(&m, "seed", "%llu", (unsigned long long)b->o.seed);
         if (b->o.stop_above_s > 0)
             kt_msg_setf(&m, "stop_above", "%.9g", b->o.stop_above_s);
+        if (b->o.settle > 0)
+            kt_msg_setf(&m, "settle", "%.9g", b->o.settle);
         kt_msg_set_payload(&m, c->so, c->solen);
     }
     /* past the worker's own deadline (a build's is a CPU-time budget with

@@ -121,10 +121,10 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
     if (o->number < 1 || o->repeat < 1 || o->repeat > KT_MAX_REPEAT ||
         o->min_repeat_ms < 0 || o->cooldown_ms < 0 || o->build_timeout_ms < 1 ||
         o->run_timeout_ms < 1 || o->threads < 0 || o->mem_mb < 0 ||
-        !(o->tolerance >= 0))
+        !(o->tolerance >= 0) || !(o->settle >= 0 && o->settle <= 1))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: measure options out of range (number>=1,"
-                         " 1<=repeat<=%d, timeouts>=1 ms)",
+                         " 1<=repeat<=%d, timeouts>=1 ms, 0<=settle<=1)",
                          KT_MAX_REPEAT);
     for (i = 0; i < n; i++)
         if (cands[i].preset_err_no == 0 &&
@@ -187,7 +187,7 @@ find_active(struct kt_tracker *t, struct kt__conn *w, const char *id)
 /* Parses "c1,c2,..." strictly: exactly want costs, each finite and > 0
  * seconds.  Returns 0, or -1 with the reason in why. */
 static int
-parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
+parse_costs(struct kt__cand *c, const char *s, int want, int fewer_ok,
             char *why, size_t whylen)
 {
     char *end;
@@ -225,12 +225,28 @@ parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
             break;
         s = end + 1;
     }
-    /* an early-stopped run (stop_above was sent) has one repeat */
-    if (c->res.ncosts != want && !(early_stop && c->res.ncosts == 1)) {
+    /* an early-stopped run has one repeat, a settled one two */
+    if (c->res.ncosts != want && !(fewer_ok > 0 && c->res.ncosts == fewer_ok)) {
         snprintf(why, whylen, "worker returned %d costs for repeat=%d",
                  c->res.ncosts, want);
         return -1;
     }
+    return 0;
+}
+
+/* How many costs a run result may have besides `repeat`: one when the
+ * request allowed an early stop and the worker says it stopped, two when
+ * it allowed settling (repeat 3) and the worker says it settled; 0 none. */
+static int
+fewer_costs_ok(const struct kt_measure_opts *o, const struct kt_msg *m)
+{
+    const char *es = kt_msg_get(m, "early_stop");
+    const char *st = kt_msg_get(m, "settled");
+
+    if (o->stop_above_s > 0 && es != NULL && strcmp(es, "1") == 0)
+        return 1;
+    if (o->settle > 0 && o->repeat == 3 && st != NULL && strcmp(st, "1") == 0)
+        return 2;
     return 0;
 }
 
@@ -240,31 +256,19 @@ parse_costs(struct kt__cand *c, const char *s, int want, int early_stop,
 static size_t
 result_key_cap(const char *k)
 {
-    static const char *const small[] = {"build_s",
-                                        "compiler_status",
-                                        "signal",
-                                        "number",
-                                        "run_s",
-                                        "rel_err",
-                                        "ref_cached",
-                                        "workload",
-                                        "flops",
-                                        "cost",
-                                        "cv",
-                                        "mem_limit",
-                                        "pack_s",
-                                        "check_s",
-                                        "time_s",
-                                        "check_is_repeat0",
-                                        "early_stop",
-                                        "build_cpu_s",
-                                        "occupancy",
-                                        "occupancies",
-                                        "retimed",
-                                        "contended",
-                                        "kernel_threads",
-                                        "cpu_cost",
-                                        "numbers",
+    static const char *const small[] = {"build_s",     "compiler_status",
+                                        "signal",      "number",
+                                        "run_s",       "rel_err",
+                                        "ref_cached",  "workload",
+                                        "flops",       "cost",
+                                        "cv",          "mem_limit",
+                                        "pack_s",      "check_s",
+                                        "time_s",      "check_is_repeat0",
+                                        "early_stop",  "settled",
+                                        "build_cpu_s", "occupancy",
+                                        "occupancies", "retimed",
+                                        "contended",   "kernel_threads",
+                                        "cpu_cost",    "numbers",
                                         "calls"};
     size_t i;
 
@@ -276,6 +280,18 @@ result_key_cap(const char *k)
     return 0;
 }
 
+/* A note that the timing ended early is kept only from a run the tracker
+ * allowed to: a worker cannot label a trial it was asked to time fully. */
+static int
+claim_allowed(const struct kt_measure_opts *o, const char *k)
+{
+    if (strcmp(k, "early_stop") == 0)
+        return o->stop_above_s > 0;
+    if (strcmp(k, "settled") == 0)
+        return o->settle > 0 && o->repeat == 3;
+    return 1;
+}
+
 static void
 keep_result_kvs(struct kt__cand *c, const struct kt_msg *m)
 {
@@ -283,7 +299,7 @@ keep_result_kvs(struct kt__cand *c, const struct kt_msg *m)
 
     for (i = 0; i < m->nkv; i++) {
         size_t cap = result_key_cap(m->keys[i]);
-        if (cap == 0)
+        if (cap == 0 || !claim_allowed(&c->b->o, m->keys[i]))
             continue;
         if (strlen(m->vals[i]) <= cap) {
             kt_msg_set(&c->kvs, m->keys[i], m->vals[i]);
@@ -344,11 +360,9 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
         (void)kt_msg_get_double(m, "run_s", 0, 0, 0, 1e9, &c->res.run_s, err,
                                 sizeof(err));
         if (e == 0) {
-            const char *es = kt_msg_get(m, "early_stop");
-            int early = c->b->o.stop_above_s > 0 && es != NULL &&
-                        strcmp(es, "1") == 0;
-            if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat, early,
-                            why, sizeof(why)) == 0) {
+            if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat,
+                            fewer_costs_ok(&c->b->o, m), why,
+                            sizeof(why)) == 0) {
                 kt_run_summarize(c->res.costs, c->res.ncosts, &c->res.cost,
                                  &c->res.cv);
             } else {

@@ -31,6 +31,8 @@ struct kt_measure_opts {
     double stop_above_s;  /* early stop: a candidate whose first repeat is
                            * slower per call than this gets no more
                            * repeats; 0 = off (docs/measure.md) */
+    double settle;        /* repeat 3: the first two repeats this close
+                           * (relative) end the timing; 0 = off */
 };
 /* number 1, repeat 3, min_repeat_ms 100, timeouts 15 s / 10 s, threads 0,
  * mem_mb 2048, tolerance 1e-4, seed 1. */

@@ -360,6 +360,24 @@ struct timing {
     long long calls; /* every timed call, re-timings included */
 };
 
+/* Settled (off unless the request has settle): with repeat 3 the cost is
+ * the median of the three repeats (kt_run_summarize drops the fastest and
+ * the slowest), and the median of three always lies between the first two
+ * whatever the third is.  When those two differ by at most `settle`
+ * (relative) the third cannot move the cost further than that, so it is
+ * not timed: the cost is their mean, within settle / 2 of the median. */
+static int
+settled(const struct kt_run_req *r, const struct timing *tm)
+{
+    double lo, hi;
+
+    if (!(r->settle > 0) || r->repeat != 3 || tm->n != 2)
+        return 0;
+    lo = fmin(tm->s[0].cost, tm->s[1].cost);
+    hi = fmax(tm->s[0].cost, tm->s[1].cost);
+    return hi <= lo * (1 + r->settle);
+}
+
 /* Calls still needed for a loop that has lasted `wall` over `done` calls to
  * reach min_s: at least one. */
 static long long
@@ -565,6 +583,10 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
         return;
     }
     while (tm.n < want) {
+        if (settled(r, &tm)) {
+            kt_msg_set(out, "settled", "1");
+            break;
+        }
         pause_between(r);
         tm.s[tm.n++] = time_repeat(r, k, &tm);
     }

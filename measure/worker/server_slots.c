@@ -160,7 +160,7 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
     struct kt_run_req r;
     char err[256], so[320];
     long long tmo, number, repeat, minms, cool, flush, thr, mem, retime;
-    double tol, seed, stop_above;
+    double tol, seed, stop_above, settle;
     int pfd[2];
     long nproc;
     struct slot *s;
@@ -190,6 +190,8 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
             0 ||
         kt_msg_get_double(m, "stop_above", 0, 0, 0, 1e9, &stop_above, err,
                           sizeof(err)) < 0 ||
+        kt_msg_get_double(m, "settle", 0, 0, 0, 1, &settle, err, sizeof(err)) <
+            0 ||
         kt_msg_get_ll(m, "retime", 0, -1, -1, KT_RUN_MAX_REPEAT, &retime, err,
                       sizeof(err)) < 0) {
         reply_error(v, id, "run", KT_MERR_UNKNOWN, err);
@@ -223,6 +225,7 @@ kt__start_run(struct srv *v, const struct kt_msg *m, const char *id)
     r.tol = tol;
     r.mem_mb = mem;
     r.stop_above = stop_above;
+    r.settle = settle;
     r.timeout_ms = (int)tmo;
     r.retime = (int)retime;
     nproc = kt_kernel_nproc_limit((int)thr);

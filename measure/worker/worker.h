@@ -233,6 +233,8 @@ struct kt_run_req {
     long long mem_mb;  /* address-space limit above the current size; 0 off */
     double stop_above; /* seconds per call: a first repeat slower than this
                         * ends the timing (early_stop=1); 0 off */
+    double settle;     /* repeat 3: first two repeats this close (relative)
+                        * end the timing (settled=1); 0 off */
     int timeout_ms;    /* the run deadline: re-timing stays within half */
     int retime;        /* disturbed repeats timed again at most; -1: repeat */
 };

@@ -508,6 +508,36 @@ count_calls(const char *dir)
     return (long)st.st_size;
 }
 
+/* A kernel (doubling its input) that appends a byte to DIR/calls on every
+ * call (count_calls) and then runs `sleep_code`; `globals` goes before it. */
+static void
+build_counting_so(const char *dir, const char *name, const char *globals,
+                  const char *sleep_code, char *so, size_t solen)
+{
+    char text[2048];
+
+    snprintf(text, sizeof(text),
+             "#include <fcntl.h>\n#include <time.h>\n"
+             "#include <unistd.h>\n"
+             "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
+             "const int kt_nbufs = 2;\n"
+             "const long long kt_buf_elems[] = {64, 64};\n"
+             "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+             "const double kt_flops = 64;\n"
+             "%s"
+             "void kt_reference(float *const *b) {\n"
+             "  for (int i = 0; i < 64; i++) b[1][i] = 2 * b[0][i]; }\n"
+             "void kt_kernel(float *const *b) {\n"
+             "  int fd = open(\"%s/calls\", O_WRONLY | O_CREAT | "
+             "O_APPEND, 0600);\n"
+             "  if (fd >= 0) { (void)!write(fd, \"x\", 1); close(fd); }\n"
+             "%s"
+             "  for (int i = 0; i < 64; i++) b[1][i] = b[0][i] + b[0][i]; "
+             "}\n",
+             globals, dir, sleep_code);
+    build_so(dir, name, text, so, solen);
+}
+
 /* A checked call that already lasts min_repeat_ms is kept as repeat 0: a
  * kernel that sleeps 30 ms, timed with repeat 3 and min_repeat_ms 20, is
  * called 3 times (TVM: the warm-up plus 3), once with stop_above below its
@@ -516,7 +546,7 @@ count_calls(const char *dir)
 static void
 test_rpc_runner_check_call_is_first_repeat(void **state)
 {
-    char dir[] = "/tmp/kt-test-rpc.XXXXXX", text[2048], so[160];
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", so[160];
     struct kt_run_req r;
     struct kt_msg m;
     int slow;
@@ -524,26 +554,11 @@ test_rpc_runner_check_call_is_first_repeat(void **state)
     (void)state;
     assert_non_null(mkdtemp(dir));
     for (slow = 1; slow >= 0; slow--) {
-        snprintf(text, sizeof(text),
-                 "#include <fcntl.h>\n#include <time.h>\n"
-                 "#include <unistd.h>\n"
-                 "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
-                 "const int kt_nbufs = 2;\n"
-                 "const long long kt_buf_elems[] = {64, 64};\n"
-                 "const unsigned char kt_buf_is_output[] = {0, 1};\n"
-                 "const double kt_flops = 64;\n"
-                 "void kt_reference(float *const *b) {\n"
-                 "  for (int i = 0; i < 64; i++) b[1][i] = 2 * b[0][i]; }\n"
-                 "void kt_kernel(float *const *b) {\n"
-                 "  int fd = open(\"%s/calls\", O_WRONLY | O_CREAT | "
-                 "O_APPEND, 0600);\n"
-                 "  if (fd >= 0) { (void)!write(fd, \"x\", 1); close(fd); }\n"
-                 "  struct timespec ts = {0, %d};\n"
-                 "  if (ts.tv_nsec) nanosleep(&ts, 0);\n"
-                 "  for (int i = 0; i < 64; i++) b[1][i] = b[0][i] + b[0][i]; "
-                 "}\n",
-                 dir, slow ? 30000000 : 0);
-        build_so(dir, slow ? "slow" : "fast", text, so, sizeof(so));
+        build_counting_so(dir, slow ? "slow" : "fast", "",
+                          slow ? "  struct timespec ts = {0, 30000000};\n"
+                                 "  nanosleep(&ts, 0);\n"
+                               : "",
+                          so, sizeof(so));
         memset(&r, 0, sizeof(r));
         r.so_path = so;
         r.cache_dir = dir;
@@ -609,28 +624,12 @@ test_rpc_runner_short_repeat_is_extended(void **state)
 
     (void)state;
     assert_non_null(mkdtemp(dir));
-    snprintf(text, sizeof(text),
-             "#include <fcntl.h>\n#include <time.h>\n"
-             "#include <unistd.h>\n"
-             "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
-             "const int kt_nbufs = 2;\n"
-             "const long long kt_buf_elems[] = {64, 64};\n"
-             "const unsigned char kt_buf_is_output[] = {0, 1};\n"
-             "const double kt_flops = 64;\n"
-             "static int first = 1;\n"
-             "void kt_reference(float *const *b) {\n"
-             "  for (int i = 0; i < 64; i++) b[1][i] = 2 * b[0][i]; }\n"
-             "void kt_kernel(float *const *b) {\n"
-             "  int fd = open(\"%s/calls\", O_WRONLY | O_CREAT | "
-             "O_APPEND, 0600);\n"
-             "  if (fd >= 0) { (void)!write(fd, \"x\", 1); close(fd); }\n"
-             "  struct timespec ts = {0, first ? 10000000 : 2000000};\n"
-             "  first = 0;\n"
-             "  nanosleep(&ts, 0);\n"
-             "  for (int i = 0; i < 64; i++) b[1][i] = b[0][i] + b[0][i]; "
-             "}\n",
-             dir);
-    build_so(dir, "coldfirst", text, so, sizeof(so));
+    build_counting_so(dir, "coldfirst", "static int first = 1;\n",
+                      "  struct timespec ts = {0, first ? 10000000 : "
+                      "2000000};\n"
+                      "  first = 0;\n"
+                      "  nanosleep(&ts, 0);\n",
+                      so, sizeof(so));
     memset(&r, 0, sizeof(r));
     r.so_path = so;
     r.cache_dir = dir;
@@ -665,6 +664,65 @@ test_rpc_runner_short_repeat_is_extended(void **state)
     kt_msg_free(&m);
     snprintf(text, sizeof(text), "rm -rf %s", dir);
     assert_int_equal(system(text), 0);
+}
+
+/* Settling (docs/measure.md): with repeat 3 and settle 0.5, a kernel whose
+ * calls each spin 30 ms (the checked call is repeat 0, min_repeat_ms 20)
+ * is timed twice: the two agree, the median of three would lie between
+ * them, so the third call is not made (2 calls, 2 costs, settled=1).  One
+ * whose second call spins 90 ms gets its third repeat, and so does the
+ * steady one with settle 0.  (Wall-clock spins: load only lengthens a call
+ * by the time it is descheduled at its end, far below 50%.) */
+static void
+test_rpc_runner_settles_on_two_close_repeats(void **state)
+{
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", so[160], cmd[128];
+    struct kt_run_req r;
+    struct kt_msg m;
+    int second_ms;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    for (second_ms = 30; second_ms <= 90; second_ms += 60) {
+        char spin[512], name[32];
+        snprintf(spin, sizeof(spin),
+                 "  struct timespec t0, t;\n"
+                 "  double ms = ++ncall == 2 ? %d : 30;\n"
+                 "  clock_gettime(CLOCK_MONOTONIC, &t0);\n"
+                 "  do clock_gettime(CLOCK_MONOTONIC, &t);\n"
+                 "  while ((t.tv_sec - t0.tv_sec) * 1e3 +\n"
+                 "         (t.tv_nsec - t0.tv_nsec) / 1e6 < ms);\n",
+                 second_ms);
+        snprintf(name, sizeof(name), "spin%d", second_ms);
+        build_counting_so(dir, name, "static int ncall;\n", spin, so,
+                          sizeof(so));
+        memset(&r, 0, sizeof(r));
+        r.so_path = so;
+        r.cache_dir = dir;
+        r.number = 1;
+        r.repeat = 3;
+        r.min_repeat_ms = 20;
+        r.seed = 7;
+        r.tol = 1e-6;
+        r.retime = 0;
+        r.settle = 0.5;
+        run_in_child(&r, &m);
+        assert_string_equal(kt_msg_get(&m, "err_no"), "0");
+        if (second_ms == 30) {
+            assert_int_equal(count_calls(dir), 2);
+            assert_string_equal(kt_msg_get(&m, "settled"), "1");
+            assert_null(strchr(strchr(kt_msg_get(&m, "costs"), ',') + 1, ','));
+            kt_msg_free(&m);
+            r.settle = 0;
+            run_in_child(&r, &m);
+        }
+        assert_int_equal(count_calls(dir), 3);
+        assert_null(kt_msg_get(&m, "settled"));
+        assert_non_null(strchr(strchr(kt_msg_get(&m, "costs"), ',') + 1, ','));
+        kt_msg_free(&m);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 static void
@@ -805,6 +863,7 @@ main(void)
         cmocka_unit_test(test_rpc_runner_child_caches_reference),
         cmocka_unit_test(test_rpc_runner_check_call_is_first_repeat),
         cmocka_unit_test(test_rpc_runner_short_repeat_is_extended),
+        cmocka_unit_test(test_rpc_runner_settles_on_two_close_repeats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -533,6 +533,11 @@ fake_reply(int fd, struct kt_session *s, const char *id, const char *stage,
     kt_msg_set(&r, "err_no", "0");
     if (costs != NULL) {
         kt_msg_set(&r, "costs", costs);
+        /* Claims that allow fewer costs, though the tracker asked for
+         * neither an early stop nor settling: "1e-6,1e-6" stays refused,
+         * and neither note is kept. */
+        kt_msg_set(&r, "early_stop", "1");
+        kt_msg_set(&r, "settled", "1");
         /* Keys only the tracker may set, and one it does not know. */
         kt_msg_set(&r, "lost_worker", "someone-else");
         kt_msg_set(&r, "build_worker", "spoofed");
