@@ -422,6 +422,31 @@ run_in_child(const struct kt_run_req *r, struct kt_msg *m)
         fail_msg("runner: %s", kt_msg_get(m, "err_text"));
 }
 
+/* A run request for the kernel in so: number 1, `repeat` repeats of at
+ * least min_repeat_ms, seed 7, tolerance 1e-6, no limits. */
+static void
+run_req(struct kt_run_req *r, const char *so, const char *dir, int repeat,
+        int min_repeat_ms)
+{
+    memset(r, 0, sizeof(*r));
+    r->so_path = so;
+    r->cache_dir = dir;
+    r->number = 1;
+    r->repeat = repeat;
+    r->min_repeat_ms = min_repeat_ms;
+    r->seed = 7;
+    r->tol = 1e-6;
+}
+
+static void
+remove_dir(const char *dir)
+{
+    char cmd[160];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The runner child, forked here as the worker does, on a .so built with
  * the real compiler: the reference is computed once, then cached. */
 static void
@@ -452,14 +477,7 @@ test_rpc_runner_child_caches_reference(void **state)
     fclose(f);
     snprintf(cmd, sizeof(cmd), "cc -O2 -shared -fPIC -o %s %s", so, src);
     assert_int_equal(system(cmd), 0);
-    memset(&r, 0, sizeof(r));
-    r.so_path = so;
-    r.cache_dir = dir;
-    r.number = 1;
-    r.repeat = 4;
-    r.min_repeat_ms = 1;
-    r.seed = 7;
-    r.tol = 1e-6;
+    run_req(&r, so, dir, 4, 1);
     r.mem_mb = 512;
     for (i = 0; i < 2; i++) {
         struct kt_msg m;
@@ -471,8 +489,7 @@ test_rpc_runner_child_caches_reference(void **state)
         assert_non_null(kt_msg_get(&m, "cv"));
         kt_msg_free(&m);
     }
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
 }
 
 /* Builds src as dir/NAME.so with the real compiler. */
@@ -559,14 +576,7 @@ test_rpc_runner_check_call_is_first_repeat(void **state)
                                  "  nanosleep(&ts, 0);\n"
                                : "",
                           so, sizeof(so));
-        memset(&r, 0, sizeof(r));
-        r.so_path = so;
-        r.cache_dir = dir;
-        r.number = 1;
-        r.repeat = 3;
-        r.min_repeat_ms = 20;
-        r.seed = 7;
-        r.tol = 1e-6;
+        run_req(&r, so, dir, 3, 20);
         if (slow) {
             /* early stop: 30 ms per call is above 5 ms, one repeat only */
             r.stop_above = 0.005;
@@ -599,11 +609,7 @@ test_rpc_runner_check_call_is_first_repeat(void **state)
         assert_non_null(kt_msg_get(&m, "time_s"));
         kt_msg_free(&m);
     }
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        assert_int_equal(system(cmd), 0);
-    }
+    remove_dir(dir);
 }
 
 /* A repeat that is still short of min_repeat_ms goes on with more calls
@@ -615,7 +621,7 @@ test_rpc_runner_check_call_is_first_repeat(void **state)
 static void
 test_rpc_runner_short_repeat_is_extended(void **state)
 {
-    char dir[] = "/tmp/kt-test-rpc.XXXXXX", text[2048], so[160];
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", so[160];
     struct kt_run_req r;
     struct kt_msg m;
     const char *p;
@@ -630,14 +636,7 @@ test_rpc_runner_short_repeat_is_extended(void **state)
                       "  first = 0;\n"
                       "  nanosleep(&ts, 0);\n",
                       so, sizeof(so));
-    memset(&r, 0, sizeof(r));
-    r.so_path = so;
-    r.cache_dir = dir;
-    r.number = 1;
-    r.repeat = 3;
-    r.min_repeat_ms = 50;
-    r.seed = 7;
-    r.tol = 1e-6;
+    run_req(&r, so, dir, 3, 50);
     run_in_child(&r, &m);
     assert_string_equal(kt_msg_get(&m, "err_no"), "0");
     assert_string_equal(kt_msg_get(&m, "retimed"), "0");
@@ -662,8 +661,7 @@ test_rpc_runner_short_repeat_is_extended(void **state)
     }
     assert_int_equal(sum, atoll(kt_msg_get(&m, "calls")));
     kt_msg_free(&m);
-    snprintf(text, sizeof(text), "rm -rf %s", dir);
-    assert_int_equal(system(text), 0);
+    remove_dir(dir);
 }
 
 /* Settling (docs/measure.md): with repeat 3 and settle 0.5, a kernel whose
@@ -676,7 +674,7 @@ test_rpc_runner_short_repeat_is_extended(void **state)
 static void
 test_rpc_runner_settles_on_two_close_repeats(void **state)
 {
-    char dir[] = "/tmp/kt-test-rpc.XXXXXX", so[160], cmd[128];
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", so[160];
     struct kt_run_req r;
     struct kt_msg m;
     int second_ms;
@@ -696,14 +694,7 @@ test_rpc_runner_settles_on_two_close_repeats(void **state)
         snprintf(name, sizeof(name), "spin%d", second_ms);
         build_counting_so(dir, name, "static int ncall;\n", spin, so,
                           sizeof(so));
-        memset(&r, 0, sizeof(r));
-        r.so_path = so;
-        r.cache_dir = dir;
-        r.number = 1;
-        r.repeat = 3;
-        r.min_repeat_ms = 20;
-        r.seed = 7;
-        r.tol = 1e-6;
+        run_req(&r, so, dir, 3, 20);
         r.retime = 0;
         r.settle = 0.5;
         run_in_child(&r, &m);
@@ -721,8 +712,7 @@ test_rpc_runner_settles_on_two_close_repeats(void **state)
         assert_non_null(strchr(strchr(kt_msg_get(&m, "costs"), ',') + 1, ','));
         kt_msg_free(&m);
     }
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
 }
 
 static void
