@@ -141,10 +141,50 @@ reject(struct kt_job *job, struct kt_trial *t, const char *why)
     job->unconfirmed++;
 }
 
-/* Trial t takes the costs and the worker of the re-timing res. */
+/* Replaces the value of t's note k, if t has it (the notes are owned: the
+ * round waits for its re-timings). */
+static void
+replace_kv(struct kt_trial *t, const char *k, const char *v)
+{
+    struct kt_kv *kv = (struct kt_kv *)t->result.kvs;
+    int i;
+
+    for (i = 0; i < t->result.nkvs; i++)
+        if (strcmp(kv[i].k, k) == 0) {
+            free((char *)kv[i].v);
+            kv[i].v = kt_xstrdup(v);
+        }
+}
+
+/* Removes t's note k, if t has it (the notes are owned). */
+static void
+drop_kv(struct kt_trial *t, const char *k)
+{
+    struct kt_kv *kv = (struct kt_kv *)t->result.kvs;
+    int i;
+
+    for (i = 0; i < t->result.nkvs; i++)
+        if (strcmp(kv[i].k, k) == 0) {
+            free((char *)kv[i].k);
+            free((char *)kv[i].v);
+            kv[i] = kv[--t->result.nkvs];
+            return;
+        }
+}
+
+/* Trial t takes the costs and the worker of the re-timing res, which had
+ * every repeat: the first timing's notes on how its repeats went (settled
+ * after two, their calls) describe the costs no longer. */
 static void
 take_timing(struct kt_trial *t, const struct kt_result *res)
 {
+    static const char *const repeat_notes[] = {"number", "numbers", "calls"};
+    size_t k;
+
+    drop_kv(t, "settled");
+    for (k = 0; k < KT_ARRAY_LEN(repeat_notes); k++)
+        if (kt_result_kv(res, repeat_notes[k]) != NULL)
+            replace_kv(t, repeat_notes[k], kt_result_kv(res, repeat_notes[k]));
     free((char *)t->result.worker);
     t->result.worker = kt_xstrdup(res->worker ? res->worker : "?");
     t->result.cost = res->cost;
@@ -185,20 +225,6 @@ fold(struct kt_job *job, struct kt_trial *t, const struct kt_result *res)
     add_kv(t, "timed_also", also);
 }
 
-/* Replaces the value of t's note k, if t has it (the notes are owned: the
- * round waits for its re-timings). */
-static void
-replace_kv(struct kt_trial *t, const char *k, const char *v)
-{
-    struct kt_kv *kv = (struct kt_kv *)t->result.kvs;
-    int i;
-
-    for (i = 0; i < t->result.nkvs; i++)
-        if (strcmp(kv[i].k, k) == 0) {
-            free((char *)kv[i].v);
-            kv[i].v = kt_xstrdup(v);
-        }
-}
 
 /* Folds the re-timing res of a contended trial t: the faster timing
  * stands, with the other named in "timed_contended" and the notes of the

@@ -74,11 +74,15 @@ fake_deliver(uv_timer_t *t)
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "kernel process died of SIGSEGV";
         } else if (f->liar && !f->retiming && i == 0 && f->preset[i] == 0) {
+            /* ... settled after two repeats (measure.settle) */
+            static const struct kt_kv notes[] = {{"settled", "1"}};
             r->worker = "liar";
-            r->ncosts = 3;
-            for (k = 0; k < 3; k++)
+            r->ncosts = 2;
+            for (k = 0; k < 2; k++)
                 r->costs[k] = 1e-9;
             r->cost = 1e-9;
+            r->nkvs = 1;
+            r->kvs = notes;
         } else if (f->contended && !f->retiming && i == 1 && n > 1 &&
                    f->preset[i] == 0) {
             /* 20 times slower, a 20th of its CPU: load, not the kernel */
@@ -120,7 +124,6 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
     struct fake *f = arg;
     int i;
 
-    (void)o;
     assert_non_null(key);
     assert_int_equal(f->n, 0); /* one batch at a time */
     assert_true(n > 0 && n <= 64);
@@ -129,6 +132,8 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
     f->retiming = c[0].avoid_worker != NULL;
     if (f->retiming) {
         assert_int_equal(n, 1);
+        /* a re-timing gets every repeat */
+        assert_true(o->settle == 0 && o->stop_above_s == 0);
         f->nretimes++;
         f->avoided_liar += strcmp(c[0].avoid_worker, "liar") == 0;
     } else if (f->contended && n == 1) {
@@ -1043,7 +1048,8 @@ test_engine_counts_feature_failures(void **state)
 /* --- a new best is timed again before it counts --- */
 
 /* A worker that claims 1 ns for a program never makes it the best: the
- * program is timed again on another worker and the slower timing stands. */
+ * program is timed again on another worker and the slower timing stands,
+ * with its three costs and without the first timing's "settled" note. */
 static void
 test_engine_new_best_is_timed_again(void **state)
 {
@@ -1071,6 +1077,12 @@ test_engine_new_best_is_timed_again(void **state)
                                     "'timed_also' AND v LIKE '1e-09 s on "
                                     "liar'"),
                      r.fake.avoided_liar);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'settled'"),
+                     0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs WHERE err_no = "
+                                    "0 AND json_array_length(costs) != 3"),
+                     0);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 16);
     run_close(&r);
 }
