@@ -280,6 +280,26 @@ result_key_cap(const char *k)
     return 0;
 }
 
+/* A run that settled after two repeats had them within `settle` of each
+ * other; 1 when c's costs are not such a run's or agree. */
+static int
+settled_costs_agree(const struct kt__cand *c, char *why, size_t whylen)
+{
+    double lo, hi;
+
+    if (c->res.ncosts != 2 || c->b->o.repeat != 3)
+        return 1;
+    lo = fmin(c->res.costs[0], c->res.costs[1]);
+    hi = fmax(c->res.costs[0], c->res.costs[1]);
+    if (hi <= lo * (1 + c->b->o.settle) * (1 + 1e-9))
+        return 1;
+    snprintf(why, whylen,
+             "worker says its timing settled, but its two costs differ by "
+             "%.3g%% (settle %.3g%%)",
+             100 * (hi / lo - 1), 100 * c->b->o.settle);
+    return 0;
+}
+
 /* A note that the timing ended early is kept only from a run the tracker
  * allowed to: a worker cannot label a trial it was asked to time fully. */
 static int
@@ -362,7 +382,8 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
         if (e == 0) {
             if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat,
                             fewer_costs_ok(&c->b->o, m), why,
-                            sizeof(why)) == 0) {
+                            sizeof(why)) == 0 &&
+                settled_costs_agree(c, why, sizeof(why))) {
                 kt_run_summarize(c->res.costs, c->res.ncosts, &c->res.cost,
                                  &c->res.cv);
             } else {

@@ -613,18 +613,14 @@ out:
     return NULL;
 }
 
+/* A fake worker answers run job i with costs[i] (claiming early_stop=1
+ * and settled=1 on each); the tracker asked for repeat 3 and `settle`.  A
+ * result is refused with why[i] in its text, or accepted ("") with a cost
+ * of 2 us; the claims are kept only where settling was asked for. */
 static void
-test_security_fake_costs(void **state)
+fake_costs_run(const char *const *costs, const char *const *why, int n,
+               double settle)
 {
-    static const char *const costs[] = {"nan,nan,nan",     "0,0,0",
-                                        "-1e-9,1e-6,1e-6", "1e-6,1e-6",
-                                        "inf,1e-6,1e-6",   "1e-6,2e-6,3e-6"};
-    static const char *const why[] = {"finite and positive",
-                                      "finite and positive",
-                                      "finite and positive",
-                                      "2 costs for repeat=3",
-                                      "finite and positive",
-                                      ""};
     struct env *e = env_new(NULL);
     struct fake_worker f;
     struct kt_candidate c[6];
@@ -635,28 +631,29 @@ test_security_fake_costs(void **state)
     char err[256];
     int i;
 
-    (void)state;
+    assert_true(n <= 6);
     memset(&f, 0, sizeof(f));
     f.port = kt_tracker_port(e->t);
     f.costs = costs;
-    f.nruns = 6;
+    f.nruns = n;
     assert_int_equal(pthread_create(&th, NULL, fake_worker_thread, &f), 0);
     memset(c, 0, sizeof(c));
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < n; i++) {
         c[i].source = "int x;";
         c[i].cc = "cc";
     }
     kt_measure_default_opts(&o);
     o.repeat = 3;
+    o.settle = settle;
     memset(&b, 0, sizeof(b));
-    if (kt_tracker_submit(e->t, "fake", c, 6, &o, on_batch, &b, err,
+    if (kt_tracker_submit(e->t, "fake", c, n, &o, on_batch, &b, err,
                           sizeof(err)) < 0)
         fail_msg("submit: %s", err);
     spin(e, WAIT_S, &b.done);
     spin(e, 0.5, NULL); /* the duplicate of the last result */
     pthread_join(th, NULL);
     assert_true(b.done);
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < n; i++) {
         if (why[i][0] == '\0') {
             if (b.err_no[i] != 0)
                 fail_msg("candidate %d: %s", i, b.err_text[i]);
@@ -671,12 +668,36 @@ test_security_fake_costs(void **state)
         /* Worker-supplied keys are whitelisted. */
         assert_string_equal(b.lost[i], "");
         assert_string_equal(b.build_worker[i], "liar");
-        assert_false(b.evil[i]);
+        assert_int_equal(b.evil[i], 0);
+        assert_int_equal(b.settled[i], settle > 0);
     }
-    /* 6 builds and 6 runs; not the result for j999 nor the duplicates. */
+    /* n builds and n runs; not the result for j999 nor the duplicates. */
     kt_tracker_counters(e->t, NULL, NULL, NULL, &results);
-    assert_int_equal(results, 12);
+    assert_int_equal(results, 2 * (unsigned)n);
     env_free(e);
+}
+
+static void
+test_security_fake_costs(void **state)
+{
+    static const char *const costs[] = {"nan,nan,nan",     "0,0,0",
+                                        "-1e-9,1e-6,1e-6", "1e-6,1e-6",
+                                        "inf,1e-6,1e-6",   "1e-6,2e-6,3e-6"};
+    static const char *const why[] = {"finite and positive",
+                                      "finite and positive",
+                                      "finite and positive",
+                                      "2 costs for repeat=3",
+                                      "finite and positive",
+                                      ""};
+    /* asked to settle: two costs within 2% pass, two further apart not */
+    static const char *const settled_costs[] = {"2e-6,2.02e-6", "1e-6,2e-6",
+                                                "1e-6,2e-6,3e-6"};
+    static const char *const settled_why[] = {"", "two costs differ by 100%",
+                                              ""};
+
+    (void)state;
+    fake_costs_run(costs, why, 6, 0);
+    fake_costs_run(settled_costs, settled_why, 3, 0.02);
 }
 
 /* ---- rpc-status with many workers --------------------------------------- */
