@@ -90,14 +90,25 @@ test_prelude_max_is_one_instruction(void **state)
         "void kt_chain(const float *a, float *o, long n)\n"
         "{ kt_v8 r = kt_ld8(a);\n"
         "  for (long i = 1; i < n; i++) r = kt_vmax8(r, kt_ld8(a + 8 * i));\n"
-        "  kt_st8(o, r); }\n";
+        "  kt_st8(o, r); }\n"
+        "void kt_chain4(const float *a, float *o, long n)\n"
+        "{ kt_v4 r = kt_ld4(a);\n"
+        "  for (long i = 1; i < n; i++) r = kt_vmin4(r, kt_ld4(a + 4 * i));\n"
+        "  kt_st4(o, r); }\n"
+        "#ifdef __AVX512F__\n"
+        "void kt_chain16(const float *a, float *o, long n)\n"
+        "{ kt_v16 r = kt_ld16(a);\n"
+        "  for (long i = 1; i < n; i++) r = kt_vmin16(r, kt_ld16(a + 16 * "
+        "i));\n"
+        "  kt_st16(o, r); }\n"
+        "#endif\n";
     const char *cc = getenv("KT_TEST_CC") ? getenv("KT_TEST_CC") : "gcc";
     const char *cflags = getenv("KT_TEST_CFLAGS")
                              ? getenv("KT_TEST_CFLAGS")
                              : "-O3 -march=native -fopenmp";
     char dir[] = "/tmp/ktprelude.XXXXXX", path[64], cmd[1024], line[512];
     char *src = with_prelude(body);
-    int avx = 0, vmax = 0, cmp = 0;
+    int avx = 0, vmax = 0, vmin = 0, cmp = 0;
     FILE *f;
     (void)state;
 
@@ -115,6 +126,7 @@ test_prelude_max_is_one_instruction(void **state)
     while (fgets(line, sizeof(line), f) != NULL) {
         avx |= strstr(line, "kt_has_avx") != NULL;
         vmax += strstr(line, "vmaxps") != NULL;
+        vmin += strstr(line, "vminps") != NULL;
         cmp += strstr(line, "vcmpps") != NULL || strstr(line, "blend") != NULL;
     }
     assert_int_equal(pclose(f), 0);
@@ -122,8 +134,9 @@ test_prelude_max_is_one_instruction(void **state)
     rmdir(dir);
     if (!avx)
         skip(); /* not an x86 compiler with AVX: the portable form */
-    if (vmax == 0 || cmp != 0)
-        fail_msg("max chain: %d vmaxps, %d compares or blends", vmax, cmp);
+    if (vmax == 0 || vmin == 0 || cmp != 0)
+        fail_msg("max/min chains: %d vmaxps, %d vminps, %d compares or blends",
+                 vmax, vmin, cmp);
 }
 
 int
