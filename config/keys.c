@@ -148,11 +148,12 @@ static const struct kt__key measure_keys[] = {
     {"flush_cache", KT_K_BOOL, offsetof(struct kt_measure_conf, flush_cache),
      NOLIM, "false", NULL, "Flush the CPU caches before each repeat."},
     {"stop_ratio", KT_K_NUM, offsetof(struct kt_measure_conf, stop_ratio), 0,
-     1e6, "0", NULL,
+     1e6, "3", NULL,
      "Early stop: a candidate whose first repeat is more than this many "
-     "times slower than the task's best gets no more repeats (stored with "
-     "the kvs note early_stop); 0 = off."},
-    {"settle", KT_K_NUM, offsetof(struct kt_measure_conf, settle), 0, 1, "0.02",
+     "times slower than the task's best so far (stored, or measured earlier "
+     "in the same round) gets no more repeats (stored with the kvs note "
+     "early_stop); 0 = off."},
+    {"settle", KT_K_NUM, offsetof(struct kt_measure_conf, settle), 0, 1, "0.05",
      NULL,
      "With repeat 3 the cost is the median of three repeats, which always "
      "lies between the first two: when those two differ by at most this "

@@ -267,6 +267,7 @@ submit_again(struct kt_job *job, struct kt_round *r, int i, const char *avoid,
     /* A re-timing gets every repeat: an early-stopped or settled one would
      * replace the trial's costs with fewer costs and no note saying why. */
     full_timing.stop_above_s = 0;
+    full_timing.stop_ratio = 0;
     full_timing.settle = 0;
     memset(&c, 0, sizeof(c));
     c.source = r->c[i].source;

@@ -33,6 +33,20 @@ host_of(struct hosts *h, const char *name)
     return h->n++;
 }
 
+/* The early-stop bound of a run (docs/measure.md): the engine's (the
+ * task's best before the batch, times stop_ratio) or stop_ratio times the
+ * best the batch has measured since, whichever is lower; 0 = none. */
+static double
+stop_above(const struct kt_measure_opts *o, double batch_best_s)
+{
+    double bound = o->stop_above_s;
+
+    if (o->stop_ratio > 0 && batch_best_s > 0 &&
+        (bound <= 0 || o->stop_ratio * batch_best_s < bound))
+        bound = o->stop_ratio * batch_best_s;
+    return bound;
+}
+
 static void
 send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
 {
@@ -68,8 +82,9 @@ send_job(struct kt_tracker *t, struct kt__cand *c, struct kt__conn *w)
         kt_msg_setf(&m, "mem_mb", "%lld", b->o.mem_mb);
         kt_msg_setf(&m, "tol", "%.9g", b->o.tolerance);
         kt_msg_setf(&m, "seed", "%llu", (unsigned long long)b->o.seed);
-        if (b->o.stop_above_s > 0)
-            kt_msg_setf(&m, "stop_above", "%.9g", b->o.stop_above_s);
+        c->stop_above = stop_above(&b->o, b->best_s);
+        if (c->stop_above > 0)
+            kt_msg_setf(&m, "stop_above", "%.9g", c->stop_above);
         if (b->o.settle > 0)
             kt_msg_setf(&m, "settle", "%.9g", b->o.settle);
         kt_msg_set_payload(&m, c->so, c->solen);

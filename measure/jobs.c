@@ -121,10 +121,12 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
     if (o->number < 1 || o->repeat < 1 || o->repeat > KT_MAX_REPEAT ||
         o->min_repeat_ms < 0 || o->cooldown_ms < 0 || o->build_timeout_ms < 1 ||
         o->run_timeout_ms < 1 || o->threads < 0 || o->mem_mb < 0 ||
-        !(o->tolerance >= 0) || !(o->settle >= 0 && o->settle <= 1))
+        !(o->tolerance >= 0) || !(o->settle >= 0 && o->settle <= 1) ||
+        !(o->stop_ratio >= 0) || !(o->stop_above_s >= 0))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: measure options out of range (number>=1,"
-                         " 1<=repeat<=%d, timeouts>=1 ms, 0<=settle<=1)",
+                         " 1<=repeat<=%d, timeouts>=1 ms, 0<=settle<=1,"
+                         " stop_ratio>=0)",
                          KT_MAX_REPEAT);
     for (i = 0; i < n; i++)
         if (cands[i].preset_err_no == 0 &&
@@ -238,12 +240,13 @@ parse_costs(struct kt__cand *c, const char *s, int want, int fewer_ok,
  * request allowed an early stop and the worker says it stopped, two when
  * it allowed settling (repeat 3) and the worker says it settled; 0 none. */
 static int
-fewer_costs_ok(const struct kt_measure_opts *o, const struct kt_msg *m)
+fewer_costs_ok(const struct kt__cand *c, const struct kt_msg *m)
 {
+    const struct kt_measure_opts *o = &c->b->o;
     const char *es = kt_msg_get(m, "early_stop");
     const char *st = kt_msg_get(m, "settled");
 
-    if (o->stop_above_s > 0 && es != NULL && strcmp(es, "1") == 0)
+    if (c->stop_above > 0 && es != NULL && strcmp(es, "1") == 0)
         return 1;
     if (o->settle > 0 && o->repeat == 3 && st != NULL && strcmp(st, "1") == 0)
         return 2;
@@ -280,13 +283,22 @@ result_key_cap(const char *k)
     return 0;
 }
 
-/* A run that settled after two repeats had them within `settle` of each
- * other; 1 when c's costs are not such a run's or agree. */
+/* A run that stopped early after its first repeat was slower than the
+ * bound it was sent; one that settled after two repeats had them within
+ * `settle` of each other; 1 when c's costs are neither or agree. */
 static int
-settled_costs_agree(const struct kt__cand *c, char *why, size_t whylen)
+short_run_agrees(const struct kt__cand *c, char *why, size_t whylen)
 {
     double lo, hi;
 
+    if (c->res.ncosts == 1 && c->b->o.repeat > 1 &&
+        !(c->res.costs[0] * (1 + 1e-9) > c->stop_above)) {
+        snprintf(why, whylen,
+                 "worker says it stopped early, but its cost %.6g s is not "
+                 "above the bound %.6g s",
+                 c->res.costs[0], c->stop_above);
+        return 0;
+    }
     if (c->res.ncosts != 2 || c->b->o.repeat != 3)
         return 1;
     lo = fmin(c->res.costs[0], c->res.costs[1]);
@@ -303,10 +315,12 @@ settled_costs_agree(const struct kt__cand *c, char *why, size_t whylen)
 /* A note that the timing ended early is kept only from a run the tracker
  * allowed to: a worker cannot label a trial it was asked to time fully. */
 static int
-claim_allowed(const struct kt_measure_opts *o, const char *k)
+claim_allowed(const struct kt__cand *c, const char *k)
 {
+    const struct kt_measure_opts *o = &c->b->o;
+
     if (strcmp(k, "early_stop") == 0)
-        return o->stop_above_s > 0;
+        return c->stop_above > 0;
     if (strcmp(k, "settled") == 0)
         return o->settle > 0 && o->repeat == 3;
     return 1;
@@ -319,7 +333,7 @@ keep_result_kvs(struct kt__cand *c, const struct kt_msg *m)
 
     for (i = 0; i < m->nkv; i++) {
         size_t cap = result_key_cap(m->keys[i]);
-        if (cap == 0 || !claim_allowed(&c->b->o, m->keys[i]))
+        if (cap == 0 || !claim_allowed(c, m->keys[i]))
             continue;
         if (strlen(m->vals[i]) <= cap) {
             kt_msg_set(&c->kvs, m->keys[i], m->vals[i]);
@@ -381,11 +395,12 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
                                 sizeof(err));
         if (e == 0) {
             if (parse_costs(c, kt_msg_get(m, "costs"), c->b->o.repeat,
-                            fewer_costs_ok(&c->b->o, m), why,
-                            sizeof(why)) == 0 &&
-                settled_costs_agree(c, why, sizeof(why))) {
+                            fewer_costs_ok(c, m), why, sizeof(why)) == 0 &&
+                short_run_agrees(c, why, sizeof(why))) {
                 kt_run_summarize(c->res.costs, c->res.ncosts, &c->res.cost,
                                  &c->res.cv);
+                if (c->b->best_s <= 0 || c->res.cost < c->b->best_s)
+                    c->b->best_s = c->res.cost;
             } else {
                 log_warnx("tracker: worker %s, job %s: %s; err_no 8", w->name,
                           c->id, why);

@@ -31,6 +31,8 @@ struct kt_measure_opts {
     double stop_above_s;  /* early stop: a candidate whose first repeat is
                            * slower per call than this gets no more
                            * repeats; 0 = off (docs/measure.md) */
+    double stop_ratio;    /* early stop also above this many times the best
+                           * cost measured so far in the batch; 0 = off */
     double settle;        /* repeat 3: the first two repeats this close
                            * (relative) end the timing; 0 = off */
 };

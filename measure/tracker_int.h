@@ -60,6 +60,7 @@ struct kt__cand {
     char avoid[96]; /* run on another worker than this one if there is one */
     char id[24];
     double deadline;
+    double stop_above; /* the early-stop bound its run was sent; 0 none */
     /* The result: res's strings and notes point into these when the batch
      * completes. */
     struct kt_result res;
@@ -77,6 +78,7 @@ struct kt__batch {
     void *arg;
     int n;
     int remaining;
+    double best_s; /* the lowest cost of its runs so far; 0 none yet */
     struct kt__cand *c;
 };
 

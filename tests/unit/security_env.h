@@ -146,8 +146,9 @@ struct batch {
     double cost[8];
     char lost[8][64];
     char build_worker[8][64];
-    int evil[8];    /* a key from the worker that the tracker must drop */
-    int settled[8]; /* the worker's settled note, kept */
+    int evil[8];       /* a key from the worker that the tracker must drop */
+    int settled[8];    /* the worker's settled note, kept */
+    int early_stop[8]; /* the worker's early_stop note, kept */
 };
 
 static inline void
@@ -168,8 +169,8 @@ on_batch(void *arg, const struct kt_result *res, int n)
             if (strcmp(res[i].kvs[k].k, "build_worker") == 0)
                 snprintf(b->build_worker[i], sizeof(b->build_worker[i]), "%s",
                          res[i].kvs[k].v);
-            b->evil[i] |= strcmp(res[i].kvs[k].k, "x_evil") == 0 ||
-                          strcmp(res[i].kvs[k].k, "early_stop") == 0;
+            b->evil[i] |= strcmp(res[i].kvs[k].k, "x_evil") == 0;
+            b->early_stop[i] |= strcmp(res[i].kvs[k].k, "early_stop") == 0;
             b->settled[i] |= strcmp(res[i].kvs[k].k, "settled") == 0;
         }
     }

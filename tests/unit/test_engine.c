@@ -133,7 +133,8 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
     if (f->retiming) {
         assert_int_equal(n, 1);
         /* a re-timing gets every repeat */
-        assert_true(o->settle == 0 && o->stop_above_s == 0);
+        assert_true(o->settle == 0 && o->stop_above_s == 0 &&
+                    o->stop_ratio == 0);
         f->nretimes++;
         f->avoided_liar += strcmp(c[0].avoid_worker, "liar") == 0;
     } else if (f->contended && n == 1) {

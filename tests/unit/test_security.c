@@ -515,6 +515,7 @@ test_security_log_injection(void **state)
 struct fake_worker {
     int port;
     const char *const *costs; /* the costs answered to run job i */
+    double stop_above[6];     /* the bound run job i was sent, 0 none */
     int nruns;
     volatile int finished;
     char err[256];
@@ -601,6 +602,9 @@ fake_worker_thread(void *arg)
         if (strcmp(kt_msg_type(&m), "build") == 0) {
             (void)fake_reply(fd, &s, id, "build", NULL);
         } else if (strcmp(kt_msg_type(&m), "run") == 0) {
+            const char *bound = kt_msg_get(&m, "stop_above");
+            if (runs < 6 && bound != NULL)
+                f->stop_above[runs] = strtod(bound, NULL);
             (void)fake_reply(fd, &s, id, "run", f->costs[runs++]);
             /* The same result again: counted once. */
             (void)fake_reply(fd, &s, id, "run", f->costs[runs - 1]);
@@ -614,12 +618,13 @@ out:
 }
 
 /* A fake worker answers run job i with costs[i] (claiming early_stop=1
- * and settled=1 on each); the tracker asked for repeat 3 and `settle`.  A
- * result is refused with why[i] in its text, or accepted ("") with a cost
- * of 2 us; the claims are kept only where settling was asked for. */
+ * and settled=1 on each); the tracker asked for repeat 3, `settle` and
+ * `stop_ratio`.  A result is refused with why[i] in its text, or accepted
+ * ("") with a cost of 2 us (7 us where it stopped early); the claims are
+ * kept only where settling or stopping early was asked for. */
 static void
 fake_costs_run(const char *const *costs, const char *const *why, int n,
-               double settle)
+               double settle, double stop_ratio, struct fake_worker *out)
 {
     struct env *e = env_new(NULL);
     struct fake_worker f;
@@ -645,6 +650,7 @@ fake_costs_run(const char *const *costs, const char *const *why, int n,
     kt_measure_default_opts(&o);
     o.repeat = 3;
     o.settle = settle;
+    o.stop_ratio = stop_ratio;
     memset(&b, 0, sizeof(b));
     if (kt_tracker_submit(e->t, "fake", c, n, &o, on_batch, &b, err,
                           sizeof(err)) < 0)
@@ -657,7 +663,8 @@ fake_costs_run(const char *const *costs, const char *const *why, int n,
         if (why[i][0] == '\0') {
             if (b.err_no[i] != 0)
                 fail_msg("candidate %d: %s", i, b.err_text[i]);
-            assert_true(b.cost[i] > 1.9e-6 && b.cost[i] < 2.1e-6);
+            double want = strchr(costs[i], ',') == NULL ? 7e-6 : 2e-6;
+            assert_true(b.cost[i] > 0.95 * want && b.cost[i] < 1.05 * want);
         } else {
             assert_int_equal(b.err_no[i], KT_MERR_UNKNOWN);
             if (strstr(b.err_text[i], why[i]) == NULL)
@@ -670,11 +677,14 @@ fake_costs_run(const char *const *costs, const char *const *why, int n,
         assert_string_equal(b.build_worker[i], "liar");
         assert_int_equal(b.evil[i], 0);
         assert_int_equal(b.settled[i], settle > 0);
+        assert_int_equal(b.early_stop[i], f.stop_above[i] > 0);
     }
     /* n builds and n runs; not the result for j999 nor the duplicates. */
     kt_tracker_counters(e->t, NULL, NULL, NULL, &results);
     assert_int_equal(results, 2 * (unsigned)n);
     env_free(e);
+    if (out != NULL)
+        *out = f;
 }
 
 static void
@@ -696,8 +706,20 @@ test_security_fake_costs(void **state)
                                               ""};
 
     (void)state;
-    fake_costs_run(costs, why, 6, 0);
-    fake_costs_run(settled_costs, settled_why, 3, 0.02);
+    /* asked to stop early at 3x the batch's best so far: the first run
+     * gets no bound; after its 2 us, a single cost must exceed 6 us */
+    static const char *const stop_costs[] = {"2e-6,2e-6,2e-6", "5e-6", "7e-6"};
+    static const char *const stop_why[] = {"", "not above the bound", ""};
+    struct fake_worker f;
+    int i;
+
+    (void)state;
+    fake_costs_run(costs, why, 6, 0, 0, NULL);
+    fake_costs_run(settled_costs, settled_why, 3, 0.02, 0, NULL);
+    fake_costs_run(stop_costs, stop_why, 3, 0, 3, &f);
+    assert_true(f.stop_above[0] == 0);
+    for (i = 1; i < 3; i++)
+        assert_true(f.stop_above[i] > 5.99e-6 && f.stop_above[i] < 6.01e-6);
 }
 
 /* ---- rpc-status with many workers --------------------------------------- */
