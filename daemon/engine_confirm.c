@@ -174,7 +174,7 @@ drop_kv(struct kt_trial *t, const char *k)
 
 /* Trial t takes the costs and the worker of the re-timing res, which had
  * every repeat: the first timing's notes on how its repeats went (settled
- * after two, their calls) describe the costs no longer. */
+ * after two, stopped after one, their calls) describe the costs no longer. */
 static void
 take_timing(struct kt_trial *t, const struct kt_result *res)
 {
@@ -182,6 +182,7 @@ take_timing(struct kt_trial *t, const struct kt_result *res)
     size_t k;
 
     drop_kv(t, "settled");
+    drop_kv(t, "early_stop");
     for (k = 0; k < KT_ARRAY_LEN(repeat_notes); k++)
         if (kt_result_kv(res, repeat_notes[k]) != NULL)
             replace_kv(t, repeat_notes[k], kt_result_kv(res, repeat_notes[k]));
