@@ -163,7 +163,13 @@ integ-asan:
 	$(MAKE) SAN=1 BUILD=build/asan all
 	@BUILD=build/asan ASAN_OPTIONS=detect_leaks=1 sh tests/integ/run.sh
 
-test: unit unit-asan integ integ-asan
+# One after the other: unit-asan and integ-asan both build build/asan in
+# a sub-make, which two at once (make -j2 test) would race on.
+test:
+	$(MAKE) unit
+	$(MAKE) unit-asan
+	$(MAKE) integ
+	$(MAKE) integ-asan
 
 test-long: all $(UNIT_BINS)
 	@KT_TEST_LEVEL=long BUILD=$(BUILD) sh tests/run-unit.sh $(UNIT_BINS)
