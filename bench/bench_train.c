@@ -19,12 +19,16 @@
  * Every time is printed as wall and as this process's CPU time ("cpu"):
  * on a shared, loaded machine the CPU time is what the same work costs
  * on a quiet one (training runs on one thread).  KT_BENCH_THREADS sets the
- * scoring threads (default 2); KT_BENCH_EARLY_STOP overrides that
- * kt_xgb_params default, KT_BENCH_RETRAIN_EVERY (4) and
+ * scoring threads (default 2) and KT_BENCH_PREDICT_THREADS the model's
+ * prediction threads (default 1); KT_BENCH_MODEL=ansor starts from Ansor's
+ * model (kt_xgb_params_ansor) instead of the defaults; KT_BENCH_EARLY_STOP,
+ * KT_BENCH_DEPTH, KT_BENCH_OBJECTIVE and KT_BENCH_RANK_PAIRS override those
+ * kt_xgb_params defaults, KT_BENCH_RETRAIN_EVERY (4) and
  * KT_BENCH_WARM_ROUNDS those of the continued-boosting sequence. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "costmodel/costmodel.h"
@@ -45,6 +49,13 @@ env_int(const char *name, int def)
 {
     const char *v = getenv(name);
     return v != NULL && *v ? atoi(v) : def;
+}
+
+static double
+env_double(const char *name, double def)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v ? atof(v) : def;
 }
 
 static double
@@ -152,6 +163,32 @@ rank_accuracy(struct kt_xgb_model *m, const struct prog *held, int n)
     return all ? (double)ok / all : 0;
 }
 
+/* Prediction alone: all n programs in one kt_xgb_predict call, 5 times. */
+static void
+predict_time(struct kt_xgb_model *m, const struct prog *v, int n)
+{
+    struct kt_prog_rows *pr = kt_xcalloc((size_t)n, sizeof(*pr));
+    float *score = kt_xcalloc((size_t)n, sizeof(float));
+    char err[512];
+    double t0, c0;
+    int i, k, rows = 0;
+
+    for (i = 0; i < n; i++) {
+        pr[i].rows = v[i].rows;
+        pr[i].nrows = v[i].nrows;
+        rows += v[i].nrows;
+    }
+    t0 = kt_now();
+    c0 = cpu_now();
+    for (k = 0; k < 5; k++)
+        if (kt_xgb_predict(m, pr, n, score, err, sizeof(err)) != KT_OK)
+            die("predict", err);
+    printf("predicting %d programs (%d rows): %.2f ms (cpu %.2f)\n", n, rows,
+           (kt_now() - t0) * 1e3 / 5, (cpu_now() - c0) * 1e3 / 5);
+    free(pr);
+    free(score);
+}
+
 static void
 sequence(const char *name, const struct kt_xgb_params *p, const struct prog *v,
          int n, const struct prog *held, int nheld)
@@ -207,15 +244,29 @@ main(void)
     printf("task %s: %d programs (%d held out), cost = ktt_synthetic_cost x "
            "lognormal(0.2)\n",
            d.name, n, NHELD);
-    kt_xgb_params_default(&scratch);
+    if (getenv("KT_BENCH_MODEL") != NULL &&
+        strcmp(getenv("KT_BENCH_MODEL"), "ansor") == 0)
+        kt_xgb_params_ansor(&scratch);
+    else
+        kt_xgb_params_default(&scratch);
+    scratch.predict_nthread = env_int("KT_BENCH_PREDICT_THREADS", 1);
     scratch.early_stop = env_int("KT_BENCH_EARLY_STOP", scratch.early_stop);
+    scratch.max_depth = env_int("KT_BENCH_DEPTH", scratch.max_depth);
+    scratch.early_stop_delta = env_double("KT_BENCH_EARLY_STOP_DELTA",
+                                          scratch.early_stop_delta);
+    scratch.eta = env_double("KT_BENCH_ETA", scratch.eta);
+    scratch.objective = env_int("KT_BENCH_OBJECTIVE", scratch.objective);
+    scratch.rank_pairs = env_int("KT_BENCH_RANK_PAIRS", scratch.rank_pairs);
     scratch.retrain_every = 1;
     cont = scratch;
     cont.retrain_every = env_int("KT_BENCH_RETRAIN_EVERY", 4);
     cont.warm_rounds = env_int("KT_BENCH_WARM_ROUNDS", cont.warm_rounds);
-    printf("kt_xgb_params: early_stop %d; continued boosting: retrain_every "
-           "%d, warm_rounds %d\n",
-           scratch.early_stop, cont.retrain_every, cont.warm_rounds);
+    printf("kt_xgb_params: objective %d (rank_pairs %d), max_depth %d, "
+           "early_stop %d, predict_nthread %d; continued boosting: "
+           "retrain_every %d, warm_rounds %d\n",
+           scratch.objective, scratch.rank_pairs, scratch.max_depth,
+           scratch.early_stop, scratch.predict_nthread, cont.retrain_every,
+           cont.warm_rounds);
     for (i = 0; i < 3; i++) {
         struct kt_xgb_model *m = kt_xgb_new(&scratch);
         struct kt_xgb_train_stats st;
@@ -235,6 +286,10 @@ main(void)
                "threads; population %d x %d it), held-out accuracy %.3f\n",
                sizes[i], t, c, st.rounds, ss.total_s, cs, o.nthreads,
                o.population, ss.iters, rank_accuracy(m, v + NMAX, NHELD));
+        printf("       search round: sample %.3f s, evolution %.3f s, "
+               "scoring %.3f s of %d programs; ",
+               ss.sample_s, ss.evo_s, ss.score_s, ss.scored);
+        predict_time(m, v, NMAX + NHELD);
         kt_search_batch_free(&b);
         kt_search_free(s2);
         kt_xgb_free(m);
