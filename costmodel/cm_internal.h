@@ -83,6 +83,10 @@ double kt__ops_flops(const struct kt__ops *o);
 /* Elements of buffer b (dimensions of extent 0 count as 1). */
 double kt__cm_buf_elems(const struct kt_lbuf *b);
 
+/* sqrt(mean over rows of (pack score - label)^2), Ansor's p-rmse. */
+double kt__prmse(const float *pred, const int *pack, int nrows,
+                 const float *label, int nprog);
+
 /* Programs grouped by task for the pairwise objective (objective.c):
  * the members of program i's task are member[start[i] .. start[i] +
  * size[i]). */

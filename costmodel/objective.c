@@ -1,7 +1,9 @@
-/* objective.c - the pairwise ranking objective of the XGBoost model: a
- * logistic loss on pairs of programs of the same task, on the pack-sum
- * program scores.  Partners are sampled (rank_pairs per program and
- * round) so a round stays linear in the programs. */
+/* objective.c - the training objectives of the XGBoost model on pack-sum
+ * program scores (the sum of a program's row predictions): Ansor's
+ * weighted squared error and its p-rmse, and the pairwise ranking
+ * objective, a logistic loss on pairs of programs of the same task whose
+ * partners are sampled (rank_pairs per program and round) so a round
+ * stays linear in the programs. */
 #include "costmodel/cm_internal.h"
 
 #include <math.h>
@@ -141,4 +143,41 @@ kt__pairwise_error(const struct kt__groups *g, const double *score,
     kt_rng_seed(&r, seed);
     each_pair(g, label, npairs, &r, add_pair_error, &a);
     return a.n > 0 ? (double)a.wrong / (double)a.n : 0;
+}
+
+/* ---- Ansor's pack-sum squared error ------------------------------------ */
+
+void
+kt_xgb_packsum_grad(const float *pred, const int *pack, int nrows,
+                    const float *label, const float *weight, int nprog,
+                    float *grad, float *hess)
+{
+    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double));
+    int r;
+
+    for (r = 0; r < nrows; r++)
+        sum[pack[r]] += pred[r];
+    for (r = 0; r < nrows; r++) {
+        grad[r] = (float)((sum[pack[r]] - label[pack[r]]) * weight[pack[r]]);
+        hess[r] = weight[pack[r]];
+    }
+    free(sum);
+}
+
+/* sqrt(mean over rows of (pack score - label)^2), Ansor's p-rmse. */
+double
+kt__prmse(const float *pred, const int *pack, int nrows, const float *label,
+          int nprog)
+{
+    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double)), e = 0, d;
+    int r;
+
+    for (r = 0; r < nrows; r++)
+        sum[pack[r]] += pred[r];
+    for (r = 0; r < nrows; r++) {
+        d = sum[pack[r]] - label[pack[r]];
+        e += d * d;
+    }
+    free(sum);
+    return sqrt(e / (nrows > 0 ? nrows : 1));
 }

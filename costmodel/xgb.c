@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <xgboost/c_api.h>
 
 #define VERSION_ATTR "kt_feature_version"
@@ -140,41 +139,6 @@ set_params(const struct kt_xgb_params *p, BoosterHandle h, char *err,
     return 0;
 }
 
-void
-kt_xgb_packsum_grad(const float *pred, const int *pack, int nrows,
-                    const float *label, const float *weight, int nprog,
-                    float *grad, float *hess)
-{
-    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double));
-    int r;
-
-    for (r = 0; r < nrows; r++)
-        sum[pack[r]] += pred[r];
-    for (r = 0; r < nrows; r++) {
-        grad[r] = (float)((sum[pack[r]] - label[pack[r]]) * weight[pack[r]]);
-        hess[r] = weight[pack[r]];
-    }
-    free(sum);
-}
-
-/* sqrt(mean over rows of (pack score - label)^2), Ansor's p-rmse. */
-static double
-prmse(const float *pred, const int *pack, int nrows, const float *label,
-      int nprog)
-{
-    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double)), e = 0, d;
-    int r;
-
-    for (r = 0; r < nrows; r++)
-        sum[pack[r]] += pred[r];
-    for (r = 0; r < nrows; r++) {
-        d = sum[pack[r]] - label[pack[r]];
-        e += d * d;
-    }
-    free(sum);
-    return sqrt(e / (nrows > 0 ? nrows : 1));
-}
-
 /* The training data of one kt_xgb_train call. */
 struct train_data {
     DMatrixHandle dm;
@@ -197,7 +161,7 @@ eval_loss(const struct kt_xgb_params *p, const struct train_data *d,
     int r;
 
     if (p->objective != KT_XGB_OBJ_PAIRWISE)
-        return prmse(pred, d->pack, d->nrows, d->label, d->nprog);
+        return kt__prmse(pred, d->pack, d->nrows, d->label, d->nprog);
     memset(o->score, 0, sizeof(double) * (size_t)d->nprog);
     for (r = 0; r < d->nrows; r++)
         o->score[d->pack[r]] += pred[r];
@@ -623,87 +587,5 @@ kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len, char *err,
     return swap_in(m, h, err, errlen);
 fail:
     XGBoosterFree(h);
-    return rc;
-}
-
-int
-kt_xgb_save(struct kt_xgb_model *m, const char *path, char *err, size_t errlen)
-{
-    char tmp[4096];
-    void *buf = NULL;
-    size_t len = 0;
-    FILE *f = NULL;
-    int rc;
-
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-        return kt_seterr(err, errlen, KT_EINVAL, "costmodel: path too long");
-    rc = kt_xgb_save_buf(m, &buf, &len, err, errlen);
-    if (rc < 0)
-        return rc;
-    f = fopen(tmp, "wb");
-    if (f == NULL) {
-        rc = kt_seterr(err, errlen, -errno, "costmodel: %s: %s", tmp,
-                       strerror(errno));
-        goto out;
-    }
-    if (fwrite(buf, 1, len, f) != len || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0) {
-        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: write %s: %s", tmp,
-                       strerror(errno));
-        goto out;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: close %s: %s", tmp,
-                       strerror(errno));
-        goto out;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0)
-        rc = kt_seterr(err, errlen, -errno, "costmodel: rename %s: %s", path,
-                       strerror(errno));
-out:
-    if (f != NULL)
-        fclose(f);
-    if (rc < 0)
-        unlink(tmp);
-    free(buf);
-    return rc;
-}
-
-int
-kt_xgb_load(struct kt_xgb_model *m, const char *path, char *err, size_t errlen)
-{
-    FILE *f;
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    int rc;
-
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return kt_seterr(err, errlen, -errno, "costmodel: %s: %s", path,
-                         strerror(errno));
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 65536;
-            buf = kt_xrealloc(buf, cap);
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: read %s", path);
-    } else {
-        rc = kt_xgb_load_buf(m, buf, len, err, errlen);
-        if (rc < 0 && err != NULL && errlen > 0) {
-            char msg[512];
-            snprintf(msg, sizeof(msg), "%s", err);
-            kt_seterr(err, errlen, rc, "%s: %s", path, msg);
-        }
-    }
-    fclose(f);
-    free(buf);
     return rc;
 }
