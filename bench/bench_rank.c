@@ -1,16 +1,19 @@
 /* bench_rank.c - how well the cost model ranks real programs: loads every
- * successful trial of a tuning database, trains the XGBoost model on a
- * random 80% and reports the pairwise ranking accuracy on the held-out 20%
- * (pairs of the same workload: does the lower cost get the higher score?).
- * Then, in the order the trials were measured (the databases in the order
- * given, each by trial id), it trains on the first 80%
- * (all of them, and the daemon's bounded training windows of them:
- * costmodel.h kt_train_keep) and ranks the last 20%, the programs the
- * search proposes next.
+ * successful trial of tuning databases (timing the feature extraction),
+ * then reports the pairwise ranking accuracy on held-out programs (pairs
+ * of the same workload: does the lower cost get the higher score?).
+ * First in measurement order: each task's first 80% of trials (by trial
+ * id) train, all of them and the daemon's bounded training windows of
+ * them (costmodel.h kt_train_keep), and its last 20%, the programs the
+ * search proposes next, are ranked.  Then on random 80/20 splits
+ * (KT_RANK_SEEDS of them, default 1, seeds 42, 43, ...) and their mean.
  *
  *   build/bench/bench_rank DB [DB ...]
  *
- * bench/compare_policies.sh runs it on the databases of its tuning runs. */
+ * KT_RANK_WINDOWS=0 skips the windows.  The model is the kt_xgb_params
+ * default (KT_RANK_MODEL=ansor: Ansor's pack-sum), changed by the
+ * variables read in model_params().  bench/compare_policies.sh runs it on
+ * the databases of its tuning runs. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
