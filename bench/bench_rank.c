@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/baseline.h"
 #include "costmodel/costmodel.h"
 #include "ir/ir.h"
 #include "storage/storage.h"
@@ -37,28 +38,6 @@ static int nprogs, capprogs;
 static struct prog *progs;
 static double extract_s; /* CPU seconds in kt_features_extract */
 static struct kt_xgb_train_stats last_stats;
-
-static double
-cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int
-env_int(const char *name, int def)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v ? atoi(v) : def;
-}
-
-static double
-env_double(const char *name, double def)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v ? atof(v) : def;
-}
 
 /* Sets order and group_n (programs are loaded in measurement order). */
 static void
@@ -120,10 +99,10 @@ load(const char *path)
              kt_state_replay(dag, steps, n, &s, err, sizeof(err)) == KT_OK &&
              kt_lower(s, &lt, err, sizeof(err)) == KT_OK;
         if (ok) {
-            c0 = cpu_now();
+            c0 = kt_bench_cpu_now();
             ok = kt_features_extract(lt, &p.rows, &p.nrows, err, sizeof(err)) ==
                  KT_OK;
-            extract_s += cpu_now() - c0;
+            extract_s += kt_bench_cpu_now() - c0;
         }
         if (ok) {
             p.group = (int64_t)(kt_hash64(dag->key, strlen(dag->key)) >> 1);
@@ -156,15 +135,15 @@ model_params(struct kt_xgb_params *xp)
         kt_xgb_params_ansor(xp);
     else
         kt_xgb_params_default(xp);
-    xp->objective = env_int("KT_RANK_OBJECTIVE", xp->objective);
-    xp->rank_pairs = env_int("KT_RANK_PAIRS", xp->rank_pairs);
-    xp->max_depth = env_int("KT_RANK_DEPTH", xp->max_depth);
-    xp->eta = env_double("KT_RANK_ETA", xp->eta);
-    xp->min_child_weight = env_double("KT_RANK_MIN_CHILD_WEIGHT",
-                                      xp->min_child_weight);
-    xp->early_stop = env_int("KT_RANK_EARLY_STOP", xp->early_stop);
-    xp->early_stop_delta = env_double("KT_RANK_EARLY_STOP_DELTA",
-                                      xp->early_stop_delta);
+    xp->objective = kt_bench_env_int("KT_RANK_OBJECTIVE", xp->objective);
+    xp->rank_pairs = kt_bench_env_int("KT_RANK_PAIRS", xp->rank_pairs);
+    xp->max_depth = kt_bench_env_int("KT_RANK_DEPTH", xp->max_depth);
+    xp->eta = kt_bench_env_double("KT_RANK_ETA", xp->eta);
+    xp->min_child_weight = kt_bench_env_double("KT_RANK_MIN_CHILD_WEIGHT",
+                                               xp->min_child_weight);
+    xp->early_stop = kt_bench_env_int("KT_RANK_EARLY_STOP", xp->early_stop);
+    xp->early_stop_delta = kt_bench_env_double("KT_RANK_EARLY_STOP_DELTA",
+                                               xp->early_stop_delta);
 }
 
 /* Pairwise ranking accuracy of a model trained on progs[train[0..ntrain)]
@@ -187,7 +166,8 @@ rank_accuracy(const int *train, int ntrain, const int *test, int ntest,
     for (i = 0; i < ntrain; i++)
         kt_train_set_add(&set, progs[train[i]].rows, progs[train[i]].nrows,
                          progs[train[i]].group, progs[train[i]].cost);
-    kt_train_set_label(&set, (float)env_double("KT_RANK_WEIGHT_FLOOR", 0));
+    kt_train_set_label(&set,
+                       (float)kt_bench_env_double("KT_RANK_WEIGHT_FLOOR", 0));
     model_params(&xp);
     m = kt_xgb_new(&xp);
     t0 = kt_now();
@@ -313,7 +293,7 @@ random_splits(int nseeds)
 int
 main(int argc, char **argv)
 {
-    int i, nseeds = env_int("KT_RANK_SEEDS", 1);
+    int i, nseeds = kt_bench_env_int("KT_RANK_SEEDS", 1);
     double order, rnd;
 
     if (argc < 2) {
@@ -332,7 +312,7 @@ main(int argc, char **argv)
     printf("features: %d programs extracted in %.1f ms of CPU (%.1f us per "
            "program)\n",
            nprogs, extract_s * 1e3, extract_s * 1e6 / nprogs);
-    order = time_split(env_int("KT_RANK_WINDOWS", 1));
+    order = time_split(kt_bench_env_int("KT_RANK_WINDOWS", 1));
     rnd = random_splits(nseeds < 1 ? 1 : nseeds);
     printf("summary: random split %.3f (mean of %d), measurement order "
            "%.3f\n",

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/baseline.h"
 #include "costmodel/costmodel.h"
 #include "scheduler/scheduler.h"
 #include "tests/support/ktt.h"
@@ -43,28 +44,6 @@ struct prog {
     int nrows;
     double cost;
 };
-
-static int
-env_int(const char *name, int def)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v ? atoi(v) : def;
-}
-
-static double
-env_double(const char *name, double def)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v ? atof(v) : def;
-}
-
-static double
-cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double
 gauss(struct kt_rng *r)
@@ -128,10 +107,10 @@ train(struct kt_xgb_model *m, const struct prog *v, int n,
         kt_train_set_add(&set, v[i].rows, v[i].nrows, 0, v[i].cost);
     kt_train_set_label(&set, 0);
     t0 = kt_now();
-    c0 = cpu_now();
+    c0 = kt_bench_cpu_now();
     if (kt_xgb_train(m, &set, stats, err, sizeof(err)) != KT_OK)
         die("train", err);
-    *cpu = cpu_now() - c0;
+    *cpu = kt_bench_cpu_now() - c0;
     t0 = kt_now() - t0;
     kt_train_set_free(&set);
     return t0;
@@ -179,12 +158,12 @@ predict_time(struct kt_xgb_model *m, const struct prog *v, int n)
         rows += v[i].nrows;
     }
     t0 = kt_now();
-    c0 = cpu_now();
+    c0 = kt_bench_cpu_now();
     for (k = 0; k < 5; k++)
         if (kt_xgb_predict(m, pr, n, score, err, sizeof(err)) != KT_OK)
             die("predict", err);
     printf("predicting %d programs (%d rows): %.2f ms (cpu %.2f)\n", n, rows,
-           (kt_now() - t0) * 1e3 / 5, (cpu_now() - c0) * 1e3 / 5);
+           (kt_now() - t0) * 1e3 / 5, (kt_bench_cpu_now() - c0) * 1e3 / 5);
     free(pr);
     free(score);
 }
@@ -232,7 +211,7 @@ main(void)
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         die("dag", err);
     kt_search_opts_default(&o);
-    o.nthreads = env_int("KT_BENCH_THREADS", 2);
+    o.nthreads = kt_bench_env_int("KT_BENCH_THREADS", 2);
     o.seed = 7;
     if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
         die("search", err);
@@ -249,18 +228,22 @@ main(void)
         kt_xgb_params_ansor(&scratch);
     else
         kt_xgb_params_default(&scratch);
-    scratch.predict_nthread = env_int("KT_BENCH_PREDICT_THREADS", 1);
-    scratch.early_stop = env_int("KT_BENCH_EARLY_STOP", scratch.early_stop);
-    scratch.max_depth = env_int("KT_BENCH_DEPTH", scratch.max_depth);
-    scratch.early_stop_delta = env_double("KT_BENCH_EARLY_STOP_DELTA",
-                                          scratch.early_stop_delta);
-    scratch.eta = env_double("KT_BENCH_ETA", scratch.eta);
-    scratch.objective = env_int("KT_BENCH_OBJECTIVE", scratch.objective);
-    scratch.rank_pairs = env_int("KT_BENCH_RANK_PAIRS", scratch.rank_pairs);
+    scratch.predict_nthread = kt_bench_env_int("KT_BENCH_PREDICT_THREADS", 1);
+    scratch.early_stop = kt_bench_env_int("KT_BENCH_EARLY_STOP",
+                                          scratch.early_stop);
+    scratch.max_depth = kt_bench_env_int("KT_BENCH_DEPTH", scratch.max_depth);
+    scratch.early_stop_delta = kt_bench_env_double("KT_BENCH_EARLY_STOP_DELTA",
+                                                   scratch.early_stop_delta);
+    scratch.eta = kt_bench_env_double("KT_BENCH_ETA", scratch.eta);
+    scratch.objective = kt_bench_env_int("KT_BENCH_OBJECTIVE",
+                                         scratch.objective);
+    scratch.rank_pairs = kt_bench_env_int("KT_BENCH_RANK_PAIRS",
+                                          scratch.rank_pairs);
     scratch.retrain_every = 1;
     cont = scratch;
-    cont.retrain_every = env_int("KT_BENCH_RETRAIN_EVERY", 4);
-    cont.warm_rounds = env_int("KT_BENCH_WARM_ROUNDS", cont.warm_rounds);
+    cont.retrain_every = kt_bench_env_int("KT_BENCH_RETRAIN_EVERY", 4);
+    cont.warm_rounds = kt_bench_env_int("KT_BENCH_WARM_ROUNDS",
+                                        cont.warm_rounds);
     printf("kt_xgb_params: objective %d (rank_pairs %d), max_depth %d, "
            "early_stop %d, predict_nthread %d; continued boosting: "
            "retrain_every %d, warm_rounds %d\n",
@@ -275,12 +258,12 @@ main(void)
         double c, cs, t = train(m, v, sizes[i], &st, &c);
 
         o.seed = 100 + (uint64_t)i;
-        cs = cpu_now();
+        cs = kt_bench_cpu_now();
         if (kt_search_new(&s2, dag, &o, err, sizeof(err)) != KT_OK ||
             kt_search_next_batch(s2, m, NULL, 0, 64, &b, &ss, err,
                                  sizeof(err)) != KT_OK)
             die("search round", err);
-        cs = cpu_now() - cs;
+        cs = kt_bench_cpu_now() - cs;
         printf("%5d records: training from scratch %.3f s (cpu %.3f, %d "
                "boosting rounds), search round %.3f s (cpu %.3f on %d "
                "threads; population %d x %d it), held-out accuracy %.3f\n",
