@@ -218,7 +218,8 @@ struct kt_xgb_model; /* opaque */
 struct kt_xgb_train_stats {
     int rounds; /* boosting rounds run */
     int best_round;
-    double best_prmse; /* p-rmse on the training set at best_round */
+    double best_prmse; /* training loss at best_round (p-rmse, or the
+                          share of wrong pairs for the pairwise objective) */
     int nrows;         /* feature rows used */
     int continued;     /* 1: boosted on from the previous model */
 };
@@ -230,8 +231,8 @@ void kt_xgb_free(struct kt_xgb_model *m); /* NULL is a no-op */
 /* 1 once the model has a booster (trained or loaded). */
 int kt_xgb_trained(struct kt_xgb_model *m);
 
-/* Trains a booster on set (pack-sum objective, custom gradients, early
- * stopping on the training p-rmse) and swaps it in under the model's lock;
+/* Trains a booster on set (params.objective as custom gradients, early
+ * stopping on the training loss) and swaps it in under the model's lock;
  * the old booster is freed.  From scratch on the first call and every
  * retrain_every-th; otherwise boosting continues from the current model
  * (stats->continued = 1, stats->rounds counts only the new rounds).  Programs with no rows are

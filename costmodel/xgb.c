@@ -1,6 +1,7 @@
-/* xgb.c - the XGBoost cost model through the C API: Ansor's pack-sum
- * objective as custom gradients (XGBoosterBoostOneIter), early stopping on
- * the training p-rmse, batched in-place prediction, and save/load.  Every
+/* xgb.c - the XGBoost cost model through the C API: the objectives of
+ * objective.c as custom gradients (XGBoosterBoostOneIter), early stopping
+ * on the training loss, the score line of a pairwise model, batched
+ * in-place prediction, and save/load to memory.  Every
  * booster access holds the model's mutex; training builds its booster
  * without the lock and swaps it in at the end. */
 #include "costmodel/cm_internal.h"
@@ -192,7 +193,7 @@ gradients(const struct kt_xgb_params *p, const struct train_data *d,
 }
 
 /* The boosting loop on a fresh booster, or on a copy of the model in
- * from[0..fromlen) when from is not NULL (then the loaded model's p-rmse is
+ * from[0..fromlen) when from is not NULL (then the loaded model's loss is
  * the first to beat, and at most p->warm_rounds rounds are added); *out
  * gets it on success. */
 static int
