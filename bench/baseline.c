@@ -256,3 +256,25 @@ kt_bench_fma_peak(int threads, const char **isa)
         *isa = FMA_ISA;
     return best;
 }
+
+int
+kt_bench_env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v ? atoi(v) : def;
+}
+
+double
+kt_bench_env_double(const char *name, double def)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v ? atof(v) : def;
+}
+
+double
+kt_bench_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,4 +1,5 @@
 /* baseline.h - code shared by the benchmarks in bench/: one timing rule,
+ * environment settings and CPU time,
  * the OpenBLAS convolution baseline (im2col + sgemm + epilogue) and the
  * machine's measured FMA peak. */
 #ifndef KT_BENCH_BASELINE_H
@@ -32,5 +33,12 @@ void kt_bench_epilogue(float *out, int64_t rows, int64_t cols,
  * "scalar": what this file was compiled for (-march=native for the real
  * peak). */
 double kt_bench_fma_peak(int threads, const char **isa);
+
+/* The integer / number in environment variable name, def when unset or
+ * empty. */
+int kt_bench_env_int(const char *name, int def);
+double kt_bench_env_double(const char *name, double def);
+/* This process's CPU seconds (all threads). */
+double kt_bench_cpu_now(void);
 
 #endif /* KT_BENCH_BASELINE_H */

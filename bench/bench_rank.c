@@ -1,21 +1,26 @@
 /* bench_rank.c - how well the cost model ranks real programs: loads every
- * successful trial of a tuning database, trains the XGBoost model on a
- * random 80% and reports the pairwise ranking accuracy on the held-out 20%
- * (pairs of the same workload: does the lower cost get the higher score?).
- * Then, in the order the trials were measured (the databases in the order
- * given, each by trial id), it trains on the first 80%
- * (all of them, and the daemon's bounded training windows of them:
- * costmodel.h kt_train_keep) and ranks the last 20%, the programs the
- * search proposes next.
+ * successful trial of tuning databases (timing the feature extraction),
+ * then reports the pairwise ranking accuracy on held-out programs (pairs
+ * of the same workload: does the lower cost get the higher score?).
+ * First in measurement order: each task's first 80% of trials (by trial
+ * id) train, all of them and the daemon's bounded training windows of
+ * them (costmodel.h kt_train_keep), and its last 20%, the programs the
+ * search proposes next, are ranked.  Then on random 80/20 splits
+ * (KT_RANK_SEEDS of them, default 1, seeds 42, 43, ...) and their mean.
  *
  *   build/bench/bench_rank DB [DB ...]
  *
- * bench/compare_policies.sh runs it on the databases of its tuning runs. */
+ * KT_RANK_WINDOWS=0 skips the windows.  The model is the kt_xgb_params
+ * default (KT_RANK_MODEL=ansor: Ansor's pack-sum), changed by the
+ * variables read in model_params().  bench/compare_policies.sh runs it on
+ * the databases of its tuning runs. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "bench/baseline.h"
 #include "costmodel/costmodel.h"
 #include "ir/ir.h"
 #include "storage/storage.h"
@@ -25,10 +30,31 @@ struct prog {
     int nrows;
     int64_t group;
     double cost;
+    int order;   /* among its group's programs, in measurement order */
+    int group_n; /* programs of its group */
 };
 
 static int nprogs, capprogs;
 static struct prog *progs;
+static double extract_s; /* CPU seconds in kt_features_extract */
+static struct kt_xgb_train_stats last_stats;
+
+/* Sets order and group_n (programs are loaded in measurement order). */
+static void
+number_in_groups(void)
+{
+    int i, j;
+
+    for (i = 0; i < nprogs; i++) {
+        progs[i].order = 0;
+        progs[i].group_n = 0;
+        for (j = 0; j < nprogs; j++)
+            if (progs[j].group == progs[i].group) {
+                progs[i].order += j < i;
+                progs[i].group_n++;
+            }
+    }
+}
 
 static void
 load(const char *path)
@@ -57,7 +83,8 @@ load(const char *path)
         struct kt_state *s = NULL;
         struct kt_looptree *lt = NULL;
         struct prog p;
-        int n;
+        double c0 = 0;
+        int n, ok;
 
         if (dag == NULL || strcmp(dag->key, key) != 0) {
             kt_dag_free(dag);
@@ -67,11 +94,17 @@ load(const char *path)
             }
         }
         memset(&p, 0, sizeof(p));
-        if (kt_steps_from_json(config, &steps, &n, err, sizeof(err)) == KT_OK &&
-            kt_state_replay(dag, steps, n, &s, err, sizeof(err)) == KT_OK &&
-            kt_lower(s, &lt, err, sizeof(err)) == KT_OK &&
-            kt_features_extract(lt, &p.rows, &p.nrows, err, sizeof(err)) ==
-                KT_OK) {
+        ok = kt_steps_from_json(config, &steps, &n, err, sizeof(err)) ==
+                 KT_OK &&
+             kt_state_replay(dag, steps, n, &s, err, sizeof(err)) == KT_OK &&
+             kt_lower(s, &lt, err, sizeof(err)) == KT_OK;
+        if (ok) {
+            c0 = kt_bench_cpu_now();
+            ok = kt_features_extract(lt, &p.rows, &p.nrows, err, sizeof(err)) ==
+                 KT_OK;
+            extract_s += kt_bench_cpu_now() - c0;
+        }
+        if (ok) {
             p.group = (int64_t)(kt_hash64(dag->key, strlen(dag->key)) >> 1);
             p.cost = sqlite3_column_double(q, 2);
             if (nprogs == capprogs) {
@@ -89,16 +122,40 @@ load(const char *path)
     kt_storage_close(st);
 }
 
+/* The model settings under test: the kt_xgb_params defaults (Ansor's with
+ * KT_RANK_MODEL=ansor), changed by KT_RANK_OBJECTIVE (0 pack-sum, 1 pairwise), KT_RANK_PAIRS, KT_RANK_DEPTH,
+ * KT_RANK_ETA, KT_RANK_MIN_CHILD_WEIGHT and KT_RANK_EARLY_STOP; and the
+ * labels' weight floor by KT_RANK_WEIGHT_FLOOR (0). */
+static void
+model_params(struct kt_xgb_params *xp)
+{
+    const char *model = getenv("KT_RANK_MODEL");
+
+    if (model != NULL && strcmp(model, "ansor") == 0)
+        kt_xgb_params_ansor(xp);
+    else
+        kt_xgb_params_default(xp);
+    xp->objective = kt_bench_env_int("KT_RANK_OBJECTIVE", xp->objective);
+    xp->rank_pairs = kt_bench_env_int("KT_RANK_PAIRS", xp->rank_pairs);
+    xp->max_depth = kt_bench_env_int("KT_RANK_DEPTH", xp->max_depth);
+    xp->eta = kt_bench_env_double("KT_RANK_ETA", xp->eta);
+    xp->min_child_weight = kt_bench_env_double("KT_RANK_MIN_CHILD_WEIGHT",
+                                               xp->min_child_weight);
+    xp->early_stop = kt_bench_env_int("KT_RANK_EARLY_STOP", xp->early_stop);
+    xp->early_stop_delta = kt_bench_env_double("KT_RANK_EARLY_STOP_DELTA",
+                                               xp->early_stop_delta);
+}
+
 /* Pairwise ranking accuracy of a model trained on progs[train[0..ntrain)]
- * over progs[test0..test0+ntest); *pairs gets the pairs compared. */
+ * over progs[test[0..ntest)]; *npairs gets the pairs compared. */
 static double
-rank_accuracy(const int *train, int ntrain, int test0, int ntest,
+rank_accuracy(const int *train, int ntrain, const int *test, int ntest,
               long long *npairs, double *train_s)
 {
     struct kt_xgb_params xp;
     struct kt_xgb_model *m;
     struct kt_train_set set;
-    struct kt_prog_rows *test;
+    struct kt_prog_rows *rows;
     float *scores;
     char err[512];
     long long right = 0, pairs = 0;
@@ -109,28 +166,29 @@ rank_accuracy(const int *train, int ntrain, int test0, int ntest,
     for (i = 0; i < ntrain; i++)
         kt_train_set_add(&set, progs[train[i]].rows, progs[train[i]].nrows,
                          progs[train[i]].group, progs[train[i]].cost);
-    kt_train_set_label(&set, 0.0f);
-    kt_xgb_params_default(&xp);
+    kt_train_set_label(&set,
+                       (float)kt_bench_env_double("KT_RANK_WEIGHT_FLOOR", 0));
+    model_params(&xp);
     m = kt_xgb_new(&xp);
     t0 = kt_now();
-    if (kt_xgb_train(m, &set, NULL, err, sizeof(err)) != KT_OK) {
+    if (kt_xgb_train(m, &set, &last_stats, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "bench_rank: training: %s\n", err);
         exit(1);
     }
     *train_s = kt_now() - t0;
-    test = kt_xcalloc((size_t)ntest, sizeof(*test));
+    rows = kt_xcalloc((size_t)ntest, sizeof(*rows));
     scores = kt_xcalloc((size_t)ntest, sizeof(float));
     for (i = 0; i < ntest; i++) {
-        test[i].rows = progs[test0 + i].rows;
-        test[i].nrows = progs[test0 + i].nrows;
+        rows[i].rows = progs[test[i]].rows;
+        rows[i].nrows = progs[test[i]].nrows;
     }
-    if (kt_xgb_predict(m, test, ntest, scores, err, sizeof(err)) != KT_OK) {
+    if (kt_xgb_predict(m, rows, ntest, scores, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "bench_rank: predict: %s\n", err);
         exit(1);
     }
     for (i = 0; i < ntest; i++)
         for (j = i + 1; j < ntest; j++) {
-            const struct prog *a = &progs[test0 + i], *b = &progs[test0 + j];
+            const struct prog *a = &progs[test[i]], *b = &progs[test[j]];
             if (a->group != b->group || a->cost == b->cost)
                 continue;
             pairs++;
@@ -139,59 +197,104 @@ rank_accuracy(const int *train, int ntrain, int test0, int ntest,
         }
     kt_train_set_free(&set);
     kt_xgb_free(m);
-    free(test);
+    free(rows);
     free(scores);
     *npairs = pairs;
     return pairs ? (double)right / (double)pairs : 0.0;
 }
 
-/* Trained on the first 80% in measurement order, all of it and the
- * training windows the daemon keeps (recent, and 16 fastest per task). */
-static void
-time_split(void)
+/* In measurement order: each task's first 80% of programs train (all of
+ * them, and the training windows the daemon keeps of them: recent, and 16
+ * fastest per task), its last 20% are ranked.  Returns the accuracy of
+ * training on all. */
+static double
+time_split(int windows_too)
 {
     static const int windows[] = {128, 256, 512, 1024, 2048, 4096};
-    int ntrain = nprogs * 4 / 5, ntest = nprogs - ntrain, i, w, n, per_task;
-    int *idx = kt_xmalloc(sizeof(int) * (size_t)ntrain);
-    int64_t *task = kt_xmalloc(sizeof(int64_t) * (size_t)ntrain);
-    double *cost = kt_xmalloc(sizeof(double) * (size_t)ntrain);
-    unsigned char *keep = kt_xmalloc((size_t)ntrain);
+    int *train = kt_xmalloc(sizeof(int) * (size_t)nprogs);
+    int *test = kt_xmalloc(sizeof(int) * (size_t)nprogs);
+    int64_t *task = kt_xmalloc(sizeof(int64_t) * (size_t)nprogs);
+    double *cost = kt_xmalloc(sizeof(double) * (size_t)nprogs);
+    unsigned char *keep = kt_xmalloc((size_t)nprogs);
+    int *idx = kt_xmalloc(sizeof(int) * (size_t)nprogs);
+    int ntrain = 0, ntest = 0, i, w, n, per_task;
     long long pairs;
-    double acc, secs;
+    double acc, all, secs;
 
-    for (i = 0; i < ntrain; i++) {
-        idx[i] = i;
-        task[i] = progs[i].group;
-        cost[i] = progs[i].cost;
+    for (i = 0; i < nprogs; i++) {
+        if (progs[i].order < progs[i].group_n * 4 / 5) {
+            task[ntrain] = progs[i].group;
+            cost[ntrain] = progs[i].cost;
+            train[ntrain++] = i;
+        } else {
+            test[ntest++] = i;
+        }
     }
-    acc = rank_accuracy(idx, ntrain, ntrain, ntest, &pairs, &secs);
-    printf("measurement order: trained on all %d earlier programs (%.3f s): "
-           "accuracy on the last 20%%: %.3f (%lld pairs)\n",
-           ntrain, secs, acc, pairs);
-    for (w = 0; w < (int)KT_ARRAY_LEN(windows) && windows[w] < ntrain; w++)
+    all = rank_accuracy(train, ntrain, test, ntest, &pairs, &secs);
+    printf("measurement order: trained on each task's first 80%%, %d "
+           "programs (%.3f s): accuracy on the last 20%%: %.3f (%lld "
+           "pairs)\n",
+           ntrain, secs, all, pairs);
+    for (w = 0;
+         windows_too && w < (int)KT_ARRAY_LEN(windows) && windows[w] < ntrain;
+         w++)
         for (per_task = 0; per_task <= 16; per_task += 16) {
             kt_train_keep(task, cost, ntrain, windows[w], per_task, keep);
             for (i = n = 0; i < ntrain; i++)
                 if (keep[i])
-                    idx[n++] = i;
-            acc = rank_accuracy(idx, n, ntrain, ntest, &pairs, &secs);
+                    idx[n++] = train[i];
+            acc = rank_accuracy(idx, n, test, ntest, &pairs, &secs);
             printf("  window: the last %d + the %d fastest per task: %d "
                    "programs (%.3f s): accuracy %.3f\n",
                    windows[w], per_task, n, secs, acc);
         }
-    free(idx);
+    free(train);
+    free(test);
     free(task);
     free(cost);
     free(keep);
+    free(idx);
+    return all;
+}
+
+/* Random 80/20 splits (seeds 42, 43, ...): the mean accuracy. */
+static double
+random_splits(int nseeds)
+{
+    int *perm = kt_xmalloc(sizeof(int) * (size_t)nprogs);
+    int ntrain = nprogs * 4 / 5, i, j, k, t;
+    long long pairs;
+    double acc, sum = 0, secs;
+
+    for (k = 0; k < nseeds; k++) {
+        struct kt_rng r;
+        kt_rng_seed(&r, 42 + (uint64_t)k);
+        for (i = 0; i < nprogs; i++)
+            perm[i] = i;
+        for (i = nprogs - 1; i > 0; i--) {
+            j = (int)kt_rng_below(&r, (uint64_t)i + 1);
+            t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        acc = rank_accuracy(perm, ntrain, perm + ntrain, nprogs - ntrain,
+                            &pairs, &secs);
+        printf("random split (seed %d): trained on %d programs in %.3f s (%d "
+               "boosting rounds): pairwise ranking accuracy on the held-out "
+               "20%%: %.3f (%lld pairs, %d programs)\n",
+               42 + k, ntrain, secs, last_stats.rounds, acc, pairs,
+               nprogs - ntrain);
+        sum += acc;
+    }
+    free(perm);
+    return sum / nseeds;
 }
 
 int
 main(int argc, char **argv)
 {
-    struct kt_rng r;
-    int i, j, ntrain, *train;
-    long long pairs;
-    double acc, secs;
+    int i, nseeds = kt_bench_env_int("KT_RANK_SEEDS", 1);
+    double order, rnd;
 
     if (argc < 2) {
         printf("bench_rank: skipped (pass tuning databases; "
@@ -205,25 +308,15 @@ main(int argc, char **argv)
                nprogs);
         return 0;
     }
-    time_split();
-    kt_rng_seed(&r, 42);
-    for (i = nprogs - 1; i > 0; i--) {
-        struct prog tmp;
-        j = (int)kt_rng_below(&r, (uint64_t)i + 1);
-        tmp = progs[i];
-        progs[i] = progs[j];
-        progs[j] = tmp;
-    }
-    ntrain = nprogs * 4 / 5;
-    train = kt_xmalloc(sizeof(int) * (size_t)ntrain);
-    for (i = 0; i < ntrain; i++)
-        train[i] = i;
-    acc = rank_accuracy(train, ntrain, ntrain, nprogs - ntrain, &pairs, &secs);
-    printf("trained on %d real programs in %.3f s\n", ntrain, secs);
-    printf("pairwise ranking accuracy on the held-out 20%%: %.3f (%lld pairs, "
-           "%d programs)\n",
-           acc, pairs, nprogs - ntrain);
-    free(train);
+    number_in_groups();
+    printf("features: %d programs extracted in %.1f ms of CPU (%.1f us per "
+           "program)\n",
+           nprogs, extract_s * 1e3, extract_s * 1e6 / nprogs);
+    order = time_split(kt_bench_env_int("KT_RANK_WINDOWS", 1));
+    rnd = random_splits(nseeds < 1 ? 1 : nseeds);
+    printf("summary: random split %.3f (mean of %d), measurement order "
+           "%.3f\n",
+           rnd, nseeds < 1 ? 1 : nseeds, order);
     for (i = 0; i < nprogs; i++)
         free(progs[i].rows);
     free(progs);

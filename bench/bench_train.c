@@ -19,14 +19,19 @@
  * Every time is printed as wall and as this process's CPU time ("cpu"):
  * on a shared, loaded machine the CPU time is what the same work costs
  * on a quiet one (training runs on one thread).  KT_BENCH_THREADS sets the
- * scoring threads (default 2); KT_BENCH_EARLY_STOP overrides that
- * kt_xgb_params default, KT_BENCH_RETRAIN_EVERY (4) and
+ * scoring threads (default 2) and KT_BENCH_PREDICT_THREADS the model's
+ * prediction threads (default 1); KT_BENCH_MODEL=ansor starts from Ansor's
+ * model (kt_xgb_params_ansor) instead of the defaults; KT_BENCH_EARLY_STOP,
+ * KT_BENCH_DEPTH, KT_BENCH_OBJECTIVE and KT_BENCH_RANK_PAIRS override those
+ * kt_xgb_params defaults, KT_BENCH_RETRAIN_EVERY (4) and
  * KT_BENCH_WARM_ROUNDS those of the continued-boosting sequence. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "bench/baseline.h"
 #include "costmodel/costmodel.h"
 #include "scheduler/scheduler.h"
 #include "tests/support/ktt.h"
@@ -39,21 +44,6 @@ struct prog {
     int nrows;
     double cost;
 };
-
-static int
-env_int(const char *name, int def)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v ? atoi(v) : def;
-}
-
-static double
-cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double
 gauss(struct kt_rng *r)
@@ -117,10 +107,10 @@ train(struct kt_xgb_model *m, const struct prog *v, int n,
         kt_train_set_add(&set, v[i].rows, v[i].nrows, 0, v[i].cost);
     kt_train_set_label(&set, 0);
     t0 = kt_now();
-    c0 = cpu_now();
+    c0 = kt_bench_cpu_now();
     if (kt_xgb_train(m, &set, stats, err, sizeof(err)) != KT_OK)
         die("train", err);
-    *cpu = cpu_now() - c0;
+    *cpu = kt_bench_cpu_now() - c0;
     t0 = kt_now() - t0;
     kt_train_set_free(&set);
     return t0;
@@ -150,6 +140,32 @@ rank_accuracy(struct kt_xgb_model *m, const struct prog *held, int n)
             ok += (held[i].cost < held[j].cost) == (score[i] > score[j]);
         }
     return all ? (double)ok / all : 0;
+}
+
+/* Prediction alone: all n programs in one kt_xgb_predict call, 5 times. */
+static void
+predict_time(struct kt_xgb_model *m, const struct prog *v, int n)
+{
+    struct kt_prog_rows *pr = kt_xcalloc((size_t)n, sizeof(*pr));
+    float *score = kt_xcalloc((size_t)n, sizeof(float));
+    char err[512];
+    double t0, c0;
+    int i, k, rows = 0;
+
+    for (i = 0; i < n; i++) {
+        pr[i].rows = v[i].rows;
+        pr[i].nrows = v[i].nrows;
+        rows += v[i].nrows;
+    }
+    t0 = kt_now();
+    c0 = kt_bench_cpu_now();
+    for (k = 0; k < 5; k++)
+        if (kt_xgb_predict(m, pr, n, score, err, sizeof(err)) != KT_OK)
+            die("predict", err);
+    printf("predicting %d programs (%d rows): %.2f ms (cpu %.2f)\n", n, rows,
+           (kt_now() - t0) * 1e3 / 5, (kt_bench_cpu_now() - c0) * 1e3 / 5);
+    free(pr);
+    free(score);
 }
 
 static void
@@ -195,7 +211,7 @@ main(void)
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         die("dag", err);
     kt_search_opts_default(&o);
-    o.nthreads = env_int("KT_BENCH_THREADS", 2);
+    o.nthreads = kt_bench_env_int("KT_BENCH_THREADS", 2);
     o.seed = 7;
     if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
         die("search", err);
@@ -207,15 +223,33 @@ main(void)
     printf("task %s: %d programs (%d held out), cost = ktt_synthetic_cost x "
            "lognormal(0.2)\n",
            d.name, n, NHELD);
-    kt_xgb_params_default(&scratch);
-    scratch.early_stop = env_int("KT_BENCH_EARLY_STOP", scratch.early_stop);
+    if (getenv("KT_BENCH_MODEL") != NULL &&
+        strcmp(getenv("KT_BENCH_MODEL"), "ansor") == 0)
+        kt_xgb_params_ansor(&scratch);
+    else
+        kt_xgb_params_default(&scratch);
+    scratch.predict_nthread = kt_bench_env_int("KT_BENCH_PREDICT_THREADS", 1);
+    scratch.early_stop = kt_bench_env_int("KT_BENCH_EARLY_STOP",
+                                          scratch.early_stop);
+    scratch.max_depth = kt_bench_env_int("KT_BENCH_DEPTH", scratch.max_depth);
+    scratch.early_stop_delta = kt_bench_env_double("KT_BENCH_EARLY_STOP_DELTA",
+                                                   scratch.early_stop_delta);
+    scratch.eta = kt_bench_env_double("KT_BENCH_ETA", scratch.eta);
+    scratch.objective = kt_bench_env_int("KT_BENCH_OBJECTIVE",
+                                         scratch.objective);
+    scratch.rank_pairs = kt_bench_env_int("KT_BENCH_RANK_PAIRS",
+                                          scratch.rank_pairs);
     scratch.retrain_every = 1;
     cont = scratch;
-    cont.retrain_every = env_int("KT_BENCH_RETRAIN_EVERY", 4);
-    cont.warm_rounds = env_int("KT_BENCH_WARM_ROUNDS", cont.warm_rounds);
-    printf("kt_xgb_params: early_stop %d; continued boosting: retrain_every "
-           "%d, warm_rounds %d\n",
-           scratch.early_stop, cont.retrain_every, cont.warm_rounds);
+    cont.retrain_every = kt_bench_env_int("KT_BENCH_RETRAIN_EVERY", 4);
+    cont.warm_rounds = kt_bench_env_int("KT_BENCH_WARM_ROUNDS",
+                                        cont.warm_rounds);
+    printf("kt_xgb_params: objective %d (rank_pairs %d), max_depth %d, "
+           "early_stop %d, predict_nthread %d; continued boosting: "
+           "retrain_every %d, warm_rounds %d\n",
+           scratch.objective, scratch.rank_pairs, scratch.max_depth,
+           scratch.early_stop, scratch.predict_nthread, cont.retrain_every,
+           cont.warm_rounds);
     for (i = 0; i < 3; i++) {
         struct kt_xgb_model *m = kt_xgb_new(&scratch);
         struct kt_xgb_train_stats st;
@@ -224,17 +258,21 @@ main(void)
         double c, cs, t = train(m, v, sizes[i], &st, &c);
 
         o.seed = 100 + (uint64_t)i;
-        cs = cpu_now();
+        cs = kt_bench_cpu_now();
         if (kt_search_new(&s2, dag, &o, err, sizeof(err)) != KT_OK ||
             kt_search_next_batch(s2, m, NULL, 0, 64, &b, &ss, err,
                                  sizeof(err)) != KT_OK)
             die("search round", err);
-        cs = cpu_now() - cs;
+        cs = kt_bench_cpu_now() - cs;
         printf("%5d records: training from scratch %.3f s (cpu %.3f, %d "
                "boosting rounds), search round %.3f s (cpu %.3f on %d "
                "threads; population %d x %d it), held-out accuracy %.3f\n",
                sizes[i], t, c, st.rounds, ss.total_s, cs, o.nthreads,
                o.population, ss.iters, rank_accuracy(m, v + NMAX, NHELD));
+        printf("       search round: sample %.3f s, evolution %.3f s, "
+               "scoring %.3f s of %d programs; ",
+               ss.sample_s, ss.evo_s, ss.score_s, ss.scored);
+        predict_time(m, v, NMAX + NHELD);
         kt_search_batch_free(&b);
         kt_search_free(s2);
         kt_xgb_free(m);

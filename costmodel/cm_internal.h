@@ -83,4 +83,29 @@ double kt__ops_flops(const struct kt__ops *o);
 /* Elements of buffer b (dimensions of extent 0 count as 1). */
 double kt__cm_buf_elems(const struct kt_lbuf *b);
 
+/* sqrt(mean over rows of (pack score - label)^2), Ansor's p-rmse. */
+double kt__prmse(const float *pred, const int *pack, int nrows,
+                 const float *label, int nprog);
+
+/* Programs grouped by task for the pairwise objective (objective.c):
+ * the members of program i's task are member[start[i] .. start[i] +
+ * size[i]). */
+struct kt__groups {
+    int nprog;
+    int *member, *start, *size;
+};
+void kt__groups_init(struct kt__groups *g, const int64_t *task, int nprog);
+void kt__groups_free(struct kt__groups *g);
+/* Per-program gradient and hessian of the pairwise logistic loss on
+ * npairs sampled partners per program (drawn from r). */
+void kt__pairwise_grad(const struct kt__groups *g, const double *score,
+                       const float *label, int npairs, struct kt_rng *r,
+                       double *grad, double *hess);
+/* The share of the pairs drawn from seed that score in the wrong order
+ * (the same pairs every call: early stopping compares rounds on them; the
+ * logistic loss itself keeps falling as scores spread, and would not stop
+ * the boosting). */
+double kt__pairwise_error(const struct kt__groups *g, const double *score,
+                          const float *label, int npairs, uint64_t seed);
+
 #endif /* KT_CM_INTERNAL_H */

@@ -172,14 +172,19 @@ int kt_train_keep(const int64_t *task, const double *cost, int n, int recent,
 
 /* ---- XGBoost model ------------------------------------------------------ */
 struct kt_xgb_params {
-    int max_depth;           /* 10 */
+    int max_depth;           /* 4 (Ansor: 10) */
     double gamma;            /* 0.001 */
     double min_child_weight; /* 0 */
     double eta;              /* 0.2 */
     int nthread;             /* 1 */
     int seed;                /* 43 */
     int max_rounds;          /* 10000 */
-    int early_stop;          /* 50 rounds without a better train p-rmse */
+    /* Boosting stops after early_stop rounds (10; Ansor: 50) without the
+     * training loss (pairwise: the share of sampled pairs in the wrong
+     * order; pack-sum: p-rmse) falling below the best by more than
+     * early_stop_delta (0.002; Ansor: 0). */
+    int early_stop;
+    double early_stop_delta;
     int eval_every;          /* 2 */
     const char *tree_method; /* "hist" (see docs/features.md) */
     /* Between full retrains, kt_xgb_train continues boosting the current
@@ -188,17 +193,33 @@ struct kt_xgb_params {
      * retrain_every <= 1 always starts from scratch (Ansor's scheme). */
     int retrain_every; /* 1 (off: bench/bench_train.c) */
     int warm_rounds;   /* 50 */
+    /* KT_XGB_OBJ_PAIRWISE: logistic loss on pairs of programs of the same
+     * task (the one with the higher label should score higher), rank_pairs
+     * partners drawn per program and round; scores are then mapped onto
+     * the label scale (a line fitted on the training set).
+     * KT_XGB_OBJ_PACKSUM: Ansor's weighted squared error of the program
+     * score against its label.  docs/features.md compares them. */
+    int objective;  /* KT_XGB_OBJ_PAIRWISE */
+    int rank_pairs; /* 16 */
+    /* Threads of one kt_xgb_predict call (XGBoost's OpenMP); training
+     * uses nthread. */
+    int predict_nthread; /* 1 */
 };
 
-/* Ansor's hyper-parameters (docs/features.md, Model) with nthread 1. */
+enum { KT_XGB_OBJ_PACKSUM = 0, KT_XGB_OBJ_PAIRWISE = 1 };
+
+/* The defaults above: the pairwise objective, depth 4, nthread 1. */
 void kt_xgb_params_default(struct kt_xgb_params *p);
+/* Ansor's pack-sum model (docs/features.md, Model) with nthread 1. */
+void kt_xgb_params_ansor(struct kt_xgb_params *p);
 
 struct kt_xgb_model; /* opaque */
 
 struct kt_xgb_train_stats {
     int rounds; /* boosting rounds run */
     int best_round;
-    double best_prmse; /* p-rmse on the training set at best_round */
+    double best_prmse; /* training loss at best_round (p-rmse, or the
+                          share of wrong pairs for the pairwise objective) */
     int nrows;         /* feature rows used */
     int continued;     /* 1: boosted on from the previous model */
 };
@@ -210,8 +231,8 @@ void kt_xgb_free(struct kt_xgb_model *m); /* NULL is a no-op */
 /* 1 once the model has a booster (trained or loaded). */
 int kt_xgb_trained(struct kt_xgb_model *m);
 
-/* Trains a booster on set (pack-sum objective, custom gradients, early
- * stopping on the training p-rmse) and swaps it in under the model's lock;
+/* Trains a booster on set (params.objective as custom gradients, early
+ * stopping on the training loss) and swaps it in under the model's lock;
  * the old booster is freed.  From scratch on the first call and every
  * retrain_every-th; otherwise boosting continues from the current model
  * (stats->continued = 1, stats->rounds counts only the new rounds).  Programs with no rows are

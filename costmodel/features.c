@@ -434,8 +434,10 @@ store_row(const struct kt__store_ctx *c, void *arg)
                                                sizeof(float));
     }
     row = out->rows + (size_t)out->n * KT_FEATURE_LEN;
+    /* Most entries are 0 and stay 0 either way: skip their log2. */
     for (i = 0; i < KT_FEATURE_LEN; i++)
-        row[i] = kt_feature_is_onehot(i) ? (float)f[i] : kt_feature_scale(f[i]);
+        row[i] = f[i] == 0 || kt_feature_is_onehot(i) ? (float)f[i]
+                                                      : kt_feature_scale(f[i]);
     out->n++;
     return 0;
 }

@@ -1,16 +1,16 @@
-/* xgb.c - the XGBoost cost model through the C API: Ansor's pack-sum
- * objective as custom gradients (XGBoosterBoostOneIter), early stopping on
- * the training p-rmse, batched in-place prediction, and save/load.  Every
+/* xgb.c - the XGBoost cost model through the C API: the objectives of
+ * objective.c as custom gradients (XGBoosterBoostOneIter), early stopping
+ * on the training loss, the score line of a pairwise model, batched
+ * in-place prediction, and save/load to memory.  Every
  * booster access holds the model's mutex; training builds its booster
  * without the lock and swaps it in at the end. */
-#include "costmodel/costmodel.h"
+#include "costmodel/cm_internal.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <xgboost/c_api.h>
 
 #define VERSION_ATTR "kt_feature_version"
@@ -21,9 +21,13 @@ struct kt_xgb_model {
     struct kt_xgb_params p;
     char tree_method[16];
     pthread_mutex_t mu;
-    BoosterHandle bst; /* NULL until trained or loaded */
-    int ntrain;        /* trainings since the last one from scratch */
+    BoosterHandle bst;    /* NULL until trained or loaded */
+    int ntrain;           /* trainings since the last one from scratch */
+    double scale, offset; /* score = scale x pack sum + offset */
 };
+
+#define SCALE_ATTR "kt_score_scale"
+#define OFFSET_ATTR "kt_score_offset"
 
 static int
 xgb_err(char *err, size_t errlen, const char *what)
@@ -35,18 +39,32 @@ xgb_err(char *err, size_t errlen, const char *what)
 void
 kt_xgb_params_default(struct kt_xgb_params *p)
 {
-    p->max_depth = 10;
+    p->max_depth = 4;
     p->gamma = 0.001;
     p->min_child_weight = 0;
     p->eta = 0.2;
     p->nthread = 1;
     p->seed = 43;
     p->max_rounds = 10000;
-    p->early_stop = 50;
+    p->early_stop = 10;
+    p->early_stop_delta = 0.002;
     p->eval_every = 2;
     p->tree_method = "hist";
     p->retrain_every = 1;
     p->warm_rounds = 50;
+    p->objective = KT_XGB_OBJ_PAIRWISE;
+    p->rank_pairs = 16;
+    p->predict_nthread = 1;
+}
+
+void
+kt_xgb_params_ansor(struct kt_xgb_params *p)
+{
+    kt_xgb_params_default(p);
+    p->max_depth = 10;
+    p->early_stop = 50;
+    p->early_stop_delta = 0;
+    p->objective = KT_XGB_OBJ_PACKSUM;
 }
 
 struct kt_xgb_model *
@@ -65,6 +83,9 @@ kt_xgb_new(const struct kt_xgb_params *params)
         m->p.eval_every = 1;
     if (m->p.nthread < 1)
         m->p.nthread = 1;
+    if (m->p.predict_nthread < 1)
+        m->p.predict_nthread = 1;
+    m->scale = 1;
     pthread_mutex_init(&m->mu, NULL);
     return m;
 }
@@ -119,51 +140,60 @@ set_params(const struct kt_xgb_params *p, BoosterHandle h, char *err,
     return 0;
 }
 
-void
-kt_xgb_packsum_grad(const float *pred, const int *pack, int nrows,
-                    const float *label, const float *weight, int nprog,
-                    float *grad, float *hess)
-{
-    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double));
-    int r;
-
-    for (r = 0; r < nrows; r++)
-        sum[pack[r]] += pred[r];
-    for (r = 0; r < nrows; r++) {
-        grad[r] = (float)((sum[pack[r]] - label[pack[r]]) * weight[pack[r]]);
-        hess[r] = weight[pack[r]];
-    }
-    free(sum);
-}
-
-/* sqrt(mean over rows of (pack score - label)^2), Ansor's p-rmse. */
-static double
-prmse(const float *pred, const int *pack, int nrows, const float *label,
-      int nprog)
-{
-    double *sum = kt_xcalloc((size_t)nprog + 1, sizeof(double)), e = 0, d;
-    int r;
-
-    for (r = 0; r < nrows; r++)
-        sum[pack[r]] += pred[r];
-    for (r = 0; r < nrows; r++) {
-        d = sum[pack[r]] - label[pack[r]];
-        e += d * d;
-    }
-    free(sum);
-    return sqrt(e / (nrows > 0 ? nrows : 1));
-}
-
 /* The training data of one kt_xgb_train call. */
 struct train_data {
     DMatrixHandle dm;
     const int *pack;
     const float *label, *weight;
     int nrows, nprog;
+    struct kt__groups groups; /* programs by task (pairwise objective) */
 };
 
+/* Scratch of the objective: program scores, gradients and the sampler. */
+struct objective {
+    double *score, *pgrad, *phess;
+    struct kt_rng rng;
+};
+
+static double
+eval_loss(const struct kt_xgb_params *p, const struct train_data *d,
+          const float *pred, struct objective *o)
+{
+    int r;
+
+    if (p->objective != KT_XGB_OBJ_PAIRWISE)
+        return kt__prmse(pred, d->pack, d->nrows, d->label, d->nprog);
+    memset(o->score, 0, sizeof(double) * (size_t)d->nprog);
+    for (r = 0; r < d->nrows; r++)
+        o->score[d->pack[r]] += pred[r];
+    return kt__pairwise_error(&d->groups, o->score, d->label, p->rank_pairs,
+                              (uint64_t)p->seed);
+}
+
+static void
+gradients(const struct kt_xgb_params *p, const struct train_data *d,
+          const float *pred, struct objective *o, float *grad, float *hess)
+{
+    int r;
+
+    if (p->objective != KT_XGB_OBJ_PAIRWISE) {
+        kt_xgb_packsum_grad(pred, d->pack, d->nrows, d->label, d->weight,
+                            d->nprog, grad, hess);
+        return;
+    }
+    memset(o->score, 0, sizeof(double) * (size_t)d->nprog);
+    for (r = 0; r < d->nrows; r++)
+        o->score[d->pack[r]] += pred[r];
+    kt__pairwise_grad(&d->groups, o->score, d->label, p->rank_pairs, &o->rng,
+                      o->pgrad, o->phess);
+    for (r = 0; r < d->nrows; r++) {
+        grad[r] = (float)o->pgrad[d->pack[r]];
+        hess[r] = (float)o->phess[d->pack[r]];
+    }
+}
+
 /* The boosting loop on a fresh booster, or on a copy of the model in
- * from[0..fromlen) when from is not NULL (then the loaded model's p-rmse is
+ * from[0..fromlen) when from is not NULL (then the loaded model's loss is
  * the first to beat, and at most p->warm_rounds rounds are added); *out
  * gets it on success. */
 static int
@@ -173,9 +203,8 @@ boost(const struct kt_xgb_params *p, const struct train_data *d,
 {
     BoosterHandle h = NULL, sl = NULL;
     DMatrixHandle dm = d->dm;
-    const int *pack = d->pack;
-    const float *label = d->label, *weight = d->weight;
-    int nrows = d->nrows, nprog = d->nprog;
+    int nrows = d->nrows;
+    struct objective o;
     float *grad = kt_xmalloc((size_t)nrows * sizeof(float));
     float *hess = kt_xmalloc((size_t)nrows * sizeof(float));
     const float *pred;
@@ -184,6 +213,10 @@ boost(const struct kt_xgb_params *p, const struct train_data *d,
     int it, best_it = 0, base = 0, rc = 0;
     int max_rounds = from != NULL ? p->warm_rounds : p->max_rounds;
 
+    o.score = kt_xmalloc(sizeof(double) * (size_t)(d->nprog + 1));
+    o.pgrad = kt_xmalloc(sizeof(double) * (size_t)(d->nprog + 1));
+    o.phess = kt_xmalloc(sizeof(double) * (size_t)(d->nprog + 1));
+    kt_rng_seed(&o.rng, (uint64_t)p->seed + 1);
     if (XGBoosterCreate(&dm, 1, &h) != 0) {
         rc = xgb_err(err, errlen, "create booster");
         goto out;
@@ -210,16 +243,15 @@ boost(const struct kt_xgb_params *p, const struct train_data *d,
             goto out;
         }
         if ((it > 0 || from != NULL) && it % p->eval_every == 0) {
-            e = prmse(pred, pack, nrows, label, nprog);
-            if (e < best) {
+            e = eval_loss(p, d, pred, &o);
+            if (e < best - p->early_stop_delta) {
                 best = e;
                 best_it = it;
             } else if (it - best_it >= p->early_stop) {
                 break;
             }
         }
-        kt_xgb_packsum_grad(pred, pack, nrows, label, weight, nprog, grad,
-                            hess);
+        gradients(p, d, pred, &o, grad, hess);
         if (XGBoosterBoostOneIter(h, dm, grad, hess, (bst_ulong)nrows) != 0) {
             rc = xgb_err(err, errlen, "boost");
             goto out;
@@ -252,20 +284,106 @@ out:
         XGBoosterFree(h);
     free(grad);
     free(hess);
+    free(o.score);
+    free(o.pgrad);
+    free(o.phess);
     return rc;
 }
 
-static void
-swap_in(struct kt_xgb_model *m, BoosterHandle h)
+/* The score line of h (SCALE_ATTR, OFFSET_ATTR; 1 and 0 without them). */
+static int
+score_line(BoosterHandle h, double *scale, double *offset, char *err,
+           size_t errlen)
+{
+    const char *v;
+    int ok = 0;
+
+    *scale = 1;
+    *offset = 0;
+    if (XGBoosterGetAttr(h, SCALE_ATTR, &v, &ok) != 0)
+        return xgb_err(err, errlen, "get attribute");
+    if (ok)
+        *scale = strtod(v, NULL);
+    if (XGBoosterGetAttr(h, OFFSET_ATTR, &v, &ok) != 0)
+        return xgb_err(err, errlen, "get attribute");
+    if (ok)
+        *offset = strtod(v, NULL);
+    if (!(*scale > 0) || !isfinite(*scale) || !isfinite(*offset))
+        return kt_seterr(err, errlen, KT_EINVAL,
+                         "costmodel: model has score scale %g, offset %g",
+                         *scale, *offset);
+    return 0;
+}
+
+/* Sets the model's prediction threads on h and makes h its booster (h is
+ * freed on error). */
+static int
+swap_in(struct kt_xgb_model *m, BoosterHandle h, char *err, size_t errlen)
 {
     BoosterHandle old;
+    double scale, offset;
+    char v[16];
+    int rc;
 
+    snprintf(v, sizeof(v), "%d", m->p.predict_nthread);
+    rc = score_line(h, &scale, &offset, err, errlen);
+    if (rc == 0 && XGBoosterSetParam(h, "nthread", v) != 0)
+        rc = xgb_err(err, errlen, "nthread");
+    if (rc < 0) {
+        XGBoosterFree(h);
+        return rc;
+    }
     pthread_mutex_lock(&m->mu);
     old = m->bst;
     m->bst = h;
+    m->scale = scale;
+    m->offset = offset;
     pthread_mutex_unlock(&m->mu);
     if (old != NULL)
         XGBoosterFree(old);
+    return 0;
+}
+
+/* A pairwise model's scores only order programs; the search also weighs
+ * them (its roulette selection expects Ansor's label scale).  The least
+ * squares line from the pack sums of the training programs to their
+ * labels, stored as booster attributes, maps them there without changing
+ * their order. */
+static int
+calibrate(BoosterHandle h, const struct train_data *d, char *err, size_t errlen)
+{
+    double *sum = kt_xcalloc((size_t)d->nprog + 1, sizeof(double));
+    double ms = 0, ml = 0, sxy = 0, sxx = 0, scale = 1, offset;
+    const float *pred;
+    bst_ulong len;
+    char v[32];
+    int r, i, rc = 0;
+
+    if (XGBoosterPredict(h, d->dm, 0, 0, 0, &len, &pred) != 0) {
+        free(sum);
+        return xgb_err(err, errlen, "predict");
+    }
+    for (r = 0; r < d->nrows && r < (int)len; r++)
+        sum[d->pack[r]] += pred[r];
+    for (i = 0; i < d->nprog; i++) {
+        ms += sum[i] / d->nprog;
+        ml += (double)d->label[i] / d->nprog;
+    }
+    for (i = 0; i < d->nprog; i++) {
+        sxy += (sum[i] - ms) * ((double)d->label[i] - ml);
+        sxx += (sum[i] - ms) * (sum[i] - ms);
+    }
+    if (sxx > 0 && sxy > 0)
+        scale = sxy / sxx;
+    offset = ml - scale * ms;
+    snprintf(v, sizeof(v), "%.17g", scale);
+    if (XGBoosterSetAttr(h, SCALE_ATTR, v) != 0)
+        rc = xgb_err(err, errlen, "set attribute");
+    snprintf(v, sizeof(v), "%.17g", offset);
+    if (rc == 0 && XGBoosterSetAttr(h, OFFSET_ATTR, v) != 0)
+        rc = xgb_err(err, errlen, "set attribute");
+    free(sum);
+    return rc;
 }
 
 int
@@ -276,6 +394,7 @@ kt_xgb_train(struct kt_xgb_model *m, const struct kt_train_set *set,
     DMatrixHandle dm = NULL;
     BoosterHandle h = NULL;
     float *x = NULL, *label = NULL, *weight = NULL;
+    int64_t *task = NULL;
     int *pack = NULL;
     int i, nrows = 0, nprog = 0, r = 0, rc;
 
@@ -292,6 +411,7 @@ kt_xgb_train(struct kt_xgb_model *m, const struct kt_train_set *set,
     pack = kt_xmalloc((size_t)nrows * sizeof(int));
     label = kt_xmalloc((size_t)nprog * sizeof(float));
     weight = kt_xmalloc((size_t)nprog * sizeof(float));
+    task = kt_xmalloc((size_t)nprog * sizeof(int64_t));
     nprog = 0;
     for (i = 0; i < set->n; i++) {
         int k;
@@ -303,6 +423,7 @@ kt_xgb_train(struct kt_xgb_model *m, const struct kt_train_set *set,
             pack[r++] = nprog;
         label[nprog] = set->label[i];
         weight[nprog] = set->weight[i];
+        task[nprog] = set->task[i];
         nprog++;
     }
     if (XGDMatrixCreateFromMat_omp(x, (bst_ulong)nrows, KT_FEATURE_LEN, NAN,
@@ -311,20 +432,29 @@ kt_xgb_train(struct kt_xgb_model *m, const struct kt_train_set *set,
         goto out;
     }
     {
-        struct train_data d = {dm, pack, label, weight, nrows, nprog};
+        struct train_data d = {dm, pack, label, weight, nrows, nprog, {0}};
         void *prev = NULL;
         size_t prevlen = 0;
         char ign[8];
         if (m->p.retrain_every > 1 && m->ntrain % m->p.retrain_every != 0)
             (void)kt_xgb_save_buf(m, &prev, &prevlen, ign, sizeof(ign));
+        kt__groups_init(&d.groups, task, nprog);
         rc = boost(&m->p, &d, prev, prevlen, &h, &st, err, errlen);
+        if (rc == 0 && m->p.objective == KT_XGB_OBJ_PAIRWISE) {
+            rc = calibrate(h, &d, err, errlen);
+            if (rc < 0)
+                XGBoosterFree(h);
+        }
         st.continued = prev != NULL;
+        kt__groups_free(&d.groups);
         free(prev);
     }
     if (rc < 0)
         goto out;
     st.nrows = nrows;
-    swap_in(m, h);
+    rc = swap_in(m, h, err, errlen);
+    if (rc < 0)
+        goto out;
     pthread_mutex_lock(&m->mu);
     m->ntrain = st.continued ? m->ntrain + 1 : 1;
     pthread_mutex_unlock(&m->mu);
@@ -337,6 +467,7 @@ out:
     free(pack);
     free(label);
     free(weight);
+    free(task);
     return rc;
 }
 
@@ -393,7 +524,7 @@ kt_xgb_predict(struct kt_xgb_model *m, const struct kt_prog_rows *progs, int n,
             }
             for (k = 0; k < progs[i].nrows; k++)
                 s += pred[r++];
-            scores[i] = (float)s;
+            scores[i] = (float)(m->scale * s + m->offset);
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -454,91 +585,8 @@ kt_xgb_load_buf(struct kt_xgb_model *m, const void *buf, size_t len, char *err,
     rc = set_params(&m->p, h, err, errlen);
     if (rc < 0)
         goto fail;
-    swap_in(m, h);
-    return 0;
+    return swap_in(m, h, err, errlen);
 fail:
     XGBoosterFree(h);
-    return rc;
-}
-
-int
-kt_xgb_save(struct kt_xgb_model *m, const char *path, char *err, size_t errlen)
-{
-    char tmp[4096];
-    void *buf = NULL;
-    size_t len = 0;
-    FILE *f = NULL;
-    int rc;
-
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-        return kt_seterr(err, errlen, KT_EINVAL, "costmodel: path too long");
-    rc = kt_xgb_save_buf(m, &buf, &len, err, errlen);
-    if (rc < 0)
-        return rc;
-    f = fopen(tmp, "wb");
-    if (f == NULL) {
-        rc = kt_seterr(err, errlen, -errno, "costmodel: %s: %s", tmp,
-                       strerror(errno));
-        goto out;
-    }
-    if (fwrite(buf, 1, len, f) != len || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0) {
-        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: write %s: %s", tmp,
-                       strerror(errno));
-        goto out;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: close %s: %s", tmp,
-                       strerror(errno));
-        goto out;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0)
-        rc = kt_seterr(err, errlen, -errno, "costmodel: rename %s: %s", path,
-                       strerror(errno));
-out:
-    if (f != NULL)
-        fclose(f);
-    if (rc < 0)
-        unlink(tmp);
-    free(buf);
-    return rc;
-}
-
-int
-kt_xgb_load(struct kt_xgb_model *m, const char *path, char *err, size_t errlen)
-{
-    FILE *f;
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    int rc;
-
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return kt_seterr(err, errlen, -errno, "costmodel: %s: %s", path,
-                         strerror(errno));
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 65536;
-            buf = kt_xrealloc(buf, cap);
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        rc = kt_seterr(err, errlen, KT_EIO, "costmodel: read %s", path);
-    } else {
-        rc = kt_xgb_load_buf(m, buf, len, err, errlen);
-        if (rc < 0 && err != NULL && errlen > 0) {
-            char msg[512];
-            snprintf(msg, sizeof(msg), "%s", err);
-            kt_seterr(err, errlen, rc, "%s: %s", path, msg);
-        }
-    }
-    fclose(f);
-    free(buf);
     return rc;
 }

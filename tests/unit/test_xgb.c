@@ -1,6 +1,7 @@
-/* test_xgb.c - the XGBoost pack-sum cost model with real XGBoost on small
- * synthetic data: gradients, labels, ranking of held-out programs,
- * save/load, errors, concurrent predict and train, the random model. */
+/* test_xgb.c - the XGBoost cost model (pairwise and pack-sum objectives)
+ * with real XGBoost on small synthetic data: gradients, labels, ranking of
+ * held-out programs, the score scale, save/load, errors, concurrent
+ * predict and train, the random model. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "costmodel/cm_internal.h"
 #include "costmodel/costmodel.h"
 
 static void
@@ -35,6 +37,46 @@ test_xgb_packsum_grad_by_hand(void **state)
     assert_float_equal(h[0], 1.0f, 1e-6);
     assert_float_equal(h[2], 1.0f, 1e-6);
     assert_float_equal(h[1], 0.25f, 1e-6);
+}
+
+/* Pairs only within a task: a program alone in its task gets no gradient;
+ * the best of a task is pushed up and the worst down; ordered by a wide
+ * margin there is almost nothing left to learn and no pair is wrong. */
+static void
+test_xgb_pairwise_grad(void **state)
+{
+    const int64_t task[5] = {7, 7, 9, 7, 7};
+    const float label[5] = {1.0f, 0.5f, 1.0f, 0.5f, 0.25f};
+    const double even[5] = {0, 0, 0, 0, 0};
+    const double ordered[5] = {40, 20, 0, 20, 0};
+    const double reversed[5] = {-40, -20, 0, -20, 0};
+    struct kt__groups gr;
+    struct kt_rng r;
+    double g[5], h[5], sum = 0;
+    int i;
+
+    (void)state;
+    kt__groups_init(&gr, task, 5);
+    assert_int_equal(gr.size[0], 4);
+    assert_int_equal(gr.size[2], 1);
+    kt_rng_seed(&r, 1);
+    kt__pairwise_grad(&gr, even, label, 64, &r, g, h);
+    assert_true(g[2] == 0 && h[2] == 0);
+    assert_true(g[0] < 0 && g[4] > 0);
+    for (i = 0; i < 5; i++) {
+        sum += g[i];
+        assert_true(h[i] >= 0);
+    }
+    assert_true(fabs(sum) < 1e-9);
+    kt__pairwise_grad(&gr, ordered, label, 64, &r, g, h);
+    for (i = 0; i < 5; i++)
+        assert_true(fabs(g[i]) < 1e-6);
+    assert_true(kt__pairwise_error(&gr, ordered, label, 64, 5) == 0);
+    assert_true(kt__pairwise_error(&gr, reversed, label, 64, 5) == 1);
+    /* the same seed draws the same pairs */
+    assert_true(kt__pairwise_error(&gr, even, label, 16, 3) ==
+                kt__pairwise_error(&gr, even, label, 16, 3));
+    kt__groups_free(&gr);
 }
 
 static void
@@ -129,21 +171,22 @@ pairwise_accuracy(const float *score, const double *truth, int n)
 #define NTEST 200
 
 static void
-test_xgb_ranks_held_out_programs(void **state)
+ranks_held_out(const struct kt_xgb_params *prm, const char *name)
 {
     struct kt_train_set train, test;
-    double truth_tr[NTRAIN], truth_te[NTEST];
+    double truth_tr[NTRAIN], truth_te[NTEST], mean_label = 0, mean_score = 0;
     struct kt_xgb_train_stats st;
-    struct kt_xgb_model *m = kt_xgb_new(NULL);
-    struct kt_prog_rows *p;
-    float scores[NTEST];
+    struct kt_xgb_model *m = kt_xgb_new(prm);
+    struct kt_prog_rows *p, *ptr;
+    static float scores[NTEST], train_scores[NTRAIN];
     char err[512] = "";
     double acc;
+    int i;
 
-    (void)state;
     make_programs(&train, NTRAIN, 1, truth_tr);
     make_programs(&test, NTEST, 2, truth_te);
     p = progs_of(&test, 0, NTEST);
+    ptr = progs_of(&train, 0, NTRAIN);
     assert_false(kt_xgb_trained(m));
     assert_int_equal(kt_xgb_predict(m, p, NTEST, scores, err, sizeof(err)),
                      KT_EINVAL);
@@ -157,14 +200,70 @@ test_xgb_ranks_held_out_programs(void **state)
     if (kt_xgb_predict(m, p, NTEST, scores, err, sizeof(err)) != 0)
         fail_msg("predict: %s", err);
     acc = pairwise_accuracy(scores, truth_te, NTEST);
-    print_message("pairwise accuracy on held-out programs: %.3f "
-                  "(%d rounds, best %d, train p-rmse %.4f)\n",
-                  acc, st.rounds, st.best_round, st.best_prmse);
+    print_message("%s: pairwise accuracy on held-out programs: %.3f "
+                  "(%d rounds, best %d, train loss %.4f)\n",
+                  name, acc, st.rounds, st.best_round, st.best_prmse);
     assert_true(acc > 0.85);
+    /* Scores are on the label scale (the search weighs them): on the
+     * training set their mean is the labels' mean. */
+    if (kt_xgb_predict(m, ptr, NTRAIN, train_scores, err, sizeof(err)) != 0)
+        fail_msg("predict: %s", err);
+    for (i = 0; i < NTRAIN; i++) {
+        mean_label += train.label[i] / NTRAIN;
+        mean_score += train_scores[i] / NTRAIN;
+    }
+    print_message("%s: mean label %.4f, mean score %.4f\n", name, mean_label,
+                  mean_score);
+    assert_true(fabs(mean_score - mean_label) < 0.05);
     free(p);
+    free(ptr);
     kt_train_set_free(&train);
     kt_train_set_free(&test);
     kt_xgb_free(m);
+}
+
+static void
+test_xgb_ranks_held_out_programs(void **state)
+{
+    struct kt_xgb_params prm;
+
+    (void)state;
+    kt_xgb_params_default(&prm);
+    assert_int_equal(prm.objective, KT_XGB_OBJ_PAIRWISE);
+    ranks_held_out(&prm, "pairwise");
+    kt_xgb_params_ansor(&prm);
+    assert_int_equal(prm.objective, KT_XGB_OBJ_PACKSUM);
+    ranks_held_out(&prm, "pack-sum");
+}
+
+/* Prediction on two threads gives the scores of one. */
+static void
+test_xgb_predict_threads(void **state)
+{
+    struct kt_train_set train;
+    double truth[300];
+    struct kt_xgb_params prm;
+    struct kt_xgb_model *m1, *m2;
+    struct kt_prog_rows *p;
+    static float s1[300], s2[300];
+    char err[256] = "";
+
+    (void)state;
+    kt_xgb_params_default(&prm);
+    m1 = kt_xgb_new(&prm);
+    prm.predict_nthread = 2;
+    m2 = kt_xgb_new(&prm);
+    make_programs(&train, 300, 6, truth);
+    p = progs_of(&train, 0, 300);
+    assert_int_equal(kt_xgb_train(m1, &train, NULL, err, sizeof(err)), 0);
+    assert_int_equal(kt_xgb_train(m2, &train, NULL, err, sizeof(err)), 0);
+    assert_int_equal(kt_xgb_predict(m1, p, 300, s1, err, sizeof(err)), 0);
+    assert_int_equal(kt_xgb_predict(m2, p, 300, s2, err, sizeof(err)), 0);
+    assert_memory_equal(s1, s2, sizeof(s1));
+    free(p);
+    kt_train_set_free(&train);
+    kt_xgb_free(m1);
+    kt_xgb_free(m2);
 }
 
 /* retrain_every 2: from scratch, continued (at most warm_rounds new
@@ -399,6 +498,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xgb_packsum_grad_by_hand),
+        cmocka_unit_test(test_xgb_pairwise_grad),
+        cmocka_unit_test(test_xgb_predict_threads),
         cmocka_unit_test(test_xgb_labels_per_task),
         cmocka_unit_test(test_train_keep_window),
         cmocka_unit_test(test_xgb_ranks_held_out_programs),
