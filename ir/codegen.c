@@ -128,6 +128,23 @@ kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
 }
 
 static void emit_node(struct cg *g, const struct kt_node *n);
+static void emit_kids(struct cg *g, const struct kt_node *n);
+
+/* Whether n is made of loops, lets and stores of constants only. */
+static int
+only_const_stores(const struct kt_node *n)
+{
+    int i;
+
+    if (n->kind == KT_N_STORE)
+        return n->op == KT_ASSIGN && n->expr->op == KT_X_CONST;
+    if (n->kind != KT_N_LOOP && n->kind != KT_N_LET)
+        return 0;
+    for (i = 0; i < n->nkids; i++)
+        if (!only_const_stores(n->kids[i]))
+            return 0;
+    return 1;
+}
 
 static void
 emit_let(struct cg *g, const struct kt_node *n)
@@ -249,17 +266,38 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
     return keep;
 }
 
+/* Whether every store of init (a nest of constant stores that expands
+ * completely) lands on a register the kernel just analysed keeps; marks
+ * those registers to start at the constant. */
+static int
+match_init(struct cg *g, const struct kt_node *init)
+{
+    int i;
+
+    for (i = 0; i < g->nregs; i++)
+        g->regs[i].init = 0;
+    g->analysing = g->matching_init = 1;
+    g->init_mismatch = 0;
+    expand(g, init, -1, 1);
+    g->analysing = g->matching_init = 0;
+    return !g->init_mismatch;
+}
+
 /* A kernel loop k whose body expands completely: straight-line vector
  * code, with loop-invariant accesses held in registers across the loops
- * from top (k itself or a perfect nest of loops around it) down to k. */
+ * from top (k itself or a perfect nest of loops around it) down to k.
+ * init (or NULL): the init nest just before top, folded into the
+ * registers' start values (init_folds said it can be). */
 static void
 emit_kernel_nest(struct cg *g, const struct kt_node *top,
-                 const struct kt_node *k)
+                 const struct kt_node *k, const struct kt_node *init)
 {
     const struct kt_node *cur;
     int j, depth = 0;
 
     analyse_kernel(g, top, k);
+    if (init != NULL && !match_init(g, init))
+        kt__cg_fail(g, "init nest no longer matches the registers");
     if (g->nregs > 0) {
         kt__cg_line(g, "{");
         g->indent++;
@@ -387,6 +425,23 @@ emit_lane_reduction(struct cg *g, const struct kt_node *n)
     kt__cg_line(g, "}");
 }
 
+/* The kernel loop of loop n when n is emitted as a micro-kernel nest
+ * (n itself, or the bottom of a perfect nest from n when holding the
+ * registers across it pays), else NULL. */
+static const struct kt_node *
+kernel_of(struct cg *g, const struct kt_node *n)
+{
+    const struct kt_node *kern;
+
+    if (g->reference || is_vector_loop(g, n) ||
+        kt__cg_transpose_weight(g, n) > 0)
+        return NULL;
+    if (n->ann != KT_ANN_PARALLEL && (kern = nest_kernel(g, n)) != NULL &&
+        kern != n && hoist_pays(g, n, kern))
+        return kern;
+    return body_expands(g, n) ? n : NULL;
+}
+
 static void
 emit_loop(struct cg *g, const struct kt_node *n)
 {
@@ -409,22 +464,64 @@ emit_loop(struct cg *g, const struct kt_node *n)
         kt__cg_line(g, "}");
         return;
     }
-    if (!g->reference && n->ann != KT_ANN_PARALLEL &&
-        (kern = nest_kernel(g, n)) != NULL && kern != n &&
-        hoist_pays(g, n, kern)) {
-        emit_kernel_nest(g, n, kern);
-        return;
-    }
-    if (!g->reference && body_expands(g, n)) {
-        emit_kernel_nest(g, n, n);
+    if ((kern = kernel_of(g, n)) != NULL) {
+        emit_kernel_nest(g, n, kern, NULL);
         return;
     }
     loop_header(g, n, 1);
     g->indent++;
-    for (k = 0; k < n->nkids; k++)
-        emit_node(g, n->kids[k]);
+    emit_kids(g, n);
     g->indent--;
     kt__cg_line(g, "}");
+}
+
+/* Whether n holds only constant stores (an init nest) and expands to at
+ * most as many as a kernel keeps registers. */
+static int
+is_const_nest(const struct cg *g, const struct kt_node *n)
+{
+    int64_t count = kt__cg_expand_count(g, n);
+    return count >= 1 && count <= KT_CG_MAX_REGS && only_const_stores(n);
+}
+
+/* A reduction's init directly before the micro-kernel that accumulates
+ * into the same elements (the register tile of a GEMM with its whole
+ * reduction inside): when every init store is a register the kernel
+ * keeps - and writes back after it - the registers start at the init
+ * value instead of being stored, then loaded again. */
+static int
+init_folds(struct cg *g, const struct kt_node *init, const struct kt_node *n,
+           const struct kt_node **kern)
+{
+    int ok;
+
+    if (g->reference || n->kind != KT_N_LOOP || !is_const_nest(g, init))
+        return 0;
+    *kern = kernel_of(g, n);
+    if (*kern == NULL)
+        return 0;
+    ok = analyse_kernel(g, n, *kern) > 0 && match_init(g, init);
+    g->nregs = 0;
+    return ok;
+}
+
+/* The kids of n in order, each init nest followed by a kernel it folds
+ * into emitted as part of that kernel. */
+static void
+emit_kids(struct cg *g, const struct kt_node *n)
+{
+    const struct kt_node *kern;
+    int k;
+
+    for (k = 0; k < n->nkids; k++) {
+        if (k + 1 < n->nkids &&
+            init_folds(g, n->kids[k], n->kids[k + 1], &kern)) {
+            emit_kernel_nest(g, n->kids[k + 1], kern, n->kids[k]);
+            k++;
+            continue;
+        }
+        emit_node(g, n->kids[k]);
+    }
 }
 
 #define STACK_TILE_BYTES (256 * 1024)
@@ -443,13 +540,8 @@ buf_elems(const struct kt_lbuf *b)
 static void
 emit_node(struct cg *g, const struct kt_node *n)
 {
-    int k;
-
     switch (n->kind) {
-    case KT_N_SEQ:
-        for (k = 0; k < n->nkids; k++)
-            emit_node(g, n->kids[k]);
-        break;
+    case KT_N_SEQ: emit_kids(g, n); break;
     case KT_N_LOOP: emit_loop(g, n); break;
     case KT_N_LET: emit_let(g, n); break;
     case KT_N_STORE: kt__cg_emit_store(g, n, -1, 1); break;
@@ -467,8 +559,7 @@ emit_node(struct cg *g, const struct kt_node *n)
             kt__cg_line(g, "float t_%s[%lld] __attribute__((aligned(64)));",
                         b->name, (long long)elems);
         }
-        for (k = 0; k < n->nkids; k++)
-            emit_node(g, n->kids[k]);
+        emit_kids(g, n);
         if (heap)
             kt__cg_line(g, "free(t_%s);", b->name);
         g->indent--;

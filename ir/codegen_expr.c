@@ -82,8 +82,8 @@ kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a)
 
 /* ---- expressions ------------------------------------------------------- */
 
-static void
-put_float(struct kt_buf *b, float v)
+void
+kt__cg_put_float(struct kt_buf *b, float v)
 {
     char tmp[48];
 
@@ -136,7 +136,7 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_printf(b, ") ? t_%s[", buf->name);
     kt__cg_put_aff(g, b, addr);
     kt_buf_puts(b, "] : ");
-    put_float(b, e->pad_value);
+    kt__cg_put_float(b, e->pad_value);
     kt_buf_puts(b, ")");
 }
 
@@ -344,7 +344,7 @@ put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     int va, vb, vec;
 
     if (e->op == KT_X_CONST) {
-        put_float(b, e->value);
+        kt__cg_put_float(b, e->value);
         return 0;
     }
     if (e->op == KT_X_LOAD)
@@ -516,6 +516,10 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     kt__cg_flat_addr(g, n->buf, n->idx, lane_var, &pre);
     c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
     kt__cg_subst(g, &pre, -1, &addr);
+    if (g->matching_init) {
+        kt__cg_match_init_store(g, n, &addr, c, w);
+        return;
+    }
     kt_buf_init(&val);
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {

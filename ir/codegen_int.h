@@ -29,6 +29,8 @@ struct reg {
     int nred;  /* lane reductions per loop iteration */
     int split; /* accumulators it is spread over (ILP) */
     int next;  /* the one the next reduction goes to */
+    int init;  /* starts at init_val (a folded init store), not loaded */
+    float init_val;
 };
 
 /* Independent lane accumulators one reduction may be spread over, so
@@ -50,7 +52,9 @@ struct cg {
     struct reg regs[KT_CG_MAX_REGS];
     int promote_ok[KT_MAX_TENSORS * 2];
     int stored[KT_MAX_TENSORS * 2];
-    int analysing; /* pass 1 of a micro-kernel */
+    int analysing;     /* pass 1 of a micro-kernel */
+    int matching_init; /* stores are an init nest to fold into registers */
+    int init_mismatch; /* ... and one of them is not a register */
     int kernel_var;
     int nchunk;           /* counter for chunk-loop names */
     int *unroll_factor;   /* per loop variable: #pragma GCC unroll n */
@@ -106,6 +110,12 @@ int kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
 void kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
                         int64_t lane_coef, int width, int guarded, int is_store,
                         int lane_red, enum kt_reduce op);
+/* Matches a constant store of an init nest (to be folded) with the
+ * register holding the same lanes; notes a mismatch in g->init_mismatch. */
+void kt__cg_match_init_store(struct cg *g, const struct kt_node *n,
+                             const struct kt_affine *addr, int64_t c, int w);
+/* Appends v as a C float literal. */
+void kt__cg_put_float(struct kt_buf *b, float v);
 /* "add", "max" or "min" for a reduction store op. */
 const char *kt__cg_combine_op(enum kt_reduce op);
 /* Declares the registers kept for a micro-kernel before its loop

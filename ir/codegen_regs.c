@@ -130,27 +130,57 @@ kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
     g->regs[g->nregs].op = op;
     g->regs[g->nregs].acc = 0;
     g->regs[g->nregs].nred = 1;
+    g->regs[g->nregs].init = 0;
     g->nregs++;
 }
 
+void
+kt__cg_match_init_store(struct cg *g, const struct kt_node *n,
+                        const struct kt_affine *addr, int64_t c, int w)
+{
+    int r;
+
+    if (n->op != KT_ASSIGN || n->expr->op != KT_X_CONST) {
+        g->init_mismatch = 1;
+        return;
+    }
+    r = kt__cg_find_reg(g, n->buf, addr, c, c == 0 ? 1 : w);
+    if (r < 0 || !g->promote_ok[n->buf]) {
+        g->init_mismatch = 1;
+        return;
+    }
+    g->regs[r].init = 1;
+    g->regs[r].init_val = n->expr->value;
+}
+
+/* Register i starts at its folded init value or at t_name[addr]; src is
+ * that value as C. */
 static void
 load_reg(struct cg *g, int i, const char *name, const char *addr)
 {
     const struct reg *r = &g->regs[i];
+    struct kt_buf src;
     int k;
 
+    kt_buf_init(&src);
+    if (r->init)
+        kt__cg_put_float(&src, r->init_val);
+    else
+        kt_buf_printf(&src, "t_%s[%s]", name, addr);
     if (r->acc > 0 && r->op == KT_SUM) {
         kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
-        kt__cg_line(g, "r%d[0] = t_%s[%s];", i, name, addr);
+        kt__cg_line(g, "r%d[0] = %s;", i, src.p);
         for (k = 1; k < r->split; k++)
             kt__cg_line(g, "kt_v%d r%d_%d = kt_bc%d(0.0f);", r->acc, i, k,
                         r->acc);
     } else if (r->acc > 0) {
         /* max and min are idempotent: every accumulator starts at it */
-        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(t_%s[%s]);", r->acc, i, r->acc,
-                    name, addr);
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(%s);", r->acc, i, r->acc, src.p);
         for (k = 1; k < r->split; k++)
             kt__cg_line(g, "kt_v%d r%d_%d = r%d;", r->acc, i, k, i);
+    } else if (r->width > 1 && r->init) {
+        kt__cg_line(g, "kt_v%d r%d = kt_bc%d(%s);", r->width, i, r->width,
+                    src.p);
     } else if (r->width > 1 && r->stride != 1) {
         kt__cg_line(g, "kt_v%d r%d;", r->width, i);
         kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
@@ -160,8 +190,9 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
         kt__cg_line(g, "kt_v%d r%d = kt_ld%d(&t_%s[%s]);", r->width, i,
                     r->width, name, addr);
     } else {
-        kt__cg_line(g, "float r%d = t_%s[%s];", i, name, addr);
+        kt__cg_line(g, "float r%d = %s;", i, src.p);
     }
+    kt_buf_free(&src);
 }
 
 static void

@@ -5,8 +5,10 @@
  * loop, over the region of its output the consumer's remaining loops read
  * (bound inference by interval arithmetic on the affine indexes), into a
  * local buffer of that region's shape.  Reductions get their init store
- * just before their outermost reduction loop, over the spatial loops inside
- * it. */
+ * just before their outermost reduction loop (a reduction iterator of
+ * extent 1 is no loop), over the spatial loops inside it: in the innermost
+ * spatial loop around all the reduction loops, where the code generator
+ * can start a register tile at the init value (ir/codegen.c). */
 #include "ir/lower_int.h"
 
 #include <math.h>
@@ -393,7 +395,8 @@ kt__lower_emit_stage(struct lower *L, int s, struct kt_node *parent,
         for (q = 0; q < ss->iters[j].nparts; q++)
             n->iext[j] *= n->pe[ss->iters[j].parts[q].axis]
                                [ss->iters[j].parts[q].part];
-        if (ss->op != KT_ASSIGN && ss->iters[j].reduce && n->init_pos < 0)
+        if (ss->op != KT_ASSIGN && ss->iters[j].reduce && n->iext[j] > 1 &&
+            n->init_pos < 0)
             n->init_pos = j;
         if (ss->op != KT_ASSIGN && ss->iters[j].reduce == 2)
             rc = FAIL(L,

@@ -10,6 +10,7 @@
  * chosen consumer loop (panel packing), 2 = layout rewrite (the packed
  * tiles are built once by the pack routine; constant weights only).  A
  * pack with no good place in its consumer's loops is inlined. */
+#include <stdint.h>
 #include <string.h>
 
 #include "scheduler/search_int.h"
@@ -59,44 +60,63 @@ sk_pack_operand(const struct kt_state *st, int s)
     return -1;
 }
 
-static int
-iter_indexes(const struct kt_sstage *cs, int j, int t)
+/* The extent of iterator j over its parts whose axes do not index t: how
+ * often it repeats the same copy of t (a fused parallel loop of batches and
+ * row blocks repeats a batch's pack once per row block). */
+static int64_t
+iter_unindexed_extent(const struct kt_sstage *cs, int j, int t)
 {
     int q, guarded = 0;
+    int64_t e = 1;
 
-    for (q = 0; q < cs->iters[j].nparts; q++)
-        if (load_uses_axis(cs->body, t, cs->iters[j].parts[q].axis, &guarded))
-            return 1;
-    return 0;
+    for (q = 0; q < cs->iters[j].nparts; q++) {
+        const struct kt_part_ref *pr = &cs->iters[j].parts[q];
+        if (!load_uses_axis(cs->body, t, pr->axis, &guarded))
+            e *= cs->part_extent[pr->axis][pr->part];
+    }
+    return e;
 }
 
 /* Where the pack of tensor t may be attached: loops of its consumer but
  * the innermost tile level of each axis, where the packed tile is reused
  * by an inner loop that does not index it and is built at most 4 times
- * over (loops outside that do not index t repeat the same copy).  A
- * layout rewrite (rewrite != 0) builds every tile once, before the
- * kernel, so no repeat bound applies to it. */
+ * over (loops outside that do not index t repeat the same copy, and so do
+ * the parts of a fused loop that do not) - or, when no loop is built
+ * that seldom, as seldom as any is (a pack inlined instead may be
+ * gathered lane by lane).  A layout rewrite (rewrite != 0) builds every
+ * tile once, before the kernel, so no repeat bound applies to it. */
 int
 sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand)
 {
+    int64_t repeat[KT_MAX_ITERS], bound = INT64_MAX;
     int j, k, n = 0;
 
     for (j = 0; j < cs->niters; j++) {
         const struct kt_iter *it = &cs->iters[j];
-        int64_t repeat = 1, reuse = 1;
+        int64_t reuse = 1;
+        repeat[j] = -1;
         if (it->extent <= 1 || it->nparts != 1 ||
             it->parts[0].part == cs->nparts[it->parts[0].axis] - 1)
             continue;
-        for (k = 0; k < cs->niters; k++)
-            if (!iter_indexes(cs, k, t)) {
-                if (k <= j)
-                    repeat *= cs->iters[k].extent;
-                else
-                    reuse *= cs->iters[k].extent;
-            }
-        if ((repeat <= 4 || rewrite) && reuse >= 2)
-            cand[n++] = j;
+        repeat[j] = 1;
+        for (k = 0; k < cs->niters; k++) {
+            if (k <= j)
+                repeat[j] *= iter_unindexed_extent(cs, k, t);
+            else
+                reuse *= iter_unindexed_extent(cs, k, t);
+        }
+        if (rewrite)
+            repeat[j] = 1;
+        if (reuse < 2)
+            repeat[j] = -1;
+        else if (repeat[j] < bound)
+            bound = repeat[j];
     }
+    if (bound < 4)
+        bound = 4;
+    for (j = 0; j < cs->niters; j++)
+        if (repeat[j] >= 0 && repeat[j] <= bound)
+            cand[n++] = j;
     return n;
 }
 

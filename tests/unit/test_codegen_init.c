@@ -1,0 +1,204 @@
+/* test_codegen_init.c - where a reduction's init goes and when the code
+ * generator folds it into the register tile (ir/lower.c, ir/codegen.c):
+ * the init store sits just before the outermost reduction loop that is a
+ * loop (extent > 1); an init nest directly before a micro-kernel that
+ * keeps every element it stores in registers becomes the registers' start
+ * value (no zero stores, no reloads).  Every schedule is also compiled and
+ * checked against the interpreter. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/ktt.h"
+
+/* The 64^3 matmul O[i,j] += A[i,k] * B[k,j] (stage 0) with steps json. */
+static void
+build(const char *json, struct kt_dag **dag, struct kt_state **st)
+{
+    struct kt_op_def d;
+    struct kt_step *steps = NULL;
+    char err[512];
+    int n = 0;
+
+    assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
+    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(*dag, steps, n, st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", json, err);
+    free(steps);
+}
+
+/* The candidate's C (checked against the interpreter); caller frees. */
+static char *
+candidate_c(const struct kt_dag *dag, struct kt_state *st)
+{
+    int gen = 0, skipped = 0;
+    char *src = ktt_module_many(dag, &st, 1, &gen, &skipped), *body;
+
+    assert_non_null(src);
+    assert_int_equal(skipped, 0);
+    assert_int_equal(ktt_check_many(dag, &st, 1, 11, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    body = strstr(src, "cand_0(");
+    assert_non_null(body);
+    body = strdup(body);
+    free(src);
+    return body;
+}
+
+/* The first reduction loop under n (depth first) and its parent. */
+static const struct kt_node *
+first_reduce_loop(const struct kt_node *n, const struct kt_node **parent,
+                  int *index)
+{
+    int i;
+
+    for (i = 0; i < n->nkids; i++) {
+        const struct kt_node *k = n->kids[i], *f;
+        if (k->kind == KT_N_LOOP && k->reduce) {
+            *parent = n;
+            *index = i;
+            return k;
+        }
+        if ((f = first_reduce_loop(k, parent, index)) != NULL)
+            return f;
+    }
+    return NULL;
+}
+
+/* Whether n holds an init store (a store of a constant). */
+static int
+holds_init(const struct kt_node *n)
+{
+    int i;
+
+    if (n->kind == KT_N_STORE)
+        return n->op == KT_ASSIGN && n->expr->op == KT_X_CONST;
+    for (i = 0; i < n->nkids; i++)
+        if (holds_init(n->kids[i]))
+            return 1;
+    return 0;
+}
+
+/* An 8 x 32 tile (two 16-lane vectors per row on AVX-512) over the whole
+ * k: the accumulators start at zero in registers; O is only written, once,
+ * after the reduction. */
+#define WHOLE_K                                                                \
+    "{\"v\":1,\"steps\":[[\"SP\",0,0,[8]],[\"SP\",0,2,[32]],"                  \
+    "[\"RE\",0,[0,2,4,1,3]],[\"AN\",0,3,\"unroll\"],"                          \
+    "[\"AN\",0,4,\"vectorize\"]]}"
+
+/* The same tile under a multi-level tiling whose outer k part is 1 (k
+ * split [64]): that part is no loop, so the init goes inside the spatial
+ * loops around the inner k loop, right before the tile. */
+#define OUTER_K_ONE                                                            \
+    "{\"v\":1,\"steps\":[[\"SP\",0,0,[2,8]],[\"SP\",0,3,[1,32]],"              \
+    "[\"SP\",0,6,[64]],[\"RE\",0,[0,3,6,1,4,7,2,5]],"                          \
+    "[\"AN\",0,6,\"unroll\"],[\"AN\",0,7,\"vectorize\"]]}"
+
+/* k split 2 x 32 with a spatial loop between the two: the tile sees each
+ * accumulator twice, so O is zeroed first and the tile loads it. */
+#define SPLIT_K                                                                \
+    "{\"v\":1,\"steps\":[[\"SP\",0,0,[2,8]],[\"SP\",0,3,[32]],"                \
+    "[\"SP\",0,5,[32]],[\"RE\",0,[0,3,5,1,6,2,4]],"                            \
+    "[\"AN\",0,5,\"unroll\"],[\"AN\",0,6,\"vectorize\"]]}"
+
+static int
+vector_bytes(void)
+{
+    struct kt_codegen_opts o;
+
+    kt_codegen_default_opts(&o);
+    return o.vector_bytes;
+}
+
+/* The zero stores and reloads of O are gone where the init folds. */
+static void
+test_codegen_init_folds_whole_k(void **state)
+{
+    static const char *const scheds[] = {WHOLE_K, OUTER_K_ONE};
+    unsigned i;
+    (void)state;
+
+    for (i = 0; i < KT_ARRAY_LEN(scheds); i++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = NULL;
+        char *c;
+        build(scheds[i], &dag, &st);
+        c = candidate_c(dag, st);
+        if (vector_bytes() == 64)
+            assert_non_null(strstr(c, "kt_v16 r0 = kt_bc16(0.0f);"));
+        assert_null(strstr(c, "(0.0f));"));      /* a zero store */
+        assert_null(strstr(c, "kt_ld16(&t_O[")); /* a load of O */
+        assert_null(strstr(c, "kt_ld8(&t_O["));
+        assert_non_null(strstr(c, "kt_st")); /* the stores after the tile */
+        free(c);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
+}
+
+/* With k split around a spatial loop, O is zeroed before the outer k
+ * loop and every pass of the tile loads and stores its accumulators. */
+static void
+test_codegen_init_split_k_zeroes(void **state)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = NULL;
+    char *c;
+    (void)state;
+
+    build(SPLIT_K, &dag, &st);
+    c = candidate_c(dag, st);
+    assert_non_null(strstr(c, "(0.0f));"));
+    assert_non_null(
+        strstr(c, vector_bytes() == 64 ? "kt_ld16(&t_O[" : "kt_ld8(&t_O["));
+    free(c);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
+/* The init nest is placed in the innermost spatial loop around all the
+ * reduction loops, right before the outermost one that is a loop (with k
+ * split [64], not before the k part of extent 1 further out). */
+static void
+test_codegen_init_placement(void **state)
+{
+    static const char *const scheds[] = {WHOLE_K, OUTER_K_ONE, SPLIT_K};
+    unsigned i;
+    (void)state;
+
+    for (i = 0; i < KT_ARRAY_LEN(scheds); i++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = NULL;
+        struct kt_looptree *lt = NULL;
+        const struct kt_node *parent = NULL;
+        char err[512];
+        int at = -1;
+        build(scheds[i], &dag, &st);
+        assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_OK);
+        assert_non_null(first_reduce_loop(lt->root, &parent, &at));
+        assert_true(at > 0);
+        assert_true(holds_init(parent->kids[at - 1]));
+        kt_looptree_free(lt);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codegen_init_folds_whole_k),
+        cmocka_unit_test(test_codegen_init_split_k_zeroes),
+        cmocka_unit_test(test_codegen_init_placement),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

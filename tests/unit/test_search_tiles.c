@@ -1,0 +1,141 @@
+/* test_search_tiles.c - the search rules that shape a batch matmul's
+ * register tile and the place of its packed operand (scheduler/
+ * search_init.c, scheduler/search_pack.c), on the attention batch matmul
+ * of the suite (bmm_attn: 12 x 128 x 128 x 64, B read transposed). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+
+static struct kt_dag *
+bmm_attn(void)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    assert_int_equal(kt_op_batch_matmul(&d, 12, 128, 128, 64, 1), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    return dag;
+}
+
+/* The tiled stage of st: the one with a reduction axis and splits. */
+static const struct kt_sstage *
+tiled_stage(const struct kt_state *st)
+{
+    int i;
+
+    for (i = 0; i < st->nstages; i++) {
+        const struct kt_sstage *ss = &st->stages[i];
+        if (!ss->inlined && ss->naxes > ss->nspatial && ss->nparts[0] > 1)
+            return ss;
+    }
+    return NULL;
+}
+
+/* A register tile over several batches reuses neither operand (each
+ * batch reads its own A and B): register-blocked samples keep the batch
+ * out of it: 84 of these 256 samples span batches (uniform ones, 1 in 4,
+ * still may), 140 did before the rule. */
+static void
+test_search_tile_keeps_batch_out(void **state)
+{
+    struct kt_dag *dag = bmm_attn();
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    struct kt_search_batch b;
+    char err[512];
+    int i, tiled = 0, batched = 0;
+    (void)state;
+
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_RANDOM;
+    o.population = 256;
+    o.seed = 3;
+    o.vector_bytes = 64;
+    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK ||
+        kt_search_next_batch(s, NULL, NULL, 0, 256, &b, NULL, err,
+                             sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    for (i = 0; i < b.n; i++) {
+        const struct kt_sstage *ss = tiled_stage(b.v[i].state);
+        if (ss == NULL)
+            continue;
+        tiled++;
+        batched += ss->part_extent[0][ss->nparts[0] - 1] > 1;
+    }
+    if (tiled < b.n / 2 || batched * 100 > tiled * 45)
+        fail_msg("%d of %d tiled samples span batches in their register tile",
+                 batched, tiled);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+/* The points where B's pack (stage 0) may be attached in O (stage 1)
+ * after steps: count and the first two in cand. */
+static int
+pack_points(const char *json, int *cand)
+{
+    struct kt_dag *dag = bmm_attn();
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    char err[512];
+    int n = 0;
+
+    if (kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", json, err);
+    n = sk_pack_attach_points(&st->stages[1], st->stages[0].out, 0, cand);
+    kt_state_free(st);
+    free(steps);
+    kt_dag_free(dag);
+    return n;
+}
+
+/* The parallel loop fuses batches with row blocks (b x i0): every row
+ * block repeats its batch's pack.  With i0 = 4 the pack goes at the
+ * column loop j0 (built 4 times), not at i1 inside it (8 times; that
+ * loop was offered when the fused loop counted as indexing B).  With
+ * i0 = 8 no loop builds it 4 times or less: the least repeated one is
+ * still offered (inlined, B would be gathered lane by lane). */
+static void
+test_search_pack_counts_fused_repeats(void **state)
+{
+    int cand[KT_MAX_ITERS];
+    (void)state;
+
+    /* b i0 j0 i1 k i2 j1, fused (b, i0): 48 x j0 8 x i1 2 x k 64 ... */
+    assert_int_equal(pack_points("{\"v\":1,\"steps\":[[\"CHR\",0,1],"
+                                 "[\"SP\",1,1,[2,16]],[\"SP\",1,4,[16]],"
+                                 "[\"RE\",1,[0,1,4,2,6,3,5]],"
+                                 "[\"FU\",1,0,2]]}",
+                                 cand),
+                     1);
+    assert_int_equal(cand[0], 1);
+    assert_int_equal(pack_points("{\"v\":1,\"steps\":[[\"CHR\",0,1],"
+                                 "[\"SP\",1,1,[1,16]],[\"SP\",1,4,[16]],"
+                                 "[\"RE\",1,[0,1,4,2,6,3,5]],"
+                                 "[\"FU\",1,0,2]]}",
+                                 cand),
+                     1);
+    assert_int_equal(cand[0], 1);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_search_tile_keeps_batch_out),
+        cmocka_unit_test(test_search_pack_counts_fused_repeats),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
