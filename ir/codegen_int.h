@@ -116,6 +116,26 @@ void kt__cg_match_init_store(struct cg *g, const struct kt_node *n,
                              const struct kt_affine *addr, int64_t c, int w);
 /* Appends v as a C float literal. */
 void kt__cg_put_float(struct kt_buf *b, float v);
+/* A for-loop header for n stepping by step (OpenMP or unroll pragma). */
+void kt__cg_loop_header(struct cg *g, const struct kt_node *n, int step);
+/* A let node: its value folded into the environment when constant, else
+ * a const long declaration. */
+void kt__cg_emit_let(struct cg *g, const struct kt_node *n);
+/* A vectorized loop of stores spanning more than one lane. */
+int kt__cg_is_vector_loop(const struct cg *g, const struct kt_node *n);
+/* The kernel loop of loop n when n is emitted as a micro-kernel nest (n
+ * itself, or the bottom of a perfect nest from n when holding the
+ * registers across it pays), else NULL (codegen_kernel.c). */
+const struct kt_node *kt__cg_kernel_of(struct cg *g, const struct kt_node *n);
+/* Emits the micro-kernel nest from top down to kernel loop k; init (or
+ * NULL) is an init nest folded into the registers (kt__cg_init_folds). */
+void kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
+                             const struct kt_node *k,
+                             const struct kt_node *init);
+/* Whether the init nest init folds into the micro-kernel of loop n (set
+ * in *kern): every init store is a register the kernel keeps. */
+int kt__cg_init_folds(struct cg *g, const struct kt_node *init,
+                      const struct kt_node *n, const struct kt_node **kern);
 /* "add", "max" or "min" for a reduction store op. */
 const char *kt__cg_combine_op(enum kt_reduce op);
 /* Declares the registers kept for a micro-kernel before its loop
