@@ -8,7 +8,7 @@
  * just before their outermost reduction loop (a reduction iterator of
  * extent 1 is no loop), over the spatial loops inside it: in the innermost
  * spatial loop around all the reduction loops, where the code generator
- * can start a register tile at the init value (ir/codegen.c). */
+ * can start a register tile at the init value (ir/codegen_kernel.c). */
 #include "ir/lower_int.h"
 
 #include <math.h>
