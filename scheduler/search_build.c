@@ -49,13 +49,35 @@ level_axis(const struct kt_sstage *ss, int k, int last_spatial, int vec_axis)
     return k >= vec_axis ? k + 1 : k;
 }
 
+/* Expands u steps of the reduction loop at iterator j (the innermost one
+ * around a register tile) into the micro-kernel: a split whose inner part
+ * of u is unrolled.  Loops that u does not divide stay as they are. */
+static int
+unroll_reduction(struct kt_state *st, int i, int j, int u, char *err,
+                 size_t errlen)
+{
+    int64_t e = st->stages[i].iters[j].extent;
+
+    if (u <= 1 || e <= u || e % u != 0)
+        return 0;
+    APPLY(st, {KT_STEP_SPLIT, i, j, 1, {u}});
+    APPLY(st, {KT_STEP_ANNOTATE, i, j + 1, 0, {KT_ANN_UNROLL}});
+    return 0;
+fail:
+    return -1;
+}
+
+/* Multi-level tiling of stage i; red_unroll: the factor of
+ * unroll_reduction for the last reduction level when a spatial level
+ * (the register tile) follows it. */
 static int
 tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
-         const char *structure, int vec_axis, char *err, size_t errlen)
+         const char *structure, int vec_axis, int red_unroll, char *err,
+         size_t errlen)
 {
     struct kt_step re;
     int nS = count_kind(structure, 'S'), nR = count_kind(structure, 'R');
-    int a, k, l, ls = 0, lr = 0, naxes = st->stages[i].naxes;
+    int a, k, l, ls = 0, lr = 0, naxes = st->stages[i].naxes, last_red = -1;
     const char *c;
 
     for (a = naxes - 1; a >= 0; a--) {
@@ -94,9 +116,15 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
                                  "of axis %d",
                                  lev, a);
             re.v[re.n++] = j;
+            if (red && lev == nR - 1 && c[1] == 'S')
+                last_red = re.n - 1;
         }
     }
-    return kt_state_apply(st, &re, err, errlen) == KT_OK ? 0 : -1;
+    if (kt_state_apply(st, &re, err, errlen) != KT_OK)
+        return -1;
+    return last_red >= 0
+               ? unroll_reduction(st, i, last_red, red_unroll, err, errlen)
+               : 0;
 }
 
 /* Splits consumer i like its fused producer's spatial tiles down to level
@@ -309,7 +337,9 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
         }
         if (p->role == SK_MLT &&
             tile_mlt(st, i, g->tiles[p->slot], sk_structures[p->structure],
-                     p->vec_axis1 - 1, err, errlen) != 0)
+                     p->vec_axis1 - 1,
+                     sk_red_unroll_values[g->red_unroll[i] % SK_RED_UNROLLS],
+                     err, errlen) != 0)
             goto fail;
         if (p->role == SK_FOLLOW) {
             const struct sk_plan *pp = &k->plan[p->partner];

@@ -403,6 +403,63 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
     }
 }
 
+/* Whether stage plan p has a reduction loop around its register tile that
+ * the builder may unroll (sk_red_unroll_values): a multi-level tiling
+ * whose innermost level is spatial, not an rfactor (its innermost
+ * reduction part is its lane vector). */
+static int
+red_unrollable(const struct sk_plan *p)
+{
+    const char *c = sk_structures[p->structure];
+
+    return p->role == SK_MLT && p->has_reduce && p->structure != SK_STRUCT_RF &&
+           c[strlen(c) - 1] == 'S';
+}
+
+/* Vector statements a micro-kernel may repeat per step of its unrolled
+ * reduction loop: with its loads each weighs about 3, so 128 stays within
+ * the code generator's block budget (codegen_size.c: 2 x 256), where the
+ * search would drop the candidate as too large. */
+#define SK_RED_UNROLL_STMTS 128
+
+/* Vector statements of slot's register tile per reduction step. */
+static int64_t
+tile_vectors(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+
+    return (reg_tile(s, g, slot) + lanes - 1) / lanes;
+}
+
+/* A random index into sk_red_unroll_values for slot's register tile
+ * (other than avoid, -1 for none), among the factors whose unrolled
+ * micro-kernel fits SK_RED_UNROLL_STMTS; -1 when none other fits. */
+static int
+pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
+                const struct sk_genome *g, int slot, int avoid)
+{
+    int64_t stmts = tile_vectors(s, g, slot);
+    int fit[SK_RED_UNROLLS], n = 0, v;
+
+    for (v = 0; v < SK_RED_UNROLLS; v++)
+        if (v != avoid && stmts * sk_red_unroll_values[v] <= SK_RED_UNROLL_STMTS)
+            fit[n++] = v;
+    return n ? fit[kt_rng_below(r, (uint64_t)n)] : -1;
+}
+
+/* After a tile mutation: the largest reduction unroll not above the
+ * genome's that still fits the (maybe larger) register tile. */
+static void
+shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
+{
+    int i = s->sk[g->sketch].slot_stage[slot];
+    int64_t stmts = tile_vectors(s, g, slot);
+
+    while (g->red_unroll[i] > 0 &&
+           stmts * sk_red_unroll_values[g->red_unroll[i]] > SK_RED_UNROLL_STMTS)
+        g->red_unroll[i]--;
+}
+
 #define SK_TILE_TRIES 64
 
 void
@@ -449,6 +506,11 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
                                  ? 1
                                  : (uint8_t)kt_rng_below(r, 2);
         g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
+        g->red_unroll[i] = 0;
+        if (red_unrollable(p) && blocked[p->slot]) {
+            int v = pick_red_unroll(s, r, g, p->slot, -1);
+            g->red_unroll[i] = (uint8_t)(v > 0 ? v : 0);
+        }
     }
     sk_pack_sample(sk, r, g);
 }
@@ -524,8 +586,10 @@ mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
             continue;
         if (reg_tile(s, g, slot) <= register_tile_limit(s) &&
             (!was_blocked || register_blocked(s, g, slot) ||
-             kt_rng_below(r, 4) == 0))
+             kt_rng_below(r, 4) == 0)) {
+            shrink_red_unroll(s, g, slot);
             return 0;
+        }
         memcpy(g->tiles[slot], before, sizeof(before));
     }
     return -1;
@@ -566,13 +630,25 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         return mutate_tile(s, r, g);
     if (u < 0.92 && sk_pack_mutate(sk, r, g) == 0) /* MutatePack */
         return 0;
-    if (u < 0.94) { /* MutateAutoUnroll (+ inner unroll) */
+    if (u < 0.94) { /* MutateAutoUnroll (+ inner and reduction unroll) */
+        int pick;
         i = pick_stage(sk, r, 0);
         if (i < 0)
             return -1;
-        if (sk->plan[i].role == SK_MLT &&
-            (!sk->plan[i].has_reduce || kt_rng_below(r, 2))) {
+        pick = sk->plan[i].role != SK_MLT     ? 2
+               : !sk->plan[i].has_reduce      ? 0
+               : red_unrollable(&sk->plan[i]) ? (int)kt_rng_below(r, 3)
+                                              : 2 * (int)kt_rng_below(r, 2);
+        if (pick == 0) {
             g->unroll_inner[i] ^= 1;
+            return 0;
+        }
+        if (pick == 1) {
+            int to = pick_red_unroll(s, r, g, sk->plan[i].slot,
+                                     g->red_unroll[i]);
+            if (to < 0)
+                return -1;
+            g->red_unroll[i] = (uint8_t)to;
             return 0;
         }
         v = (uint8_t)kt_rng_below(r, 4);

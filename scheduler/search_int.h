@@ -59,6 +59,9 @@ extern const char *const sk_structures[]; /* "SSRSRS", "SRSRS", "SSRSR" */
  * vectorized (lane accumulators, reduced across lanes once). */
 #define SK_STRUCT_RF 2
 extern const int sk_unroll_values[4]; /* 0, 16, 64, 512 */
+/* Unroll factors of the reduction loop around a register tile (1: none) */
+#define SK_RED_UNROLLS 3
+extern const int sk_red_unroll_values[SK_RED_UNROLLS]; /* 1, 4, 8 */
 
 struct sk_genome {
     int32_t sketch; /* int32: the struct has no padding */
@@ -67,9 +70,10 @@ struct sk_genome {
     uint8_t par[KT_MAX_STAGES]; /* leading iterators fused + parallel */
     uint8_t vec[KT_MAX_STAGES];
     uint8_t unroll_inner[KT_MAX_STAGES];
-    uint8_t unroll[KT_MAX_STAGES]; /* index into sk_unroll_values */
-    uint8_t pack[KT_MAX_STAGES];   /* cache_read stages: 0 no pack, 1 in
-                                     * the kernel, 2 layout rewrite */
+    uint8_t unroll[KT_MAX_STAGES];     /* index into sk_unroll_values */
+    uint8_t red_unroll[KT_MAX_STAGES]; /* index into sk_red_unroll_values */
+    /* cache_read stages: 0 no pack, 1 in the kernel, 2 layout rewrite */
+    uint8_t pack[KT_MAX_STAGES];
 };
 
 /* Factorizations of one extent into n ordered parts (outer first) whose

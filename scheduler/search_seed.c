@@ -4,8 +4,9 @@
  * this run's own measured candidates do (docs/search.md, Seeds).
  *
  * The decoder reads the genes off the steps sk_build emits (the sketch's
- * base steps as a prefix, the tile splits, fuse + parallel, vectorize,
- * unroll, the unroll pragma, compute_at and layout rewrite) and then builds
+ * base steps as a prefix, the tile splits, the reduction unroll's split
+ * after the tiling's reorder, fuse + parallel, vectorize, unroll, the
+ * unroll pragma, compute_at and layout rewrite) and then builds
  * the genome and keeps it only when its steps hash to the record's: a
  * record of another sketch set or an older step format is simply not
  * decoded, never seeded wrongly. */
@@ -45,6 +46,10 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
            int from, struct sk_genome *g, int *needs_loc)
 {
     const struct kt_state *base = sk->base;
+    /* per stage: its tiling's reorder was read; the reduction unroll's
+     * annotation (the step after tile_mlt's split that follows the
+     * reorder), which is no register-tile unroll */
+    int reordered[KT_MAX_STAGES] = {0}, red_annotation = -1;
     int j, a, l, slot, i;
 
     for (slot = 0; slot < sk->nslots; slot++) {
@@ -67,6 +72,17 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
         case KT_STEP_SPLIT:
             if (p->role != SK_MLT)
                 break; /* a fused consumer follows its producer's tiles */
+            if (reordered[i]) {
+                for (l = 0;
+                     l < SK_RED_UNROLLS && sk_red_unroll_values[l] != st->v[0];
+                     l++)
+                    ;
+                if (st->n != 1 || l == SK_RED_UNROLLS)
+                    return -1;
+                g->red_unroll[i] = (uint8_t)l;
+                red_annotation = j + 1;
+                break;
+            }
             a = st->iter;
             if (a < 0 || a >= base->stages[i].naxes || st->n < 1 ||
                 st->n >= SK_MAXP)
@@ -82,6 +98,7 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
             g->tiles[p->slot][a][0] = (int32_t)(base->stages[i].axes[a].extent /
                                                 prod);
             break;
+        case KT_STEP_REORDER: reordered[i] = p->role == SK_MLT; break;
         case KT_STEP_FUSE:
             g->par[i] = (uint8_t)(st->n < 255 ? st->n : 254);
             break;
@@ -90,7 +107,7 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
                 g->par[i] = 1;
             else if (st->v[0] == KT_ANN_VECTORIZE)
                 g->vec[i] = 1;
-            else if (st->v[0] == KT_ANN_UNROLL)
+            else if (st->v[0] == KT_ANN_UNROLL && j != red_annotation)
                 g->unroll_inner[i] = 1;
             break;
         case KT_STEP_PRAGMA:
