@@ -60,8 +60,8 @@ extern const char *const sk_structures[]; /* "SSRSRS", "SRSRS", "SSRSR" */
 #define SK_STRUCT_RF 2
 extern const int sk_unroll_values[4]; /* 0, 16, 64, 512 */
 /* Unroll factors of the reduction loop around a register tile (1: none) */
-#define SK_RED_UNROLLS 3
-extern const int sk_red_unroll_values[SK_RED_UNROLLS]; /* 1, 4, 8 */
+#define SK_RED_UNROLLS 2
+extern const int sk_red_unroll_values[SK_RED_UNROLLS]; /* 1, 4 */
 
 struct sk_genome {
     int32_t sketch; /* int32: the struct has no padding */

@@ -26,10 +26,11 @@ const char *const sk_structures[] = {"SSRSRS", "SRSRS", "SSRSR"};
 /* Vector lanes that fill the widest vector register (64 bytes). */
 #define SK_WIDE_LANES 16
 const int sk_unroll_values[4] = {0, 16, 64, 512};
-/* Expanding 4 or 8 steps of a GEMM's reduction loop around its 8 x 32
- * register tile ran 1.05x-1.10x faster on an Intel Xeon with two 512-bit
- * FMA ports; 2 steps gained nothing (docs/performance.md). */
-const int sk_red_unroll_values[SK_RED_UNROLLS] = {1, 4, 8};
+/* Expanding 4 steps of a GEMM's reduction loop around its 8 x 32 register
+ * tile ran 1.03x-1.05x faster on an Intel Xeon with two 512-bit FMA ports;
+ * 8 steps no faster than 4 (and twice the compiler's time), 2 no faster
+ * than none (docs/search.md). */
+const int sk_red_unroll_values[SK_RED_UNROLLS] = {1, 4};
 
 /* ---- DAG analysis on a state ------------------------------------------- */
 

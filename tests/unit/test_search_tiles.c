@@ -134,7 +134,7 @@ test_search_pack_counts_fused_repeats(void **state)
 
 /* Whether cand unrolls the reduction loop around its register tile: the
  * builder's split of that loop right after the tiling's reorder, whose
- * inner part of 4 or 8 is unrolled (search_build.c). */
+ * inner part of 4 is unrolled (search_build.c). */
 static int
 unrolls_reduction(const struct kt_search_cand *c)
 {
@@ -143,18 +143,18 @@ unrolls_reduction(const struct kt_search_cand *c)
     for (j = 0; j + 2 < c->nsteps; j++) {
         const struct kt_step *re = &c->steps[j], *sp = re + 1, *an = re + 2;
         if (re->kind == KT_STEP_REORDER && sp->kind == KT_STEP_SPLIT &&
-            sp->stage == re->stage && sp->n == 1 &&
-            (sp->v[0] == 4 || sp->v[0] == 8) && an->kind == KT_STEP_ANNOTATE &&
-            an->iter == sp->iter + 1 && an->v[0] == KT_ANN_UNROLL)
+            sp->stage == re->stage && sp->n == 1 && sp->v[0] == 4 &&
+            an->kind == KT_STEP_ANNOTATE && an->iter == sp->iter + 1 &&
+            an->v[0] == KT_ANN_UNROLL)
             return 1;
     }
     return 0;
 }
 
 /* Register-blocked samples unroll the reduction loop around their tile
- * (4 or 8 steps, as long as the unrolled micro-kernel stays within the
- * code generator's budget) in about 2 of 3 cases: a GEMM 1024^3 on an
- * Intel Xeon ran 1.05x-1.10x faster so.  Those kernels compute what the
+ * by 4 (as long as the unrolled micro-kernel stays within the code
+ * generator's budget) in about 1 of 2 cases: a GEMM 1024^3 on an Intel
+ * Xeon ran 1.03x-1.05x faster so.  Those kernels compute what the
  * reference does. */
 static void
 test_search_reduction_unroll(void **state)
