@@ -1,6 +1,7 @@
-/* search_init.c - the init rules (random exact tile factorizations with a
- * bound on the innermost factor, compute location, parallel depth,
- * vectorize, unroll) and Ansor's CPU mutation rules on genomes. */
+/* search_init.c - the init rules: random exact tile factorizations with a
+ * bound on the innermost factor, register-blocked tiles, compute
+ * location, parallel depth, vectorize and the unroll genes (the mutation
+ * rules are in search_mutate.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,8 +149,8 @@ sk_free_factors(struct kt_search *s)
 
 /* Floats in the innermost spatial tile of slot (the register tile); under
  * rfactor every element of it is a vector of lane accumulators. */
-static int64_t
-reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
+int64_t
+sk_reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
@@ -223,8 +224,8 @@ vector_registers(const struct kt_search *s)
 
 /* The largest register tile a sample or mutant may have: the option, or
  * a full register file of accumulators when that is larger. */
-static int64_t
-register_tile_limit(const struct kt_search *s)
+int64_t
+sk_register_tile_limit(const struct kt_search *s)
 {
     int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
     int64_t file = vector_registers(s) * lanes;
@@ -324,8 +325,9 @@ moves_all_operands(const struct kt_sstage *ss, int a)
     return n > 0 && moving == n;
 }
 
-static int
-register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
+int
+sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
+                    int slot)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
@@ -334,7 +336,7 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     int64_t lanes, acc, space = 1, total, steps;
 
     if (sk->plan[i].structure == SK_STRUCT_RF)
-        return 1; /* rf_vectorizes() and reg_tile() see to it */
+        return 1; /* rf_vectorizes() and sk_reg_tile() see to it */
     for (a = 0; a < ss->nspatial; a++)
         space *= ss->axes[a].extent;
     v = sk_vector_axis(ss, &sk->plan[i]);
@@ -349,7 +351,7 @@ register_blocked(const struct kt_search *s, const struct sk_genome *g, int slot)
     steps = panel_steps(s, g, slot, &total);
     if (steps < SK_MIN_PANEL_STEPS && steps < total)
         return 0;
-    acc = reg_tile(s, g, slot) / lanes;
+    acc = sk_reg_tile(s, g, slot) / lanes;
     if (acc + operand_registers(g->tiles[slot][v][nS - 1], lanes) >
         vector_registers(s))
         return 0;
@@ -407,8 +409,8 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
  * the builder may unroll (sk_red_unroll_values): a multi-level tiling
  * whose innermost level is spatial, not an rfactor (its innermost
  * reduction part is its lane vector). */
-static int
-red_unrollable(const struct sk_plan *p)
+int
+sk_red_unrollable(const struct sk_plan *p)
 {
     const char *c = sk_structures[p->structure];
 
@@ -428,15 +430,15 @@ tile_vectors(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
     int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
 
-    return (reg_tile(s, g, slot) + lanes - 1) / lanes;
+    return (sk_reg_tile(s, g, slot) + lanes - 1) / lanes;
 }
 
 /* A random index into sk_red_unroll_values for slot's register tile
  * (other than avoid, -1 for none), among the factors whose unrolled
  * micro-kernel fits SK_RED_UNROLL_STMTS; -1 when none other fits. */
-static int
-pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
-                const struct sk_genome *g, int slot, int avoid)
+int
+sk_pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
+                   const struct sk_genome *g, int slot, int avoid)
 {
     int64_t stmts = tile_vectors(s, g, slot);
     int fit[SK_RED_UNROLLS], n = 0, v;
@@ -449,8 +451,8 @@ pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
 
 /* After a tile mutation: the largest reduction unroll not above the
  * genome's that still fits the (maybe larger) register tile. */
-static void
-shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
+void
+sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
 {
     int i = s->sk[g->sketch].slot_stage[slot];
     int64_t stmts = tile_vectors(s, g, slot);
@@ -479,12 +481,12 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         blocked[slot] = kt_rng_below(r, 4) != 0;
         for (tries = 0; tries < SK_TILE_TRIES; tries++) {
             fill_tiles(s, r, g, slot);
-            if (reg_tile(s, g, slot) > (blocked[slot]
-                                            ? register_tile_limit(s)
-                                            : s->o.max_register_tile) ||
+            if (sk_reg_tile(s, g, slot) > (blocked[slot]
+                                               ? sk_register_tile_limit(s)
+                                               : s->o.max_register_tile) ||
                 !rf_vectorizes(s, g, slot))
                 continue;
-            if (!blocked[slot] || register_blocked(s, g, slot))
+            if (!blocked[slot] || sk_register_blocked(s, g, slot))
                 break;
             memcpy(fit, g->tiles[slot], sizeof(fit));
             fits = 1;
@@ -507,174 +509,10 @@ sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
                                  : (uint8_t)kt_rng_below(r, 2);
         g->unroll[i] = p->has_reduce ? (uint8_t)kt_rng_below(r, 4) : 0;
         g->red_unroll[i] = 0;
-        if (red_unrollable(p) && blocked[p->slot]) {
-            int v = pick_red_unroll(s, r, g, p->slot, -1);
+        if (sk_red_unrollable(p) && blocked[p->slot]) {
+            int v = sk_pick_red_unroll(s, r, g, p->slot, -1);
             g->red_unroll[i] = (uint8_t)(v > 0 ? v : 0);
         }
     }
     sk_pack_sample(sk, r, g);
-}
-
-/* ---- mutation ---------------------------------------------------------- */
-
-/* Moves a divisor of one axis's tile between two of its levels (the
- * innermost bound kept). */
-static int
-move_tile_divisor(struct kt_search *s, struct kt_rng *r, struct sk_genome *g,
-                  int slot)
-{
-    const struct sk_sketch *sk = &s->sk[g->sketch];
-    const struct kt_sstage *ss = &sk->base->stages[sk->slot_stage[slot]];
-    const struct sk_factors *f;
-    int a, n, perm[SK_MAXP], pi;
-    int32_t *l;
-
-    a = (int)kt_rng_below(r, (uint64_t)ss->naxes);
-    f = s->fac[g->sketch][slot][a];
-    n = f->n;
-    if (ss->axes[a].extent <= 1 || n < 2)
-        return -1;
-    l = g->tiles[slot][a];
-    for (pi = 0; pi < n; pi++)
-        perm[pi] = pi;
-    for (pi = n - 1; pi > 0; pi--) {
-        int j = (int)kt_rng_below(r, (uint64_t)pi + 1), t = perm[pi];
-        perm[pi] = perm[j];
-        perm[j] = t;
-    }
-    for (pi = 0; pi < n; pi++) {
-        int src = perm[pi], dst = perm[(pi + 1) % n];
-        int64_t divs[64], d;
-        int nd = 0;
-        if (l[src] <= 1)
-            continue;
-        for (d = 2; d <= l[src] && nd < 64; d++) {
-            if (l[src] % d != 0)
-                continue;
-            if (dst == n - 1 && (int64_t)l[dst] * d > f->maxin)
-                continue;
-            divs[nd++] = d;
-        }
-        if (nd == 0)
-            continue;
-        d = divs[kt_rng_below(r, (uint64_t)nd)];
-        l[src] = (int32_t)(l[src] / d);
-        l[dst] = (int32_t)(l[dst] * d);
-        return 0;
-    }
-    return -1;
-}
-
-/* MutateTileSize.  A mutant of a register-blocked tile that is no longer
- * one is refused 3 times in 4: most of the population stays micro-kernels
- * (uniform moves break them almost always), some explore around them. */
-static int
-mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
-{
-    const struct sk_sketch *sk = &s->sk[g->sketch];
-    int tries, slot;
-
-    if (sk->nslots == 0)
-        return -1;
-    for (tries = 0; tries < 16; tries++) {
-        int32_t before[KT_MAX_AXES][SK_MAXP];
-        int was_blocked;
-        slot = (int)kt_rng_below(r, (uint64_t)sk->nslots);
-        memcpy(before, g->tiles[slot], sizeof(before));
-        was_blocked = register_blocked(s, g, slot);
-        if (move_tile_divisor(s, r, g, slot) != 0)
-            continue;
-        if (reg_tile(s, g, slot) <= register_tile_limit(s) &&
-            (!was_blocked || register_blocked(s, g, slot) ||
-             kt_rng_below(r, 4) == 0)) {
-            shrink_red_unroll(s, g, slot);
-            return 0;
-        }
-        memcpy(g->tiles[slot], before, sizeof(before));
-    }
-    return -1;
-}
-
-static int
-pick_stage(const struct sk_sketch *sk, struct kt_rng *r, int want)
-{
-    int cand[KT_MAX_STAGES], n = 0, i;
-
-    for (i = 0; i < sk->base->nstages; i++) {
-        const struct sk_plan *p = &sk->plan[i];
-        int ok;
-        if (p->role == SK_INLINED)
-            continue;
-        switch (want) {
-        case 0: ok = p->has_reduce || p->role == SK_MLT; break; /* unroll */
-        case 1: ok = p->may_move; break;                        /* location */
-        default:
-            ok = !(p->role == SK_MLT && p->partner >= 0);
-            break; /* parallel */
-        }
-        if (ok)
-            cand[n++] = i;
-    }
-    return n ? cand[kt_rng_below(r, (uint64_t)n)] : -1;
-}
-
-int
-sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
-{
-    const struct sk_sketch *sk = &s->sk[g->sketch];
-    double u = kt_rng_unit(r);
-    int i;
-    uint8_t v;
-
-    if (u < 0.90)
-        return mutate_tile(s, r, g);
-    if (u < 0.92 && sk_pack_mutate(sk, r, g) == 0) /* MutatePack */
-        return 0;
-    if (u < 0.94) { /* MutateAutoUnroll (+ inner and reduction unroll) */
-        int pick;
-        i = pick_stage(sk, r, 0);
-        if (i < 0)
-            return -1;
-        pick = sk->plan[i].role != SK_MLT     ? 2
-               : !sk->plan[i].has_reduce      ? 0
-               : red_unrollable(&sk->plan[i]) ? (int)kt_rng_below(r, 3)
-                                              : 2 * (int)kt_rng_below(r, 2);
-        if (pick == 0) {
-            g->unroll_inner[i] ^= 1;
-            return 0;
-        }
-        if (pick == 1) {
-            int to = pick_red_unroll(s, r, g, sk->plan[i].slot,
-                                     g->red_unroll[i]);
-            if (to < 0)
-                return -1;
-            g->red_unroll[i] = (uint8_t)to;
-            return 0;
-        }
-        v = (uint8_t)kt_rng_below(r, 4);
-        if (v == g->unroll[i])
-            v = (uint8_t)((v + 1) & 3);
-        g->unroll[i] = v;
-        return 0;
-    }
-    if (u < 0.96 && sk_sibling_mutate(s, r, g) == 0) /* MutateSketch */
-        return 0;
-    if (u < 0.99) { /* MutateComputeLocation */
-        i = pick_stage(sk, r, 1);
-        if (i < 0)
-            return -1;
-        v = kt_rng_below(r, 3) == 0 ? 0 : (uint8_t)(1 + kt_rng_below(r, 64));
-        if (v == g->loc[i])
-            return -1;
-        g->loc[i] = v;
-        return 0;
-    }
-    i = pick_stage(sk, r, 2); /* MutateParallel */
-    if (i < 0)
-        return -1;
-    v = (uint8_t)(1 + kt_rng_below(r, 6));
-    if (v == g->par[i])
-        return -1;
-    g->par[i] = v;
-    return 0;
 }

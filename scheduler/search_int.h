@@ -164,6 +164,26 @@ int sk_prepare_factors(struct kt_search *s);
 void sk_free_factors(struct kt_search *s);
 /* A random genome of a random sketch (the init rules). */
 void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+/* Floats in slot's register tile (the innermost spatial tile). */
+int64_t sk_reg_tile(const struct kt_search *s, const struct sk_genome *g,
+                    int slot);
+/* The largest register tile a sample or mutant may have. */
+int64_t sk_register_tile_limit(const struct kt_search *s);
+/* Whether slot's tile is a register-blocked micro-kernel tile. */
+int sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
+                        int slot);
+/* Whether stage plan p has a reduction loop around its register tile
+ * that may be unrolled (the red_unroll gene). */
+int sk_red_unrollable(const struct sk_plan *p);
+/* A random red_unroll value for slot's tile other than avoid (-1: any)
+ * whose unrolled micro-kernel fits; -1 when none does. */
+int sk_pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
+                       const struct sk_genome *g, int slot, int avoid);
+/* Lowers slot's red_unroll gene until the unrolled micro-kernel fits. */
+void sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g,
+                          int slot);
+
+/* ---- search_mutate.c ---- */
 /* Applies one mutation (weights as Ansor's CPU rules); 0 on success,
  * -1 when the picked rule could not change anything. */
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
