@@ -17,6 +17,27 @@
 static const char *const ann_names[] = {"none", "parallel", "vectorize",
                                         "unroll"};
 
+/* Appends sep (unless 0) and v in decimal, as printf's %lld does: the
+ * search hashes the text of every candidate, and vsnprintf took most of
+ * that time. */
+static void
+put_num(struct kt_buf *b, char sep, int64_t v)
+{
+    char d[24];
+    int n = (int)sizeof(d);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+
+    do {
+        d[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        d[--n] = '-';
+    if (sep)
+        d[--n] = sep;
+    kt_buf_put(b, d + n, sizeof(d) - (size_t)n);
+}
+
 void
 kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b)
 {
@@ -27,33 +48,40 @@ kt_steps_to_json(const struct kt_step *steps, int nsteps, struct kt_buf *b)
         const struct kt_step *s = &steps[i];
         if (i)
             kt_buf_putc(b, ',');
-        kt_buf_printf(b, "[\"%s\",%d", kt_step_name(s->kind), s->stage);
+        kt_buf_puts(b, "[\"");
+        kt_buf_puts(b, kt_step_name(s->kind));
+        kt_buf_putc(b, '"');
+        put_num(b, ',', s->stage);
         switch (s->kind) {
         case KT_STEP_SPLIT:
         case KT_STEP_REORDER:
             if (s->kind == KT_STEP_SPLIT)
-                kt_buf_printf(b, ",%d", s->iter);
+                put_num(b, ',', s->iter);
             kt_buf_puts(b, ",[");
             for (j = 0; j < s->n; j++)
-                kt_buf_printf(b, "%s%lld", j ? "," : "", (long long)s->v[j]);
+                put_num(b, j ? ',' : 0, s->v[j]);
             kt_buf_putc(b, ']');
             break;
-        case KT_STEP_FUSE: kt_buf_printf(b, ",%d,%d", s->iter, s->n); break;
+        case KT_STEP_FUSE:
+            put_num(b, ',', s->iter);
+            put_num(b, ',', s->n);
+            break;
         case KT_STEP_COMPUTE_AT:
-            kt_buf_printf(b, ",%lld,%lld", (long long)s->v[0],
-                          (long long)s->v[1]);
+            put_num(b, ',', s->v[0]);
+            put_num(b, ',', s->v[1]);
             break;
         case KT_STEP_ANNOTATE:
-            kt_buf_printf(b, ",%d,\"%s\"", s->iter,
-                          s->v[0] >= 0 && s->v[0] < 4 ? ann_names[s->v[0]]
-                                                      : "?");
+            put_num(b, ',', s->iter);
+            kt_buf_puts(b, ",\"");
+            kt_buf_puts(b,
+                        s->v[0] >= 0 && s->v[0] < 4 ? ann_names[s->v[0]] : "?");
+            kt_buf_putc(b, '"');
             break;
         case KT_STEP_PRAGMA:
-            kt_buf_printf(b, ",%d,%lld", s->iter, (long long)s->v[0]);
+            put_num(b, ',', s->iter);
+            put_num(b, ',', s->v[0]);
             break;
-        case KT_STEP_CACHE_READ:
-            kt_buf_printf(b, ",%lld", (long long)s->v[0]);
-            break;
+        case KT_STEP_CACHE_READ: put_num(b, ',', s->v[0]); break;
         default: break;
         }
         kt_buf_putc(b, ']');

@@ -137,6 +137,40 @@ test_schedule_hash_is_stable(void **state)
     kt_buf_free(&b);
 }
 
+/* Every step kind, with numbers of several digits: the text and hash the
+ * printf-based writer gave (the writer now formats numbers itself). */
+static void
+test_schedule_text_of_every_step(void **state)
+{
+    struct kt_step s[] = {
+        {KT_STEP_CACHE_WRITE, 0, 0, 0, {0}},
+        {KT_STEP_CACHE_READ, 1, 0, 0, {1}},
+        {KT_STEP_SPLIT, 2, 0, 3, {1024, 16, 8}},
+        {KT_STEP_REORDER, 2, 0, 4, {3, 0, 2, 1}},
+        {KT_STEP_FUSE, 2, 0, 2, {0}},
+        {KT_STEP_COMPUTE_AT, 1, 0, 2, {2, 10}},
+        {KT_STEP_COMPUTE_INLINE, 3, 0, 0, {0}},
+        {KT_STEP_COMPUTE_ROOT, 1, 0, 0, {0}},
+        {KT_STEP_ANNOTATE, 2, 12, 0, {KT_ANN_UNROLL}},
+        {KT_STEP_PRAGMA, 2, 0, 0, {512}},
+        {KT_STEP_LAYOUT_REWRITE, 1, 0, 0, {0}},
+    };
+    struct kt_buf b;
+    char h[17];
+    (void)state;
+
+    kt_buf_init(&b);
+    kt_steps_to_json(s, (int)KT_ARRAY_LEN(s), &b);
+    assert_string_equal(
+        b.p, "{\"v\":1,\"steps\":[[\"CHW\",0],[\"CHR\",1,1],"
+             "[\"SP\",2,0,[1024,16,8]],[\"RE\",2,[3,0,2,1]],[\"FU\",2,0,2],"
+             "[\"CA\",1,2,10],[\"CI\",3],[\"CR\",1],[\"AN\",2,12,\"unroll\"],"
+             "[\"PR\",2,0,512],[\"LR\",1]]}");
+    kt_steps_hash(s, (int)KT_ARRAY_LEN(s), h);
+    assert_string_equal(h, "d1ac55b6e0aa1ccf");
+    kt_buf_free(&b);
+}
+
 struct bad_case {
     struct kt_step steps[4];
     int nsteps;
@@ -448,6 +482,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_json_round_trip),
         cmocka_unit_test(test_schedule_hash_is_stable),
+        cmocka_unit_test(test_schedule_text_of_every_step),
         cmocka_unit_test(test_schedule_rejects_invalid_steps),
         cmocka_unit_test(test_schedule_compute_at_rules),
         cmocka_unit_test(test_schedule_lowering_regions),
