@@ -3,9 +3,10 @@
  * rebuilds the best stored kernel (as `kerntune show` does), compiles it
  * with the config's target compiler line (as the tuner's worker built and
  * timed it) and times it in this process next to
- * OpenBLAS and oneDNN on the same buffers, on 1 and 2 threads, with one
- * timing rule (bench/baseline.h); checks every output against the DAG
- * interpreter; prints a table with ratios and writes JSON lines.
+ * OpenBLAS and oneDNN on the same buffers, and one pass over those buffers
+ * (the memory floor), on 1 and 2 threads, with one timing rule
+ * (bench/baseline.h); checks every output against the DAG interpreter;
+ * prints a table with ratios and writes JSON lines.
  *
  *   build/bench/suite_time [--json FILE] CONFIG DB [CONFIG DB ...]
  */
