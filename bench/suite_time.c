@@ -3,9 +3,10 @@
  * rebuilds the best stored kernel (as `kerntune show` does), compiles it
  * with the config's target compiler line (as the tuner's worker built and
  * timed it) and times it in this process next to
- * OpenBLAS and oneDNN on the same buffers, on 1 and 2 threads, with one
- * timing rule (bench/baseline.h); checks every output against the DAG
- * interpreter; prints a table with ratios and writes JSON lines.
+ * OpenBLAS and oneDNN on the same buffers, and one pass over those buffers
+ * (the memory floor), on 1 and 2 threads, with one timing rule
+ * (bench/baseline.h); checks every output against the DAG interpreter;
+ * prints a table with ratios and writes JSON lines.
  *
  *   build/bench/suite_time [--json FILE] CONFIG DB [CONFIG DB ...]
  */
@@ -14,6 +15,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +59,9 @@ struct task_result {
     char name[64];
     double flops;
     struct tuned tuned;
-    double pack_s; /* the kernel's pack routine (layout rewrite), once */
-    struct impl ours, blas, dnnl;
+    double pack_s;     /* the kernel's pack routine (layout rewrite), once */
+    double pass_bytes; /* the kernel's arguments, inputs and output */
+    struct impl ours, blas, dnnl, pass;
 };
 
 static double fma_peak[MAX_THREADS + 1];
@@ -129,6 +132,89 @@ blas_has(const struct kt_layer *L)
 {
     return L->op == KT_LAYER_CONV2D || L->op == KT_LAYER_DENSE ||
            L->op == KT_LAYER_MATMUL || L->op == KT_LAYER_BATCH_MATMUL;
+}
+
+/* ---- one pass over the task's memory --------------------------------------- */
+
+/* Every input of the kernel read once and its output written once, each
+ * buffer split over the threads: no implementation moves less data, so a
+ * kernel whose time is close to this one's can only gain by moving less
+ * (dense_b1 on a machine whose L2 cannot hold its 9.4 MB of weights). */
+struct memory_pass {
+    int n;
+    float *buf[KT_MAX_TENSORS];
+    int64_t elems[KT_MAX_TENSORS];
+    int is_output[KT_MAX_TENSORS];
+    unsigned long long sink;
+};
+
+typedef unsigned long long pass_vec __attribute__((vector_size(64)));
+
+/* The bits of p[0..n) folded by xor: four independent 64-byte loads per
+ * step, nothing the compiler can drop. */
+static unsigned long long
+fold_floats(const float *p, int64_t n)
+{
+    pass_vec a[4] = {{0}}, v;
+    unsigned long long x = 0;
+    uint32_t w;
+    int64_t i = 0;
+    int j;
+
+    for (; i + 64 <= n; i += 64)
+        for (j = 0; j < 4; j++) {
+            memcpy(&v, p + i + 16 * j, sizeof(v));
+            a[j] ^= v;
+        }
+    a[0] ^= a[1] ^ a[2] ^ a[3];
+    for (j = 0; j < 8; j++)
+        x ^= a[0][j];
+    for (; i < n; i++) {
+        memcpy(&w, p + i, sizeof(float));
+        x ^= w;
+    }
+    return x;
+}
+
+static void
+memory_pass_init(struct memory_pass *m, const struct kt_dag *dag,
+                 struct ktt_bufs *b, double *bytes)
+{
+    int t;
+
+    memset(m, 0, sizeof(*m));
+    *bytes = 0;
+    for (t = 0; t < dag->ntensors; t++) {
+        enum kt_tensor_kind kind = dag->tensors[t].kind;
+        if (kind != KT_TENSOR_INPUT && kind != KT_TENSOR_OUTPUT)
+            continue;
+        m->buf[m->n] = b->t[t];
+        m->elems[m->n] = b->elems[t];
+        m->is_output[m->n] = kind == KT_TENSOR_OUTPUT;
+        *bytes += (double)b->elems[t] * sizeof(float);
+        m->n++;
+    }
+}
+
+static void
+run_memory_pass(void *arg)
+{
+    struct memory_pass *m = arg;
+    unsigned long long x = 0;
+
+#pragma omp parallel reduction(^ : x)
+    {
+        int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int i;
+        for (i = 0; i < m->n; i++) {
+            int64_t lo = m->elems[i] * t / nt, hi = m->elems[i] * (t + 1) / nt;
+            if (m->is_output[i])
+                memset(m->buf[i] + lo, 0, (size_t)(hi - lo) * sizeof(float));
+            else
+                x ^= fold_floats(m->buf[i] + lo, hi - lo);
+        }
+    }
+    m->sink = x;
 }
 
 /* ---- kerntune's kernel ------------------------------------------------------ */
@@ -310,8 +396,8 @@ name_libraries(struct task_result *r, const struct suite_op *op,
  * faster variant on all threads stands for oneDNN. */
 static void
 time_all(struct task_result *r, const struct suite_op *op,
-         struct kernel_run *kr, void (*kernel_threads)(int), const float *want,
-         int64_t n)
+         struct kernel_run *kr, void (*kernel_threads)(int),
+         struct memory_pass *pass, const float *want, int64_t n)
 {
     struct blas_run br;
     struct impl dv[MAX_DNNL];
@@ -326,7 +412,7 @@ time_all(struct task_result *r, const struct suite_op *op,
     name_libraries(r, op, &br);
     for (t = 1; t <= MAX_THREADS; t++) {
         struct suite_dnnl *d[MAX_DNNL] = {NULL};
-        struct timed list[MAX_DNNL + 2];
+        struct timed list[MAX_DNNL + 3];
         int k = 0;
         if (blas_has(op->layer))
             list[k++] = (struct timed){&r->blas, run_blas, &br, NULL};
@@ -347,6 +433,7 @@ time_all(struct task_result *r, const struct suite_op *op,
         if (kr != NULL)
             list[k++] = (struct timed){&r->ours, run_kernel, kr,
                                        kernel_threads};
+        list[k++] = (struct timed){&r->pass, run_memory_pass, pass, NULL};
         time_interleaved(list, k, t, op->out, want, n);
         for (v = 0; v < nv; v++)
             suite_dnnl_free(d[v]);
@@ -366,6 +453,7 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
     struct ktt_bufs b = {0}, ref = {0};
     struct suite_op op;
     struct kernel_run kr;
+    struct memory_pass pass;
     float *args[KT_MAX_TENSORS];
     char err[1024];
     void *h = NULL;
@@ -389,6 +477,7 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
     kt_dag_interpret(tasks.v[0].dag, ref.t);
     out = kt_dag_find_tensor(tasks.v[0].dag, "O");
     bind_op(&op, &conf->layers[0], tasks.v[0].dag, &b);
+    memory_pass_init(&pass, tasks.v[0].dag, &b, &r->pass_bytes);
 
     h = build_best(db_path, conf, tasks.v[0].dag, &r->tuned);
     if (h != NULL) {
@@ -408,7 +497,8 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
         snprintf(r->ours.name, sizeof(r->ours.name), "trial %lld",
                  r->tuned.trial_id);
     }
-    time_all(r, &op, h != NULL ? &kr : NULL, threads, ref.t[out], b.elems[out]);
+    time_all(r, &op, h != NULL ? &kr : NULL, threads, &pass, ref.t[out],
+             b.elems[out]);
     status = 0;
 done:
     /* the kernel's handle stays open: its OpenMP pool may still run its code */
@@ -467,6 +557,10 @@ print_row(const struct task_result *r, int t)
         printf(" %6.1f%%", ours / fma_peak[t] * 100);
     else
         printf(" %7s", "-");
+    if (ours > 0 && r->pass.t[t] > 0)
+        printf(" %6.1f%%", r->pass.t[t] / r->ours.t[t] * 100);
+    else
+        printf(" %7s", "-");
     printf("  %4lld/%-4lld %4lld\n", r->tuned.ok, r->tuned.trials,
            r->tuned.build_timeouts);
 }
@@ -507,6 +601,10 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
              best != NULL && r->ours.t[t] > 0 ? best->t[t] / r->ours.t[t] : 0);
     json_num(f, "fma_peak_gflops", fma_peak[t]);
     json_num(f, "fraction_of_peak", gflops(r, &r->ours, t) / fma_peak[t]);
+    json_num(f, "memory_pass_gbps",
+             r->pass.t[t] > 0 ? r->pass_bytes / r->pass.t[t] / 1e9 : 0);
+    json_num(f, "fraction_of_memory_pass",
+             r->ours.t[t] > 0 ? r->pass.t[t] / r->ours.t[t] : 0);
     fprintf(f, ",\"all_correct\":%s}\n",
             r->ours.err[t] < 1e-3 && r->blas.err[t] < 1e-3 &&
                     r->dnnl.err[t] < 1e-3
@@ -592,20 +690,26 @@ main(int argc, char **argv)
            "(\"!\": output differs from the reference; stored = the tuner's "
            "own measurement)\n\n",
            ROUNDS * BATCHES, ROUNDS);
-    printf("%-15s %2s %9s %9s %9s %9s %9s %7s %9s %4s\n", "task", "T", "stored",
-           "kerntune", "OpenBLAS", "oneDNN", "ours/best", "%peak", "ok/trials",
-           "bto");
+    printf("%-15s %2s %9s %9s %9s %9s %9s %7s %7s %9s %4s\n", "task", "T",
+           "stored", "kerntune", "OpenBLAS", "oneDNN", "ours/best", "%peak",
+           "%pass", "ok/trials", "bto");
     for (i = 0; i < n; i++)
         for (t = 1; t <= MAX_THREADS; t++)
             print_row(&res[i], t);
     printf("\nimplementations:\n");
     for (i = 0; i < n; i++)
         printf("  %-15s kerntune %s (tuned %.0f s, pack %.2f ms, built with "
-               "%s); OpenBLAS %s; oneDNN %s\n",
+               "%s); OpenBLAS %s; oneDNN %s; one pass over its %.2f MB: "
+               "%.1f / %.1f GB/s\n",
                res[i].name, res[i].ours.name[0] ? res[i].ours.name : "-",
                res[i].tuned.tune_s, res[i].pack_s * 1e3, res[i].tuned.cc,
                res[i].blas.name[0] ? res[i].blas.name : "-",
-               res[i].dnnl.name[0] ? res[i].dnnl.name : "-");
+               res[i].dnnl.name[0] ? res[i].dnnl.name : "-",
+               res[i].pass_bytes / 1e6,
+               res[i].pass.t[1] > 0 ? res[i].pass_bytes / res[i].pass.t[1] / 1e9
+                                    : 0,
+               res[i].pass.t[2] > 0 ? res[i].pass_bytes / res[i].pass.t[2] / 1e9
+                                    : 0);
     if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)
         fprintf(stderr, "suite: %s: cannot write\n", json_path);
     for (i = 0; json != NULL && i < n; i++)
