@@ -433,32 +433,58 @@ tile_vectors(const struct kt_search *s, const struct sk_genome *g, int slot)
     return (sk_reg_tile(s, g, slot) + lanes - 1) / lanes;
 }
 
+/* Whether red_unroll value v changes slot's program and stays within
+ * budget: the loop sk_build splits (the innermost part of the last
+ * reduction level, of the last reduction axis longer than 1) is longer
+ * than the factor and a multiple of it - a 3 x 3 window's loop is not,
+ * and a gene that builds the same program only duplicates it - and the
+ * unrolled micro-kernel fits SK_RED_UNROLL_STMTS.  No unroll always
+ * fits. */
+static int
+red_unroll_fits(const struct kt_search *s, const struct sk_genome *g, int slot,
+                int v)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot], a, last = -1;
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int64_t u = sk_red_unroll_values[v], run;
+
+    if (u <= 1)
+        return 1;
+    for (a = ss->nspatial; a < ss->naxes; a++)
+        if (ss->axes[a].reduce && ss->axes[a].extent > 1)
+            last = a;
+    if (last < 0)
+        return 0;
+    run = g->tiles[slot][last][nparts_of(&sk->plan[i], 1) - 1];
+    return run > u && run % u == 0 &&
+           tile_vectors(s, g, slot) * u <= SK_RED_UNROLL_STMTS;
+}
+
 /* A random index into sk_red_unroll_values for slot's register tile
- * (other than avoid, -1 for none), among the factors whose unrolled
- * micro-kernel fits SK_RED_UNROLL_STMTS; -1 when none other fits. */
+ * (other than avoid, -1 for none), among the factors that fit
+ * (red_unroll_fits); -1 when none other does. */
 int
 sk_pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
                    const struct sk_genome *g, int slot, int avoid)
 {
-    int64_t stmts = tile_vectors(s, g, slot);
     int fit[SK_RED_UNROLLS], n = 0, v;
 
     for (v = 0; v < SK_RED_UNROLLS; v++)
-        if (v != avoid && stmts * sk_red_unroll_values[v] <= SK_RED_UNROLL_STMTS)
+        if (v != avoid && red_unroll_fits(s, g, slot, v))
             fit[n++] = v;
     return n ? fit[kt_rng_below(r, (uint64_t)n)] : -1;
 }
 
 /* After a tile mutation: the largest reduction unroll not above the
- * genome's that still fits the (maybe larger) register tile. */
+ * genome's that still fits the new tiles. */
 void
 sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
 {
     int i = s->sk[g->sketch].slot_stage[slot];
-    int64_t stmts = tile_vectors(s, g, slot);
 
     while (g->red_unroll[i] > 0 &&
-           stmts * sk_red_unroll_values[g->red_unroll[i]] > SK_RED_UNROLL_STMTS)
+           !red_unroll_fits(s, g, slot, g->red_unroll[i]))
         g->red_unroll[i]--;
 }
 
