@@ -45,7 +45,7 @@ tiled_stage(const struct kt_state *st)
 /* A register tile over several batches reuses neither operand (each
  * batch reads its own A and B): register-blocked samples keep the batch
  * out of it: 428 of these 1024 samples span batches (uniform ones, 1 in
- * 4, and samples that found no blocked tile still may), 610 without the
+ * 4, and samples that found no blocked tile still may), 608 without the
  * rule; 256 samples were too few to tell the two apart reliably. */
 static void
 test_search_tile_keeps_batch_out(void **state)
