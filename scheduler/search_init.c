@@ -165,6 +165,13 @@ sk_reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
     return p;
 }
 
+/* Lanes of the target's widest vector (4 when it has none wider). */
+static int64_t
+widest_lanes(const struct kt_search *s)
+{
+    return s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+}
+
 /* Under rfactor, the vectorized innermost reduction part should fill
  * whole vectors (4-lane ones when the extent has no room for wider). */
 static int
@@ -174,7 +181,7 @@ rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
     int nR = nparts_of(&sk->plan[i], 1), r = ss->naxes - 1;
-    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+    int64_t lanes = widest_lanes(s);
 
     if (sk->plan[i].structure != SK_STRUCT_RF ||
         s->fac[g->sketch][slot][r]->n < nR)
@@ -192,8 +199,7 @@ vector_lanes(const struct kt_search *s, int64_t extent)
 {
     int64_t w;
 
-    for (w = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4; w >= 4;
-         w /= 2)
+    for (w = widest_lanes(s); w >= 4; w /= 2)
         if (extent % w == 0)
             return w;
     return 1;
@@ -227,7 +233,7 @@ vector_registers(const struct kt_search *s)
 int64_t
 sk_register_tile_limit(const struct kt_search *s)
 {
-    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+    int64_t lanes = widest_lanes(s);
     int64_t file = vector_registers(s) * lanes;
 
     return file > s->o.max_register_tile ? file : s->o.max_register_tile;
@@ -428,7 +434,7 @@ sk_red_unrollable(const struct sk_plan *p)
 static int64_t
 tile_vectors(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
-    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+    int64_t lanes = widest_lanes(s);
 
     return (sk_reg_tile(s, g, slot) + lanes - 1) / lanes;
 }

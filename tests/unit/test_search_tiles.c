@@ -42,6 +42,26 @@ tiled_stage(const struct kt_state *st)
     return NULL;
 }
 
+/* n random (policy random, AVX-512 target) candidates of dag, seed. */
+static void
+random_batch(const struct kt_dag *dag, uint64_t seed, int n,
+             struct kt_search **s, struct kt_search_batch *b)
+{
+    struct kt_search_opts o;
+    char err[512];
+
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_RANDOM;
+    o.population = n;
+    o.seed = seed;
+    o.vector_bytes = 64;
+    *s = NULL;
+    if (kt_search_new(s, dag, &o, err, sizeof(err)) != KT_OK ||
+        kt_search_next_batch(*s, NULL, NULL, 0, n, b, NULL, err, sizeof(err)) !=
+            KT_OK)
+        fail_msg("%s", err);
+}
+
 /* A register tile over several batches reuses neither operand (each
  * batch reads its own A and B): register-blocked samples keep the batch
  * out of it: 428 of these 1024 samples span batches (uniform ones, 1 in
@@ -51,22 +71,12 @@ static void
 test_search_tile_keeps_batch_out(void **state)
 {
     struct kt_dag *dag = bmm_attn();
-    struct kt_search_opts o;
-    struct kt_search *s = NULL;
+    struct kt_search *s;
     struct kt_search_batch b;
-    char err[512];
     int i, tiled = 0, batched = 0;
     (void)state;
 
-    kt_search_opts_default(&o);
-    o.policy = KT_POLICY_RANDOM;
-    o.population = 1024;
-    o.seed = 3;
-    o.vector_bytes = 64;
-    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK ||
-        kt_search_next_batch(s, NULL, NULL, 0, 1024, &b, NULL, err,
-                             sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    random_batch(dag, 3, 1024, &s, &b);
     for (i = 0; i < b.n; i++) {
         const struct kt_sstage *ss = tiled_stage(b.v[i].state);
         if (ss == NULL)
@@ -161,8 +171,7 @@ test_search_reduction_unroll(void **state)
 {
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
-    struct kt_search_opts o;
-    struct kt_search *s = NULL;
+    struct kt_search *s;
     struct kt_search_batch b;
     struct kt_state *picked[8];
     char err[512];
@@ -172,15 +181,7 @@ test_search_reduction_unroll(void **state)
     assert_int_equal(kt_op_matmul(&d, 64, 96, 128), KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
-    kt_search_opts_default(&o);
-    o.policy = KT_POLICY_RANDOM;
-    o.population = 256;
-    o.seed = 5;
-    o.vector_bytes = 64;
-    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK ||
-        kt_search_next_batch(s, NULL, NULL, 0, 256, &b, NULL, err,
-                             sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    random_batch(dag, 5, 256, &s, &b);
     for (i = 0; i < b.n; i++) {
         if (!unrolls_reduction(&b.v[i]))
             continue;
