@@ -83,6 +83,14 @@ void kt_buf_vprintf(struct kt_buf *b, const char *fmt, va_list ap)
 /* Transfers ownership of the text to the caller (free()); resets b. */
 char *kt_buf_take(struct kt_buf *b);
 
+/* A candidate module (ir/module.c) is one C file in three parts: the
+ * prelude, the part every candidate of a workload shares (its metadata and
+ * reference kernel), then the candidate's kernel, each of the first two ended
+ * by its marker line.  A builder may compile prelude + shared part once per
+ * workload and prelude + kernel per candidate (docs/protocol.md, "build"). */
+#define KT_MODULE_PRELUDE_END "/* kt:prelude-end */\n"
+#define KT_MODULE_SHARED_END "/* kt:shared-end */\n"
+
 /* Stable 64-bit FNV-1a hash; kt_hash_hex writes 16 hex digits + NUL. */
 uint64_t kt_hash64(const void *data, size_t n);
 void kt_hash_hex(uint64_t h, char out[17]);

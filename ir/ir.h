@@ -533,7 +533,10 @@ void kt_codegen_prelude(struct kt_buf *out);
  *                                          once before kt_kernel
  *
  * st may be NULL to emit only the reference (kt_kernel is then the
- * reference too). */
+ * reference too).  The metadata, kt_reference and kt_set_threads come
+ * first, between the marker lines KT_MODULE_PRELUDE_END and
+ * KT_MODULE_SHARED_END (common.h): that part is the same for every
+ * candidate of the DAG, so a builder may compile it once. */
 int kt_codegen_module(const struct kt_state *st, const struct kt_dag *dag,
                       const struct kt_codegen_opts *o, struct kt_buf *out,
                       char *err, size_t errlen);

@@ -152,21 +152,26 @@ kt_codegen_module_lowered(const struct kt_looptree *ref,
 {
     int rc;
 
+    /* The part up to KT_MODULE_SHARED_END is the same for every candidate
+     * of the workload: a builder compiles it once (docs/protocol.md). */
     kt_buf_puts(out, prelude);
+    kt_buf_puts(out, KT_MODULE_PRELUDE_END);
     metadata(dag, ref, out);
     rc = kt__codegen_reference(ref, o, "kt__reference", out, err, errlen);
-    if (rc == KT_OK && cand != NULL)
+    if (rc != KT_OK)
+        return rc;
+    kt_buf_puts(out, "void kt_reference(float *const *bufs) { "
+                     "kt__reference(bufs); }\n"
+                     "void kt_set_threads(int n)\n{\n#ifdef _OPENMP\n"
+                     "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
+                     "    (void)n;\n#endif\n}\n" KT_MODULE_SHARED_END
+                     "void kt_reference(float *const *bufs);\n");
+    if (cand != NULL)
         rc = kt_codegen_function(cand, o, "kt__kernel", out, err, errlen);
     if (rc != KT_OK)
         return rc;
-    kt_buf_printf(out,
-                  "void kt_reference(float *const *bufs) { "
-                  "kt__reference(bufs); }\n"
-                  "void kt_kernel(float *const *bufs) { %s(bufs); }\n"
-                  "void kt_set_threads(int n)\n{\n#ifdef _OPENMP\n"
-                  "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
-                  "    (void)n;\n#endif\n}\n",
-                  cand != NULL ? "kt__kernel" : "kt__reference");
+    kt_buf_printf(out, "void kt_kernel(float *const *bufs) { %s(bufs); }\n",
+                  cand != NULL ? "kt__kernel" : "kt_reference");
     if (cand != NULL && cand->pack_root != NULL)
         kt_buf_printf(out,
                       "const long long kt_pack_elems = %lldLL;\n"

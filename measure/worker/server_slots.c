@@ -120,7 +120,7 @@ kt__start_build(struct srv *v, const struct kt_msg *m, const char *id)
         reply_error(v, id, "build", KT_MERR_UNKNOWN, "worker busy");
         return;
     }
-    if (kt_build_start(s->dir, cc, m->payload, m->payload_len, (int)tmo,
+    if (kt_build_start(s->dir, v->tmp, cc, m->payload, m->payload_len, (int)tmo,
                        &s->pid, &s->fd, err, sizeof(err)) < 0) {
         reply_error(v, id, "build", KT_MERR_COMPILE_HOST, err);
         slot_release(s);

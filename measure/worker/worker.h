@@ -209,11 +209,14 @@ int kt_session_connect(int fd, const struct kt_peer_hello *ph,
 /* Writes src to dir/kernel.c and starts "cc... -shared -fPIC -o dir/kernel.so
  * dir/kernel.c" in its own process group with stdout+stderr on a pipe and
  * every process of it limited to cpu_ms of CPU time (rounded up to whole
- * seconds).  cc is split on blanks.  *pid and *fd (non-blocking read end)
- * are OUT. */
-int kt_build_start(const char *dir, const char *cc, const void *src,
-                   size_t srclen, int cpu_ms, pid_t *pid, int *fd, char *err,
-                   size_t errlen);
+ * seconds).  cc is split on blanks.  A module in parts (common.h,
+ * KT_MODULE_SHARED_END) has its shared part compiled once into an object
+ * kept in cache_dir ("ref-obj-*", trimmed with the reference outputs) and
+ * linked into each candidate's; cache_dir NULL builds every module whole.
+ * *pid and *fd (non-blocking read end) are OUT. */
+int kt_build_start(const char *dir, const char *cache_dir, const char *cc,
+                   const void *src, size_t srclen, int cpu_ms, pid_t *pid,
+                   int *fd, char *err, size_t errlen);
 /* 1 when a build that ended with status and printed out was stopped by its
  * CPU-time limit (the compiler, or a program it ran, got SIGXCPU). */
 int kt_build_cpu_limited(int status, const char *out);
