@@ -38,15 +38,15 @@ kt__lower_node_add(struct kt_node *parent, struct kt_node *kid)
     parent->kids[parent->nkids++] = kid;
 }
 
-static void
-node_free(struct kt_node *n)
+void
+kt__lower_node_free(struct kt_node *n)
 {
     int i;
 
     if (n == NULL)
         return;
     for (i = 0; i < n->nkids; i++)
-        node_free(n->kids[i]);
+        kt__lower_node_free(n->kids[i]);
     free(n->kids);
     kt_expr_free(n->expr);
     free(n);
@@ -297,7 +297,7 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
         store->ndim = kt__lower_buf_index(L, s->out, ax, s->nspatial,
                                           store->idx);
     if (store->ndim < 0) {
-        node_free(store);
+        kt__lower_node_free(store);
         return FAIL(L, "index expression too long");
     }
     if (init) {
@@ -313,7 +313,7 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
         if (rc == KT_OK)
             rc = kt__lower_map_loads(L, store->expr);
         if (rc != KT_OK) {
-            node_free(store);
+            kt__lower_node_free(store);
             return rc == KT_ESCHEDULE ? rc
                                       : FAIL(L, "index expression too long");
         }
@@ -500,6 +500,7 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
         kt_looptree_free(lt);
         return rc;
     }
+    kt__lower_elide_copies(lt);
     *out = lt;
     return KT_OK;
 }
@@ -509,8 +510,8 @@ kt_looptree_free(struct kt_looptree *lt)
 {
     if (lt == NULL)
         return;
-    node_free(lt->root);
-    node_free(lt->pack_root);
+    kt__lower_node_free(lt->root);
+    kt__lower_node_free(lt->pack_root);
     free(lt->var_names);
     free(lt);
 }

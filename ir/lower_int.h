@@ -53,6 +53,7 @@ struct region {
 
 struct kt_node *kt__lower_node_new(enum kt_node_kind kind, int stage);
 void kt__lower_node_add(struct kt_node *parent, struct kt_node *kid);
+void kt__lower_node_free(struct kt_node *n);
 /* Emits stage s (attached over region off/range, or at root with NULL)
  * into parent. */
 int kt__lower_emit_stage(struct lower *L, int s, struct kt_node *parent,
@@ -99,5 +100,11 @@ void kt__lower_accumulator_dim_order(const struct kt_sstage *ps, int *perm,
                                      int ndim);
 int kt__lower_emit_prepacked(struct lower *L, int p,
                              const struct kt_affine *off, const int64_t *range);
+
+/* ---- ir/lower_elide.c --------------------------------------------------- */
+
+/* Drops local tiles that are only copied out unchanged by producers that
+ * finish each element in one pass (the producer stores in place). */
+void kt__lower_elide_copies(struct kt_looptree *lt);
 
 #endif /* KT_IR_LOWER_INT_H */

@@ -109,6 +109,23 @@ holds_init(const struct kt_node *n)
     "[\"SP\",0,5,[32]],[\"RE\",0,[0,3,5,1,6,2,4]],"                            \
     "[\"AN\",0,5,\"unroll\"],[\"AN\",0,6,\"vectorize\"]]}"
 
+/* WHOLE_K as a cache-write tile of the 8 x 32 block of O it is computed
+ * at: each element is finished in one pass, so the tile is dropped and the
+ * kernel stores into O (ir/lower_elide.c). */
+#define WHOLE_K_CHW                                                            \
+    "{\"v\":1,\"steps\":[[\"CHW\",0],[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],"      \
+    "[\"RE\",1,[0,2,1,3]],[\"SP\",0,0,[8]],[\"SP\",0,2,[32]],"                 \
+    "[\"RE\",0,[0,2,4,1,3]],[\"AN\",0,3,\"unroll\"],"                          \
+    "[\"AN\",0,4,\"vectorize\"],[\"CA\",0,1,1]]}"
+
+/* The same with k split 2 x 32 around the tile's rows: every element is
+ * visited twice, and the tile stays. */
+#define SPLIT_K_CHW                                                            \
+    "{\"v\":1,\"steps\":[[\"CHW\",0],[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],"      \
+    "[\"RE\",1,[0,2,1,3]],[\"SP\",0,0,[8]],[\"SP\",0,2,[32]],"                 \
+    "[\"SP\",0,4,[32]],[\"RE\",0,[0,2,4,1,5,3]],"                              \
+    "[\"AN\",0,5,\"vectorize\"],[\"CA\",0,1,1]]}"
+
 static int
 vector_bytes(void)
 {
@@ -192,6 +209,44 @@ test_codegen_init_placement(void **state)
     }
 }
 
+/* A cache-write tile that is only copied out goes when its producer
+ * finishes each element in one pass, and stays otherwise; both kernels
+ * match the interpreter (candidate_c). */
+static void
+test_codegen_init_cache_write_copy_elided(void **state)
+{
+    static const char *const scheds[] = {WHOLE_K_CHW, SPLIT_K_CHW};
+    unsigned i;
+    (void)state;
+
+    for (i = 0; i < KT_ARRAY_LEN(scheds); i++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = NULL;
+        struct kt_looptree *lt = NULL;
+        struct kt_buf tree;
+        char err[512], *c;
+        build(scheds[i], &dag, &st);
+        assert_int_equal(kt_lower(st, &lt, err, sizeof(err)), KT_OK);
+        kt_buf_init(&tree);
+        kt_looptree_print(lt, &tree);
+        c = candidate_c(dag, st);
+        if (i == 0) {
+            assert_null(strstr(tree.p, "O_local"));
+            assert_null(strstr(c, "t_O_local"));
+            if (vector_bytes() == 64)
+                assert_non_null(strstr(c, "kt_v16 r0 = kt_bc16(0.0f);"));
+        } else {
+            assert_non_null(strstr(tree.p, "alloc O_local[8, 32]"));
+            assert_non_null(strstr(c, "t_O_local"));
+        }
+        free(c);
+        kt_buf_free(&tree);
+        kt_looptree_free(lt);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
+}
+
 int
 main(void)
 {
@@ -199,6 +254,7 @@ main(void)
         cmocka_unit_test(test_codegen_init_folds_whole_k),
         cmocka_unit_test(test_codegen_init_split_k_zeroes),
         cmocka_unit_test(test_codegen_init_placement),
+        cmocka_unit_test(test_codegen_init_cache_write_copy_elided),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

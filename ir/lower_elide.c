@@ -1,0 +1,251 @@
+/* lower_elide.c - a cache-write tile that is only copied out is dropped
+ * (docs/schedule.md, Lowering): when the last thing under a local tile's
+ * alloc is a nest that copies it unchanged into another buffer, and its
+ * producer finishes each element's reduction in one pass (the reduction
+ * loops sit directly above a register tile of unrolled and vectorized
+ * loops, so the code generator keeps the accumulators in registers), the
+ * producer stores into that buffer instead and the copy goes.  The tile
+ * would be written once, read once and copied: one pass over the output
+ * for nothing (GEMM 1024^3, 1 thread: 1-2% of the kernel).  A producer that
+ * revisits elements (a reduction split around a spatial loop) keeps its
+ * contiguous tile, which may be worth its copy; the search measures both. */
+#include "ir/lower_int.h"
+
+#include <stdlib.h>
+
+/* The copy nest below n: loops (with lets beside one inner node) down to
+ * one store of a bare load of buffer tile.  Its store, or NULL. */
+static struct kt_node *
+copy_store(struct kt_node *n, int tile)
+{
+    for (;;) {
+        struct kt_node *inner = NULL;
+        int i;
+
+        if (n->kind == KT_N_STORE)
+            break;
+        if (n->kind != KT_N_LOOP && n->kind != KT_N_SEQ)
+            return NULL;
+        for (i = 0; i < n->nkids; i++) {
+            if (n->kids[i]->kind == KT_N_LET)
+                continue;
+            if (inner != NULL)
+                return NULL;
+            inner = n->kids[i];
+        }
+        if (inner == NULL)
+            return NULL;
+        n = inner;
+    }
+    if (n->buf == tile || n->op != KT_ASSIGN || n->expr == NULL ||
+        n->expr->op != KT_X_LOAD || n->expr->src != tile ||
+        n->expr->ndim != n->ndim)
+        return NULL;
+    return n;
+}
+
+/* Iterations of the store under the copy nest n (the product of its
+ * loops' extents). */
+static int64_t
+copy_iterations(const struct kt_node *n)
+{
+    int64_t count = n->kind == KT_N_LOOP ? n->extent : 1, inner = 1;
+    int i;
+
+    for (i = 0; i < n->nkids; i++)
+        if (n->kids[i]->kind != KT_N_LET)
+            inner = copy_iterations(n->kids[i]);
+    return count * inner;
+}
+
+static int64_t
+buf_elems(const struct kt_lbuf *b)
+{
+    int64_t n = 1;
+    int d;
+
+    for (d = 0; d < b->ndim; d++)
+        n *= b->shape[d];
+    return n;
+}
+
+/* Marks in uses[] the variables that the nest below n binds. */
+static void
+bound_vars(const struct kt_node *n, unsigned char *uses, int nvars)
+{
+    int i;
+
+    if ((n->kind == KT_N_LOOP || n->kind == KT_N_LET) && n->var >= 0 &&
+        n->var < nvars)
+        uses[n->var] = 1;
+    for (i = 0; i < n->nkids; i++)
+        bound_vars(n->kids[i], uses, nvars);
+}
+
+/* Per dimension, the buffer index minus the tile index of the copy; each
+ * must be free of the copy nest's own variables. */
+static int
+copy_offsets(const struct kt_looptree *lt, const struct kt_node *nest,
+             const struct kt_node *st, struct kt_affine *base)
+{
+    unsigned char *inner = calloc((size_t)lt->nvars + 1, 1);
+    int d, j, ok = inner != NULL;
+
+    if (ok)
+        bound_vars(nest, inner, lt->nvars);
+    for (d = 0; ok && d < st->ndim; d++) {
+        base[d] = st->idx[d];
+        ok = kt_aff_add(&base[d], &st->expr->idx[d], -1) == KT_OK;
+        for (j = 0; ok && j < base[d].n; j++)
+            ok = base[d].k[j] == 0 || base[d].var[j] < 0 ||
+                 base[d].var[j] >= lt->nvars || !inner[base[d].var[j]];
+    }
+    free(inner);
+    return ok;
+}
+
+/* Whether every store into tile below n finishes its elements in one
+ * pass: up from an update store, unrolled or vectorized spatial loops,
+ * then reduction loops, then spatial loops only. */
+static int
+one_pass(const struct kt_node *n, int tile, const struct kt_node **path,
+         int depth)
+{
+    int i;
+
+    if (n->kind == KT_N_STORE && n->buf == tile && n->op != KT_ASSIGN) {
+        int phase = 0; /* 0: register tile, 1: reductions, 2: outer */
+        for (i = depth - 1; i >= 0; i--) {
+            const struct kt_node *p = path[i];
+            int tile_loop = p->ann == KT_ANN_UNROLL ||
+                            p->ann == KT_ANN_VECTORIZE;
+            if (p->kind != KT_N_LOOP)
+                continue;
+            if (p->reduce) {
+                if (phase == 2)
+                    return 0;
+                phase = 1;
+            } else if (phase == 0 && !tile_loop) {
+                return 0;
+            } else if (phase == 1) {
+                phase = 2;
+            }
+        }
+        return phase >= 1;
+    }
+    if (depth == 64)
+        return 0;
+    path[depth] = n;
+    for (i = 0; i < n->nkids; i++)
+        if (!one_pass(n->kids[i], tile, path, depth + 1))
+            return 0;
+    return 1;
+}
+
+static void
+retarget_expr(struct kt_expr *e, int tile, int to, const struct kt_affine *base)
+{
+    int d;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD && e->src == tile) {
+        e->src = to;
+        for (d = 0; d < e->ndim; d++)
+            (void)kt_aff_add(&e->idx[d], &base[d], 1);
+    }
+    retarget_expr(e->a, tile, to, base);
+    retarget_expr(e->b, tile, to, base);
+}
+
+static void
+retarget(struct kt_node *n, int tile, int to, const struct kt_affine *base)
+{
+    int i, d;
+
+    if (n->kind == KT_N_STORE && n->buf == tile) {
+        n->buf = to;
+        for (d = 0; d < n->ndim; d++)
+            (void)kt_aff_add(&n->idx[d], &base[d], 1);
+    }
+    retarget_expr(n->expr, tile, to, base);
+    for (i = 0; i < n->nkids; i++)
+        retarget(n->kids[i], tile, to, base);
+}
+
+/* Whether adding base to every index of tile in e fits the affine term
+ * table (kt_aff_add fails otherwise); checked before anything changes. */
+static int
+expr_fits(const struct kt_expr *e, int tile, const struct kt_affine *base)
+{
+    int d;
+
+    if (e == NULL)
+        return 1;
+    if (e->op == KT_X_LOAD && e->src == tile)
+        for (d = 0; d < e->ndim; d++) {
+            struct kt_affine a = e->idx[d];
+            if (kt_aff_add(&a, &base[d], 1) != KT_OK)
+                return 0;
+        }
+    return expr_fits(e->a, tile, base) && expr_fits(e->b, tile, base);
+}
+
+static int
+fits(const struct kt_node *n, int tile, const struct kt_affine *base)
+{
+    int i, d;
+
+    if (n->kind == KT_N_STORE && n->buf == tile)
+        for (d = 0; d < n->ndim; d++) {
+            struct kt_affine a = n->idx[d];
+            if (kt_aff_add(&a, &base[d], 1) != KT_OK)
+                return 0;
+        }
+    if (!expr_fits(n->expr, tile, base))
+        return 0;
+    for (i = 0; i < n->nkids; i++)
+        if (!fits(n->kids[i], tile, base))
+            return 0;
+    return 1;
+}
+
+static void
+elide(struct kt_looptree *lt, struct kt_node *n)
+{
+    const struct kt_node *path[64];
+    struct kt_affine base[KT_MAX_DIMS];
+    struct kt_node *nest, *st;
+    int i, tile;
+
+    for (i = 0; i < n->nkids; i++)
+        elide(lt, n->kids[i]);
+    if (n->kind != KT_N_ALLOC || n->nkids < 2 ||
+        lt->bufs[n->buf].scope != KT_BUF_LOCAL)
+        return;
+    tile = n->buf;
+    nest = n->kids[n->nkids - 1];
+    st = copy_store(nest, tile);
+    /* The copy must cover the tile exactly: a tile widened for another
+     * reader would have the producer write outside the copied block. */
+    if (st == NULL || lt->bufs[st->buf].ndim != lt->bufs[tile].ndim ||
+        copy_iterations(nest) != buf_elems(&lt->bufs[tile]) ||
+        !copy_offsets(lt, nest, st, base))
+        return;
+    for (i = 0; i < n->nkids - 1; i++)
+        if (!one_pass(n->kids[i], tile, path, 0) ||
+            !fits(n->kids[i], tile, base))
+            return;
+    for (i = 0; i < n->nkids - 1; i++)
+        retarget(n->kids[i], tile, st->buf, base);
+    kt__lower_node_free(nest);
+    n->nkids--;
+    n->kind = KT_N_SEQ; /* the tile is no longer allocated */
+    n->buf = -1;
+}
+
+void
+kt__lower_elide_copies(struct kt_looptree *lt)
+{
+    elide(lt, lt->root);
+}
