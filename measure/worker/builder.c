@@ -58,7 +58,7 @@ struct shared_obj {
     int cached;        /* obj is a link to the cached object: no compile */
     char obj[512];     /* dir/shared.o */
     char cache[600];   /* cache_dir/ref-obj-<hash of cc and the part>.o */
-    char publish[640]; /* cache + ".pid", renamed onto cache */
+    char publish[640]; /* cache + ".<job>", renamed onto cache */
 };
 
 static int
@@ -79,8 +79,9 @@ split_module(const char *dir, const char *cache_dir, const char *cc,
                 hex);
     snprintf(so->obj, sizeof(so->obj), "%s/shared.o", dir);
     snprintf(so->cache, sizeof(so->cache), "%s/ref-obj-%s.o", cache_dir, hex);
-    snprintf(so->publish, sizeof(so->publish), "%s.%ld", so->cache,
-             (long)getpid());
+    /* Unique per job: two builds of one worker may publish at once. */
+    snprintf(so->publish, sizeof(so->publish), "%s.%s", so->cache,
+             strrchr(dir, '/') != NULL ? strrchr(dir, '/') + 1 : dir);
     kt_buf_init(&kernel);
     kt_buf_put(&kernel, src, prelude);
     kt_buf_put(&kernel, src + shared, n - shared);
