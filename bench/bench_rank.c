@@ -10,10 +10,17 @@
  *
  *   build/bench/bench_rank DB [DB ...]
  *
+ * The held-out pairs of the random splits are also counted by the cost
+ * ratio of the pair (near-equal costs are mostly timing noise).
+ *
+ * KT_RANK_EACH=1 ranks every database alone (its own training set) and
+ * prints a line per database and their mean.  KT_RANK_DUMP=FILE writes
+ * the first random split's held-out programs (trial id, cost, score).
  * KT_RANK_WINDOWS=0 skips the windows.  The model is the kt_xgb_params
  * default (KT_RANK_MODEL=ansor: Ansor's pack-sum), changed by the
  * variables read in model_params().  bench/compare_policies.sh runs it on
  * the databases of its tuning runs. */
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,12 +39,21 @@ struct prog {
     double cost;
     int order;   /* among its group's programs, in measurement order */
     int group_n; /* programs of its group */
+    int64_t id;  /* trial id in its database */
 };
 
 static int nprogs, capprogs;
 static struct prog *progs;
 static double extract_s; /* CPU seconds in kt_features_extract */
 static struct kt_xgb_train_stats last_stats;
+
+/* Held-out pairs of the random splits by the cost ratio of the pair
+ * (slower / faster): near-equal costs are mostly timing noise. */
+static const double ratio_edges[] = {1.01, 1.03, 1.1, 1.3, 2, INFINITY};
+#define NBINS ((int)KT_ARRAY_LEN(ratio_edges))
+static long long bin_pairs[NBINS], bin_right[NBINS];
+static int count_bins; /* 1 while the random splits run */
+static FILE *dump;     /* KT_RANK_DUMP: held-out scores of the first split */
 
 /* Sets order and group_n (programs are loaded in measurement order). */
 static void
@@ -69,7 +85,7 @@ load(const char *path)
         exit(1);
     }
     if (sqlite3_prepare_v2(kt_storage_db(st),
-                           "select workload, config, cost from logs "
+                           "select workload, config, cost, id from logs "
                            "where err_no = 0 order by id",
                            -1, &q, NULL) != SQLITE_OK) {
         fprintf(stderr, "bench_rank: %s: %s\n", path,
@@ -107,6 +123,7 @@ load(const char *path)
         if (ok) {
             p.group = (int64_t)(kt_hash64(dag->key, strlen(dag->key)) >> 1);
             p.cost = sqlite3_column_double(q, 2);
+            p.id = sqlite3_column_int64(q, 3);
             if (nprogs == capprogs) {
                 capprogs = capprogs ? capprogs * 2 : 1024;
                 progs = kt_xrealloc(progs, sizeof(*progs) * (size_t)capprogs);
@@ -186,14 +203,24 @@ rank_accuracy(const int *train, int ntrain, const int *test, int ntest,
         fprintf(stderr, "bench_rank: predict: %s\n", err);
         exit(1);
     }
+    if (dump != NULL)
+        for (i = 0; i < ntest; i++)
+            fprintf(dump, "%lld %.9g %.6g\n", (long long)progs[test[i]].id,
+                    progs[test[i]].cost, scores[i]);
     for (i = 0; i < ntest; i++)
         for (j = i + 1; j < ntest; j++) {
             const struct prog *a = &progs[test[i]], *b = &progs[test[j]];
             if (a->group != b->group || a->cost == b->cost)
                 continue;
+            int ok = (a->cost < b->cost) == (scores[i] > scores[j]), k = 0;
+            double ratio = a->cost > b->cost ? a->cost / b->cost
+                                             : b->cost / a->cost;
             pairs++;
-            if ((a->cost < b->cost) == (scores[i] > scores[j]))
-                right++;
+            right += ok;
+            while (count_bins && ratio >= ratio_edges[k])
+                k++;
+            bin_pairs[k] += count_bins;
+            bin_right[k] += count_bins && ok;
         }
     kt_train_set_free(&set);
     kt_xgb_free(m);
@@ -277,8 +304,13 @@ random_splits(int nseeds)
             perm[i] = perm[j];
             perm[j] = t;
         }
+        if (k == 0 && getenv("KT_RANK_DUMP") != NULL)
+            dump = fopen(getenv("KT_RANK_DUMP"), "w");
         acc = rank_accuracy(perm, ntrain, perm + ntrain, nprogs - ntrain,
                             &pairs, &secs);
+        if (dump != NULL)
+            fclose(dump);
+        dump = NULL;
         printf("random split (seed %d): trained on %d programs in %.3f s (%d "
                "boosting rounds): pairwise ranking accuracy on the held-out "
                "20%%: %.3f (%lld pairs, %d programs)\n",
@@ -290,19 +322,28 @@ random_splits(int nseeds)
     return sum / nseeds;
 }
 
-int
-main(int argc, char **argv)
+static void
+print_bins(void)
 {
-    int i, nseeds = kt_bench_env_int("KT_RANK_SEEDS", 1);
-    double order, rnd;
+    int k;
 
-    if (argc < 2) {
-        printf("bench_rank: skipped (pass tuning databases; "
-               "bench/compare_policies.sh does)\n");
-        return 0;
-    }
-    for (i = 1; i < argc; i++)
-        load(argv[i]);
+    printf("random splits, held-out pairs by cost ratio:");
+    for (k = 0; k < NBINS; k++)
+        if (bin_pairs[k] > 0)
+            printf(" <%g: %.3f (%lld)", ratio_edges[k],
+                   (double)bin_right[k] / (double)bin_pairs[k], bin_pairs[k]);
+    printf("\n");
+}
+
+/* Loads the databases paths[0..n) and reports on them as one training
+ * set; 0 if there were too few programs. */
+static int
+rank_dbs(char **paths, int n, int nseeds, double *order, double *rnd)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        load(paths[i]);
     if (nprogs < 20) {
         printf("bench_rank: only %d successful trials; need at least 20\n",
                nprogs);
@@ -312,13 +353,75 @@ main(int argc, char **argv)
     printf("features: %d programs extracted in %.1f ms of CPU (%.1f us per "
            "program)\n",
            nprogs, extract_s * 1e3, extract_s * 1e6 / nprogs);
-    order = time_split(kt_bench_env_int("KT_RANK_WINDOWS", 1));
-    rnd = random_splits(nseeds < 1 ? 1 : nseeds);
+    *order = time_split(kt_bench_env_int("KT_RANK_WINDOWS", 1));
+    count_bins = 1;
+    *rnd = random_splits(nseeds);
+    count_bins = 0;
     printf("summary: random split %.3f (mean of %d), measurement order "
            "%.3f\n",
-           rnd, nseeds < 1 ? 1 : nseeds, order);
+           *rnd, nseeds, *order);
     for (i = 0; i < nprogs; i++)
         free(progs[i].rows);
     free(progs);
+    progs = NULL;
+    nprogs = capprogs = 0;
+    extract_s = 0;
+    return 1;
+}
+
+/* KT_RANK_EACH=1: every database alone (its own training set), one line
+ * each, and the means over them. */
+static void
+rank_each(char **paths, int n, int nseeds)
+{
+    double *order = kt_xcalloc((size_t)n, sizeof(double));
+    double *rnd = kt_xcalloc((size_t)n, sizeof(double));
+    double so = 0, sr = 0;
+    int i, used = 0;
+
+    for (i = 0; i < n; i++) {
+        printf("== %s\n", paths[i]);
+        if (rank_dbs(&paths[i], 1, nseeds, &order[i], &rnd[i])) {
+            so += order[i];
+            sr += rnd[i];
+            used++;
+        } else {
+            order[i] = rnd[i] = NAN;
+        }
+    }
+    printf("\neach database alone (random split mean of %d / measurement "
+           "order):\n",
+           nseeds);
+    for (i = 0; i < n; i++) {
+        const char *base = strrchr(paths[i], '/');
+        printf("  %-40s %.3f / %.3f\n", base ? base + 1 : paths[i], rnd[i],
+               order[i]);
+    }
+    if (used > 0)
+        printf("  %-40s %.3f / %.3f\n", "mean", sr / used, so / used);
+    print_bins();
+    free(order);
+    free(rnd);
+}
+
+int
+main(int argc, char **argv)
+{
+    int nseeds = kt_bench_env_int("KT_RANK_SEEDS", 1);
+    double order, rnd;
+
+    if (argc < 2) {
+        printf("bench_rank: skipped (pass tuning databases; "
+               "bench/compare_policies.sh does)\n");
+        return 0;
+    }
+    if (nseeds < 1)
+        nseeds = 1;
+    if (kt_bench_env_int("KT_RANK_EACH", 0)) {
+        rank_each(argv + 1, argc - 1, nseeds);
+        return 0;
+    }
+    if (rank_dbs(argv + 1, argc - 1, nseeds, &order, &rnd))
+        print_bins();
     return 0;
 }
