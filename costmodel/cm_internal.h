@@ -56,6 +56,10 @@ int64_t kt__ext(const struct kt__store_ctx *c, int l);
  * (loops outside l fixed): the bounding box, clipped to the shape. */
 double kt__footprint(const struct kt__store_ctx *c, const struct kt__access *a,
                      int l);
+/* The same with loop l running only its first ext_l iterations (ext_l <= 0:
+ * all of them). */
+double kt__footprint_part(const struct kt__store_ctx *c,
+                          const struct kt__access *a, int l, int64_t ext_l);
 /* Elements in the last dimension of that box (the contiguous run). */
 double kt__footprint_last(const struct kt__store_ctx *c,
                           const struct kt__access *a, int l);

@@ -24,7 +24,11 @@
  * One row of KT_FEATURE_LEN floats per store node of the loop tree.  Any
  * change of meaning or layout bumps KT_FEATURE_VERSION (models trained on
  * another version are refused by kt_xgb_load). */
-#define KT_FEATURE_VERSION 2
+#define KT_FEATURE_VERSION 3
+
+/* Group 2 has KT_F_NBUF blocks of KT_F_BUF_LEN (enum kt_feature_buf). */
+#define KT_F_NBUF 5
+#define KT_F_BUF_LEN 21
 
 /* Group 1: computation.  Op counts are per evaluation of the stored value
  * times the product of the enclosing loop extents. */
@@ -43,7 +47,7 @@ enum kt_feature_index {
     /* Group 2: per-buffer access features, KT_F_NBUF blocks. */
     KT_F_BUF0 = KT_F_PARALLEL_NUM + 11,
     /* Group 3: arithmetic-intensity curve, 10 samples. */
-    KT_F_AI_CURVE = KT_F_BUF0 + 5 * 19,
+    KT_F_AI_CURVE = KT_F_BUF0 + KT_F_NBUF * KT_F_BUF_LEN,
     /* Group 4: allocation of the stored buffer. */
     KT_F_ALLOC_SIZE = KT_F_AI_CURVE + 10,
     KT_F_ALLOC_PROD,
@@ -65,6 +69,9 @@ enum kt_feature_index {
     /* Group 8: layout rewrite. */
     KT_F_PREPACKED,       /* 1 if the store reads a prepacked buffer */
     KT_F_PREPACKED_BYTES, /* bytes read from prepacked buffers */
+    /* Group 9: the innermost serial loop (neither vectorized nor unrolled:
+     * the innermost loop left in the generated C). */
+    KT_F_SERIAL_BODY, /* iterations of the loops inside it */
     KT_FEATURE_LEN
 };
 
@@ -85,8 +92,6 @@ enum kt_feature_ann {
 
 /* Offsets inside one buffer block; block b starts at KT_F_BUF0 + b *
  * KT_F_BUF_LEN.  Buffers are sorted by (lines, bytes) descending. */
-#define KT_F_NBUF 5
-#define KT_F_BUF_LEN 19
 enum kt_feature_buf {
     KT_FB_READ = 0,
     KT_FB_WRITE,
@@ -106,7 +111,9 @@ enum kt_feature_buf {
     KT_FB_LINES_D_REUSE,
     KT_FB_UNIQUE_LINES_D_REUSE,
     KT_FB_STRIDE,
-    KT_FB_IS_LOCAL
+    KT_FB_IS_LOCAL,
+    KT_FB_SERIAL_STRIDE, /* stride along the innermost serial loop */
+    KT_FB_THREAD_BYTES   /* bytes one thread of two touches (static) */
 };
 
 /* Bytes of one element and of one cache line assumed by the features. */

@@ -20,6 +20,7 @@ struct bufagg {
     double bytes, ubytes, lines, ulines;
     int reuse; /* KT_FB_REUSE_* */
     double dis_iter, dis_bytes, reuse_ct, stride;
+    double serial_stride, thread_bytes;
 };
 
 float
@@ -90,14 +91,16 @@ kt_feature_name(int i, char *buf, size_t len)
                                      "lines_d_reuse_ct",
                                      "unique_lines_d_reuse_ct",
                                      "stride",
-                                     "is_local"};
+                                     "is_local",
+                                     "serial_stride",
+                                     "thread_bytes"};
     static const char *const tail[] =
         {"alloc_size",           "alloc_prod",      "alloc_outer_prod",
          "alloc_inner_prod",     "outer_prod",      "num_loops",
          "auto_unroll_max_step", "store_reduce",    "store_init",
          "inner_extent",         "reduce_prod",     "vec_gather",
          "vec_shuffle",          "vec_lane_reduce", "prepacked",
-         "prepacked_bytes"};
+         "prepacked_bytes",      "serial_body"};
 
     if (i < 0 || i >= KT_FEATURE_LEN)
         snprintf(buf, len, "invalid");
@@ -243,44 +246,96 @@ buffer_block(const struct kt__store_ctx *c, const struct bufagg *g, double *f)
     f[KT_FB_UNIQUE_LINES_D_REUSE] = g->ulines / r;
     f[KT_FB_STRIDE] = g->stride;
     f[KT_FB_IS_LOCAL] = c->lt->bufs[g->buf].scope == KT_BUF_LOCAL;
+    f[KT_FB_SERIAL_STRIDE] = g->serial_stride;
+    f[KT_FB_THREAD_BYTES] = g->thread_bytes;
+}
+
+/* The innermost serial loop: every buffer's smallest non-zero stride along
+ * it, and the iterations of the straight-line code inside it (unrolled and
+ * vectorized loops). */
+static void
+serial_loop(const struct kt__store_ctx *c, struct bufagg *ag, int nag,
+            double *f)
+{
+    double body = 1, st;
+    int l, i, j;
+
+    for (l = c->depth - 1; l >= 0; l--) {
+        enum kt_annot a = c->loops[l].n->ann;
+        if (a != KT_ANN_VECTORIZE && a != KT_ANN_UNROLL)
+            break;
+        body *= (double)kt__ext(c, l);
+    }
+    f[KT_F_SERIAL_BODY] = body;
+    for (j = 0; j < nag && l >= 0; j++)
+        for (i = 0; i < c->nacc; i++) {
+            if (c->acc[i].buf != ag[j].buf)
+                continue;
+            st = fabs(kt__stride(c, &c->acc[i], l));
+            if (st > 0 && (ag[j].serial_stride == 0 || st < ag[j].serial_stride))
+                ag[j].serial_stride = st;
+        }
+}
+
+/* Bytes of each buffer that one thread touches when the outermost
+ * parallel loop is split between two threads in contiguous chunks (the
+ * static schedule): the footprint while it runs its first half.  Which
+ * buffer a thread's chunk splits decides whether each thread streams all
+ * of a large operand or half of it. */
+static void
+thread_chunk(const struct kt__store_ctx *c, struct bufagg *ag, int nag)
+{
+    double e, cap;
+    int64_t half;
+    int l, i, j;
+
+    for (l = 0; l < c->depth; l++)
+        if (c->loops[l].n->ann == KT_ANN_PARALLEL)
+            break;
+    if (l == c->depth)
+        return;
+    half = (kt__ext(c, l) + 1) / 2;
+    for (j = 0; j < nag; j++) {
+        e = 0;
+        cap = kt__cm_buf_elems(&c->lt->bufs[ag[j].buf]);
+        for (i = 0; i < c->nacc; i++)
+            if (c->acc[i].buf == ag[j].buf)
+                e += kt__footprint_part(c, &c->acc[i], l, half);
+        ag[j].thread_bytes = (e < cap ? e : cap) * KT_F_ELEM_BYTES;
+    }
 }
 
 /* Ten samples of ops/bytes along the cumulative-ops axis, from the
- * innermost loop level (fewest ops) to the whole nest. */
+ * innermost loop level (fewest ops) to the whole nest, evenly spaced in
+ * log(ops): every level of the nest gets samples, not only the outermost
+ * (on a linear axis all ten fall in the last one or two levels). */
 static void
 ai_curve(const struct kt__store_ctx *c, double flops, const double *lvb,
          double *f)
 {
-    double ops[KT__MAX_DEPTH + 1], ai[KT__MAX_DEPTH + 1];
-    double total, x, prev_ops = 0, prev_ai = 0, t;
+    double lops[KT__MAX_DEPTH + 1], ai[KT__MAX_DEPTH + 1];
+    double total, x, t;
     int n = 0, l, k, j;
 
     total = flops;
     for (l = c->depth; l >= 0; l--) {
         if (l < c->depth)
             total *= (double)kt__ext(c, l);
-        ops[n] = total;
+        if (total <= 0)
+            return;
+        lops[n] = log(total);
         ai[n] = lvb[l] > 0 ? total / lvb[l] : 0;
         n++;
     }
-    if (total <= 0)
-        return;
     j = 0;
     for (k = 0; k < 10; k++) {
-        x = total * (k + 1) / 10.0;
-        while (j < n - 1 && ops[j] < x)
+        x = lops[0] + (lops[n - 1] - lops[0]) * (k + 1) / 10.0;
+        while (j < n - 1 && lops[j] < x)
             j++;
-        if (j > 0) {
-            prev_ops = ops[j - 1];
-            prev_ai = ai[j - 1];
-        } else {
-            prev_ops = 0;
-            prev_ai = 0;
-        }
-        t = ops[j] > prev_ops ? (x - prev_ops) / (ops[j] - prev_ops) : 1;
-        if (t > 1)
-            t = 1;
-        f[k] = prev_ai + t * (ai[j] - prev_ai);
+        t = j > 0 && lops[j] > lops[j - 1]
+                ? (x - lops[j - 1]) / (lops[j] - lops[j - 1])
+                : 1;
+        f[k] = j > 0 ? ai[j - 1] + t * (ai[j] - ai[j - 1]) : ai[0];
     }
 }
 
@@ -389,6 +444,8 @@ store_row(const struct kt__store_ctx *c, void *arg)
         if (ag[j].stride < 0 || st < ag[j].stride)
             ag[j].stride = st;
     }
+    serial_loop(c, ag, nag, f);
+    thread_chunk(c, ag, nag);
     for (l = 0; l <= c->depth; l++)
         lvb[l] = kt__level_bytes(c, l);
     for (j = 0; j < nag; j++) {

@@ -296,20 +296,24 @@ out:
     return rc;
 }
 
-/* Span (values - 1) of variable v while loops l.. run. */
+/* Span (values - 1) of variable v while loops l.. run, loop l itself for
+ * only its first ext_l iterations when ext_l > 0. */
 static double
-var_span(const struct kt__store_ctx *c, int v, int l, int guard)
+var_span(const struct kt__store_ctx *c, int v, int l, int64_t ext_l, int guard)
 {
     const struct kt__let *let;
     double s, n;
     int lv = c->var_level[v];
 
-    if (lv >= 0)
-        return lv >= l ? (double)(kt__ext(c, lv) - 1) : 0.0;
+    if (lv >= 0) {
+        if (lv < l)
+            return 0.0;
+        return (double)((lv == l && ext_l > 0 ? ext_l : kt__ext(c, lv)) - 1);
+    }
     let = &c->lets[v];
     if (!let->defined || guard > 8)
         return 0.0;
-    s = var_span(c, let->src_var, l, guard + 1);
+    s = var_span(c, let->src_var, l, ext_l, guard + 1);
     if (s == 0.0)
         return 0.0;
     n = ceil((s + 1.0) / (double)let->div);
@@ -335,7 +339,7 @@ var_rate(const struct kt__store_ctx *c, int v, int l, int guard)
 
 static double
 dim_range(const struct kt__store_ctx *c, const struct kt__access *a, int d,
-          int l)
+          int l, int64_t ext_l)
 {
     const struct kt_affine *x = &a->idx[d];
     double r = 1.0;
@@ -344,7 +348,7 @@ dim_range(const struct kt__store_ctx *c, const struct kt__access *a, int d,
 
     for (t = 0; t < x->n; t++)
         if (x->k[t] != 0)
-            r += fabs((double)x->k[t]) * var_span(c, x->var[t], l, 0);
+            r += fabs((double)x->k[t]) * var_span(c, x->var[t], l, ext_l, 0);
     if (shape > 0 && r > (double)shape)
         r = (double)shape;
     return r;
@@ -353,11 +357,18 @@ dim_range(const struct kt__store_ctx *c, const struct kt__access *a, int d,
 double
 kt__footprint(const struct kt__store_ctx *c, const struct kt__access *a, int l)
 {
+    return kt__footprint_part(c, a, l, 0);
+}
+
+double
+kt__footprint_part(const struct kt__store_ctx *c, const struct kt__access *a,
+                   int l, int64_t ext_l)
+{
     double e = 1.0;
     int d;
 
     for (d = 0; d < a->ndim; d++)
-        e *= dim_range(c, a, d, l);
+        e *= dim_range(c, a, d, l, ext_l);
     return e;
 }
 
@@ -369,7 +380,7 @@ kt__footprint_last(const struct kt__store_ctx *c, const struct kt__access *a,
     int d;
 
     for (d = a->ndim - 1; d >= 0; d--) {
-        r = dim_range(c, a, d, l);
+        r = dim_range(c, a, d, l, 0);
         run *= r;
         if (r < (double)c->lt->bufs[a->buf].shape[d])
             break;

@@ -348,7 +348,7 @@ test_features_empty_tree_and_names(void **state)
     assert_null(rows);
     tb_free(lt);
 
-    assert_int_equal(KT_FEATURE_LEN, 162);
+    assert_int_equal(KT_FEATURE_LEN, 173);
     kt_feature_name(KT_F_BUF0 + 2 * KT_F_BUF_LEN + KT_FB_REUSE_DIS_BYTES, name,
                     sizeof(name));
     assert_string_equal(name, "B2.reuse_dis_bytes");
@@ -360,10 +360,78 @@ test_features_empty_tree_and_names(void **state)
     assert_string_equal(name, "vec_lane_reduce");
     kt_feature_name(KT_F_PREPACKED_BYTES, name, sizeof(name));
     assert_string_equal(name, "prepacked_bytes");
+    kt_feature_name(KT_F_BUF0 + 4 * KT_F_BUF_LEN + KT_FB_THREAD_BYTES, name,
+                    sizeof(name));
+    assert_string_equal(name, "B4.thread_bytes");
+    kt_feature_name(KT_F_BUF0 + KT_FB_SERIAL_STRIDE, name, sizeof(name));
+    assert_string_equal(name, "B0.serial_stride");
+    kt_feature_name(KT_F_SERIAL_BODY, name, sizeof(name));
+    assert_string_equal(name, "serial_body");
+    kt_feature_name(KT_F_SERIAL_BODY + 1, name, sizeof(name));
+    assert_string_equal(name, "invalid");
     for (i = 0; i < KT_FEATURE_LEN; i++)
         onehot += kt_feature_is_onehot(i);
     assert_int_equal(onehot, 3 * 8 + 5 * 7 + 4);
     assert_float_equal(kt_feature_scale(7), 3.0f, 1e-6);
+}
+
+/* Version 3: the innermost serial loop (the one left in the generated C
+ * once unrolled and vectorized loops are straight-line code), the bytes
+ * one of two threads touches, and the arithmetic-intensity curve sampled
+ * in log(ops), on the GEMM's update C.local += A * B (loops io 64
+ * parallel, jo 16, ko 128, ki 4 unroll, ii 8 unroll, ji 32 vectorize). */
+static void
+test_features_serial_loop_and_threads(void **state)
+{
+    static const struct tb_gemm fused = {512, 512, 512, 8, 32, 4, 1, 1, 1, 1};
+    const struct tb_gemm *g[2] = {&gemm512, &fused};
+    double ai1 = 2.0 / 12, ai32 = 64.0 / ((32 + 1 + 32) * 4), t;
+    float *rows = NULL;
+    const float *r;
+    char err[256] = "";
+    int n = -1, k;
+
+    (void)state;
+    for (k = 0; k < 2; k++) {
+        struct kt_looptree *lt = tb_gemm_tree(g[k]);
+        assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                         0);
+        r = rows + KT_FEATURE_LEN;
+        /* ko is the innermost serial loop: ki x ii x ji = 4 x 8 x 32
+         * iterations of straight-line code per step. */
+        EXPECT_F(r, KT_F_SERIAL_BODY, 4 * 8 * 32);
+        /* One step of ko moves B by tk rows (4 x 512 floats) and A by tk
+         * columns; C.local does not move. */
+        EXPECT_B(BLK(r, 0), KT_FB_SERIAL_STRIDE, 4 * 512);
+        EXPECT_B(BLK(r, 1), KT_FB_SERIAL_STRIDE, 0);
+        EXPECT_B(BLK(r, 2), KT_FB_SERIAL_STRIDE, 4);
+        /* The first half of the parallel loop (io, or the fused io x jo
+         * whose outer part is io) covers half of A's rows and all of B;
+         * C.local is one 8 x 32 tile. */
+        EXPECT_B(BLK(r, 0), KT_FB_THREAD_BYTES, 512.0 * 512 * 4);
+        EXPECT_B(BLK(r, 1), KT_FB_THREAD_BYTES, 8 * 32 * 4);
+        EXPECT_B(BLK(r, 2), KT_FB_THREAD_BYTES, 256.0 * 512 * 4);
+        /* The nest runs 2^28 flops from 2 in one iteration: the first
+         * sample sits at 2^3.7 flops, between the innermost level (one
+         * iteration, 3 floats) and ji's (64 flops on 32 + 1 + 32 floats),
+         * 2.7 / 5 of the way in log(ops).  A linear axis put it at 10% of
+         * all flops, between the outer loops. */
+        t = 2.7 / 5;
+        EXPECT_F(r, KT_F_AI_CURVE, ai1 + t * (ai32 - ai1));
+        free(rows);
+        tb_free(lt);
+    }
+    /* Without a parallel loop no thread's share is computed. */
+    {
+        static const struct tb_gemm serial = {512, 512, 512, 8, 32,
+                                              4,   0,   1,   1, 0};
+        struct kt_looptree *lt = tb_gemm_tree(&serial);
+        assert_int_equal(kt_features_extract(lt, &rows, &n, err, sizeof(err)),
+                         0);
+        EXPECT_B(BLK(rows + KT_FEATURE_LEN, 0), KT_FB_THREAD_BYTES, 0);
+        free(rows);
+        tb_free(lt);
+    }
 }
 
 /* The update row of "def" lowered with the schedule "json" (one row per
@@ -440,6 +508,7 @@ main(void)
         cmocka_unit_test(test_features_bad_trees),
         cmocka_unit_test(test_features_empty_tree_and_names),
         cmocka_unit_test(test_features_vector_access),
+        cmocka_unit_test(test_features_serial_loop_and_threads),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
