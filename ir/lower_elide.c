@@ -6,7 +6,7 @@
  * loops, so the code generator keeps the accumulators in registers), the
  * producer stores into that buffer instead and the copy goes.  The tile
  * would be written once, read once and copied: one pass over the output
- * for nothing (GEMM 1024^3, 1 thread: 1-2% of the kernel).  A producer that
+ * for nothing (2-3% of the suite's best GEMM 1024^3).  A producer that
  * revisits elements (a reduction split around a spatial loop) keeps its
  * contiguous tile, which may be worth its copy; the search measures both. */
 #include "ir/lower_int.h"
