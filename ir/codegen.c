@@ -261,17 +261,6 @@ emit_kids(struct cg *g, const struct kt_node *n)
 
 #define STACK_TILE_BYTES (256 * 1024)
 
-static int64_t
-buf_elems(const struct kt_lbuf *b)
-{
-    int64_t n = 1;
-    int d;
-
-    for (d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
 static void
 emit_node(struct cg *g, const struct kt_node *n)
 {
@@ -282,7 +271,7 @@ emit_node(struct cg *g, const struct kt_node *n)
     case KT_N_STORE: kt__cg_emit_store(g, n, -1, 1); break;
     case KT_N_ALLOC: {
         const struct kt_lbuf *b = &g->lt->bufs[n->buf];
-        int64_t elems = buf_elems(b);
+        int64_t elems = kt_lbuf_elems(b);
         int heap = elems * 4 > STACK_TILE_BYTES;
         kt__cg_line(g, "{");
         g->indent++;
@@ -385,7 +374,8 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
         if (b->scope != KT_BUF_HEAP)
             continue;
         kt__cg_line(&g, "float *restrict t_%s = aligned_alloc(64, %lld);",
-                    b->name, (long long)((buf_elems(b) * 4 + 63) / 64 * 64));
+                    b->name,
+                    (long long)((kt_lbuf_elems(b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
     }
     declare_packed(&g, fname);
@@ -438,7 +428,7 @@ kt_codegen_function(const struct kt_looptree *lt,
                           "static float %s_pk_%s[%lld] "
                           "__attribute__((aligned(64)));\n",
                           fname, lt->bufs[i].name,
-                          (long long)buf_elems(&lt->bufs[i]));
+                          (long long)kt_lbuf_elems(&lt->bufs[i]));
     rc = gen_function(lt, o, fname, 0, 1, out, err, errlen);
     if (rc == KT_OK)
         rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);

@@ -418,6 +418,8 @@ struct kt_lbuf {
     int ndim;
     int64_t shape[KT_MAX_DIMS];
 };
+/* Elements of b (the product of its shape). */
+int64_t kt_lbuf_elems(const struct kt_lbuf *b);
 
 enum kt_node_kind {
     KT_N_SEQ,   /* children in order */

@@ -505,6 +505,17 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
     return KT_OK;
 }
 
+int64_t
+kt_lbuf_elems(const struct kt_lbuf *b)
+{
+    int64_t n = 1;
+    int d;
+
+    for (d = 0; d < b->ndim; d++)
+        n *= b->shape[d];
+    return n;
+}
+
 void
 kt_looptree_free(struct kt_looptree *lt)
 {

@@ -58,17 +58,6 @@ copy_iterations(const struct kt_node *n)
     return count * inner;
 }
 
-static int64_t
-buf_elems(const struct kt_lbuf *b)
-{
-    int64_t n = 1;
-    int d;
-
-    for (d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
 /* Marks in uses[] the variables that the nest below n binds. */
 static void
 bound_vars(const struct kt_node *n, unsigned char *uses, int nvars)
@@ -229,7 +218,7 @@ elide(struct kt_looptree *lt, struct kt_node *n)
     /* The copy must cover the tile exactly: a tile widened for another
      * reader would have the producer write outside the copied block. */
     if (st == NULL || lt->bufs[st->buf].ndim != lt->bufs[tile].ndim ||
-        copy_iterations(nest) != buf_elems(&lt->bufs[tile]) ||
+        copy_iterations(nest) != kt_lbuf_elems(&lt->bufs[tile]) ||
         !copy_offsets(lt, nest, st, base))
         return;
     for (i = 0; i < n->nkids - 1; i++)
