@@ -475,6 +475,9 @@ int kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
 void kt_looptree_free(struct kt_looptree *lt);
 /* Writes a readable dump (for tests, docs and `kerntune` debugging). */
 void kt_looptree_print(const struct kt_looptree *lt, struct kt_buf *b);
+/* The program's identity: a hash of that dump and of the pack routine's.
+ * Two schedules with equal hashes lower to the same program. */
+uint64_t kt_looptree_hash(const struct kt_looptree *lt);
 
 /* ---- C code generation ------------------------------------------------- */
 struct kt_codegen_opts {

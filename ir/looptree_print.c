@@ -116,3 +116,20 @@ kt_looptree_print(const struct kt_looptree *lt, struct kt_buf *b)
 {
     put_node(lt, b, lt->root, 0);
 }
+
+uint64_t
+kt_looptree_hash(const struct kt_looptree *lt)
+{
+    struct kt_buf b;
+    uint64_t h;
+
+    kt_buf_init(&b);
+    put_node(lt, &b, lt->root, 0);
+    if (lt->pack_root != NULL) {
+        kt_buf_puts(&b, "pack\n");
+        put_node(lt, &b, lt->pack_root, 0);
+    }
+    h = kt_hash64(b.p, b.len);
+    kt_buf_free(&b);
+    return h;
+}

@@ -246,8 +246,10 @@ struct kt_search_stats {
     int measured_seeds; /* measured states put into the population */
     int iters;          /* GA generations run */
     int mutations_ok, mutations_fail;
-    int scored;           /* programs built, lowered and scored */
-    int skipped_measured; /* picks dropped as already measured */
+    int scored;               /* programs built, lowered and scored */
+    int skipped_measured;     /* picks dropped as already measured */
+    int skipped_same_program; /* picks that lower to a program already
+                                 proposed or measured */
     int picked_best, picked_random;
     float best_score;
     double sample_s, evo_s, score_s, total_s;

@@ -245,6 +245,23 @@ kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
     return seeded;
 }
 
+/* kt_looptree_hash of the program the steps lower to, or 0. */
+static uint64_t
+program_of(const struct kt_search *s, const struct kt_step *steps, int nsteps)
+{
+    struct kt_state *st = NULL;
+    struct kt_looptree *lt = NULL;
+    char err[256];
+    uint64_t h = 0;
+
+    if (kt_state_replay(s->dag, steps, nsteps, &st, err, sizeof(err)) == KT_OK &&
+        kt_lower(st, &lt, err, sizeof(err)) == KT_OK)
+        h = kt_looptree_hash(lt);
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    return h;
+}
+
 int
 kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
                  double cost)
@@ -256,8 +273,15 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
     kt_steps_hash(steps, nsteps, hex);
     kt_hash_parse(hex, &h);
     pthread_mutex_lock(&s->lock);
+    if (!sk_seen_has(&s->proposed, h)) {
+        /* measured elsewhere (a stored record): its program is not
+         * measured again under another schedule */
+        uint64_t program = program_of(s, steps, nsteps);
+        if (program != 0)
+            sk_seen_add(&s->programs, program);
+    }
     if (!sk_seen_has(&s->proposed, h) && cost > 0 && isfinite(cost)) {
-        /* measured elsewhere (a stored record): seeds the GA if it decodes */
+        /* ... and seeds the GA if it decodes */
         struct sk_member m;
         if (sk_decode(s, steps, nsteps, h, &m))
             sk_remember(s, &m);

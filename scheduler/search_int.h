@@ -133,6 +133,9 @@ struct kt_search {
     /* hashes returned by next_batch, passed in as measured or recorded:
      * never proposed again (bounded memory, see struct sk_seen) */
     struct sk_seen proposed;
+    /* kt_looptree_hash of every program proposed or recorded: another
+     * schedule that lowers to one of them is not measured again */
+    struct sk_seen programs;
     /* genomes of returned candidates whose results are not in yet, oldest
      * first (for kt_search_record; at most SK_MAX_PENDING) */
     int nprop, capprop;
@@ -253,7 +256,8 @@ void sk_score_ctx_free(struct sk_score_ctx *c);
 struct sk_round {
     struct kt_search *s;
     struct sk_score_ctx sc;
-    struct kt_u64set taken; /* picked in this batch */
+    struct kt_u64set taken;          /* picked in this batch */
+    struct kt_u64set taken_programs; /* their kt_looptree_hash */
     struct kt_search_stats *st;
     char *err;
     size_t errlen;

@@ -56,6 +56,7 @@ kt_search_new(struct kt_search **out, const struct kt_dag *dag,
     kt_rng_seed(&s->rng, o->seed);
     s->rmodel = kt_random_model_new(o->seed ^ 0x5eed5eedULL);
     sk_seen_init(&s->proposed);
+    sk_seen_init(&s->programs);
     rc = sk_generate(s, err, errlen);
     if (rc == KT_OK && sk_prepare_factors(s) != KT_OK)
         rc = kt_seterr(err, errlen, KT_EINVAL,
@@ -78,6 +79,7 @@ kt_search_free(struct kt_search *s)
     sk_free_factors(s);
     kt_random_model_free(s->rmodel);
     sk_seen_free(&s->proposed);
+    sk_seen_free(&s->programs);
     free(s->prop);
     free(s->meas);
     free(s->meas_tput);
@@ -126,6 +128,7 @@ take(struct sk_round *R, const struct sk_member *m, int from_random,
     struct kt_state *st;
     struct kt_looptree *lt = NULL;
     struct kt_search_cand *c;
+    uint64_t program;
     char err[256];
 
     if (out->n >= cap || !m->valid || !sk_is_new(R, m->hash) ||
@@ -145,6 +148,19 @@ take(struct sk_round *R, const struct sk_member *m, int from_random,
         kt_state_free(st);
         return 0;
     }
+    /* Another schedule of a program already proposed or measured (a
+     * cache-write tile the lowering drops, a split of extent 1): the same
+     * kernel, measured once (docs/search.md). */
+    program = kt_looptree_hash(lt);
+    if (sk_seen_has(&R->s->programs, program) ||
+        kt_u64set_has(&R->taken_programs, program)) {
+        kt_looptree_free(lt);
+        kt_state_free(st);
+        sk_seen_add(&R->s->proposed, m->hash); /* not looked at again */
+        R->st->skipped_same_program++;
+        return 0;
+    }
+    kt_u64set_add(&R->taken_programs, program);
     c = &out->v[out->n++];
     memset(c, 0, sizeof(*c));
     c->lt = lt;
@@ -297,6 +313,7 @@ remember_proposed(struct kt_search *s, const struct round_pools *P,
         uint64_t h = 0;
         kt_hash_parse(out->v[i].hash, &h);
         sk_seen_add(&s->proposed, h);
+        sk_seen_add(&s->programs, kt_looptree_hash(out->v[i].lt));
         /* find the genome among the candidates we looked at */
         m = find_member(P->best, P->nbest, h);
         if (m == NULL)
@@ -342,6 +359,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     R.err = err;
     R.errlen = errlen;
     kt_u64set_init(&R.taken);
+    kt_u64set_init(&R.taken_programs);
     /* measured[] is remembered: later calls need not pass it again */
     for (k = 0; measured != NULL && k < nmeasured; k++)
         sk_seen_add(&s->proposed, measured[k]);
@@ -367,6 +385,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     stats->score_s = R.sc.t_build + R.sc.t_score;
     stats->total_s = kt_now() - t0;
     kt_u64set_free(&R.taken);
+    kt_u64set_free(&R.taken_programs);
     sk_score_ctx_free(&R.sc);
     pthread_mutex_unlock(&s->lock);
     free(P.init);

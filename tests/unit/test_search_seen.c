@@ -4,7 +4,8 @@
  * others, the memory stays under its bound, false positives stay rare;
  * and a search whose own proposals have aged into the filter (more than
  * SK_SEEN_EXACT measured hashes passed in after them) still never proposes
- * one of them again. */
+ * one of them again; nor does it measure one program twice under two
+ * schedules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,12 +134,73 @@ test_seen_search_never_reproposes_aged(void **state)
     kt_dag_free(dag);
 }
 
+/* Different schedules that lower to one program (a cache-write tile the
+ * lowering drops, a split of extent 1) are measured once: a search's
+ * batches hold distinct programs, and a search told of stored records
+ * (kt_search_record) proposes none of their programs again. */
+static void
+test_seen_search_one_program_once(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *s, *restarted;
+    struct kt_search_batch b;
+    struct kt_search_stats st;
+    struct kt_u64set programs, stored;
+    char err[512];
+    int round, i, skipped = 0;
+
+    (void)state;
+    kt_op_softmax(&d, 64, 128);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    s = new_search(dag);
+    restarted = new_search(dag);
+    kt_u64set_init(&programs);
+    kt_u64set_init(&stored);
+    for (round = 0; round < 6; round++) {
+        assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 32, &b, &st,
+                                              err, sizeof(err)),
+                         KT_OK);
+        skipped += st.skipped_same_program;
+        for (i = 0; i < b.n; i++) {
+            uint64_t p = kt_looptree_hash(b.v[i].lt);
+            if (!kt_u64set_add(&programs, p))
+                fail_msg("round %d: %s lowers to a program proposed before",
+                         round, b.v[i].hash);
+            /* the first rounds are stored records for the second search */
+            if (round < 3) {
+                kt_u64set_add(&stored, p);
+                kt_search_record(restarted, b.v[i].steps, b.v[i].nsteps, 1e-3);
+            }
+            kt_search_record(s, b.v[i].steps, b.v[i].nsteps, 1e-3);
+        }
+        kt_search_batch_free(&b);
+    }
+    assert_true(skipped > 0); /* this space has such schedules */
+    for (round = 0; round < 3; round++) {
+        assert_int_equal(kt_search_next_batch(restarted, NULL, NULL, 0, 32, &b,
+                                              NULL, err, sizeof(err)),
+                         KT_OK);
+        for (i = 0; i < b.n; i++)
+            if (kt_u64set_has(&stored, kt_looptree_hash(b.v[i].lt)))
+                fail_msg("%s lowers to a stored record's program", b.v[i].hash);
+        kt_search_batch_free(&b);
+    }
+    kt_u64set_free(&programs);
+    kt_u64set_free(&stored);
+    kt_search_free(s);
+    kt_search_free(restarted);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seen_bounded_no_false_negative),
         cmocka_unit_test(test_seen_search_never_reproposes_aged),
+        cmocka_unit_test(test_seen_search_one_program_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
