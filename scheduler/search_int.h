@@ -101,8 +101,9 @@ struct sk_member {
  * there).  A hash added is always found again, so a search never proposes
  * a schedule twice; a false positive only skips a schedule never seen:
  * under 0.1% of them at 500,000 older hashes in one search, 1.8% at
- * 1,000,000, 19% at 2,000,000.  At most ~1.5 MiB per search, where an
- * exact set took 16-32 bytes per trial without bound. */
+ * 1,000,000, 19% at 2,000,000.  At most ~1.5 MiB per set, where an
+ * exact set took 16-32 bytes per trial without bound.  A search keeps two:
+ * the schedules and the programs (kt_looptree_hash) it proposed. */
 #define SK_SEEN_EXACT 32768
 #define SK_SEEN_BLOOM_BITS (1u << 23)
 #define SK_SEEN_PROBES 6
