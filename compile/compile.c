@@ -94,7 +94,7 @@ find_packed(struct kt_cc_task *t, char *err, size_t errlen)
             return kt_seterr(err, errlen, KT_ESCHEDULE,
                              "task %s: packed buffer %s copies no argument",
                              t->task->name, lt->bufs[b].name);
-        p->elems = kt__cc_lbuf_elems(&lt->bufs[b]);
+        p->elems = kt_lbuf_elems(&lt->bufs[b]);
         t->npacked++;
     }
     return KT_OK;

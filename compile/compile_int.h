@@ -170,8 +170,6 @@ int kt__cc_layout_check(const struct kt_onnx_graph *g,
                         const struct kt_onnx_node *n, char *why, size_t len);
 void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,
                         const struct kt_cc_step *s);
-/* The number of elements of a loop-tree buffer. */
-int64_t kt__cc_lbuf_elems(const struct kt_lbuf *b);
 /* Argument i's buffer of task t's kernel. */
 const struct kt_lbuf *kt__cc_arg(const struct kt_cc_task *t, int i);
 /* 1 when argument i of t is an output. */

@@ -160,17 +160,6 @@ kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k,
                 k->name, a->op, name);
 }
 
-int64_t
-kt__cc_lbuf_elems(const struct kt_lbuf *b)
-{
-    int64_t n = 1;
-    int d;
-
-    for (d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
 static int
 kernel_step(struct kt_cc *c, int kidx, struct kt_cc_step *s)
 {
@@ -194,12 +183,12 @@ kernel_step(struct kt_cc *c, int kidx, struct kt_cc_step *s)
             return 1;
         want = s->refs[a].src == KT_CC_ACT
                    ? kt_onnx_value_elems(&net->g->values[s->refs[a].at])
-                   : kt__cc_lbuf_elems(b);
-        if (want != kt__cc_lbuf_elems(b))
+                   : kt_lbuf_elems(b);
+        if (want != kt_lbuf_elems(b))
             return skip(c,
                         "kernel %s: argument %s has %lld elements, its "
                         "tensor %s %lld",
-                        k->name, b->name, (long long)kt__cc_lbuf_elems(b),
+                        k->name, b->name, (long long)kt_lbuf_elems(b),
                         net->g->values[s->refs[a].at].name, (long long)want);
     }
     s->packed = net->npacked;

@@ -123,8 +123,7 @@ run(struct pev *p, const struct kt_node *n)
         }
         return;
     case KT_N_ALLOC:
-        p->bufs[n->buf] = kt_xcalloc((size_t)kt__cc_lbuf_elems(
-                                         &p->lt->bufs[n->buf]),
+        p->bufs[n->buf] = kt_xcalloc((size_t)kt_lbuf_elems(&p->lt->bufs[n->buf]),
                                      sizeof(float));
         for (k = 0; k < n->nkids; k++)
             run(p, n->kids[k]);
@@ -156,8 +155,7 @@ kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args, char *err,
         if (lb->scope == KT_BUF_PACKED)
             p.bufs[b] = args[lt->nargs + k++];
         else if (lb->scope == KT_BUF_HEAP)
-            p.bufs[b] = kt_xcalloc((size_t)kt__cc_lbuf_elems(lb),
-                                   sizeof(float));
+            p.bufs[b] = kt_xcalloc((size_t)kt_lbuf_elems(lb), sizeof(float));
     }
     run(&p, lt->pack_root);
     for (b = 0; b < lt->nbufs; b++)

@@ -259,6 +259,7 @@ struct sk_round {
     struct sk_score_ctx sc;
     struct kt_u64set taken;          /* picked in this batch */
     struct kt_u64set taken_programs; /* their kt_looptree_hash */
+    uint64_t *programs; /* kt_looptree_hash of the batch's i-th pick */
     struct kt_search_stats *st;
     char *err;
     size_t errlen;

@@ -161,6 +161,7 @@ take(struct sk_round *R, const struct sk_member *m, int from_random,
         return 0;
     }
     kt_u64set_add(&R->taken_programs, program);
+    R->programs[out->n] = program;
     c = &out->v[out->n++];
     memset(c, 0, sizeof(*c));
     c->lt = lt;
@@ -304,7 +305,7 @@ find_member(const struct sk_member *v, int n, uint64_t h)
  * pick_extra remembers its own, which are in none of the pools). */
 static void
 remember_proposed(struct kt_search *s, const struct round_pools *P,
-                  const struct kt_search_batch *out)
+                  const struct kt_search_batch *out, const uint64_t *programs)
 {
     int i;
 
@@ -313,7 +314,7 @@ remember_proposed(struct kt_search *s, const struct round_pools *P,
         uint64_t h = 0;
         kt_hash_parse(out->v[i].hash, &h);
         sk_seen_add(&s->proposed, h);
-        sk_seen_add(&s->programs, kt_looptree_hash(out->v[i].lt));
+        sk_seen_add(&s->programs, programs[i]);
         /* find the genome among the candidates we looked at */
         m = find_member(P->best, P->nbest, h);
         if (m == NULL)
@@ -365,6 +366,7 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
         sk_seen_add(&s->proposed, measured[k]);
     stats->sketches = s->nsketches;
     out->v = kt_xcalloc((size_t)n, sizeof(*out->v));
+    R.programs = kt_xcalloc((size_t)n, sizeof(*R.programs));
     iters = s->o.num_iters;
     if (R.sc.model == NULL && iters > 2)
         iters = 2; /* Ansor, with the random model */
@@ -380,12 +382,13 @@ kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
     if (rc == KT_OK)
         rc = pick_extra(&R, n, out);
     if (rc == KT_OK)
-        remember_proposed(s, &P, out);
+        remember_proposed(s, &P, out, R.programs);
     stats->scored = R.sc.nscored;
     stats->score_s = R.sc.t_build + R.sc.t_score;
     stats->total_s = kt_now() - t0;
     kt_u64set_free(&R.taken);
     kt_u64set_free(&R.taken_programs);
+    free(R.programs);
     sk_score_ctx_free(&R.sc);
     pthread_mutex_unlock(&s->lock);
     free(P.init);

@@ -129,6 +129,15 @@ exists(const char *job, const char *name)
     return access(path, F_OK) == 0;
 }
 
+/* A fresh root directory with an empty cache directory in it. */
+static void
+fresh_root(char *root, char *cache, size_t cachelen)
+{
+    assert_non_null(mkdtemp(root));
+    snprintf(cache, cachelen, "%s/cache", root);
+    assert_int_equal(mkdir(cache, 0700), 0);
+}
+
 static void
 test_builder_shared_part_compiled_once(void **state)
 {
@@ -136,9 +145,7 @@ test_builder_shared_part_compiled_once(void **state)
     char src[2048], out[8192];
 
     (void)state;
-    assert_non_null(mkdtemp(root));
-    snprintf(cache, sizeof(cache), "%s/cache", root);
-    assert_int_equal(mkdir(cache, 0700), 0);
+    fresh_root(root, cache, sizeof(cache));
 
     /* First candidate: the shared part is compiled and cached. */
     module(src, sizeof(src), "77", "twice(b[0][i])");
@@ -190,9 +197,7 @@ test_builder_whole_module(void **state)
     char src[2048], out[8192];
 
     (void)state;
-    assert_non_null(mkdtemp(root));
-    snprintf(cache, sizeof(cache), "%s/cache", root);
-    assert_int_equal(mkdir(cache, 0700), 0);
+    fresh_root(root, cache, sizeof(cache));
     module(src, sizeof(src), "77", "twice(b[0][i])");
     assert_int_equal(build(root, NULL, src, job, sizeof(job), out, sizeof(out)),
                      0);
