@@ -270,8 +270,9 @@ int kt_repeat_disturbed(double cost, double occ, double fastest);
 /* ---- job directories and limits (jobdir.c) ----------------------------- */
 /* Removes dir and everything under it (symlinks are not followed). */
 void kt_rm_tree(const char *dir);
-/* Keeps the reference-output cache files ("ref-*") in dir at or below
- * max_bytes by removing the least recently used; returns how many. */
+/* Keeps the cache files ("ref-*": reference outputs and the builder's
+ * shared objects) in dir at or below max_bytes by removing the least
+ * recently used; returns how many. */
 int kt_ref_cache_trim(const char *dir, unsigned long long max_bytes);
 #define KT_REF_CACHE_MAX (256ULL << 20)
 /* RLIMIT_NPROC for a kernel process: the tasks our user runs now plus room
