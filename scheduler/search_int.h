@@ -267,7 +267,7 @@ struct sk_round {
 
 /* 1 in SK_NEAR_SHARE candidates of a batch (and at least one) descends
  * from a measured program when there are such mutants. */
-#define SK_NEAR_SHARE 8
+#define SK_NEAR_SHARE 3
 
 /* Never measured (passed in now or before, or recorded), never proposed. */
 int sk_is_new(const struct sk_round *R, uint64_t h);
