@@ -367,9 +367,9 @@ sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
 /* Whether axis a of stage i may run whole inside the register tile: the
  * only reduction axis of a multi-level tiling (a matrix product: GEMM,
  * dense, batch matmul), not longer than the innermost bound. */
-static int
-whole_run_axis(const struct sk_sketch *sk, int i, int a,
-               const struct sk_factors *f)
+int
+sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
+                  const struct sk_factors *f)
 {
     const struct kt_sstage *ss = &sk->base->stages[i];
 
@@ -402,7 +402,7 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
          * in the outer part */
         for (l = 0; l < f->n; l++)
             g->tiles[slot][a][l] = v[l];
-        if (whole_run_axis(sk, i, a, f) && kt_rng_below(r, 4) == 0) {
+        if (sk_whole_run_axis(sk, i, a, f) && kt_rng_below(r, 4) == 0) {
             for (l = 0; l < f->n - 1; l++)
                 g->tiles[slot][a][l] = 1;
             g->tiles[slot][a][f->n - 1] = (int32_t)ss->axes[a].extent;

@@ -173,6 +173,10 @@ int64_t sk_reg_tile(const struct kt_search *s, const struct sk_genome *g,
                     int slot);
 /* The largest register tile a sample or mutant may have. */
 int64_t sk_register_tile_limit(const struct kt_search *s);
+/* Whether reduction axis a of stage i may run whole inside the register
+ * tile: the only reduction of a matrix product, within the bound of f. */
+int sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
+                      const struct sk_factors *f);
 /* Whether slot's tile is a register-blocked micro-kernel tile. */
 int sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
                         int slot);
@@ -191,6 +195,18 @@ void sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g,
 /* Applies one mutation (weights as Ansor's CPU rules); 0 on success,
  * -1 when the picked rule could not change anything. */
 int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+/* Variants of m in one gene that mutations seldom reach and the model
+ * cannot tell apart well: the other reduction unroll that fits, the other
+ * auto-unroll values, the inner-tile unroll turned on, another pack mode,
+ * a matrix product's whole reduction inside the register tile, and the
+ * register tiles of the same size one divisor exchange away; at most cap
+ * (SK_MAX_NEIGHBOURS fits any genome) into out, unscored, their origin
+ * m; returns how many. */
+#define SK_MAX_NEIGHBOURS                                                      \
+    (5 * KT_MAX_STAGES + 1 + SK_MAX_MLT * KT_MAX_AXES * (KT_MAX_AXES + 1))
+int sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
+                       const struct sk_member *m, struct sk_member *out,
+                       int cap);
 
 /* ---- search_seed.c ---- */
 /* Decodes steps (hash: their kt_steps_hash) into a genome of one of s's

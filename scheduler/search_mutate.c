@@ -168,3 +168,124 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
     g->par[i] = v;
     return 0;
 }
+
+static int
+add_neighbour(const struct sk_member *m, const struct sk_genome *g,
+              struct sk_member *out, int n, int cap)
+{
+    if (n >= cap || memcmp(g, &m->g, sizeof(*g)) == 0)
+        return n;
+    memset(&out[n], 0, sizeof(out[n]));
+    out[n].g = *g;
+    out[n].origin = m->hash;
+    return n + 1;
+}
+
+/* Gives the smallest divisor of axis a's register part to a's next
+ * outer part and takes it into axis b's register part from the innermost
+ * outer part of b it divides; -1 when the bound or the parts refuse. */
+static int
+exchange_register_divisor(const struct kt_search *s, struct sk_genome *g,
+                          int slot, int a, int b)
+{
+    const struct sk_factors *fa = s->fac[g->sketch][slot][a];
+    const struct sk_factors *fb = s->fac[g->sketch][slot][b];
+    int32_t(*t)[SK_MAXP] = g->tiles[slot];
+    int n = fa->n, p;
+    int32_t d;
+
+    if (n < 2 || fb->n != n)
+        return -1;
+    for (d = 2; d <= t[a][n - 1] && t[a][n - 1] % d != 0; d++)
+        ;
+    if (d > t[a][n - 1] || (int64_t)t[b][n - 1] * d > fb->maxin)
+        return -1;
+    for (p = n - 2; p >= 0 && t[b][p] % d != 0; p--)
+        ;
+    if (p < 0)
+        return -1;
+    t[a][n - 1] /= d;
+    t[a][n - 2] *= d;
+    t[b][p] /= d;
+    t[b][n - 1] *= d;
+    return 0;
+}
+
+/* Tile variants of slot: its whole reduction inside the register tile
+ * (a matrix product's reduction split in parts), and each register tile
+ * of the same size with a divisor exchanged between two spatial axes
+ * (8 x 32 <-> 4 x 64) that stays register-blocked if it was. */
+static int
+tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
+                struct sk_member *out, int n, int cap)
+{
+    const struct sk_sketch *sk = &s->sk[m->g.sketch];
+    int i = sk->slot_stage[slot], a, b, l;
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int blocked = sk_register_blocked(s, &m->g, slot);
+
+    for (a = ss->nspatial; a < ss->naxes; a++) {
+        const struct sk_factors *f = s->fac[m->g.sketch][slot][a];
+        struct sk_genome g = m->g;
+        if (!sk_whole_run_axis(sk, i, a, f))
+            continue;
+        for (l = 0; l < f->n - 1; l++)
+            g.tiles[slot][a][l] = 1;
+        g.tiles[slot][a][f->n - 1] = (int32_t)ss->axes[a].extent;
+        sk_shrink_red_unroll(s, &g, slot);
+        n = add_neighbour(m, &g, out, n, cap);
+    }
+    for (a = 0; a < ss->nspatial; a++)
+        for (b = 0; b < ss->nspatial; b++) {
+            struct sk_genome g = m->g;
+            if (a == b || exchange_register_divisor(s, &g, slot, a, b) != 0 ||
+                sk_reg_tile(s, &g, slot) > sk_register_tile_limit(s) ||
+                (blocked && !sk_register_blocked(s, &g, slot)))
+                continue;
+            sk_shrink_red_unroll(s, &g, slot);
+            n = add_neighbour(m, &g, out, n, cap);
+        }
+    return n;
+}
+
+int
+sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
+                   const struct sk_member *m, struct sk_member *out, int cap)
+{
+    const struct sk_sketch *sk = &s->sk[m->g.sketch];
+    int i, n = 0;
+    uint8_t v;
+
+    for (i = 0; i < sk->base->nstages; i++) {
+        const struct sk_plan *p = &sk->plan[i];
+        struct sk_genome g = m->g;
+        if (p->role == SK_INLINED)
+            continue;
+        if (sk_red_unrollable(p)) {
+            int to = sk_pick_red_unroll(s, r, &m->g, p->slot, g.red_unroll[i]);
+            if (to >= 0) {
+                g.red_unroll[i] = (uint8_t)to;
+                n = add_neighbour(m, &g, out, n, cap);
+                g.red_unroll[i] = m->g.red_unroll[i];
+            }
+        }
+        if (p->has_reduce)
+            for (v = 0; v < 4; v++) {
+                g.unroll[i] = v;
+                n = add_neighbour(m, &g, out, n, cap);
+            }
+        g.unroll[i] = m->g.unroll[i];
+        if (p->role == SK_MLT && g.unroll_inner[i] == 0) {
+            g.unroll_inner[i] = 1;
+            n = add_neighbour(m, &g, out, n, cap);
+        }
+    }
+    {
+        struct sk_genome g = m->g;
+        if (sk_pack_mutate(sk, r, &g) == 0)
+            n = add_neighbour(m, &g, out, n, cap);
+    }
+    for (i = 0; i < sk->nslots; i++)
+        n = tile_neighbours(s, m, i, out, n, cap);
+    return n;
+}

@@ -411,11 +411,76 @@ test_search_sibling_mutation_keeps_tiling(void **state)
     kt_dag_free(dag);
 }
 
+/* The fastest measured program's one-gene variants of its unroll and
+ * pack genes are proposed in the next round whatever the model predicts,
+ * with no mutation at all: 6 of the 64 candidates of that round name it
+ * as seed_of, none without them (a GEMM has no sibling sketches).  They
+ * compute what the reference does. */
+static void
+test_search_neighbours_of_fastest(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *seeder, *fresh = NULL;
+    struct kt_search_opts o;
+    struct kt_search_batch b, b2;
+    struct kt_state *found[8];
+    char err[512];
+    int i, parent = -1, n = 0, nfound = 0, skipped = 0;
+
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d, 128, 96, 64), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d.name, err);
+    seeder = new_search(dag, 1);
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_SKETCH_RANDOM;
+    o.population = 256;
+    o.seed = 2;
+    o.mutation_prob = 0.0;
+    assert_int_equal(kt_search_new(&fresh, dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(kt_search_next_batch(seeder, NULL, NULL, 0, 64, &b, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b.n && parent < 0; i++)
+        if (b.v[i].nsteps > 8)
+            parent = i; /* a tiled one */
+    assert_true(parent >= 0);
+    assert_int_equal(kt_search_record(fresh, b.v[parent].steps,
+                                      b.v[parent].nsteps, 1e-6),
+                     1);
+    assert_int_equal(kt_search_next_batch(fresh, NULL, NULL, 0, 64, &b2, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b2.n; i++) {
+        if (strcmp(b2.v[i].seed_of, b.v[parent].hash) != 0)
+            continue;
+        n++;
+        if (nfound < 8) {
+            found[nfound++] = b2.v[i].state;
+            b2.v[i].state = NULL;
+        }
+    }
+    if (n < 3)
+        fail_msg("%d of %d candidates descend from the measured program", n,
+                 b2.n);
+    assert_int_equal(ktt_check_many(dag, found, nfound, 5, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < nfound; i++)
+        kt_state_free(found[i]);
+    kt_search_batch_free(&b);
+    kt_search_batch_free(&b2);
+    kt_search_free(seeder);
+    kt_search_free(fresh);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_seed_gemm),
+        cmocka_unit_test(test_search_neighbours_of_fastest),
         cmocka_unit_test(test_search_seed_dense_epilogue),
         cmocka_unit_test(test_search_seed_conv2d),
         cmocka_unit_test(test_search_seed_foreign),

@@ -198,6 +198,83 @@ test_search_reduction_unroll(void **state)
     kt_dag_free(dag);
 }
 
+/* The innermost (register) part of axis a in slot 0 of g. */
+static int32_t
+reg_part(const struct kt_search *s, const struct sk_genome *g, int a)
+{
+    return g->tiles[0][a][s->fac[g->sketch][0][a]->n - 1];
+}
+
+/* The neighbours of a GEMM's register-blocked 8 x 32 tile whose reduction
+ * is split include the 4 x 64 tile of the same size (a divisor exchanged
+ * between the two axes' register parts, which a divisor moved within one
+ * axis cannot give) and the same tile with the whole reduction inside;
+ * every neighbour keeps each axis's extent, and they compute what the
+ * reference does. */
+static void
+test_search_tile_neighbours(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *s = NULL;
+    struct kt_search_opts o;
+    struct kt_state *picked[SK_MAX_NEIGHBOURS];
+    struct sk_member m, *nb;
+    struct kt_rng r;
+    char err[512];
+    int i, a, l, tries, n, reshaped = 0, whole = 0, npicked = 0, skipped = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 256, 256, 256), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    kt_search_opts_default(&o);
+    o.vector_bytes = 64;
+    o.seed = 4;
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
+    kt_rng_seed(&r, 9);
+    memset(&m, 0, sizeof(m));
+    for (tries = 0; tries < 100000; tries++) {
+        sk_sample(s, &r, &m.g);
+        if (s->sk[m.g.sketch].nslots > 0 && reg_part(s, &m.g, 0) == 8 &&
+            reg_part(s, &m.g, 1) == 32 && reg_part(s, &m.g, 2) < 256 &&
+            sk_register_blocked(s, &m.g, 0))
+            break;
+    }
+    if (tries == 100000)
+        fail_msg("no register-blocked 8 x 32 sample with k split");
+    nb = kt_xcalloc(SK_MAX_NEIGHBOURS, sizeof(*nb));
+    n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
+    for (i = 0; i < n; i++) {
+        const struct sk_genome *h = &nb[i].g;
+        const struct kt_sstage *ss =
+            &s->sk[h->sketch].base->stages[s->sk[h->sketch].slot_stage[0]];
+        for (a = 0; a < ss->naxes; a++) {
+            int64_t p = 1;
+            for (l = 0; l < s->fac[h->sketch][0][a]->n; l++)
+                p *= h->tiles[0][a][l];
+            assert_int_equal(p, ss->axes[a].extent);
+        }
+        reshaped += reg_part(s, h, 0) == 4 && reg_part(s, h, 1) == 64;
+        whole += reg_part(s, h, 0) == 8 && reg_part(s, h, 2) == 256;
+        picked[npicked] = sk_build(s, h, err, sizeof(err));
+        if (picked[npicked] == NULL)
+            fail_msg("neighbour %d does not build: %s", i, err);
+        npicked++;
+    }
+    if (reshaped != 1 || whole != 1)
+        fail_msg("%d neighbours: %d with a 4 x 64 tile, %d with all of k "
+                 "inside (want 1 and 1)",
+                 n, reshaped, whole);
+    assert_int_equal(ktt_check_many(dag, picked, npicked, 11, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < npicked; i++)
+        kt_state_free(picked[i]);
+    free(nb);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -205,6 +282,7 @@ main(void)
         cmocka_unit_test(test_search_tile_keeps_batch_out),
         cmocka_unit_test(test_search_pack_counts_fused_repeats),
         cmocka_unit_test(test_search_reduction_unroll),
+        cmocka_unit_test(test_search_tile_neighbours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
