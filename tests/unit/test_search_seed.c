@@ -20,8 +20,11 @@
 #include "scheduler/search_int.h"
 #include "tests/support/ktt.h"
 
+/* A sketch-random search of dag (mutating parents with probability
+ * mutation_prob, < 0: the default). */
 static struct kt_search *
-new_search(const struct kt_dag *dag, uint64_t seed)
+new_search_mutating(const struct kt_dag *dag, uint64_t seed,
+                    double mutation_prob)
 {
     struct kt_search_opts o;
     struct kt_search *s = NULL;
@@ -31,9 +34,31 @@ new_search(const struct kt_dag *dag, uint64_t seed)
     o.policy = KT_POLICY_SKETCH_RANDOM;
     o.population = 256;
     o.seed = seed;
+    if (mutation_prob >= 0)
+        o.mutation_prob = mutation_prob;
     if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
         fail_msg("%s: %s", dag->key, err);
     return s;
+}
+
+static struct kt_search *
+new_search(const struct kt_dag *dag, uint64_t seed)
+{
+    return new_search_mutating(dag, seed, -1);
+}
+
+/* The n states in found compute what the reference does; frees them. */
+static void
+check_found(const struct kt_dag *dag, struct kt_state **found, int n,
+            uint64_t seed)
+{
+    int i, skipped = 0;
+
+    if (n > 0)
+        assert_int_equal(ktt_check_many(dag, found, n, seed, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(found[i]);
 }
 
 static void
@@ -268,21 +293,15 @@ static void
 siblings_of_measured(const struct kt_dag *dag, int inlined,
                      double mutation_prob, int *first, int *moved)
 {
-    struct kt_search *seeder = new_search(dag, 1), *fresh = NULL;
-    struct kt_search_opts o;
+    struct kt_search *seeder = new_search(dag, 1);
+    struct kt_search *fresh = new_search_mutating(dag, 2, mutation_prob);
     struct kt_search_batch b, b2;
     struct kt_state *found[8];
     struct kt_buf want, got;
     char err[512];
-    int i, round, parent = -1, nfound = 0, skipped = 0;
+    int i, round, parent = -1, nfound = 0;
 
     *first = *moved = 0;
-    kt_search_opts_default(&o);
-    o.policy = KT_POLICY_SKETCH_RANDOM;
-    o.population = 256;
-    o.seed = 2;
-    o.mutation_prob = mutation_prob;
-    assert_int_equal(kt_search_new(&fresh, dag, &o, err, sizeof(err)), KT_OK);
     kt_buf_init(&want);
     kt_buf_init(&got);
     assert_int_equal(kt_search_next_batch(seeder, NULL, NULL, 0, 64, &b, NULL,
@@ -318,11 +337,7 @@ siblings_of_measured(const struct kt_dag *dag, int inlined,
         }
         kt_search_batch_free(&b2);
     }
-    if (nfound > 0)
-        assert_int_equal(ktt_check_many(dag, found, nfound, 3, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    for (i = 0; i < nfound; i++)
-        kt_state_free(found[i]);
+    check_found(dag, found, nfound, 3);
     kt_buf_free(&want);
     kt_buf_free(&got);
     kt_search_batch_free(&b);
@@ -421,24 +436,18 @@ test_search_neighbours_of_fastest(void **state)
 {
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
-    struct kt_search *seeder, *fresh = NULL;
-    struct kt_search_opts o;
+    struct kt_search *seeder, *fresh;
     struct kt_search_batch b, b2;
     struct kt_state *found[8];
     char err[512];
-    int i, parent = -1, n = 0, nfound = 0, skipped = 0;
+    int i, parent = -1, n = 0, nfound = 0;
 
     (void)state;
     assert_int_equal(kt_op_matmul(&d, 128, 96, 64), KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s: %s", d.name, err);
     seeder = new_search(dag, 1);
-    kt_search_opts_default(&o);
-    o.policy = KT_POLICY_SKETCH_RANDOM;
-    o.population = 256;
-    o.seed = 2;
-    o.mutation_prob = 0.0;
-    assert_int_equal(kt_search_new(&fresh, dag, &o, err, sizeof(err)), KT_OK);
+    fresh = new_search_mutating(dag, 2, 0.0);
     assert_int_equal(kt_search_next_batch(seeder, NULL, NULL, 0, 64, &b, NULL,
                                           err, sizeof(err)),
                      KT_OK);
@@ -464,10 +473,7 @@ test_search_neighbours_of_fastest(void **state)
     if (n < 3)
         fail_msg("%d of %d candidates descend from the measured program", n,
                  b2.n);
-    assert_int_equal(ktt_check_many(dag, found, nfound, 5, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    for (i = 0; i < nfound; i++)
-        kt_state_free(found[i]);
+    check_found(dag, found, nfound, 5);
     kt_search_batch_free(&b);
     kt_search_batch_free(&b2);
     kt_search_free(seeder);
