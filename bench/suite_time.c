@@ -57,6 +57,7 @@ struct impl {
 
 struct task_result {
     char name[64];
+    const char *db; /* its tuning database, as given */
     double flops;
     struct tuned tuned;
     double pack_s;     /* the kernel's pack routine (layout rewrite), once */
@@ -575,12 +576,27 @@ json_num(FILE *f, const char *key, double v)
 }
 
 static void
+json_str(FILE *f, const char *key, const char *v)
+{
+    fprintf(f, ",\"%s\":\"", key);
+    for (; *v != '\0'; v++)
+        if (*v == '"' || *v == '\\')
+            fprintf(f, "\\%c", *v);
+        else if ((unsigned char)*v < 0x20)
+            fprintf(f, "\\u%04x", (unsigned)*v);
+        else
+            fputc(*v, f);
+    fputc('"', f);
+}
+
+static void
 write_json(FILE *f, const struct task_result *r, int t, const char *date)
 {
     const struct impl *best = best_library(r, t);
 
-    fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\",\"threads\":%d,\"flops\":%.0f",
-            date, r->name, t, r->flops);
+    fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\"", date, r->name);
+    json_str(f, "db", r->db);
+    fprintf(f, ",\"threads\":%d,\"flops\":%.0f", t, r->flops);
     fprintf(f,
             ",\"trials\":%lld,\"ok_trials\":%lld,\"build_timeouts\":%lld,"
             "\"trial_id\":%lld",
@@ -674,6 +690,7 @@ main(int argc, char **argv)
     res = kt_xcalloc((size_t)(argc - first) / 2, sizeof(*res));
     for (i = first; i + 1 < argc; i += 2) {
         struct task_result *r = &res[n];
+        r->db = argv[i + 1];
         if (run_task(argv[i], argv[i + 1], r) == 0)
             n++;
         else
