@@ -211,16 +211,42 @@ exchange_register_divisor(const struct kt_search *s, struct sk_genome *g,
     return 0;
 }
 
+/* Moves all of spatial axis a's part l into its next part (whole), or
+ * the smallest divisor of it when that is not all of it; both parts
+ * outer than the register part, which stays as it is.  -1 when nothing
+ * moves. */
+static int
+move_outer_part(const struct kt_search *s, struct sk_genome *g, int slot, int a,
+                int l, int whole)
+{
+    int32_t *t = g->tiles[slot][a], d;
+
+    if (l + 1 >= s->fac[g->sketch][slot][a]->n - 1 || t[l] == 1)
+        return -1;
+    for (d = 2; !whole && t[l] % d != 0; d++)
+        ;
+    if (whole)
+        d = t[l];
+    else if (d == t[l])
+        return -1; /* the same move as whole */
+    t[l] /= d;
+    t[l + 1] *= d;
+    return 0;
+}
+
 /* Tile variants of slot: its whole reduction inside the register tile
- * (a matrix product's reduction split in parts), and each register tile
- * of the same size with a divisor exchanged between two spatial axes
- * (8 x 32 <-> 4 x 64) that stays register-blocked if it was. */
+ * (a matrix product's reduction split in parts), each register tile of
+ * the same size with a divisor exchanged between two spatial axes
+ * (8 x 32 <-> 4 x 64) that stays register-blocked if it was, and the
+ * cache tiles around an unchanged register tile with an outer part, or
+ * its smallest divisor, moved into the next part (a GEMM chunk 128
+ * columns wide rather than 64, holding all rows, packs B once). */
 static int
 tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
                 struct sk_member *out, int n, int cap)
 {
     const struct sk_sketch *sk = &s->sk[m->g.sketch];
-    int i = sk->slot_stage[slot], a, b, l;
+    int i = sk->slot_stage[slot], a, b, l, whole;
     const struct kt_sstage *ss = &sk->base->stages[i];
     int blocked = sk_register_blocked(s, &m->g, slot);
 
@@ -245,6 +271,13 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
         }
+    for (a = 0; a < ss->nspatial; a++)
+        for (l = 0; l < SK_MAXP; l++)
+            for (whole = 0; whole < 2; whole++) {
+                struct sk_genome g = m->g;
+                if (move_outer_part(s, &g, slot, a, l, whole) == 0)
+                    n = add_neighbour(m, &g, out, n, cap);
+            }
     return n;
 }
 

@@ -205,46 +205,50 @@ reg_part(const struct kt_search *s, const struct sk_genome *g, int a)
     return g->tiles[0][a][s->fac[g->sketch][0][a]->n - 1];
 }
 
-/* The neighbours of a GEMM's register-blocked 8 x 32 tile whose reduction
- * is split include the 4 x 64 tile of the same size (a divisor exchanged
- * between the two axes' register parts, which a divisor moved within one
- * axis cannot give) and the same tile with the whole reduction inside;
- * every neighbour keeps each axis's extent, and they compute what the
- * reference does. */
-static void
-test_search_tile_neighbours(void **state)
+/* A search on a 256^3 GEMM and a register-blocked 8 x 32 tile of it
+ * whose reduction is split in parts, in *m; with nparts > 0, one whose
+ * spatial axes are split in nparts parts. */
+static struct kt_search *
+gemm_blocked_8x32(struct kt_dag **dag, struct kt_rng *r, struct sk_member *m,
+                  int nparts)
 {
     struct kt_op_def d;
-    struct kt_dag *dag = NULL;
     struct kt_search *s = NULL;
     struct kt_search_opts o;
-    struct kt_state *picked[SK_MAX_NEIGHBOURS];
-    struct sk_member m, *nb;
-    struct kt_rng r;
     char err[512];
-    int i, a, l, tries, n, reshaped = 0, whole = 0, npicked = 0, skipped = 0;
-    (void)state;
+    int tries;
 
     assert_int_equal(kt_op_matmul(&d, 256, 256, 256), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     kt_search_opts_default(&o);
     o.vector_bytes = 64;
     o.seed = 4;
-    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
-    kt_rng_seed(&r, 9);
-    memset(&m, 0, sizeof(m));
+    assert_int_equal(kt_search_new(&s, *dag, &o, err, sizeof(err)), KT_OK);
+    kt_rng_seed(r, 9);
+    memset(m, 0, sizeof(*m));
     for (tries = 0; tries < 100000; tries++) {
-        sk_sample(s, &r, &m.g);
-        if (s->sk[m.g.sketch].nslots > 0 && reg_part(s, &m.g, 0) == 8 &&
-            reg_part(s, &m.g, 1) == 32 && reg_part(s, &m.g, 2) < 256 &&
-            sk_register_blocked(s, &m.g, 0))
-            break;
+        sk_sample(s, r, &m->g);
+        if (s->sk[m->g.sketch].nslots > 0 && reg_part(s, &m->g, 0) == 8 &&
+            reg_part(s, &m->g, 1) == 32 && reg_part(s, &m->g, 2) < 256 &&
+            sk_register_blocked(s, &m->g, 0) &&
+            (nparts == 0 || s->fac[m->g.sketch][0][0]->n == nparts))
+            return s;
     }
-    if (tries == 100000)
-        fail_msg("no register-blocked 8 x 32 sample with k split");
-    nb = kt_xcalloc(SK_MAX_NEIGHBOURS, sizeof(*nb));
-    n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
+    fail_msg("no register-blocked 8 x 32 sample with k split");
+    return NULL;
+}
+
+/* Every one of the n neighbours keeps each axis's extent, builds, and
+ * computes what the reference does. */
+static void
+check_neighbours(const struct kt_dag *dag, const struct kt_search *s,
+                 const struct sk_member *nb, int n)
+{
+    struct kt_state *picked[SK_MAX_NEIGHBOURS] = {0};
+    char err[512];
+    int i, a, l, skipped = 0;
+
     for (i = 0; i < n; i++) {
         const struct sk_genome *h = &nb[i].g;
         const struct kt_sstage *ss =
@@ -255,21 +259,103 @@ test_search_tile_neighbours(void **state)
                 p *= h->tiles[0][a][l];
             assert_int_equal(p, ss->axes[a].extent);
         }
-        reshaped += reg_part(s, h, 0) == 4 && reg_part(s, h, 1) == 64;
-        whole += reg_part(s, h, 0) == 8 && reg_part(s, h, 2) == 256;
-        picked[npicked] = sk_build(s, h, err, sizeof(err));
-        if (picked[npicked] == NULL)
+        picked[i] = sk_build(s, h, err, sizeof(err));
+        if (picked[i] == NULL)
             fail_msg("neighbour %d does not build: %s", i, err);
-        npicked++;
+    }
+    assert_int_equal(ktt_check_many(dag, picked, n, 11, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    for (i = 0; i < n; i++)
+        kt_state_free(picked[i]);
+}
+
+/* The neighbours of a GEMM's register-blocked 8 x 32 tile whose reduction
+ * is split include the 4 x 64 tile of the same size (a divisor exchanged
+ * between the two axes' register parts, which a divisor moved within one
+ * axis cannot give) and the same tile with the whole reduction inside. */
+static void
+test_search_tile_neighbours(void **state)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct sk_member m, *nb;
+    struct kt_rng r;
+    int i, n, reshaped = 0, whole = 0;
+    (void)state;
+
+    s = gemm_blocked_8x32(&dag, &r, &m, 0);
+    nb = kt_xcalloc(SK_MAX_NEIGHBOURS, sizeof(*nb));
+    n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
+    for (i = 0; i < n; i++) {
+        reshaped += reg_part(s, &nb[i].g, 0) == 4 &&
+                    reg_part(s, &nb[i].g, 1) == 64;
+        whole += reg_part(s, &nb[i].g, 0) == 8 &&
+                 reg_part(s, &nb[i].g, 2) == 256;
     }
     if (reshaped != 1 || whole != 1)
         fail_msg("%d neighbours: %d with a 4 x 64 tile, %d with all of k "
                  "inside (want 1 and 1)",
                  n, reshaped, whole);
-    assert_int_equal(ktt_check_many(dag, picked, npicked, 11, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    for (i = 0; i < npicked; i++)
-        kt_state_free(picked[i]);
+    check_neighbours(dag, s, nb, n);
+    free(nb);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+/* Around an unchanged register tile, the neighbours move each outer part
+ * of a spatial axis, or its smallest divisor, into the next part: rows
+ * [4, 2, 4, 8] give [1, 8, 4, 8], [2, 4, 4, 8] and [4, 1, 8, 8] (2 is
+ * all of the second part); columns [2, 1, 4, 32] give [1, 2, 4, 32] (a
+ * part of 1 has nothing to move). */
+static void
+test_search_outer_part_neighbours(void **state)
+{
+    static const int32_t rows[4] = {4, 2, 4, 8}, cols[4] = {2, 1, 4, 32};
+    static const int32_t want_rows[3][4] = {{1, 8, 4, 8},
+                                            {2, 4, 4, 8},
+                                            {4, 1, 8, 8}};
+    static const int32_t want_cols[4] = {1, 2, 4, 32};
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct sk_member m, *nb;
+    struct kt_rng r;
+    int i, w, n, found_rows[3] = {0}, found_cols = 0, other = 0;
+    (void)state;
+
+    s = gemm_blocked_8x32(&dag, &r, &m, 4);
+    assert_int_equal(s->fac[m.g.sketch][0][1]->n, 4);
+    memcpy(m.g.tiles[0][0], rows, sizeof(rows));
+    memcpy(m.g.tiles[0][1], cols, sizeof(cols));
+    nb = kt_xcalloc(SK_MAX_NEIGHBOURS, sizeof(*nb));
+    n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
+    for (i = 0; i < n; i++) {
+        const int32_t *hr = nb[i].g.tiles[0][0], *hc = nb[i].g.tiles[0][1];
+        int same_rows = !memcmp(hr, rows, sizeof(rows));
+        int same_cols = !memcmp(hc, cols, sizeof(cols));
+        int known = same_rows && same_cols;
+        for (w = 0; w < 3; w++)
+            if (same_cols && !memcmp(hr, want_rows[w], sizeof(rows))) {
+                found_rows[w]++;
+                known = 1;
+            }
+        if (same_rows && !memcmp(hc, want_cols, sizeof(cols))) {
+            found_cols++;
+            known = 1;
+        }
+        /* the register exchanges change the last parts of both axes */
+        if (hr[3] != rows[3] && hc[3] != cols[3])
+            known = 1;
+        other += !known;
+    }
+    for (w = 0; w < 3; w++)
+        if (found_rows[w] != 1)
+            fail_msg("rows variant %d found %d times (want 1)", w,
+                     found_rows[w]);
+    if (found_cols != 1 || other != 0)
+        fail_msg("columns variant found %d times (want 1), %d other "
+                 "spatial tiles (want 0)",
+                 found_cols, other);
+    check_neighbours(dag, s, nb, n);
     free(nb);
     kt_search_free(s);
     kt_dag_free(dag);
@@ -283,6 +369,7 @@ main(void)
         cmocka_unit_test(test_search_pack_counts_fused_repeats),
         cmocka_unit_test(test_search_reduction_unroll),
         cmocka_unit_test(test_search_tile_neighbours),
+        cmocka_unit_test(test_search_outer_part_neighbours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
