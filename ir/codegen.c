@@ -37,17 +37,114 @@ kt__cg_fail(struct cg *g, const char *msg)
         g->rc = kt_seterr(g->err, g->errlen, KT_ESCHEDULE, "codegen: %s", msg);
 }
 
-/* Lanes for a vectorized loop of extent e: the widest of W, W/2, W/4
- * (at least 4) dividing e, or 1. */
-int
-kt__cg_lanes_for(const struct cg *g, int64_t e)
+/* The widest of W, W/2, W/4 (at least 4) dividing e, or 1. */
+static int
+dividing_lanes(int vector_bytes, int64_t e)
 {
-    int w = g->o->vector_bytes / 4;
+    int w = vector_bytes / 4;
 
     for (; w >= 4; w /= 2)
         if (e % w == 0)
             return w;
     return 1;
+}
+
+/* Wide vectors and a narrow tail only where no wide width divides: a
+ * 1000-wide GEMM's 5 x 40 tile ran 123 GFLOPS as 8-lane vectors and 108
+ * as 16 + 16 + 8 (its rows are 32-byte aligned, so a 16-lane load splits
+ * a cache line every other time). */
+int
+kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at)
+{
+    int w = vector_bytes / 4, d = dividing_lanes(vector_bytes, e);
+
+    if (d >= 8 || d >= w)
+        return d;
+    for (; w >= 4; w /= 2)
+        if (at + w <= e)
+            return w;
+    return 1;
+}
+
+int64_t
+kt_vector_chunks(int vector_bytes, int64_t e)
+{
+    int64_t at, n = 0;
+
+    for (at = 0; at < e; at += kt_vector_chunk_lanes(vector_bytes, e, at))
+        n++;
+    return n;
+}
+
+int
+kt__cg_lanes_for(const struct cg *g, int64_t e)
+{
+    return dividing_lanes(g->o->vector_bytes, e);
+}
+
+static int
+reads_guarded(const struct kt_expr *e)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD)
+        return e->guarded;
+    return reads_guarded(e->a) || reads_guarded(e->b);
+}
+
+/* A loop that reads padding (guarded loads) keeps one width dividing its
+ * extent: each guarded vector read carries a lane-by-lane fallback, and a
+ * stem conv's 229-wide padded copy or a pooling's 57-wide one as wide
+ * vectors and tails weighed 4 to 10 times its scalar loop (enough for the
+ * search to drop whole sketches as too slow to build). */
+int
+kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
+{
+    int k;
+
+    for (k = 0; k < n->nkids; k++)
+        if (n->kids[k]->kind == KT_N_STORE && reads_guarded(n->kids[k]->expr))
+            return kt__cg_lanes_for(g, n->extent);
+    return kt_vector_chunk_lanes(g->o->vector_bytes, n->extent, i);
+}
+
+int64_t
+kt__cg_chunks(const struct cg *g, const struct kt_node *n)
+{
+    int64_t i, c = 0;
+
+    for (i = 0; i < n->extent; i += kt__cg_chunk_lanes(g, n, i))
+        c++;
+    return c;
+}
+
+/* Rows (the innermost dimension) of a local tile or root intermediate
+ * longer than a vector that vectors do not fill are laid out padded to
+ * whole vectors: each row then starts 64-byte aligned, and a wide load of
+ * a row's chunk does not split a cache line (the 197-wide pack of a
+ * ViT's attention B, read 16 lanes at a time, misses the alignment in 15
+ * rows of 16 otherwise).  Arguments and packed weights keep their shape. */
+int64_t
+kt__cg_pitch(const struct cg *g, const struct kt_lbuf *b, int d)
+{
+    int64_t e = b->shape[d];
+    int64_t w = g->o->vector_bytes / 4;
+
+    if (d != b->ndim - 1 || b->ndim < 2 || w < 4 || e <= w || e % w == 0 ||
+        (b->scope != KT_BUF_LOCAL && b->scope != KT_BUF_HEAP))
+        return e;
+    return (e + w - 1) / w * w;
+}
+
+int64_t
+kt__cg_buf_elems(const struct cg *g, const struct kt_lbuf *b)
+{
+    int64_t n = 1;
+    int d;
+
+    for (d = 0; d < b->ndim; d++)
+        n *= kt__cg_pitch(g, b, d);
+    return n;
 }
 
 /* ---- loops ------------------------------------------------------------- */
@@ -100,6 +197,25 @@ kt__cg_only_stores(const struct kt_node *n)
     return 1;
 }
 
+/* Whether vectorized loop n may be expanded into straight-line chunks:
+ * when vectors of one width cover it, or when its stores accumulate or
+ * set constants (a register tile and its init, 197 lanes as 14 vector
+ * registers).  A longer copy with a tail stays a loop and its tail:
+ * straight-line, it holds nothing in registers and only makes the block
+ * gcc compiles longer. */
+static int
+expands_as_chunks(const struct cg *g, const struct kt_node *n)
+{
+    int i;
+
+    if (n->extent % kt__cg_chunk_lanes(g, n, 0) == 0)
+        return 1;
+    for (i = 0; i < n->nkids; i++)
+        if (n->kids[i]->op == KT_ASSIGN && n->kids[i]->expr->op != KT_X_CONST)
+            return 0;
+    return 1;
+}
+
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */
 int64_t
 kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
@@ -119,9 +235,10 @@ kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
             return -1;
         sum += c;
     }
-    if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
-        kt__cg_lanes_for(g, n->extent) > 1)
-        return n->extent / kt__cg_lanes_for(g, n->extent) * sum;
+    if (kt__cg_is_vector_loop(g, n))
+        return expands_as_chunks(g, n) || n->extent <= 16
+                   ? kt__cg_chunks(g, n) * sum
+                   : -1;
     if (kt__cg_is_unrolled(g, n) || n->extent == 1 ||
         (n->ann == KT_ANN_VECTORIZE && n->extent <= 16))
         return n->extent * sum;
@@ -131,8 +248,10 @@ kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
 static void emit_node(struct cg *g, const struct kt_node *n);
 static void emit_kids(struct cg *g, const struct kt_node *n);
 
-void
-kt__cg_loop_header(struct cg *g, const struct kt_node *n, int step)
+/* The header of loop n from 0 up to end (its extent, or less when a
+ * vector tail follows) stepping by step. */
+static void
+loop_header_to(struct cg *g, const struct kt_node *n, int step, int64_t end)
 {
     const char *v = g->lt->var_names[n->var];
 
@@ -148,10 +267,51 @@ kt__cg_loop_header(struct cg *g, const struct kt_node *n, int step)
         kt__cg_line(g, "#pragma GCC unroll %d", g->unroll_factor[n->var]);
     if (step == 1)
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
-                    (long long)n->extent, v);
+                    (long long)end, v);
     else
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", v, v,
-                    (long long)n->extent, v, step);
+                    (long long)end, v, step);
+}
+
+void
+kt__cg_loop_header(struct cg *g, const struct kt_node *n, int step)
+{
+    loop_header_to(g, n, step, n->extent);
+}
+
+/* A vectorized loop outside any micro-kernel: a loop of the widest
+ * vectors over what they cover, then the tail chunks with the loop
+ * variable a constant (kt__cg_chunk_lanes). */
+static void
+emit_vector_loop(struct cg *g, const struct kt_node *n)
+{
+    int w = kt__cg_chunk_lanes(g, n, 0), k;
+    int64_t i = n->extent / w * w;
+
+    if (i == n->extent || i >= 2 * w) {
+        loop_header_to(g, n, w, i);
+        g->indent++;
+        for (k = 0; k < n->nkids; k++)
+            kt__cg_emit_store(g, n->kids[k], n->var, w);
+        g->indent--;
+        kt__cg_line(g, "}");
+        if (i == n->extent)
+            return;
+    } else {
+        i = 0;
+    }
+    kt__cg_line(g, "{");
+    g->indent++;
+    g->env[n->var].set = 1;
+    for (; i < n->extent; i += w) {
+        w = kt__cg_chunk_lanes(g, n, i);
+        kt_aff_const(&g->env[n->var].val, i);
+        for (k = 0; k < n->nkids; k++)
+            kt__cg_emit_store(g, n->kids[k], w > 1 ? n->var : -1, w);
+    }
+    g->env[n->var].set = 0;
+    g->indent--;
+    kt__cg_line(g, "}");
 }
 
 /* A vectorized loop of more than one vector whose stores all reduce into
@@ -162,7 +322,8 @@ lane_reduction_loop(struct cg *g, const struct kt_node *n)
 {
     int k;
 
-    if (n->extent <= kt__cg_lanes_for(g, n->extent))
+    if (kt__cg_lanes_for(g, n->extent) == 1 ||
+        n->extent <= kt__cg_lanes_for(g, n->extent))
         return 0;
     for (k = 0; k < n->nkids; k++)
         if (!kt__cg_lane_reduction(g, n->kids[k], n->var))
@@ -210,7 +371,6 @@ static void
 emit_loop(struct cg *g, const struct kt_node *n)
 {
     const struct kt_node *kern;
-    int k, w;
 
     if (kt__cg_emit_transpose(g, n))
         return;
@@ -220,13 +380,7 @@ emit_loop(struct cg *g, const struct kt_node *n)
         return;
     }
     if (!g->reference && kt__cg_is_vector_loop(g, n)) {
-        w = kt__cg_lanes_for(g, n->extent);
-        kt__cg_loop_header(g, n, w);
-        g->indent++;
-        for (k = 0; k < n->nkids; k++)
-            kt__cg_emit_store(g, n->kids[k], n->var, w);
-        g->indent--;
-        kt__cg_line(g, "}");
+        emit_vector_loop(g, n);
         return;
     }
     if ((kern = kt__cg_kernel_of(g, n)) != NULL) {
@@ -259,6 +413,12 @@ emit_kids(struct cg *g, const struct kt_node *n)
     }
 }
 
+void
+kt__cg_emit_node(struct cg *g, const struct kt_node *n)
+{
+    emit_node(g, n);
+}
+
 #define STACK_TILE_BYTES (256 * 1024)
 
 static void
@@ -271,7 +431,7 @@ emit_node(struct cg *g, const struct kt_node *n)
     case KT_N_STORE: kt__cg_emit_store(g, n, -1, 1); break;
     case KT_N_ALLOC: {
         const struct kt_lbuf *b = &g->lt->bufs[n->buf];
-        int64_t elems = kt_lbuf_elems(b);
+        int64_t elems = kt__cg_buf_elems(g, b);
         int heap = elems * 4 > STACK_TILE_BYTES;
         kt__cg_line(g, "{");
         g->indent++;
@@ -375,7 +535,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
             continue;
         kt__cg_line(&g, "float *restrict t_%s = aligned_alloc(64, %lld);",
                     b->name,
-                    (long long)((kt_lbuf_elems(b) * 4 + 63) / 64 * 64));
+                    (long long)((kt__cg_buf_elems(&g, b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
     }
     declare_packed(&g, fname);

@@ -43,7 +43,7 @@ kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx, int keep_var,
         kt__cg_subst(g, &idx[d], keep_var, &s);
         if (kt_aff_add(out, &s, stride) != KT_OK)
             kt__cg_fail(g, "index expression too long");
-        stride *= buf->shape[d];
+        stride *= kt__cg_pitch(g, buf, d);
     }
 }
 

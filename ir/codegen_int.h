@@ -74,8 +74,18 @@ void kt__cg_line(struct cg *g, const char *fmt, ...)
  * dropped and generation goes on to the end. */
 void kt__cg_fail(struct cg *g, const char *msg);
 
-/* Lanes for a vectorized loop of extent e (1: not vectorized). */
+/* The widest lanes dividing extent e (1: none); lane reductions and
+ * transposing copies use one width throughout. */
 int kt__cg_lanes_for(const struct cg *g, int64_t e);
+/* Lanes of the chunk at offset i of vectorized loop n (1: a scalar;
+ * kt_vector_chunk_lanes, or one dividing width when n reads padding) and
+ * how many chunks cover n. */
+int kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i);
+int64_t kt__cg_chunks(const struct cg *g, const struct kt_node *n);
+/* The extent dimension d of b is laid out with (its shape, rows of local
+ * buffers padded to whole vectors) and b's elements so laid out. */
+int64_t kt__cg_pitch(const struct cg *g, const struct kt_lbuf *b, int d);
+int64_t kt__cg_buf_elems(const struct cg *g, const struct kt_lbuf *b);
 int kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n);
 int kt__cg_only_stores(const struct kt_node *n);
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */
@@ -154,6 +164,9 @@ void kt__cg_emit_lane_acc(struct cg *g, const struct kt_node *n, int i, int q,
                           int phase, int lane_var, int w);
 void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,
                        int w);
+
+/* Emits node n (and what is under it) as the generator does anywhere. */
+void kt__cg_emit_node(struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_transpose.c -------------------------------------------- */
 

@@ -51,7 +51,7 @@ static void
 expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
     int64_t i;
-    int k, lw;
+    int k, lw, vec;
 
     switch (n->kind) {
     case KT_N_STORE: kt__cg_emit_store(g, n, lane_var, w); return;
@@ -59,17 +59,16 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
     case KT_N_LOOP: break;
     default: kt__cg_fail(g, "cannot expand this node"); return;
     }
-    lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
-             ? kt__cg_lanes_for(g, n->extent)
-             : 1;
+    vec = kt__cg_is_vector_loop(g, n);
     g->env[n->var].set = 1;
     for (i = 0; i < n->extent; i += lw) {
+        lw = vec ? kt__cg_chunk_lanes(g, n, i) : 1;
         kt_aff_const(&g->env[n->var].val, i);
         for (k = 0; k < n->nkids; k++) {
             if (lw > 1)
                 expand(g, n->kids[k], n->var, lw);
             else
-                expand(g, n->kids[k], lane_var, w);
+                expand(g, n->kids[k], vec ? -1 : lane_var, vec ? 1 : w);
         }
     }
     g->env[n->var].set = 0;
@@ -193,7 +192,7 @@ int
 kt__cg_is_vector_loop(const struct cg *g, const struct kt_node *n)
 {
     return n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
-           kt__cg_lanes_for(g, n->extent) > 1;
+           kt__cg_chunk_lanes(g, n, 0) > 1;
 }
 
 /* The kernel loop at the bottom of a perfect nest of plain loops from n

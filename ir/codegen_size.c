@@ -51,7 +51,7 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 
     for (d = b->ndim - 1; lane_var >= 0 && d >= 0; d--) {
         c += kt_aff_coef(&n->idx[d], lane_var) * stride;
-        stride *= b->shape[d];
+        stride *= kt__cg_pitch(g, b, d);
     }
     if (c != 0 && c != 1)
         self = n->op == KT_ASSIGN ? w : 2 * (int64_t)w;
@@ -62,20 +62,24 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 static int64_t
 expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
-    int64_t sum = 0;
+    int64_t sum = 0, i;
     int k, lw;
 
     if (n->kind == KT_N_STORE)
         return store_weight(g, n, lane_var, w);
     if (n->kind != KT_N_LOOP)
         return 0;
-    lw = n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n)
-             ? kt__cg_lanes_for(g, n->extent)
-             : 1;
-    for (k = 0; k < n->nkids; k++)
-        sum += lw > 1 ? expand_weight(g, n->kids[k], n->var, lw)
-                      : expand_weight(g, n->kids[k], lane_var, w);
-    return n->extent / lw * sum;
+    if (!kt__cg_is_vector_loop(g, n)) {
+        for (k = 0; k < n->nkids; k++)
+            sum += expand_weight(g, n->kids[k], lane_var, w);
+        return n->extent * sum;
+    }
+    for (i = 0; i < n->extent; i += lw) {
+        lw = kt__cg_chunk_lanes(g, n, i);
+        for (k = 0; k < n->nkids; k++)
+            sum += expand_weight(g, n->kids[k], lw > 1 ? n->var : -1, lw);
+    }
+    return sum;
 }
 
 /* The largest divisor of extent that keeps body * factor in budget. */
@@ -122,10 +126,18 @@ plan(struct cg *g, const struct kt_node *n)
         g->total_weight += c;
         return c;
     }
-    if (n->ann == KT_ANN_VECTORIZE && kt__cg_only_stores(n) &&
-        (w = kt__cg_lanes_for(g, n->extent)) > 1) {
+    if (kt__cg_is_vector_loop(g, n)) {
+        /* the loop's body, and its tail chunks straight after it */
+        int64_t i = n->extent / kt__cg_chunk_lanes(g, n, 0) *
+                    kt__cg_chunk_lanes(g, n, 0);
+        w = kt__cg_chunk_lanes(g, n, 0);
         for (k = 0; k < n->nkids; k++)
             sub += store_weight(g, n->kids[k], n->var, w);
+        for (; i < n->extent; i += w) {
+            w = kt__cg_chunk_lanes(g, n, i);
+            for (k = 0; k < n->nkids; k++)
+                sub += store_weight(g, n->kids[k], w > 1 ? n->var : -1, w);
+        }
         g->total_weight += sub;
         return sub;
     }

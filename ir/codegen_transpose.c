@@ -17,7 +17,7 @@ store_coef(const struct cg *g, const struct kt_node *n, int var)
 
     for (d = b->ndim - 1; d >= 0; d--) {
         c += kt_aff_coef(&n->idx[d], var) * stride;
-        stride *= b->shape[d];
+        stride *= kt__cg_pitch(g, b, d);
     }
     return c;
 }
@@ -46,11 +46,14 @@ transposes(const struct cg *g, const struct kt_node *n,
     if (s->op != KT_ASSIGN || e->op != KT_X_LOAD || e->guarded)
         return 0;
     /* blocks of the widest vector dividing both extents (an 8 x 256 tile
-     * of A: 8 x 8 blocks) */
+     * of A: 8 x 8 blocks); an outer extent no vector divides takes blocks
+     * as wide as the inner one and copies its last rows one by one (B of
+     * a ViT's attention, 197 x 64: 12 blocks of 16 x 16 rows, 5 rows) */
     lanes = kt__cg_lanes_for(g, m->extent);
-    if (kt__cg_lanes_for(g, n->extent) < lanes)
+    if (kt__cg_lanes_for(g, n->extent) >= 4 &&
+        kt__cg_lanes_for(g, n->extent) < lanes)
         lanes = kt__cg_lanes_for(g, n->extent);
-    if (lanes < 4)
+    if (lanes < 4 || n->extent < lanes)
         return 0;
     {
         const int64_t *shape = g->lt->bufs[e->src].shape;
@@ -137,7 +140,7 @@ kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
     dname = g->lt->bufs[copy->buf].name;
     sname = g->lt->bufs[copy->expr->src].name;
     kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", u, u,
-                (long long)n->extent, u, w);
+                (long long)(n->extent / w * w), u, w);
     g->indent++;
     kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", v, v,
                 (long long)m->extent, v, w);
@@ -163,5 +166,13 @@ kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
     kt__cg_line(g, "}");
     g->indent--;
     kt__cg_line(g, "}");
+    if (n->extent % w != 0) {
+        kt__cg_line(g, "for (long %s = %lld; %s < %lld; %s++) {", u,
+                    (long long)(n->extent / w * w), u, (long long)n->extent, u);
+        g->indent++;
+        kt__cg_emit_node(g, m);
+        g->indent--;
+        kt__cg_line(g, "}");
+    }
     return 1;
 }

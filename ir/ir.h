@@ -494,6 +494,17 @@ struct kt_codegen_opts {
 /* Defaults for the machine this process runs on. */
 void kt_codegen_default_opts(struct kt_codegen_opts *o);
 
+/* Lanes of the vector the generator emits at offset at of a vectorized
+ * loop of extent e (1: a scalar).  The widest width dividing e when it is
+ * the target's widest or at least 8 lanes (every chunk then as aligned as
+ * the rows it reads); otherwise the widest vector that still fits, so an
+ * extent like 197 or 20 runs as 16-lane vectors and a narrow tail (12 x 16
+ * + 4 + 1, 16 + 4) instead of scalars or 4-lane vectors.  The search
+ * counts a tile's vector registers with the same rule. */
+int kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at);
+/* How many such chunks cover a loop of extent e. */
+int64_t kt_vector_chunks(int vector_bytes, int64_t e);
+
 /* The weight of the largest straight-line block the C compiler sees for
  * lt after the generator's expansion and the unroll pragmas it emits
  * (statements; a load gathered lane by lane weighs its lanes), and in

@@ -95,13 +95,27 @@ nparts_of(const struct sk_plan *p, int reduce)
  * 8 x 32 tile over all 1024 steps of k, B packed per 32 columns, ran at
  * 1.01x / 1.00x-1.06x oneDNN on 1 / 2 threads where 256 steps ran at
  * 0.96x (docs/performance.md); an rfactor's innermost reduction part is
- * its vector of lane accumulators and keeps the spatial bound. */
+ * its vector of lane accumulators and keeps the spatial bound.  A
+ * spatial axis whose smallest factor is over the bound (a prime extent:
+ * the 197 tokens of a ViT's attention) may still run whole inside: with
+ * the bound its register tile could only be 1 wide, and 197 lanes are 14
+ * vectors (kt_vector_chunks). */
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
 {
+    int64_t d;
+
     if (ax->reduce && p->structure != SK_STRUCT_RF)
         return s->o.max_reduce_run;
+    for (d = 2; d <= s->o.max_innermost_factor && ax->extent % d != 0; d++)
+        ;
+    if (d > s->o.max_innermost_factor && ax->extent > 1 &&
+        ax->extent <= sk_register_tile_limit(s)) {
+        for (; ax->extent % d != 0; d++)
+            ;
+        return d;
+    }
     return s->o.max_innermost_factor;
 }
 
@@ -282,16 +296,16 @@ panel_steps(const struct kt_search *s, const struct sk_genome *g, int slot,
 
 /* Vector registers the tile's operands take besides the accumulators:
  * one row of the operand that moves along the vectorized axis (B of a
- * GEMM: vec_extent / lanes vectors, reused by every row of the tile) and
- * one broadcast of the other.  A tile whose accumulators leave no room
+ * GEMM: vecs vectors, reused by every row of the tile) and one broadcast
+ * of the other.  A tile whose accumulators leave no room
  * for them spills: GEMM 1024^3's 8 x 64 tile (32 accumulators + 4 + 1)
  * kept 5 accumulators on the stack, a load and a store each per FMA, and
  * ran at 93.8 GFLOPS on 1 thread where 8 x 32 ran at 100.4 in the same
  * run (bench/bench_gemm.c with both schedules). */
 static int64_t
-operand_registers(int64_t vec_extent, int64_t lanes)
+operand_registers(int64_t vecs)
 {
-    return (vec_extent + lanes - 1) / lanes + 1;
+    return vecs + 1;
 }
 
 /* Over the loads in e that read some reduction axis of ss (the operands
@@ -339,7 +353,7 @@ sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
     int nS = nparts_of(&sk->plan[i], 0), a, v;
-    int64_t lanes, acc, space = 1, total, steps;
+    int64_t lanes, acc, vecs, t, space = 1, total, steps;
 
     if (sk->plan[i].structure == SK_STRUCT_RF)
         return 1; /* rf_vectorizes() and sk_reg_tile() see to it */
@@ -349,7 +363,8 @@ sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
     if (v < 0 || s->fac[g->sketch][slot][v]->n < nS)
         return 1;
     lanes = vector_lanes(s, ss->axes[v].extent);
-    if (g->tiles[slot][v][nS - 1] % lanes != 0)
+    t = g->tiles[slot][v][nS - 1];
+    if (t % lanes != 0)
         return 0;
     for (a = 0; a < ss->nspatial; a++)
         if (a != v && g->tiles[slot][a][nS - 1] > 1 && moves_all_operands(ss, a))
@@ -357,9 +372,11 @@ sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
     steps = panel_steps(s, g, slot, &total);
     if (steps < SK_MIN_PANEL_STEPS && steps < total)
         return 0;
-    acc = sk_reg_tile(s, g, slot) / lanes;
-    if (acc + operand_registers(g->tiles[slot][v][nS - 1], lanes) >
-        vector_registers(s))
+    /* the code generator's vectors per row of the tile: 197 lanes are
+     * 14 (12 x 16 + 4 + 1) */
+    vecs = kt_vector_chunks(s->o.vector_bytes, t);
+    acc = sk_reg_tile(s, g, slot) / t * vecs;
+    if (acc + operand_registers(vecs) > vector_registers(s))
         return 0;
     return acc >= SK_MIN_ACC_VECTORS || space / lanes < SK_MIN_ACC_VECTORS;
 }

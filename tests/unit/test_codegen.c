@@ -321,6 +321,124 @@ test_codegen_lane_accumulators(void **state)
     }
 }
 
+/* The chunks of a vectorized loop: widths dividing the extent where one
+ * of at least 8 lanes (or the target's widest) does, else the widest
+ * vectors that fit and a narrow tail. */
+static void
+test_codegen_vector_chunks(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_vector_chunks(64, 1024), 64);
+    assert_int_equal(kt_vector_chunks(64, 40), 5); /* 8 lanes divide */
+    assert_int_equal(kt_vector_chunk_lanes(64, 40, 32), 8);
+    assert_int_equal(kt_vector_chunks(64, 197), 14); /* 12 x 16 + 4 + 1 */
+    assert_int_equal(kt_vector_chunk_lanes(64, 197, 176), 16);
+    assert_int_equal(kt_vector_chunk_lanes(64, 197, 192), 4);
+    assert_int_equal(kt_vector_chunk_lanes(64, 197, 196), 1);
+    assert_int_equal(kt_vector_chunks(64, 20), 2); /* 16 + 4 */
+    assert_int_equal(kt_vector_chunks(32, 20), 3); /* 8 + 8 + 4 */
+    assert_int_equal(kt_vector_chunks(16, 7), 4);  /* 4 + 1 + 1 + 1 */
+    assert_int_equal(kt_vector_chunks(16, 12), 3); /* the widest divides */
+    assert_int_equal(kt_vector_chunks(0, 5), 5);   /* no vectors */
+}
+
+/* Wide vectors and a narrow tail where no wide width divides the
+ * extent: in a micro-kernel's register tile (j of 20 is 16 + 4 lanes on
+ * AVX-512, 8 + 8 + 4 on AVX2) and in a plain vectorized loop (37: a loop
+ * of wide vectors, then 4 lanes and a scalar), with results that match. */
+static void
+test_codegen_vector_tail(void **state)
+{
+    struct kt_shape mm[2] = {{"A", 2, {3, 5}}, {"B", 2, {5, 20}}};
+    struct kt_shape ew[2] = {{"A", 2, {3, 37}}, {"O", 2, {3, 37}}};
+    const char *kernel = "{\"v\":1,\"steps\":[[\"RE\",0,[2,0,1]],"
+                         "[\"AN\",0,1,\"unroll\"],[\"AN\",0,2,\"vectorize\"]]}";
+    struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
+    struct kt_step *steps = NULL;
+    struct kt_state *st[1];
+    struct kt_dag *dag = NULL;
+    int gen[1], skipped = 0, n = 0;
+    char err[512], *src;
+
+    (void)state;
+    if (kt_dag_parse("O[i,j] += A[i,k] * B[k,j]", mm, 2, &dag, err,
+                     sizeof(err)) != KT_OK ||
+        kt_steps_from_json(kernel, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    src = ktt_module_many(dag, st, 1, gen, &skipped);
+    assert_non_null(src);
+    assert_true(strstr(src, "kt_ld16(") != NULL ||
+                strstr(src, "kt_ld8(") != NULL);
+    free(src);
+    check_contains(dag, st, 1, "kt_v4 r");
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+
+    if (kt_dag_parse("O[i,j] = A[i,j] * 2.0", ew, 2, &dag, err, sizeof(err)) !=
+            KT_OK ||
+        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "kt_ld4(&t_A[");
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+}
+
+/* An attention batch matmul (B read transposed) with the register tile
+ * over all m columns and B packed per batch as [k][m]. */
+static void
+check_packed_bmm(int64_t m, int64_t k, const char *needle)
+{
+    char json[640];
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *st[1];
+    struct kt_step *steps = NULL;
+    char err[512];
+    int n = 0;
+
+    snprintf(json, sizeof(json),
+             "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
+             "[\"SP\",2,3,[%lld]],[\"SP\",2,2,[1,1,%lld]],"
+             "[\"SP\",2,1,[1,%lld,1]],[\"SP\",2,0,[1,1,1]],"
+             "[\"RE\",2,[0,4,8,1,5,9,12,2,6,10,13,3,7,11]],[\"FU\",2,0,6],"
+             "[\"CI\",1],[\"CA\",0,2,2],[\"AN\",0,2,\"vectorize\"],"
+             "[\"AN\",2,0,\"parallel\"],[\"AN\",2,8,\"vectorize\"]]}",
+             (long long)k, (long long)m, (long long)m);
+    assert_int_equal(kt_op_batch_matmul(&d, 2, m, m, k, 1), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, needle);
+    kt_state_free(st[0]);
+    free(steps);
+    kt_dag_free(dag);
+}
+
+/* A local tile whose rows vectors do not fill is laid out with rows
+ * padded to whole vectors (B packed as [8][20]: rows of 32 floats on
+ * AVX-512, 24 on AVX2), and a transposing pack of an extent no vector
+ * divides copies 16 x 16 blocks and its last rows one by one (B[21][16]
+ * into [16][21]); the results match. */
+static void
+test_codegen_padded_tile_rows(void **state)
+{
+    struct kt_codegen_opts o;
+    char needle[64];
+
+    (void)state;
+    kt_codegen_default_opts(&o);
+    snprintf(needle, sizeof(needle), "float t_B_pack[%d]",
+             o.vector_bytes >= 64   ? 8 * 32
+             : o.vector_bytes == 32 ? 8 * 24
+                                    : 8 * 20);
+    check_packed_bmm(20, 8, needle);
+    if (o.vector_bytes >= 64)
+        check_packed_bmm(21, 16, "kt_v16 x4_15 = __builtin_shufflevector");
+}
+
 /* A vector divided by a value the same in every lane (softmax's row sum)
  * is multiplied by its reciprocal: no vector divide is left. */
 static void
@@ -697,6 +815,9 @@ main(void)
         cmocka_unit_test(test_codegen_strided_shuffle),
         cmocka_unit_test(test_codegen_guarded_vector_read),
         cmocka_unit_test(test_codegen_lane_accumulators),
+        cmocka_unit_test(test_codegen_vector_chunks),
+        cmocka_unit_test(test_codegen_vector_tail),
+        cmocka_unit_test(test_codegen_padded_tile_rows),
         cmocka_unit_test(test_codegen_invariant_divisor),
         cmocka_unit_test(test_codegen_row_fusion),
         cmocka_unit_test(test_codegen_prelude_reductions),

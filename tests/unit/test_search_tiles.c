@@ -16,16 +16,22 @@
 #include "tests/support/ktt.h"
 
 static struct kt_dag *
-bmm_attn(void)
+bmm_nt(int64_t m)
 {
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
     char err[512];
 
-    assert_int_equal(kt_op_batch_matmul(&d, 12, 128, 128, 64, 1), KT_OK);
+    assert_int_equal(kt_op_batch_matmul(&d, 12, m, m, 64, 1), KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     return dag;
+}
+
+static struct kt_dag *
+bmm_attn(void)
+{
+    return bmm_nt(128);
 }
 
 /* The tiled stage of st: the one with a reduction axis and splits. */
@@ -87,6 +93,33 @@ test_search_tile_keeps_batch_out(void **state)
     if (tiled < b.n / 2 || batched * 100 > tiled * 52)
         fail_msg("%d of %d tiled samples span batches in their register tile",
                  batched, tiled);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+/* A prime extent over the innermost bound (a ViT's 197 tokens) may run
+ * whole inside the register tile, as 14 vectors: 103 of these 256
+ * samples put all 197 columns in their register tile, none (nothing but
+ * 1 could be innermost) without the rule. */
+static void
+test_search_prime_extent_in_register_tile(void **state)
+{
+    struct kt_dag *dag = bmm_nt(197);
+    struct kt_search *s;
+    struct kt_search_batch b;
+    int i, whole = 0;
+    (void)state;
+
+    random_batch(dag, 5, 256, &s, &b);
+    for (i = 0; i < b.n; i++) {
+        const struct kt_sstage *ss = tiled_stage(b.v[i].state);
+        if (ss != NULL && ss->part_extent[2][ss->nparts[2] - 1] == 197)
+            whole++;
+    }
+    if (whole * 10 < b.n)
+        fail_msg("%d of %d samples hold all 197 columns in the register tile",
+                 whole, b.n);
     kt_search_batch_free(&b);
     kt_search_free(s);
     kt_dag_free(dag);
@@ -366,6 +399,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_tile_keeps_batch_out),
+        cmocka_unit_test(test_search_prime_extent_in_register_tile),
         cmocka_unit_test(test_search_pack_counts_fused_repeats),
         cmocka_unit_test(test_search_reduction_unroll),
         cmocka_unit_test(test_search_tile_neighbours),
