@@ -322,8 +322,7 @@ lane_reduction_loop(struct cg *g, const struct kt_node *n)
 {
     int k;
 
-    if (kt__cg_lanes_for(g, n->extent) == 1 ||
-        n->extent <= kt__cg_lanes_for(g, n->extent))
+    if (n->extent <= kt__cg_chunk_lanes(g, n, 0))
         return 0;
     for (k = 0; k < n->nkids; k++)
         if (!kt__cg_lane_reduction(g, n->kids[k], n->var))
@@ -333,12 +332,13 @@ lane_reduction_loop(struct cg *g, const struct kt_node *n)
 
 /* Lane accumulators across the loop, reduced across lanes once after it
  * (was: across lanes per vector); up to 4 per store (independent add
- * chains), chunk q of each step accumulating into the q-th. */
+ * chains), chunk q of each step accumulating into the q-th; a tail no
+ * full vector covers is reduced into the element after that. */
 static void
 emit_lane_reduction(struct cg *g, const struct kt_node *n)
 {
-    int k, q, w = kt__cg_lanes_for(g, n->extent);
-    int64_t chunks = n->extent / w;
+    int k, q, w = kt__cg_chunk_lanes(g, n, 0), tw;
+    int64_t whole = n->extent / w * w, chunks = whole / w, i;
     int nacc = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
 
     kt__cg_line(g, "{");
@@ -346,7 +346,7 @@ emit_lane_reduction(struct cg *g, const struct kt_node *n)
     for (k = 0; k < n->nkids; k++)
         for (q = 0; q < nacc; q++)
             kt__cg_emit_lane_acc(g, n->kids[k], k, q, 0, n->var, w);
-    kt__cg_loop_header(g, n, w * nacc);
+    loop_header_to(g, n, w * nacc, whole);
     g->indent++;
     g->env[n->var].set = 1;
     for (q = 0; q < nacc; q++) {
@@ -363,6 +363,16 @@ emit_lane_reduction(struct cg *g, const struct kt_node *n)
             kt__cg_emit_lane_acc(g, n->kids[k], k, q, 2, n->var, w);
         kt__cg_emit_lane_acc(g, n->kids[k], k, 0, 3, n->var, w);
     }
+    /* the tail (197 = 12 x 16 + 4 + 1), reduced into the element chunk by
+     * chunk */
+    g->env[n->var].set = 1;
+    for (i = whole; i < n->extent; i += tw) {
+        tw = kt__cg_chunk_lanes(g, n, i);
+        kt_aff_const(&g->env[n->var].val, i);
+        for (k = 0; k < n->nkids; k++)
+            kt__cg_emit_store(g, n->kids[k], tw > 1 ? n->var : -1, tw);
+    }
+    g->env[n->var].set = 0;
     g->indent--;
     kt__cg_line(g, "}");
 }

@@ -96,26 +96,22 @@ nparts_of(const struct sk_plan *p, int reduce)
  * 1.01x / 1.00x-1.06x oneDNN on 1 / 2 threads where 256 steps ran at
  * 0.96x (docs/performance.md); an rfactor's innermost reduction part is
  * its vector of lane accumulators and keeps the spatial bound.  A
- * spatial axis whose smallest factor is over the bound (a prime extent:
- * the 197 tokens of a ViT's attention) may still run whole inside: with
- * the bound its register tile could only be 1 wide, and 197 lanes are 14
- * vectors (kt_vector_chunks). */
+ * spatial axis no full vector divides (the 197 tokens of a ViT's
+ * attention, a prime; CLIP's 77) may run whole inside when its register
+ * tile can hold it: within the bound it could only be 1 wide, or 7 or 11,
+ * where 197 lanes are 14 vectors and 77 are 7 (kt_vector_chunks). */
+static int64_t widest_lanes(const struct kt_search *s);
+
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
 {
-    int64_t d;
-
     if (ax->reduce && p->structure != SK_STRUCT_RF)
         return s->o.max_reduce_run;
-    for (d = 2; d <= s->o.max_innermost_factor && ax->extent % d != 0; d++)
-        ;
-    if (d > s->o.max_innermost_factor && ax->extent > 1 &&
-        ax->extent <= sk_register_tile_limit(s)) {
-        for (; ax->extent % d != 0; d++)
-            ;
-        return d;
-    }
+    if (ax->extent > s->o.max_innermost_factor &&
+        ax->extent % widest_lanes(s) != 0 &&
+        ax->extent <= sk_register_tile_limit(s))
+        return ax->extent;
     return s->o.max_innermost_factor;
 }
 

@@ -344,13 +344,15 @@ test_codegen_vector_chunks(void **state)
 
 /* Wide vectors and a narrow tail where no wide width divides the
  * extent: in a micro-kernel's register tile (j of 20 is 16 + 4 lanes on
- * AVX-512, 8 + 8 + 4 on AVX2) and in a plain vectorized loop (37: a loop
- * of wide vectors, then 4 lanes and a scalar), with results that match. */
+ * AVX-512, 8 + 8 + 4 on AVX2), in a plain vectorized loop (37: a loop of
+ * wide vectors, then 4 lanes and a scalar) and in a lane reduction, with
+ * results that match. */
 static void
 test_codegen_vector_tail(void **state)
 {
     struct kt_shape mm[2] = {{"A", 2, {3, 5}}, {"B", 2, {5, 20}}};
     struct kt_shape ew[2] = {{"A", 2, {3, 37}}, {"O", 2, {3, 37}}};
+    struct kt_shape rows[1] = {{"A", 2, {2, 4100}}};
     const char *kernel = "{\"v\":1,\"steps\":[[\"RE\",0,[2,0,1]],"
                          "[\"AN\",0,1,\"unroll\"],[\"AN\",0,2,\"vectorize\"]]}";
     struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
@@ -381,6 +383,17 @@ test_codegen_vector_tail(void **state)
         kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     check_contains(dag, st, 1, "kt_ld4(&t_A[");
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+
+    /* a row sum too long to expand (4100 = 256 x 16 + 4): lane
+     * accumulators over 4096, the tail of 4 reduced into the element
+     * after them */
+    if (kt_dag_parse("O[i] += A[i,k] * 2.0", rows, 1, &dag, err, sizeof(err)) !=
+            KT_OK ||
+        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    check_contains(dag, st, 1, "kt_hsum16(acc0_0)");
     kt_state_free(st[0]);
     kt_dag_free(dag);
 }
