@@ -279,9 +279,26 @@ kt__cg_loop_header(struct cg *g, const struct kt_node *n, int step)
     loop_header_to(g, n, step, n->extent);
 }
 
+/* The chunks of vectorized loop n from offset from to its end, its
+ * variable a constant in each (kt__cg_chunk_lanes). */
+static void
+emit_tail_chunks(struct cg *g, const struct kt_node *n, int64_t from)
+{
+    int64_t i;
+    int k, w;
+
+    g->env[n->var].set = 1;
+    for (i = from; i < n->extent; i += w) {
+        w = kt__cg_chunk_lanes(g, n, i);
+        kt_aff_const(&g->env[n->var].val, i);
+        for (k = 0; k < n->nkids; k++)
+            kt__cg_emit_store(g, n->kids[k], w > 1 ? n->var : -1, w);
+    }
+    g->env[n->var].set = 0;
+}
+
 /* A vectorized loop outside any micro-kernel: a loop of the widest
- * vectors over what they cover, then the tail chunks with the loop
- * variable a constant (kt__cg_chunk_lanes). */
+ * vectors over what they cover, then the tail chunks. */
 static void
 emit_vector_loop(struct cg *g, const struct kt_node *n)
 {
@@ -302,14 +319,7 @@ emit_vector_loop(struct cg *g, const struct kt_node *n)
     }
     kt__cg_line(g, "{");
     g->indent++;
-    g->env[n->var].set = 1;
-    for (; i < n->extent; i += w) {
-        w = kt__cg_chunk_lanes(g, n, i);
-        kt_aff_const(&g->env[n->var].val, i);
-        for (k = 0; k < n->nkids; k++)
-            kt__cg_emit_store(g, n->kids[k], w > 1 ? n->var : -1, w);
-    }
-    g->env[n->var].set = 0;
+    emit_tail_chunks(g, n, i);
     g->indent--;
     kt__cg_line(g, "}");
 }
@@ -337,8 +347,8 @@ lane_reduction_loop(struct cg *g, const struct kt_node *n)
 static void
 emit_lane_reduction(struct cg *g, const struct kt_node *n)
 {
-    int k, q, w = kt__cg_chunk_lanes(g, n, 0), tw;
-    int64_t whole = n->extent / w * w, chunks = whole / w, i;
+    int k, q, w = kt__cg_chunk_lanes(g, n, 0);
+    int64_t whole = n->extent / w * w, chunks = whole / w;
     int nacc = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
 
     kt__cg_line(g, "{");
@@ -365,14 +375,7 @@ emit_lane_reduction(struct cg *g, const struct kt_node *n)
     }
     /* the tail (197 = 12 x 16 + 4 + 1), reduced into the element chunk by
      * chunk */
-    g->env[n->var].set = 1;
-    for (i = whole; i < n->extent; i += tw) {
-        tw = kt__cg_chunk_lanes(g, n, i);
-        kt_aff_const(&g->env[n->var].val, i);
-        for (k = 0; k < n->nkids; k++)
-            kt__cg_emit_store(g, n->kids[k], tw > 1 ? n->var : -1, tw);
-    }
-    g->env[n->var].set = 0;
+    emit_tail_chunks(g, n, whole);
     g->indent--;
     kt__cg_line(g, "}");
 }
