@@ -94,9 +94,9 @@ reads_guarded(const struct kt_expr *e)
 
 /* A loop that reads padding (guarded loads) keeps one width dividing its
  * extent: each guarded vector read carries a lane-by-lane fallback, and a
- * stem conv's 229-wide padded copy or a pooling's 57-wide one as wide
- * vectors and tails weighed 4 to 10 times its scalar loop (enough for the
- * search to drop whole sketches as too slow to build). */
+ * max pooling's padded copies and window reads (57 or 7 wide) as wide
+ * vectors and tails weighed 650-2035 where the code-size bound is 512,
+ * so the search dropped the sketch reading the padding in place. */
 int
 kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
 {
