@@ -87,6 +87,8 @@ nparts_of(const struct sk_plan *p, int reduce)
     return n;
 }
 
+static int64_t widest_lanes(const struct kt_search *s);
+
 /* The bound on the innermost part of axis a of a tiled stage: the
  * reduction part around the register tile of a multi-level tiling may run
  * longer (each accumulator is loaded and stored once per pass over it:
@@ -100,8 +102,6 @@ nparts_of(const struct sk_plan *p, int reduce)
  * attention, a prime; CLIP's 77) may run whole inside when its register
  * tile can hold it: within the bound it could only be 1 wide, or 7 or 11,
  * where 197 lanes are 14 vectors and 77 are 7 (kt_vector_chunks). */
-static int64_t widest_lanes(const struct kt_search *s);
-
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
