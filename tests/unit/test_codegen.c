@@ -342,6 +342,44 @@ test_codegen_vector_chunks(void **state)
     assert_int_equal(kt_vector_chunks(0, 5), 5);   /* no vectors */
 }
 
+/* The DAG of text over shapes sh with the schedule json replayed. */
+static struct kt_state *
+replayed(const char *text, const struct kt_shape *sh, int nsh, const char *json,
+         struct kt_dag **dag)
+{
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    char err[512];
+    int n = 0;
+
+    *dag = NULL;
+    if (kt_dag_parse(text, sh, nsh, dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(*dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s / %s: %s", text, json, err);
+    free(steps);
+    return st;
+}
+
+/* The DAG of text with its innermost loop of stage 0 vectorized holds
+ * needle and matches the interpreter. */
+static void
+check_vectorized(const char *text, const struct kt_shape *sh, int nsh,
+                 const char *needle)
+{
+    struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
+    struct kt_state *st[1];
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    if (kt_dag_parse(text, sh, nsh, &dag, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", text, err);
+    check_contains(dag, st, 1, needle);
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+}
+
 /* Wide vectors and a narrow tail where no wide width divides the
  * extent: in a micro-kernel's register tile (j of 20 is 16 + 4 lanes on
  * AVX-512, 8 + 8 + 4 on AVX2), in a plain vectorized loop (37: a loop of
@@ -355,19 +393,13 @@ test_codegen_vector_tail(void **state)
     struct kt_shape rows[1] = {{"A", 2, {2, 4100}}};
     const char *kernel = "{\"v\":1,\"steps\":[[\"RE\",0,[2,0,1]],"
                          "[\"AN\",0,1,\"unroll\"],[\"AN\",0,2,\"vectorize\"]]}";
-    struct kt_step vec = {KT_STEP_ANNOTATE, 0, 1, 0, {KT_ANN_VECTORIZE}};
-    struct kt_step *steps = NULL;
     struct kt_state *st[1];
-    struct kt_dag *dag = NULL;
-    int gen[1], skipped = 0, n = 0;
-    char err[512], *src;
+    struct kt_dag *dag;
+    int gen[1], skipped = 0;
+    char *src;
 
     (void)state;
-    if (kt_dag_parse("O[i,j] += A[i,k] * B[k,j]", mm, 2, &dag, err,
-                     sizeof(err)) != KT_OK ||
-        kt_steps_from_json(kernel, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    st[0] = replayed("O[i,j] += A[i,k] * B[k,j]", mm, 2, kernel, &dag);
     src = ktt_module_many(dag, st, 1, gen, &skipped);
     assert_non_null(src);
     assert_true(strstr(src, "kt_ld16(") != NULL ||
@@ -375,27 +407,13 @@ test_codegen_vector_tail(void **state)
     free(src);
     check_contains(dag, st, 1, "kt_v4 r");
     kt_state_free(st[0]);
-    free(steps);
     kt_dag_free(dag);
 
-    if (kt_dag_parse("O[i,j] = A[i,j] * 2.0", ew, 2, &dag, err, sizeof(err)) !=
-            KT_OK ||
-        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    check_contains(dag, st, 1, "kt_ld4(&t_A[");
-    kt_state_free(st[0]);
-    kt_dag_free(dag);
-
+    check_vectorized("O[i,j] = A[i,j] * 2.0", ew, 2, "kt_ld4(&t_A[");
     /* a row sum too long to expand (4100 = 256 x 16 + 4): lane
      * accumulators over 4096, the tail of 4 reduced into the element
      * after them */
-    if (kt_dag_parse("O[i] += A[i,k] * 2.0", rows, 1, &dag, err, sizeof(err)) !=
-            KT_OK ||
-        kt_state_replay(dag, &vec, 1, &st[0], err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    check_contains(dag, st, 1, "kt_hsum16(acc0_0)");
-    kt_state_free(st[0]);
-    kt_dag_free(dag);
+    check_vectorized("O[i] += A[i,k] * 2.0", rows, 1, "kt_hsum16(acc0_0)");
 }
 
 /* An attention batch matmul (B read transposed) with the register tile
@@ -597,18 +615,13 @@ test_codegen_register_nest(void **state)
     const char *json = "{\"v\":1,\"steps\":[[\"RE\",0,[2,3,0,1]],"
                        "[\"AN\",0,2,\"unroll\"],[\"AN\",0,3,\"vectorize\"]]}";
     struct kt_state *st[1];
-    struct kt_dag *dag = NULL;
-    struct kt_step *steps = NULL;
-    int gen[1], skipped = 0, n = 0;
-    char err[512], *src;
+    struct kt_dag *dag;
+    int gen[1], skipped = 0;
+    char *src;
     const char *body, *reg, *outer;
 
     (void)state;
-    if (kt_dag_parse("O[i,j] += B[i,k,l] * A[k,l,j]", sh, 2, &dag, err,
-                     sizeof(err)) != KT_OK ||
-        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    st[0] = replayed("O[i,j] += B[i,k,l] * A[k,l,j]", sh, 2, json, &dag);
     src = ktt_module_many(dag, st, 1, gen, &skipped);
     assert_non_null(src);
     body = strstr(src, "cand_0(");
@@ -621,7 +634,6 @@ test_codegen_register_nest(void **state)
     free(src);
     check_contains(dag, st, 1, "r3 += ");
     kt_state_free(st[0]);
-    free(steps);
     kt_dag_free(dag);
 }
 
