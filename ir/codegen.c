@@ -97,25 +97,31 @@ reads_guarded(const struct kt_expr *e)
  * max pooling's padded copies and window reads (57 or 7 wide) as wide
  * vectors and tails weighed 650-2035 where the code-size bound is 512,
  * so the search dropped the sketch reading the padding in place. */
-int
-kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
+static int
+loop_reads_guarded(const struct kt_node *n)
 {
     int k;
 
     for (k = 0; k < n->nkids; k++)
         if (n->kids[k]->kind == KT_N_STORE && reads_guarded(n->kids[k]->expr))
-            return kt__cg_lanes_for(g, n->extent);
+            return 1;
+    return 0;
+}
+
+int
+kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
+{
+    if (loop_reads_guarded(n))
+        return kt__cg_lanes_for(g, n->extent);
     return kt_vector_chunk_lanes(g->o->vector_bytes, n->extent, i);
 }
 
 int64_t
 kt__cg_chunks(const struct cg *g, const struct kt_node *n)
 {
-    int64_t i, c = 0;
-
-    for (i = 0; i < n->extent; i += kt__cg_chunk_lanes(g, n, i))
-        c++;
-    return c;
+    if (loop_reads_guarded(n))
+        return n->extent / kt__cg_lanes_for(g, n->extent);
+    return kt_vector_chunks(g->o->vector_bytes, n->extent);
 }
 
 /* Rows (the innermost dimension) of a local tile or root intermediate
