@@ -61,10 +61,11 @@ tree_reads_buf(const struct kt_node *n, int buf)
     return 0;
 }
 
-/* The packed copies of t's schedule, each with the argument it copies;
- * which arguments the kernel itself still reads. */
+/* The packed copies of t's schedule, each with the argument it copies and
+ * its size as the kernel for vectors of vector_bytes lays it out; which
+ * arguments the kernel itself still reads. */
 static int
-find_packed(struct kt_cc_task *t, char *err, size_t errlen)
+find_packed(struct kt_cc_task *t, int vector_bytes, char *err, size_t errlen)
 {
     const struct kt_looptree *lt = t->lt;
     int b, s, a;
@@ -94,7 +95,7 @@ find_packed(struct kt_cc_task *t, char *err, size_t errlen)
             return kt_seterr(err, errlen, KT_ESCHEDULE,
                              "task %s: packed buffer %s copies no argument",
                              t->task->name, lt->bufs[b].name);
-        p->elems = kt_lbuf_elems(&lt->bufs[b]);
+        p->elems = kt_lbuf_stored_elems(&lt->bufs[b], vector_bytes);
         t->npacked++;
     }
     return KT_OK;
@@ -134,7 +135,7 @@ choose_schedule(struct kt_cc *c, struct kt_cc_task *t, FILE *log, char *err,
 
     if (t->best.config != NULL && replay_best(t, why, sizeof(why)) == KT_OK) {
         c->ntuned++;
-        return find_packed(t, err, errlen);
+        return find_packed(t, c->cg.vector_bytes, err, errlen);
     }
     if (t->best.config != NULL)
         snprintf(err, errlen, "trial %lld's schedule does not rebuild (%s)",
@@ -153,7 +154,7 @@ choose_schedule(struct kt_cc *c, struct kt_cc_task *t, FILE *log, char *err,
                 t->task->name, dag->hash, err);
     t->st = kt_state_new(dag);
     rc = kt_lower(t->st, &t->lt, err, errlen);
-    return rc == KT_OK ? find_packed(t, err, errlen) : rc;
+    return rc == KT_OK ? find_packed(t, c->cg.vector_bytes, err, errlen) : rc;
 }
 
 /* The message when no task of the model has a trial for its target: which

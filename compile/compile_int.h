@@ -136,10 +136,10 @@ int64_t kt__cc_w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
  * act_bytes, arena_bytes) from the steps. */
 void kt__cc_plan_arena(struct kt_cc_net *net);
 /* pack_eval.c: runs lt's pack routine in this process on args (the
- * kernel's arguments, then its packed buffers; those the routine does not
- * read may be NULL). */
-int kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args,
-                     char *err, size_t errlen);
+ * kernel's arguments, then its packed buffers laid out for vectors of
+ * vector_bytes; those the routine does not read may be NULL). */
+int kt__cc_pack_eval(const struct kt_looptree *lt, int vector_bytes,
+                     float *const *args, char *err, size_t errlen);
 /* pack_eval.c: packs every constant weight a kernel step reads in another
  * layout into the weights (packed_at) and drops the originals no step
  * reads any more. */

@@ -13,8 +13,9 @@
 
 struct pev {
     const struct kt_looptree *lt;
-    int64_t *env; /* value of each loop-tree variable */
-    float **bufs; /* per loop-tree buffer, NULL until it exists */
+    int vector_bytes; /* the kernel's: packed rows are padded for it */
+    int64_t *env;     /* value of each loop-tree variable */
+    float **bufs;     /* per loop-tree buffer, NULL until it exists */
     char *err;
     size_t errlen;
     int rc;
@@ -31,8 +32,9 @@ aff_eval(const struct pev *p, const struct kt_affine *a)
     return v;
 }
 
-/* The flat row-major element of buffer b at idx; -1 outside the buffer
- * (a guarded read's padding). */
+/* The element of buffer b at idx, row-major, in the layout the kernel
+ * reads (kt_lbuf_pitch); -1 outside the buffer (a guarded read's
+ * padding). */
 static int64_t
 flat_index(const struct pev *p, int b, const struct kt_affine *idx)
 {
@@ -44,7 +46,7 @@ flat_index(const struct pev *p, int b, const struct kt_affine *idx)
         int64_t i = aff_eval(p, &idx[d]);
         if (i < 0 || i >= lb->shape[d])
             return -1;
-        at = at * lb->shape[d] + i;
+        at = at * kt_lbuf_pitch(lb, d, p->vector_bytes) + i;
     }
     return at;
 }
@@ -123,8 +125,10 @@ run(struct pev *p, const struct kt_node *n)
         }
         return;
     case KT_N_ALLOC:
-        p->bufs[n->buf] = kt_xcalloc((size_t)kt_lbuf_elems(&p->lt->bufs[n->buf]),
-                                     sizeof(float));
+        p->bufs[n->buf] =
+            kt_xcalloc((size_t)kt_lbuf_stored_elems(&p->lt->bufs[n->buf],
+                                                    p->vector_bytes),
+                       sizeof(float));
         for (k = 0; k < n->nkids; k++)
             run(p, n->kids[k]);
         free(p->bufs[n->buf]);
@@ -138,10 +142,10 @@ run(struct pev *p, const struct kt_node *n)
 }
 
 int
-kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args, char *err,
-                 size_t errlen)
+kt__cc_pack_eval(const struct kt_looptree *lt, int vector_bytes,
+                 float *const *args, char *err, size_t errlen)
 {
-    struct pev p = {lt, NULL, NULL, err, errlen, KT_OK};
+    struct pev p = {lt, vector_bytes, NULL, NULL, err, errlen, KT_OK};
     int b, k = 0;
 
     if (lt->pack_root == NULL)
@@ -155,7 +159,9 @@ kt__cc_pack_eval(const struct kt_looptree *lt, float *const *args, char *err,
         if (lb->scope == KT_BUF_PACKED)
             p.bufs[b] = args[lt->nargs + k++];
         else if (lb->scope == KT_BUF_HEAP)
-            p.bufs[b] = kt_xcalloc((size_t)kt_lbuf_elems(lb), sizeof(float));
+            p.bufs[b] = kt_xcalloc((size_t)kt_lbuf_stored_elems(lb,
+                                                                vector_bytes),
+                                   sizeof(float));
     }
     run(&p, lt->pack_root);
     for (b = 0; b < lt->nbufs; b++)
@@ -183,7 +189,7 @@ prepack_step(struct kt_cc *c, struct kt_cc_step *s, char *err, size_t errlen)
                                                  : NULL;
     for (p = 0; p < t->npacked; p++)
         args[t->lt->nargs + p] = net->w + net->packed_at[s->packed + p];
-    return kt__cc_pack_eval(t->lt, args, err, errlen);
+    return kt__cc_pack_eval(t->lt, c->cg.vector_bytes, args, err, errlen);
 }
 
 /* 1 when step s reads argument a's weight itself: the kernel reads it, or

@@ -52,18 +52,31 @@ dividing_lanes(int vector_bytes, int64_t e)
 /* Wide vectors and a narrow tail only where no wide width divides: a
  * 1000-wide GEMM's 5 x 40 tile ran 123 GFLOPS as 8-lane vectors and 108
  * as 16 + 16 + 8 (its rows are 32-byte aligned, so a 16-lane load splits
- * a cache line every other time). */
-int
-kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at)
+ * a cache line every other time); a dense layer's 4 x 40 tile on rows
+ * padded to 48 ran 121 as 8-lane vectors, 97 as 16 + 16 + 8 (an 8-lane
+ * and a 16-lane broadcast of every A element) and 121 as 16 + 16 + 16.
+ * padded: the loop may run whole vectors into the rows' padding. */
+static int
+chunk_lanes(int vector_bytes, int64_t e, int64_t at, int padded)
 {
     int w = vector_bytes / 4, d = dividing_lanes(vector_bytes, e);
 
-    if (d >= 8 || d >= w)
+    if (d >= w)
+        return d;
+    if (padded && w >= 4)
+        return w;
+    if (d >= 8)
         return d;
     for (; w >= 4; w /= 2)
         if (at + w <= e)
             return w;
     return 1;
+}
+
+int
+kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at)
+{
+    return chunk_lanes(vector_bytes, e, at, 0);
 }
 
 int64_t
@@ -108,49 +121,141 @@ loop_reads_guarded(const struct kt_node *n)
     return 0;
 }
 
+/* How the rows a vectorized loop touches lie for target vectors: */
+enum rows {
+    ROWS_NARROW, /* as they are: the loop takes kt_vector_chunk_lanes */
+    ROWS_PADDED  /* the loop runs along padded rows only, each starting
+                  * on a whole vector: its last vector may run on into the
+                  * padding (40 = 16 + 16 + 16 in rows of 48) */
+};
+
+/* The rows access idx of buffer b makes along the variable v of
+ * vectorized loop top, with vectors of w lanes: padded when the loop
+ * runs along whole rows, indexed by v alone, whose padding holds a whole
+ * vector (rows then start on whole vectors; the padding starts as zeros,
+ * emit_zero_padding).  A broadcast (v absent) reads no rows; a lane
+ * reduction's target is no row. */
+static enum rows
+access_rows(const struct cg *g, const struct kt_node *top, int b,
+            const struct kt_affine *idx, int w, int store)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[b];
+    const struct kt_affine *row = &idx[buf->ndim - 1];
+    int64_t e = top->extent;
+    int d;
+
+    for (d = 0; d < buf->ndim - 1; d++)
+        if (kt_aff_coef(&idx[d], top->var) != 0)
+            return ROWS_NARROW;
+    if (kt_aff_coef(row, top->var) == 0)
+        return store ? ROWS_NARROW : ROWS_PADDED;
+    if (buf->scope == KT_BUF_ARG || row->n != 1 || row->k[0] != 1 ||
+        row->c != 0 || buf->shape[buf->ndim - 1] != e ||
+        (e + w - 1) / w * w > kt__cg_pitch(g, buf, buf->ndim - 1))
+        return ROWS_NARROW;
+    return ROWS_PADDED;
+}
+
+static enum rows
+min_rows(enum rows a, enum rows b)
+{
+    return a < b ? a : b;
+}
+
+static enum rows
+expr_rows(const struct cg *g, const struct kt_node *top,
+          const struct kt_expr *e, int w)
+{
+    if (e == NULL)
+        return ROWS_PADDED;
+    if (e->op == KT_X_LOAD)
+        return access_rows(g, top, e->src, e->idx, w, 0);
+    return min_rows(expr_rows(g, top, e->a, w), expr_rows(g, top, e->b, w));
+}
+
+/* The rows of every access under n in vectorized loop top. */
+static enum rows
+loop_rows(const struct cg *g, const struct kt_node *top,
+          const struct kt_node *n)
+{
+    int w = g->o->vector_bytes / 4, k;
+    enum rows r = ROWS_PADDED;
+
+    if (w < 4)
+        return ROWS_NARROW;
+    if (n->kind == KT_N_STORE)
+        return min_rows(access_rows(g, top, n->buf, n->idx, w, 1),
+                        expr_rows(g, top, n->expr, w));
+    for (k = 0; k < n->nkids && r != ROWS_NARROW; k++)
+        r = min_rows(r, loop_rows(g, top, n->kids[k]));
+    return r;
+}
+
 int
 kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
 {
     if (loop_reads_guarded(n))
         return kt__cg_lanes_for(g, n->extent);
-    return kt_vector_chunk_lanes(g->o->vector_bytes, n->extent, i);
+    return chunk_lanes(g->o->vector_bytes, n->extent, i, loop_rows(g, n, n));
 }
 
 int64_t
 kt__cg_chunks(const struct cg *g, const struct kt_node *n)
 {
+    int64_t at, c = 0;
+    enum rows rows;
+
     if (loop_reads_guarded(n))
         return n->extent / kt__cg_lanes_for(g, n->extent);
-    return kt_vector_chunks(g->o->vector_bytes, n->extent);
+    rows = loop_rows(g, n, n);
+    for (at = 0; at < n->extent;
+         at += chunk_lanes(g->o->vector_bytes, n->extent, at, rows))
+        c++;
+    return c;
 }
 
-/* Rows (the innermost dimension) of a local tile or root intermediate
- * longer than a vector that vectors do not fill are laid out padded to
- * whole vectors: each row then starts 64-byte aligned, and a wide load of
- * a row's chunk does not split a cache line (the 197-wide pack of a
- * ViT's attention B, read 16 lanes at a time, misses the alignment in 15
- * rows of 16 otherwise).  Arguments and packed weights keep their shape. */
+/* Rows (the innermost dimension) of a local tile, root intermediate or
+ * packed weight longer than a vector that vectors do not fill are laid
+ * out padded to whole vectors: each row then starts 64-byte aligned, and
+ * a wide load of a row's chunk does not split a cache line (the 197-wide
+ * pack of a ViT's attention B, read 16 lanes at a time, misses the
+ * alignment in 15 rows of 16 otherwise), and a loop along whole padded
+ * rows runs whole vectors into the padding (a classifier's weights packed
+ * in 40-wide rows: 3 x 16 lanes instead of 5 x 8).  Arguments keep their
+ * shape. */
 int64_t
-kt__cg_pitch(const struct cg *g, const struct kt_lbuf *b, int d)
+kt_lbuf_pitch(const struct kt_lbuf *b, int d, int vector_bytes)
 {
     int64_t e = b->shape[d];
-    int64_t w = g->o->vector_bytes / 4;
+    int64_t w = vector_bytes / 4;
 
     if (d != b->ndim - 1 || b->ndim < 2 || w < 4 || e <= w || e % w == 0 ||
-        (b->scope != KT_BUF_LOCAL && b->scope != KT_BUF_HEAP))
+        b->scope == KT_BUF_ARG)
         return e;
     return (e + w - 1) / w * w;
 }
 
 int64_t
-kt__cg_buf_elems(const struct cg *g, const struct kt_lbuf *b)
+kt_lbuf_stored_elems(const struct kt_lbuf *b, int vector_bytes)
 {
     int64_t n = 1;
     int d;
 
     for (d = 0; d < b->ndim; d++)
-        n *= kt__cg_pitch(g, b, d);
+        n *= kt_lbuf_pitch(b, d, vector_bytes);
     return n;
+}
+
+int64_t
+kt__cg_pitch(const struct cg *g, const struct kt_lbuf *b, int d)
+{
+    return kt_lbuf_pitch(b, d, g->o->vector_bytes);
+}
+
+int64_t
+kt__cg_buf_elems(const struct cg *g, const struct kt_lbuf *b)
+{
+    return kt_lbuf_stored_elems(b, g->o->vector_bytes);
 }
 
 /* ---- loops ------------------------------------------------------------- */
@@ -440,6 +545,24 @@ kt__cg_emit_node(struct cg *g, const struct kt_node *n)
 
 #define STACK_TILE_BYTES (256 * 1024)
 
+/* Zeros in the padding of b's rows, which vectors running along whole
+ * rows read (ROWS_PADDED): stack or heap garbage there would be
+ * arithmetic on denormals, which is slow.  Packed weights are static or
+ * the caller's, zeroed by whoever allocates them. */
+static void
+emit_zero_padding(struct cg *g, const struct kt_lbuf *b)
+{
+    int64_t e = b->shape[b->ndim - 1], p = kt__cg_pitch(g, b, b->ndim - 1);
+
+    if (p == e || g->reference)
+        return;
+    kt__cg_line(g, "for (long r = 0; r < %lld; r++)",
+                (long long)(kt__cg_buf_elems(g, b) / p));
+    kt__cg_line(g, "    for (long c = %lld; c < %lld; c++)", (long long)e,
+                (long long)p);
+    kt__cg_line(g, "        t_%s[r * %lld + c] = 0.0f;", b->name, (long long)p);
+}
+
 static void
 emit_node(struct cg *g, const struct kt_node *n)
 {
@@ -462,6 +585,7 @@ emit_node(struct cg *g, const struct kt_node *n)
             kt__cg_line(g, "float t_%s[%lld] __attribute__((aligned(64)));",
                         b->name, (long long)elems);
         }
+        emit_zero_padding(g, b);
         emit_kids(g, n);
         if (heap)
             kt__cg_line(g, "free(t_%s);", b->name);
@@ -556,6 +680,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     b->name,
                     (long long)((kt__cg_buf_elems(&g, b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
+        emit_zero_padding(&g, b);
     }
     declare_packed(&g, fname);
     emit_node(&g, root);
@@ -607,7 +732,8 @@ kt_codegen_function(const struct kt_looptree *lt,
                           "static float %s_pk_%s[%lld] "
                           "__attribute__((aligned(64)));\n",
                           fname, lt->bufs[i].name,
-                          (long long)kt_lbuf_elems(&lt->bufs[i]));
+                          (long long)kt_lbuf_stored_elems(&lt->bufs[i],
+                                                          o->vector_bytes));
     rc = gen_function(lt, o, fname, 0, 1, out, err, errlen);
     if (rc == KT_OK)
         rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);

@@ -420,6 +420,13 @@ struct kt_lbuf {
 };
 /* Elements of b (the product of its shape). */
 int64_t kt_lbuf_elems(const struct kt_lbuf *b);
+/* How the generated code lays b out for vectors of vector_bytes: the
+ * extent of dimension d in memory (rows of local, intermediate and packed
+ * buffers padded to whole vectors; arguments as they are) and the floats
+ * b then takes.  A packed weight filled outside the generated code (the
+ * compiler's pack evaluation) must use the same layout. */
+int64_t kt_lbuf_pitch(const struct kt_lbuf *b, int d, int vector_bytes);
+int64_t kt_lbuf_stored_elems(const struct kt_lbuf *b, int vector_bytes);
 
 enum kt_node_kind {
     KT_N_SEQ,   /* children in order */
@@ -463,7 +470,8 @@ struct kt_looptree {
     struct kt_node *root;
     double flops;
     struct kt_node *pack_root; /* the pack routine's nest (NULL: none) */
-    int64_t pack_elems;        /* floats of all KT_BUF_PACKED buffers */
+    int64_t pack_elems;        /* elements of all KT_BUF_PACKED buffers
+                                  * (unpadded: kt_lbuf_stored_elems) */
 };
 
 /* Lowers a state to a loop tree: applies inlining, infers the regions of
@@ -499,8 +507,11 @@ void kt_codegen_default_opts(struct kt_codegen_opts *o);
  * the target's widest or at least 8 lanes (every chunk then as aligned as
  * the rows it reads); otherwise the widest vector that still fits, so an
  * extent like 197 or 20 runs as 16-lane vectors and a narrow tail (12 x 16
- * + 4 + 1, 16 + 4) instead of scalars or 4-lane vectors.  The search
- * counts a tile's vector registers with the same rule. */
+ * + 4 + 1, 16 + 4) instead of scalars or 4-lane vectors.  A loop that
+ * runs along whole padded rows only (kt_lbuf_pitch: a register tile
+ * accumulated in a local tile from rewritten weights) takes whole target
+ * vectors instead, the last one running into the padding (40 = 3 x 16,
+ * 197 = 13 x 16). */
 int kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at);
 /* How many such chunks cover a loop of extent e. */
 int64_t kt_vector_chunks(int vector_bytes, int64_t e);

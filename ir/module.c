@@ -143,6 +143,20 @@ metadata(const struct kt_dag *dag, const struct kt_looptree *lt,
     kt_buf_printf(out, "};\nconst double kt_flops = %.17g;\n", dag->flops);
 }
 
+/* Floats of the packed weights as the kernel lays them out (kt_pack_elems). */
+static int64_t
+packed_stored_elems(const struct kt_looptree *lt,
+                    const struct kt_codegen_opts *o)
+{
+    int64_t n = 0;
+    int b;
+
+    for (b = 0; b < lt->nbufs; b++)
+        if (lt->bufs[b].scope == KT_BUF_PACKED)
+            n += kt_lbuf_stored_elems(&lt->bufs[b], o->vector_bytes);
+    return n;
+}
+
 int
 kt_codegen_module_lowered(const struct kt_looptree *ref,
                           const struct kt_looptree *cand,
@@ -177,7 +191,7 @@ kt_codegen_module_lowered(const struct kt_looptree *ref,
                       "const long long kt_pack_elems = %lldLL;\n"
                       "void kt_pack(float *const *bufs) { "
                       "kt__kernel_pack(bufs); }\n",
-                      (long long)cand->pack_elems);
+                      (long long)packed_stored_elems(cand, o));
     return KT_OK;
 }
 

@@ -298,6 +298,71 @@ test_pack_transposed_copies(void **state)
     kt_dag_free(dag);
 }
 
+/* A dense layer with bias, 8 x 80 x 64, as a 128 x 1000 x 2048 classifier
+ * was tuned: T is a 4 x 40 register tile over W rewritten into 40-wide
+ * rows ([j0][k0][k1][k2][40]), O = T + bias read 40 columns at a time. */
+static const char dense_rows40[] =
+    "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
+    "[\"SP\",3,1,[1,40]],[\"SP\",3,0,[2,4]],[\"RE\",3,[0,3,1,4,2,5]],"
+    "[\"FU\",3,0,3],[\"SP\",2,2,[32]],[\"SP\",2,1,[1,40]],"
+    "[\"SP\",2,0,[2,4]],[\"RE\",2,[0,3,6,1,4,7,2,5]],[\"SP\",2,5,[4]],"
+    "[\"AN\",2,6,\"unroll\"],[\"CA\",2,3,1],[\"CI\",1],[\"CA\",0,2,5],"
+    "[\"LR\",0],[\"AN\",0,1,\"vectorize\"],[\"AN\",2,8,\"vectorize\"],"
+    "[\"AN\",2,7,\"unroll\"],[\"PR\",2,0,512],[\"AN\",3,0,\"parallel\"],"
+    "[\"AN\",3,3,\"vectorize\"]]}";
+
+/* Packed weights whose rows vectors do not fill are laid out in rows
+ * padded to whole vectors (40 -> 48 on AVX-512), the module's
+ * kt_pack_elems counts them so, and a register tile that reads only such
+ * rows and a local accumulator runs 16-lane vectors into the padding (3
+ * per row, not 5 of 8 lanes); the epilogue reading the 1000-float rows
+ * of the bias and output keeps 8 lanes.  The kernel matches the
+ * interpreter. */
+static void
+test_pack_padded_rows(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *c[1];
+    struct kt_looptree *lt;
+    const struct kt_lbuf *b;
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char err[512], want[64];
+    int skipped;
+
+    (void)state;
+    assert_int_equal(kt_op_dense(&d, 8, 80, 64, 1), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    c[0] = replay(dag, dense_rows40);
+    assert_int_equal(kt_lower(c[0], &lt, err, sizeof(err)), KT_OK);
+    b = find_buf(lt, "W_pack");
+    assert_int_equal(b->scope, KT_BUF_PACKED);
+    assert_int_equal(b->shape[b->ndim - 1], 40);
+    assert_int_equal(kt_lbuf_elems(b), 80 * 64);
+    assert_int_equal(kt_lbuf_stored_elems(b, 64), 80 * 64 / 40 * 48);
+    assert_int_equal(kt_lbuf_stored_elems(b, 32), 80 * 64);
+    kt_looptree_free(lt);
+
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&src);
+    assert_int_equal(kt_codegen_module(c[0], dag, &o, &src, err, sizeof(err)),
+                     KT_OK);
+    snprintf(want, sizeof(want), "const long long kt_pack_elems = %dLL;",
+             o.vector_bytes >= 64 ? 80 * 64 / 40 * 48 : 80 * 64);
+    assert_non_null(strstr(src.p, want));
+    if (o.vector_bytes >= 64) {
+        assert_non_null(strstr(src.p, "kt_ld16(&t_W_pack["));
+        assert_null(strstr(src.p, "kt_ld8(&t_W_pack["));
+        assert_non_null(strstr(src.p, "kt_ld8(&t_B["));
+    }
+    kt_buf_free(&src);
+    assert_int_equal(ktt_check_many(dag, c, 1, 17, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(c[0]);
+    kt_dag_free(dag);
+}
+
 /* A conv 8 -> 32 channels, 14x14, 3x3 pad 1 (+bias+relu) whose register
  * tile is 7 output columns x 32 output channels, the channels vectorized
  * over a layout rewrite of W ([f0][c][r][s][32]), the reduction c r s
@@ -621,6 +686,7 @@ main(void)
         cmocka_unit_test(test_pack_lowering_shapes),
         cmocka_unit_test(test_pack_kernels_match),
         cmocka_unit_test(test_pack_transposed_copies),
+        cmocka_unit_test(test_pack_padded_rows),
         cmocka_unit_test(test_pack_channel_vector_conv),
         cmocka_unit_test(test_pack_features),
         cmocka_unit_test(test_pack_runner_calls_pack),

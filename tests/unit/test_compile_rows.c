@@ -1,0 +1,269 @@
+/* test_compile_rows.c - a dense layer whose rewritten weights have rows
+ * vectors do not fill (40 outputs per tile: padded to 48 on AVX-512),
+ * compiled by kerntune compile: the weights file holds the packed copy in
+ * the padded layout the kernel reads (compile evaluates the pack routine
+ * itself, ir/ir.h kt_lbuf_pitch), bit for bit what the library's own pack
+ * routine makes of the ONNX weight, and the network (built with the real
+ * compiler) matches plain loops. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/compile.h"
+#include "scheduler/scheduler.h"
+#include "storage/storage.h"
+#include "tests/support/ktt.h"
+#include "tests/support/ktt_onnx.h"
+#include "tests/unit/test_storage_util.h"
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+
+#define M 8
+#define N 80
+#define K 64
+
+/* T is a 4 x 40 register tile over W rewritten into 40-wide rows, as a
+ * 128 x 1000 x 2048 classifier was tuned (docs/performance.md). */
+static const char rows40[] =
+    "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
+    "[\"SP\",3,1,[1,40]],[\"SP\",3,0,[2,4]],[\"RE\",3,[0,3,1,4,2,5]],"
+    "[\"FU\",3,0,3],[\"SP\",2,2,[32]],[\"SP\",2,1,[1,40]],"
+    "[\"SP\",2,0,[2,4]],[\"RE\",2,[0,3,6,1,4,7,2,5]],[\"SP\",2,5,[4]],"
+    "[\"AN\",2,6,\"unroll\"],[\"CA\",2,3,1],[\"CI\",1],[\"CA\",0,2,5],"
+    "[\"LR\",0],[\"AN\",0,1,\"vectorize\"],[\"AN\",2,8,\"vectorize\"],"
+    "[\"AN\",2,7,\"unroll\"],[\"PR\",2,0,512],[\"AN\",3,0,\"parallel\"],"
+    "[\"AN\",3,3,\"vectorize\"]]}";
+
+/* ktt_onnx_init's fill of element i of an initializer without data. */
+static float
+fill(int i)
+{
+    return 0.01f * (float)(i % 100) + 0.5f;
+}
+
+/* Packs the ONNX weight with the library's pack routine (PACK, PACKED
+ * floats as the kernel lays them out) and writes them to argv[1]. */
+static const char pack_prog[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "#include \"m.h\"\n"
+    "int main(int argc, char **argv) {\n"
+    "    float *w = aligned_alloc(64, 80 * 64 * 4);\n"
+    "    float *p = aligned_alloc(64, (PACKED * 4 + 63) / 64 * 64);\n"
+    "    memset(p, 0, PACKED * 4);\n"
+    "    for (int i = 0; i < 80 * 64; i++) w[i] = 0.01f * (float)(i % 100) "
+    "+ 0.5f;\n"
+    "    PACK(w, p);\n"
+    "    FILE *f = fopen(argv[1], \"wb\");\n"
+    "    return argc == 2 && f && fwrite(p, 4, PACKED, f) == PACKED && "
+    "fclose(f) == 0 ? 0 : 1;\n}\n";
+
+struct fx {
+    char dir[4096];
+    char out[4200];
+};
+
+/* x[8,64] -> Gemm(w[80,64] transposed, b[80]) -> y, tuned in dir/t.db,
+ * compiled into dir/lib. */
+static int
+setup(void **state)
+{
+    struct fx *f = kt_xcalloc(1, sizeof(*f));
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    struct kt_model_conf *m = NULL;
+    struct kt_tasks tasks = {0};
+    struct kt_trial t = {0};
+    struct kt_storage *st;
+    struct kt_buf target;
+    struct kt_compile_opts o = {0};
+    char text[4400], db[4200], err[1024];
+    int64_t id;
+
+    ts_tmpdir(f->dir, sizeof(f->dir));
+    snprintf(f->out, sizeof(f->out), "%s/lib", f->dir);
+    ktt_onnx_input(b, "x", 2, D(M, K));
+    ktt_onnx_init(b, "w", 2, D(N, K), NULL);
+    ktt_onnx_init(b, "b", 1, D(N), NULL);
+    n = ktt_onnx_node(b, "Gemm", "fc", "x,w,b", "y");
+    ktt_attr_int(n, "transB", 1);
+    ktt_onnx_output(b, "y");
+    snprintf(text, sizeof(text), "%s/m.onnx", f->dir);
+    assert_int_equal(ktt_onnx_write(b, text), 0);
+    ktt_onnx_free(b);
+    snprintf(text, sizeof(text),
+             "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
+             "{\"cflags\": [\"-O2\", \"-fopenmp\"]}}",
+             f->dir);
+    assert_int_equal(kt_model_conf_parse("m.json", text, &m, err, sizeof(err)),
+                     KT_OK);
+    assert_int_equal(kt_tasks_extract(m, &tasks, err, sizeof(err)), KT_OK);
+    assert_int_equal(tasks.n, 1);
+    kt_buf_init(&target);
+    kt_target_id(&m->target, &target);
+    snprintf(db, sizeof(db), "%s/t.db", f->dir);
+    assert_int_equal(kt_storage_open(&st, db, NULL, err, sizeof(err)), KT_OK);
+    t.task_name = tasks.v[0].name;
+    t.target = target.p;
+    t.workload = tasks.v[0].dag->key;
+    t.config = rows40;
+    t.result.cost = 1e-4;
+    assert_int_equal(kt_storage_write_batch(st, &t, 1, &id, err, sizeof(err)),
+                     KT_OK);
+    kt_storage_close(st);
+    kt_buf_free(&target);
+    kt_tasks_free(&tasks);
+    o.db_path = db;
+    o.out_dir = f->out;
+    o.require_tuned = 1;
+    o.serial_below_mflop = -1;
+    if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    kt_model_conf_free(m);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    ts_rmrf(f->dir);
+    free(f);
+    return 0;
+}
+
+/* The number after "key": in the manifest (-1 when absent). */
+static double
+manifest_number(const char *man, const char *key)
+{
+    char want[64];
+    const char *p;
+
+    snprintf(want, sizeof(want), "\"%s\":", key);
+    p = strstr(man, want);
+    return p ? strtod(p + strlen(want), NULL) : -1;
+}
+
+static void
+run_or_fail(const char *dir, const char *cmd)
+{
+    char full[9000], *log;
+
+    snprintf(full, sizeof(full), "cd '%s' && (%s) >cmd.out 2>&1", dir, cmd);
+    if (system(full) == 0)
+        return;
+    log = ktt_slurp(dir, "cmd.out", NULL);
+    fail_msg("%s\n%.3000s", full, log ? log : "");
+}
+
+/* The floats the kernel's layout of the packed weight takes here: rows of
+ * 40 padded to whole vectors of this machine's width. */
+static int
+packed_floats(void)
+{
+    struct kt_codegen_opts o;
+
+    kt_codegen_default_opts(&o);
+    return o.vector_bytes >= 64 ? N * K / 40 * 48 : N * K;
+}
+
+static void
+test_padded_rows_in_file(void **state)
+{
+    struct fx *f = *state;
+    char *man, *h, *wf, *mine, cmd[9000], fn[256];
+    const char *p;
+    double off;
+    size_t wlen, mlen, want = (size_t)packed_floats() * 4;
+    FILE *fp;
+
+    man = ktt_slurp(f->out, "manifest.json", NULL);
+    h = ktt_slurp(f->out, "m.h", NULL);
+    assert_non_null(man);
+    assert_non_null(h);
+    off = manifest_number(man, "offset_bytes");
+    assert_true(off >= 64);
+    p = strstr(h, "_pack(const float *W, float *W_pack);");
+    assert_non_null(p);
+    while (p > h && p[-1] != ' ')
+        p--;
+    snprintf(fn, sizeof(fn), "%.*s", (int)(strstr(p, "(") - p), p);
+    free(h);
+    free(man);
+
+    snprintf(cmd, sizeof(cmd), "%s/pack_prog.c", f->out);
+    fp = fopen(cmd, "w");
+    assert_non_null(fp);
+    assert_int_equal(fputs(pack_prog, fp) >= 0, 1);
+    fclose(fp);
+    snprintf(cmd, sizeof(cmd),
+             "make -s && cc -O1 -DPACK=%s -DPACKED=%d pack_prog.c -I. libm.a "
+             "-fopenmp -lm -o pack_prog && ./pack_prog mine.bin",
+             fn, packed_floats());
+    run_or_fail(f->out, cmd);
+    wf = ktt_slurp(f->out, "m.weights", &wlen);
+    mine = ktt_slurp(f->out, "mine.bin", &mlen);
+    assert_non_null(wf);
+    assert_non_null(mine);
+    assert_int_equal(mlen, want);
+    assert_true((size_t)off + mlen <= wlen);
+    assert_int_equal(memcmp(wf + (size_t)off, mine, mlen), 0);
+    free(wf);
+    free(mine);
+}
+
+static void
+test_network_matches(void **state)
+{
+    struct fx *f = *state;
+    float x[M * K], want[M * N];
+    char path[4300], *got;
+    size_t len;
+    FILE *fp;
+    int i, j, k;
+
+    for (i = 0; i < M * K; i++)
+        x[i] = (float)((i * 37 % 256) / 128.0 - 1);
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double acc = fill(j);
+            for (k = 0; k < K; k++)
+                acc += (double)x[i * K + k] * fill(j * K + k);
+            want[i * N + j] = (float)acc;
+        }
+    snprintf(path, sizeof(path), "%s/in.bin", f->out);
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(x, 4, M * K, fp), M * K);
+    fclose(fp);
+    run_or_fail(f->out,
+                "make -s infer && ./m_infer -i in.bin -o out.bin -n 2 -t 2");
+    got = ktt_slurp(f->out, "out.bin", &len);
+    assert_non_null(got);
+    assert_int_equal(len, M * N * 4);
+    for (i = 0; i < M * N; i++) {
+        float g;
+        memcpy(&g, got + 4 * i, 4);
+        if (fabsf(g - want[i]) > 1e-4f * (1 + fabsf(want[i])))
+            fail_msg("y[%d] = %g, want %g", i, g, want[i]);
+    }
+    free(got);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_padded_rows_in_file),
+        cmocka_unit_test(test_network_matches),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
