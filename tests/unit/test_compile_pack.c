@@ -17,10 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile/compile.h"
-#include "scheduler/scheduler.h"
-#include "storage/storage.h"
 #include "tests/support/ktt.h"
+#include "tests/support/ktt_compile.h"
 #include "tests/support/ktt_onnx.h"
 #include "tests/unit/test_storage_util.h"
 #include "tests/unit/test_compile_conv.h"
@@ -64,14 +62,9 @@ compile_tuned(struct fx *f)
 {
     struct ktt_onnx *b = ktt_onnx_new(13);
     struct ktt_onnx_node *n;
-    struct kt_model_conf *m = NULL;
-    struct kt_tasks tasks = {0};
-    struct kt_trial t = {0};
-    struct kt_storage *st;
-    struct kt_buf target;
-    struct kt_compile_opts o = {0};
+    const char *out[2] = {f->out, f->parallel};
+    const double serial_below[2] = {0, -1};
     char text[4400], db[4200], err[1024];
-    int64_t id;
 
     ktt_onnx_input(b, "x", 4, D(1, 4, 8, 8));
     ktt_onnx_init(b, "w", 4, D(8, 4, 3, 3), NULL);
@@ -88,34 +81,10 @@ compile_tuned(struct fx *f)
              "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
              "{\"cflags\": [\"-O2\", \"-fopenmp\"]}}",
              f->dir);
-    assert_int_equal(kt_model_conf_parse("m.json", text, &m, err, sizeof(err)),
-                     KT_OK);
-    assert_int_equal(kt_tasks_extract(m, &tasks, err, sizeof(err)), KT_OK);
-    assert_int_equal(tasks.n, 1);
-    kt_buf_init(&target);
-    kt_target_id(&m->target, &target);
     snprintf(db, sizeof(db), "%s/t.db", f->dir);
-    assert_int_equal(kt_storage_open(&st, db, NULL, err, sizeof(err)), KT_OK);
-    t.task_name = tasks.v[0].name;
-    t.target = target.p;
-    t.workload = tasks.v[0].dag->key;
-    t.config = CONV_SCHEDULE;
-    t.result.cost = 1e-4;
-    assert_int_equal(kt_storage_write_batch(st, &t, 1, &id, err, sizeof(err)),
-                     KT_OK);
-    kt_storage_close(st);
-    kt_buf_free(&target);
-    kt_tasks_free(&tasks);
-    o.db_path = db;
-    o.out_dir = f->out;
-    o.require_tuned = 1;
-    if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
+    if (ktt_compile_tuned(text, db, CONV_SCHEDULE, out, serial_below, 2, err,
+                          sizeof(err)) != KT_OK)
         fail_msg("%s", err);
-    o.out_dir = f->parallel;
-    o.serial_below_mflop = -1;
-    if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    kt_model_conf_free(m);
 }
 
 static int
@@ -141,28 +110,13 @@ teardown(void **state)
     return 0;
 }
 
-/* The number after "key": in the manifest (-1 when absent). */
-static double
-manifest_number(const char *man, const char *key)
-{
-    char want[64];
-    const char *p;
-
-    snprintf(want, sizeof(want), "\"%s\":", key);
-    p = strstr(man, want);
-    return p ? strtod(p + strlen(want), NULL) : -1;
-}
-
 static void
 run_or_fail(const char *dir, const char *cmd)
 {
-    char full[9000], *log;
+    char log[9000];
 
-    snprintf(full, sizeof(full), "cd '%s' && (%s) >cmd.out 2>&1", dir, cmd);
-    if (system(full) == 0)
-        return;
-    log = ktt_slurp(dir, "cmd.out", NULL);
-    fail_msg("%s\n%.3000s", full, log ? log : "");
+    if (ktt_run_in(dir, cmd, log, sizeof(log)) != 0)
+        fail_msg("%s", log);
 }
 
 static void
@@ -179,10 +133,10 @@ test_packed_weights_in_file(void **state)
     h = ktt_slurp(f->out, "m.h", NULL);
     assert_non_null(man);
     assert_non_null(h);
-    off = manifest_number(man, "offset_bytes");
-    bytes = manifest_number(man, "weight_bytes");
+    off = ktt_json_number(man, "offset_bytes");
+    bytes = ktt_json_number(man, "weight_bytes");
     assert_true(off >= 64);
-    assert_int_equal((int)manifest_number(man, "elems"), 8 * 4 * 3 * 3);
+    assert_int_equal((int)ktt_json_number(man, "elems"), 8 * 4 * 3 * 3);
     /* the packed copy and the bias (64-byte aligned), not the original */
     assert_true(bytes > 0 && bytes < 2 * PACK_ELEMS * 4);
     p = strstr(h, "_pack(const float *W, float *W_pack);");
@@ -297,7 +251,7 @@ test_serial_below(void **state)
     man = ktt_slurp(f->out, "manifest.json", NULL);
     assert_non_null(net);
     assert_non_null(man);
-    assert_true(manifest_number(man, "serial_below_mflop") == 0.1);
+    assert_true(ktt_json_number(man, "serial_below_mflop") == 0.1);
     one = strstr(net, "    threads_set(1);");
     assert_non_null(one);
     call = strstr(one, "    m_conv2d_");
@@ -312,7 +266,7 @@ test_serial_below(void **state)
     assert_non_null(net);
     assert_non_null(man);
     assert_null(strstr(net, "threads_set(1);"));
-    assert_true(manifest_number(man, "serial_below_mflop") == 0);
+    assert_true(ktt_json_number(man, "serial_below_mflop") == 0);
     free(net);
     free(man);
     network_matches(f->parallel, x, want);

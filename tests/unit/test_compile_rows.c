@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile/compile.h"
-#include "scheduler/scheduler.h"
-#include "storage/storage.h"
+#include "ir/ir.h"
 #include "tests/support/ktt.h"
+#include "tests/support/ktt_compile.h"
 #include "tests/support/ktt_onnx.h"
+#include "tests/unit/test_dense_rows40.h"
 #include "tests/unit/test_storage_util.h"
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
@@ -28,18 +28,6 @@
 #define M 8
 #define N 80
 #define K 64
-
-/* T is a 4 x 40 register tile over W rewritten into 40-wide rows, as a
- * 128 x 1000 x 2048 classifier was tuned (docs/performance.md). */
-static const char rows40[] =
-    "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
-    "[\"SP\",3,1,[1,40]],[\"SP\",3,0,[2,4]],[\"RE\",3,[0,3,1,4,2,5]],"
-    "[\"FU\",3,0,3],[\"SP\",2,2,[32]],[\"SP\",2,1,[1,40]],"
-    "[\"SP\",2,0,[2,4]],[\"RE\",2,[0,3,6,1,4,7,2,5]],[\"SP\",2,5,[4]],"
-    "[\"AN\",2,6,\"unroll\"],[\"CA\",2,3,1],[\"CI\",1],[\"CA\",0,2,5],"
-    "[\"LR\",0],[\"AN\",0,1,\"vectorize\"],[\"AN\",2,8,\"vectorize\"],"
-    "[\"AN\",2,7,\"unroll\"],[\"PR\",2,0,512],[\"AN\",3,0,\"parallel\"],"
-    "[\"AN\",3,3,\"vectorize\"]]}";
 
 /* ktt_onnx_init's fill of element i of an initializer without data. */
 static float
@@ -77,14 +65,9 @@ setup(void **state)
     struct fx *f = kt_xcalloc(1, sizeof(*f));
     struct ktt_onnx *b = ktt_onnx_new(13);
     struct ktt_onnx_node *n;
-    struct kt_model_conf *m = NULL;
-    struct kt_tasks tasks = {0};
-    struct kt_trial t = {0};
-    struct kt_storage *st;
-    struct kt_buf target;
-    struct kt_compile_opts o = {0};
+    const char *out[1] = {f->out};
+    const double serial_below[1] = {-1};
     char text[4400], db[4200], err[1024];
-    int64_t id;
 
     ts_tmpdir(f->dir, sizeof(f->dir));
     snprintf(f->out, sizeof(f->out), "%s/lib", f->dir);
@@ -101,31 +84,10 @@ setup(void **state)
              "{\"name\": \"m\", \"onnx\": \"%s/m.onnx\", \"target\": "
              "{\"cflags\": [\"-O2\", \"-fopenmp\"]}}",
              f->dir);
-    assert_int_equal(kt_model_conf_parse("m.json", text, &m, err, sizeof(err)),
-                     KT_OK);
-    assert_int_equal(kt_tasks_extract(m, &tasks, err, sizeof(err)), KT_OK);
-    assert_int_equal(tasks.n, 1);
-    kt_buf_init(&target);
-    kt_target_id(&m->target, &target);
     snprintf(db, sizeof(db), "%s/t.db", f->dir);
-    assert_int_equal(kt_storage_open(&st, db, NULL, err, sizeof(err)), KT_OK);
-    t.task_name = tasks.v[0].name;
-    t.target = target.p;
-    t.workload = tasks.v[0].dag->key;
-    t.config = rows40;
-    t.result.cost = 1e-4;
-    assert_int_equal(kt_storage_write_batch(st, &t, 1, &id, err, sizeof(err)),
-                     KT_OK);
-    kt_storage_close(st);
-    kt_buf_free(&target);
-    kt_tasks_free(&tasks);
-    o.db_path = db;
-    o.out_dir = f->out;
-    o.require_tuned = 1;
-    o.serial_below_mflop = -1;
-    if (kt_compile(m, &o, NULL, err, sizeof(err)) != KT_OK)
+    if (ktt_compile_tuned(text, db, DENSE_ROWS40_SCHEDULE, out, serial_below, 1,
+                          err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
-    kt_model_conf_free(m);
     *state = f;
     return 0;
 }
@@ -140,28 +102,13 @@ teardown(void **state)
     return 0;
 }
 
-/* The number after "key": in the manifest (-1 when absent). */
-static double
-manifest_number(const char *man, const char *key)
-{
-    char want[64];
-    const char *p;
-
-    snprintf(want, sizeof(want), "\"%s\":", key);
-    p = strstr(man, want);
-    return p ? strtod(p + strlen(want), NULL) : -1;
-}
-
 static void
 run_or_fail(const char *dir, const char *cmd)
 {
-    char full[9000], *log;
+    char log[9000];
 
-    snprintf(full, sizeof(full), "cd '%s' && (%s) >cmd.out 2>&1", dir, cmd);
-    if (system(full) == 0)
-        return;
-    log = ktt_slurp(dir, "cmd.out", NULL);
-    fail_msg("%s\n%.3000s", full, log ? log : "");
+    if (ktt_run_in(dir, cmd, log, sizeof(log)) != 0)
+        fail_msg("%s", log);
 }
 
 /* The floats the kernel's layout of the packed weight takes here: rows of
@@ -189,7 +136,7 @@ test_padded_rows_in_file(void **state)
     h = ktt_slurp(f->out, "m.h", NULL);
     assert_non_null(man);
     assert_non_null(h);
-    off = manifest_number(man, "offset_bytes");
+    off = ktt_json_number(man, "offset_bytes");
     assert_true(off >= 64);
     p = strstr(h, "_pack(const float *W, float *W_pack);");
     assert_non_null(p);

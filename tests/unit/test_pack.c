@@ -18,6 +18,7 @@
 #include "measure/worker/worker.h"
 #include "scheduler/scheduler.h"
 #include "tests/support/ktt.h"
+#include "tests/unit/test_dense_rows40.h"
 
 /* Dense T[i,j] += A[i,k] * W[j,k]: W is packed at the k0 loop of the
  * order j0 k0 i0 k1 i1 j1 (an 8 x 32 register tile, k tiles of 64). */
@@ -298,19 +299,6 @@ test_pack_transposed_copies(void **state)
     kt_dag_free(dag);
 }
 
-/* A dense layer with bias, 8 x 80 x 64, as a 128 x 1000 x 2048 classifier
- * was tuned: T is a 4 x 40 register tile over W rewritten into 40-wide
- * rows ([j0][k0][k1][k2][40]), O = T + bias read 40 columns at a time. */
-static const char dense_rows40[] =
-    "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
-    "[\"SP\",3,1,[1,40]],[\"SP\",3,0,[2,4]],[\"RE\",3,[0,3,1,4,2,5]],"
-    "[\"FU\",3,0,3],[\"SP\",2,2,[32]],[\"SP\",2,1,[1,40]],"
-    "[\"SP\",2,0,[2,4]],[\"RE\",2,[0,3,6,1,4,7,2,5]],[\"SP\",2,5,[4]],"
-    "[\"AN\",2,6,\"unroll\"],[\"CA\",2,3,1],[\"CI\",1],[\"CA\",0,2,5],"
-    "[\"LR\",0],[\"AN\",0,1,\"vectorize\"],[\"AN\",2,8,\"vectorize\"],"
-    "[\"AN\",2,7,\"unroll\"],[\"PR\",2,0,512],[\"AN\",3,0,\"parallel\"],"
-    "[\"AN\",3,3,\"vectorize\"]]}";
-
 /* Packed weights whose rows vectors do not fill are laid out in rows
  * padded to whole vectors (40 -> 48 on AVX-512), the module's
  * kt_pack_elems counts them so, and a register tile that reads only such
@@ -334,7 +322,7 @@ test_pack_padded_rows(void **state)
     (void)state;
     assert_int_equal(kt_op_dense(&d, 8, 80, 64, 1), KT_OK);
     assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
-    c[0] = replay(dag, dense_rows40);
+    c[0] = replay(dag, DENSE_ROWS40_SCHEDULE);
     assert_int_equal(kt_lower(c[0], &lt, err, sizeof(err)), KT_OK);
     b = find_buf(lt, "W_pack");
     assert_int_equal(b->scope, KT_BUF_PACKED);

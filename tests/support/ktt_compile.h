@@ -1,0 +1,27 @@
+/* ktt_compile.h - test support for kerntune compile: a model tuned with
+ * one stored schedule and compiled into a library directory, commands run
+ * in that directory, numbers read from its manifest. */
+#ifndef KT_TESTS_KTT_COMPILE_H
+#define KT_TESTS_KTT_COMPILE_H
+
+#include <stddef.h>
+
+/* Parses model_json (the model config text; its one task), stores config
+ * as that task's trial on the model's target in database db (created if
+ * needed), and compiles the model with --require-tuned into each of the
+ * nout directories out[k] with serial_below[k] as kt_compile_opts'
+ * serial_below_mflop (0: the default; -1: every kernel on all threads).
+ * Returns KT_OK or an error with err. */
+int ktt_compile_tuned(const char *model_json, const char *db,
+                      const char *config, const char *const *out,
+                      const double *serial_below, int nout, char *err,
+                      size_t errlen);
+
+/* Runs cmd with sh in dir, its output in dir/cmd.out; returns its exit
+ * status, and with a failure that output (at most 3000 bytes) in log. */
+int ktt_run_in(const char *dir, const char *cmd, char *log, size_t loglen);
+
+/* The number after "key": in text (a manifest), or -1 when absent. */
+double ktt_json_number(const char *text, const char *key);
+
+#endif
