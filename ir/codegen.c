@@ -547,8 +547,8 @@ kt__cg_emit_node(struct cg *g, const struct kt_node *n)
 
 /* Zeros in the padding of b's rows, which vectors running along whole
  * rows read (ROWS_PADDED): stack or heap garbage there would be
- * arithmetic on denormals, which is slow.  Packed weights are static or
- * the caller's, zeroed by whoever allocates them. */
+ * arithmetic on denormals, which is slow.  Packed weights get theirs from
+ * the pack routine (a library's caller allocates them). */
 static void
 emit_zero_padding(struct cg *g, const struct kt_lbuf *b)
 {
@@ -683,6 +683,9 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
         emit_zero_padding(&g, b);
     }
     declare_packed(&g, fname);
+    for (i = 0; pack && i < lt->nbufs; i++)
+        if (lt->bufs[i].scope == KT_BUF_PACKED)
+            emit_zero_padding(&g, &lt->bufs[i]);
     emit_node(&g, root);
     for (i = 0; i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_HEAP)

@@ -37,14 +37,15 @@ fill(int i)
 }
 
 /* Packs the ONNX weight with the library's pack routine (PACK, PACKED
- * floats as the kernel lays them out) and writes them to argv[1]. */
+ * floats as the kernel lays them out, NaN before it) and writes them to
+ * argv[1]. */
 static const char pack_prog[] =
     "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
     "#include \"m.h\"\n"
     "int main(int argc, char **argv) {\n"
     "    float *w = aligned_alloc(64, 80 * 64 * 4);\n"
     "    float *p = aligned_alloc(64, (PACKED * 4 + 63) / 64 * 64);\n"
-    "    memset(p, 0, PACKED * 4);\n"
+    "    memset(p, 0xff, PACKED * 4); /* NaN: the routine zeroes padding */\n"
     "    for (int i = 0; i < 80 * 64; i++) w[i] = 0.01f * (float)(i % 100) "
     "+ 0.5f;\n"
     "    PACK(w, p);\n"
