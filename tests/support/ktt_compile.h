@@ -21,6 +21,14 @@ int ktt_compile_tuned(const char *model_json, const char *db,
  * status, and with a failure that output (at most 3000 bytes) in log. */
 int ktt_run_in(const char *dir, const char *cmd, char *log, size_t loglen);
 
+/* In a cmocka test: runs cmd in dir, failing the test with its output. */
+#define KTT_RUN_OR_FAIL(dir, cmd)                                              \
+    do {                                                                       \
+        char ktt_log_[9000];                                                   \
+        if (ktt_run_in((dir), (cmd), ktt_log_, sizeof(ktt_log_)) != 0)         \
+            fail_msg("%s", ktt_log_);                                          \
+    } while (0)
+
 /* The number after "key": in text (a manifest), or -1 when absent. */
 double ktt_json_number(const char *text, const char *key);
 

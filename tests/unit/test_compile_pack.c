@@ -111,15 +111,6 @@ teardown(void **state)
 }
 
 static void
-run_or_fail(const char *dir, const char *cmd)
-{
-    char log[9000];
-
-    if (ktt_run_in(dir, cmd, log, sizeof(log)) != 0)
-        fail_msg("%s", log);
-}
-
-static void
 test_packed_weights_in_file(void **state)
 {
     struct fx *f = *state;
@@ -156,7 +147,7 @@ test_packed_weights_in_file(void **state)
              "make -s && cc -O1 -DPACK=%s pack_prog.c -I. libm.a -fopenmp -lm "
              "-o pack_prog && ./pack_prog mine.bin",
              fn);
-    run_or_fail(f->out, cmd);
+    KTT_RUN_OR_FAIL(f->out, cmd);
     wf = ktt_slurp(f->out, "m.weights", &wlen);
     mine = ktt_slurp(f->out, "mine.bin", &mlen);
     assert_non_null(wf);
@@ -205,8 +196,8 @@ network_matches(const char *dir, const float *x, const float *want)
     assert_non_null(fp);
     assert_int_equal(fwrite(x, 4, 256, fp), 256);
     fclose(fp);
-    run_or_fail(dir,
-                "make -s infer && ./m_infer -i in.bin -o out.bin -n 2 -t 2");
+    KTT_RUN_OR_FAIL(dir, "make -s infer && ./m_infer -i in.bin -o out.bin -n 2 "
+                         "-t 2");
     got = ktt_slurp(dir, "out.bin", &len);
     assert_non_null(got);
     assert_int_equal(len, 512 * 4);
@@ -280,7 +271,7 @@ test_old_weights_refused(void **state)
     char path[4300], *log;
     FILE *fp;
 
-    run_or_fail(f->out, "make -s infer && cp m.weights old.weights");
+    KTT_RUN_OR_FAIL(f->out, "make -s infer && cp m.weights old.weights");
     snprintf(path, sizeof(path), "%s/old.weights", f->out);
     fp = fopen(path, "r+b");
     assert_non_null(fp);

@@ -103,15 +103,6 @@ teardown(void **state)
     return 0;
 }
 
-static void
-run_or_fail(const char *dir, const char *cmd)
-{
-    char log[9000];
-
-    if (ktt_run_in(dir, cmd, log, sizeof(log)) != 0)
-        fail_msg("%s", log);
-}
-
 /* The floats the kernel's layout of the packed weight takes here: rows of
  * 40 padded to whole vectors of this machine's width. */
 static int
@@ -156,7 +147,7 @@ test_padded_rows_in_file(void **state)
              "make -s && cc -O1 -DPACK=%s -DPACKED=%d pack_prog.c -I. libm.a "
              "-fopenmp -lm -o pack_prog && ./pack_prog mine.bin",
              fn, packed_floats());
-    run_or_fail(f->out, cmd);
+    KTT_RUN_OR_FAIL(f->out, cmd);
     wf = ktt_slurp(f->out, "m.weights", &wlen);
     mine = ktt_slurp(f->out, "mine.bin", &mlen);
     assert_non_null(wf);
@@ -192,8 +183,8 @@ test_network_matches(void **state)
     assert_non_null(fp);
     assert_int_equal(fwrite(x, 4, M * K, fp), M * K);
     fclose(fp);
-    run_or_fail(f->out,
-                "make -s infer && ./m_infer -i in.bin -o out.bin -n 2 -t 2");
+    KTT_RUN_OR_FAIL(f->out, "make -s infer && ./m_infer -i in.bin -o out.bin "
+                            "-n 2 -t 2");
     got = ktt_slurp(f->out, "out.bin", &len);
     assert_non_null(got);
     assert_int_equal(len, M * N * 4);
