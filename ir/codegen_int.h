@@ -2,7 +2,7 @@
  * generator: ir/codegen.c (loops, micro-kernels, functions),
  * ir/codegen_expr.c (expressions, stores, index arithmetic and scalar
  * replacement bookkeeping) and its helpers (codegen_size.c,
- * codegen_transpose.c).  Only those files include it. */
+ * codegen_transpose.c, codegen_lanes.c).  Only those files include it. */
 #ifndef KT_IR_CODEGEN_INT_H
 #define KT_IR_CODEGEN_INT_H
 
@@ -65,7 +65,7 @@ struct cg {
     size_t errlen;
 };
 
-/* ---- ir/codegen.c ------------------------------------------------------ */
+/* ---- ir/codegen.c and ir/codegen_lanes.c -------------------------------- */
 
 /* Appends one line of generated code at the current indent. */
 void kt__cg_line(struct cg *g, const char *fmt, ...)

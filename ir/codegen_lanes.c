@@ -1,0 +1,227 @@
+/* codegen_lanes.c - the vector widths and buffer layout of the C code
+ * generator (ir/codegen.c): the lanes each chunk of a vectorized loop
+ * takes (the widest dividing width, wide vectors and a narrow tail, or
+ * whole vectors along padded rows) and the rows of non-argument buffers
+ * padded to whole vectors. */
+#include "ir/codegen_int.h"
+
+/* The widest of W, W/2, W/4 (at least 4) dividing e, or 1. */
+static int
+dividing_lanes(int vector_bytes, int64_t e)
+{
+    int w = vector_bytes / 4;
+
+    for (; w >= 4; w /= 2)
+        if (e % w == 0)
+            return w;
+    return 1;
+}
+
+/* Wide vectors and a narrow tail only where no wide width divides: a
+ * 1000-wide GEMM's 5 x 40 tile ran 123 GFLOPS as 8-lane vectors and 108
+ * as 16 + 16 + 8 (its rows are 32-byte aligned, so a 16-lane load splits
+ * a cache line every other time); a dense layer's 4 x 40 tile on rows
+ * padded to 48 ran 121 as 8-lane vectors, 97 as 16 + 16 + 8 (an 8-lane
+ * and a 16-lane broadcast of every A element) and 121 as 16 + 16 + 16.
+ * padded: the loop may run whole vectors into the rows' padding. */
+static int
+chunk_lanes(int vector_bytes, int64_t e, int64_t at, int padded)
+{
+    int w = vector_bytes / 4, d = dividing_lanes(vector_bytes, e);
+
+    if (d >= w)
+        return d;
+    if (padded && w >= 4)
+        return w;
+    if (d >= 8)
+        return d;
+    for (; w >= 4; w /= 2)
+        if (at + w <= e)
+            return w;
+    return 1;
+}
+
+int
+kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at)
+{
+    return chunk_lanes(vector_bytes, e, at, 0);
+}
+
+int64_t
+kt_vector_chunks(int vector_bytes, int64_t e)
+{
+    int64_t at, n = 0;
+
+    for (at = 0; at < e; at += kt_vector_chunk_lanes(vector_bytes, e, at))
+        n++;
+    return n;
+}
+
+int
+kt__cg_lanes_for(const struct cg *g, int64_t e)
+{
+    return dividing_lanes(g->o->vector_bytes, e);
+}
+
+static int
+reads_guarded(const struct kt_expr *e)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD)
+        return e->guarded;
+    return reads_guarded(e->a) || reads_guarded(e->b);
+}
+
+/* A loop that reads padding (guarded loads) keeps one width dividing its
+ * extent: each guarded vector read carries a lane-by-lane fallback, and a
+ * max pooling's padded copies and window reads (57 or 7 wide) as wide
+ * vectors and tails weighed 650-2035 where the code-size bound is 512,
+ * so the search dropped the sketch reading the padding in place. */
+static int
+loop_reads_guarded(const struct kt_node *n)
+{
+    int k;
+
+    for (k = 0; k < n->nkids; k++)
+        if (n->kids[k]->kind == KT_N_STORE && reads_guarded(n->kids[k]->expr))
+            return 1;
+    return 0;
+}
+
+/* How the rows a vectorized loop touches lie for target vectors: */
+enum rows {
+    ROWS_NARROW, /* as they are: the loop takes kt_vector_chunk_lanes */
+    ROWS_PADDED  /* the loop runs along padded rows only, each starting
+                  * on a whole vector: its last vector may run on into the
+                  * padding (40 = 16 + 16 + 16 in rows of 48) */
+};
+
+/* The rows access idx of buffer b makes along the variable v of
+ * vectorized loop top, with vectors of w lanes: padded when the loop
+ * runs along whole rows, indexed by v alone, whose padding holds a whole
+ * vector (rows then start on whole vectors; the padding starts as zeros,
+ * emit_zero_padding).  A broadcast (v absent) reads no rows; a lane
+ * reduction's target is no row. */
+static enum rows
+access_rows(const struct cg *g, const struct kt_node *top, int b,
+            const struct kt_affine *idx, int w, int store)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[b];
+    const struct kt_affine *row = &idx[buf->ndim - 1];
+    int64_t e = top->extent;
+    int d;
+
+    for (d = 0; d < buf->ndim - 1; d++)
+        if (kt_aff_coef(&idx[d], top->var) != 0)
+            return ROWS_NARROW;
+    if (kt_aff_coef(row, top->var) == 0)
+        return store ? ROWS_NARROW : ROWS_PADDED;
+    if (buf->scope == KT_BUF_ARG || row->n != 1 || row->k[0] != 1 ||
+        row->c != 0 || buf->shape[buf->ndim - 1] != e ||
+        (e + w - 1) / w * w > kt__cg_pitch(g, buf, buf->ndim - 1))
+        return ROWS_NARROW;
+    return ROWS_PADDED;
+}
+
+static enum rows
+min_rows(enum rows a, enum rows b)
+{
+    return a < b ? a : b;
+}
+
+static enum rows
+expr_rows(const struct cg *g, const struct kt_node *top,
+          const struct kt_expr *e, int w)
+{
+    if (e == NULL)
+        return ROWS_PADDED;
+    if (e->op == KT_X_LOAD)
+        return access_rows(g, top, e->src, e->idx, w, 0);
+    return min_rows(expr_rows(g, top, e->a, w), expr_rows(g, top, e->b, w));
+}
+
+/* The rows of every access under n in vectorized loop top. */
+static enum rows
+loop_rows(const struct cg *g, const struct kt_node *top,
+          const struct kt_node *n)
+{
+    int w = g->o->vector_bytes / 4, k;
+    enum rows r = ROWS_PADDED;
+
+    if (w < 4)
+        return ROWS_NARROW;
+    if (n->kind == KT_N_STORE)
+        return min_rows(access_rows(g, top, n->buf, n->idx, w, 1),
+                        expr_rows(g, top, n->expr, w));
+    for (k = 0; k < n->nkids && r != ROWS_NARROW; k++)
+        r = min_rows(r, loop_rows(g, top, n->kids[k]));
+    return r;
+}
+
+int
+kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
+{
+    if (loop_reads_guarded(n))
+        return kt__cg_lanes_for(g, n->extent);
+    return chunk_lanes(g->o->vector_bytes, n->extent, i, loop_rows(g, n, n));
+}
+
+int64_t
+kt__cg_chunks(const struct cg *g, const struct kt_node *n)
+{
+    int64_t at, c = 0;
+    enum rows rows;
+
+    if (loop_reads_guarded(n))
+        return n->extent / kt__cg_lanes_for(g, n->extent);
+    rows = loop_rows(g, n, n);
+    for (at = 0; at < n->extent;
+         at += chunk_lanes(g->o->vector_bytes, n->extent, at, rows))
+        c++;
+    return c;
+}
+
+/* Rows (the innermost dimension) of a local tile, root intermediate or
+ * packed weight longer than a vector that vectors do not fill are laid
+ * out padded to whole vectors: each row then starts 64-byte aligned, and
+ * a wide load of a row's chunk does not split a cache line (the 197-wide
+ * pack of a ViT's attention B, read 16 lanes at a time, misses the
+ * alignment in 15 rows of 16 otherwise), and a loop along whole padded
+ * rows runs whole vectors into the padding (a classifier's weights packed
+ * in 40-wide rows: 3 x 16 lanes instead of 5 x 8).  Arguments keep their
+ * shape. */
+int64_t
+kt_lbuf_pitch(const struct kt_lbuf *b, int d, int vector_bytes)
+{
+    int64_t e = b->shape[d];
+    int64_t w = vector_bytes / 4;
+
+    if (d != b->ndim - 1 || b->ndim < 2 || w < 4 || e <= w || e % w == 0 ||
+        b->scope == KT_BUF_ARG)
+        return e;
+    return (e + w - 1) / w * w;
+}
+
+int64_t
+kt_lbuf_stored_elems(const struct kt_lbuf *b, int vector_bytes)
+{
+    int64_t n = 1;
+    int d;
+
+    for (d = 0; d < b->ndim; d++)
+        n *= kt_lbuf_pitch(b, d, vector_bytes);
+    return n;
+}
+
+int64_t
+kt__cg_pitch(const struct cg *g, const struct kt_lbuf *b, int d)
+{
+    return kt_lbuf_pitch(b, d, g->o->vector_bytes);
+}
+
+int64_t
+kt__cg_buf_elems(const struct cg *g, const struct kt_lbuf *b)
+{
+    return kt_lbuf_stored_elems(b, g->o->vector_bytes);
+}
