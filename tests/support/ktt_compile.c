@@ -92,3 +92,56 @@ ktt_json_number(const char *text, const char *key)
     p = strstr(text, want);
     return p ? strtod(p + strlen(want), NULL) : -1;
 }
+
+/* Packs W (WEIGHT floats) with PACK into PACKED floats, to argv[1]. */
+static const char pack_prog[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "#include \"m.h\"\n"
+    "int main(int argc, char **argv) {\n"
+    "    float *w = aligned_alloc(64, (WEIGHT * 4 + 63) / 64 * 64);\n"
+    "    float *p = aligned_alloc(64, (PACKED * 4 + 63) / 64 * 64);\n"
+    "    memset(p, 0xff, PACKED * 4); /* NaN: padding is the routine's */\n"
+    "    for (long i = 0; i < WEIGHT; i++)\n"
+    "        w[i] = 0.01f * (float)(i % 100) + 0.5f; /* ktt_onnx_fill */\n"
+    "    PACK(w, p);\n"
+    "    FILE *f = fopen(argv[1], \"wb\");\n"
+    "    return argc == 2 && f && fwrite(p, 4, PACKED, f) == PACKED && "
+    "fclose(f) == 0 ? 0 : 1;\n}\n";
+
+int
+ktt_library_pack(const char *dir, long long weight_elems,
+                 long long packed_elems, char *log, size_t loglen)
+{
+    char path[4200], fn[256], cmd[1024], *h;
+    const char *p, *paren;
+    FILE *fp;
+    int ok;
+
+    h = ktt_slurp(dir, "m.h", NULL);
+    p = h != NULL ? strstr(h, "_pack(const float *W, float *W_pack);") : NULL;
+    if (p == NULL) {
+        snprintf(log, loglen, "%s/m.h declares no *_pack(W, W_pack)", dir);
+        free(h);
+        return 1;
+    }
+    while (p > h && p[-1] != ' ')
+        p--;
+    paren = strchr(p, '(');
+    snprintf(fn, sizeof(fn), "%.*s", (int)(paren - p), p);
+    free(h);
+    snprintf(path, sizeof(path), "%s/pack_prog.c", dir);
+    fp = fopen(path, "w");
+    ok = fp != NULL && fputs(pack_prog, fp) >= 0;
+    if (fp != NULL && fclose(fp) != 0)
+        ok = 0;
+    if (!ok) {
+        snprintf(log, loglen, "cannot write %s", path);
+        return 1;
+    }
+    snprintf(cmd, sizeof(cmd),
+             "make -s && cc -O1 -DPACK=%s -DWEIGHT=%lldL -DPACKED=%lldL "
+             "pack_prog.c -I. libm.a -fopenmp -lm -o pack_prog && "
+             "./pack_prog mine.bin",
+             fn, weight_elems, packed_elems);
+    return ktt_run_in(dir, cmd, log, loglen);
+}

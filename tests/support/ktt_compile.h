@@ -21,6 +21,15 @@ int ktt_compile_tuned(const char *model_json, const char *db,
  * status, and with a failure that output (at most 3000 bytes) in log. */
 int ktt_run_in(const char *dir, const char *cmd, char *log, size_t loglen);
 
+/* Builds the library of a model named m compiled into dir (make; m.h,
+ * libm.a) and a program against it
+ * that packs the model's one packed weight (weight_elems floats filled
+ * with ktt_onnx_fill) with the library's own *_pack routine into a buffer
+ * of packed_elems floats set to NaN first, written to dir/mine.bin.
+ * Returns 0, or non-zero with what went wrong in log. */
+int ktt_library_pack(const char *dir, long long weight_elems,
+                     long long packed_elems, char *log, size_t loglen);
+
 /* In a cmocka test: runs cmd in dir, failing the test with its output. */
 #define KTT_RUN_OR_FAIL(dir, cmd)                                              \
     do {                                                                       \

@@ -153,6 +153,12 @@ tensor(struct ktt_onnx *b, const char *name, int ndim, const int64_t *dims)
     return t;
 }
 
+float
+ktt_onnx_fill(int64_t i)
+{
+    return 0.01f * (float)(i % 100) + 0.5f;
+}
+
 void
 ktt_onnx_init(struct ktt_onnx *b, const char *name, int ndim,
               const int64_t *dims, const float *data)
@@ -165,7 +171,7 @@ ktt_onnx_init(struct ktt_onnx *b, const char *name, int ndim,
         n *= (size_t)dims[i];
     v = alloc(b, (n + 1) * sizeof(float));
     for (i = 0; i < n; i++)
-        v[i] = data != NULL ? data[i] : 0.01f * (float)(i % 100) + 0.5f;
+        v[i] = data != NULL ? data[i] : ktt_onnx_fill((int64_t)i);
     t->has_data_type = 1;
     t->data_type = 1;
     t->has_raw_data = 1;

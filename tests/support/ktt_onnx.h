@@ -16,7 +16,9 @@ void ktt_onnx_free(struct ktt_onnx *b);
 void ktt_onnx_input(struct ktt_onnx *b, const char *name, int ndim,
                     const int64_t *dims);
 void ktt_onnx_output(struct ktt_onnx *b, const char *name);
-/* A float initializer; data NULL fills it with 0.01 * (i % 100) + 0.5. */
+/* Element i of a float initializer given without data. */
+float ktt_onnx_fill(int64_t i);
+/* A float initializer; data NULL fills it with ktt_onnx_fill. */
 void ktt_onnx_init(struct ktt_onnx *b, const char *name, int ndim,
                    const int64_t *dims, const float *data);
 void ktt_onnx_init_i64(struct ktt_onnx *b, const char *name, int n,

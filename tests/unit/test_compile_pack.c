@@ -27,27 +27,6 @@
 
 #define PACK_ELEMS 288
 
-/* ktt_onnx_init's fill of element i of an initializer without data. */
-static float
-fill(int i)
-{
-    return 0.01f * (float)(i % 100) + 0.5f;
-}
-
-/* The program built against the library: packs the ONNX weight with the
- * library's pack routine and writes the packed floats to argv[1]. */
-static const char pack_prog[] =
-    "#include <stdio.h>\n#include <stdlib.h>\n#include \"m.h\"\n"
-    "int main(int argc, char **argv) {\n"
-    "    float *w = aligned_alloc(64, 288 * 4), *p = aligned_alloc(64, 320 "
-    "* 4);\n"
-    "    for (int i = 0; i < 288; i++) w[i] = 0.01f * (float)(i % 100) + "
-    "0.5f;\n"
-    "    PACK(w, p);\n"
-    "    FILE *f = fopen(argv[1], \"wb\");\n"
-    "    return argc == 2 && f && fwrite(p, 4, 288, f) == 288 && fclose(f) "
-    "== 0 ? 0 : 1;\n}\n";
-
 struct fx {
     char dir[4096];
     char out[4200];
@@ -114,40 +93,21 @@ static void
 test_packed_weights_in_file(void **state)
 {
     struct fx *f = *state;
-    char *man, *h, *wf, *mine, cmd[9000], fn[256];
-    const char *p;
+    char *man, *wf, *mine, log[9000];
     double off, bytes;
     size_t wlen, mlen;
-    FILE *fp;
 
     man = ktt_slurp(f->out, "manifest.json", NULL);
-    h = ktt_slurp(f->out, "m.h", NULL);
     assert_non_null(man);
-    assert_non_null(h);
     off = ktt_json_number(man, "offset_bytes");
     bytes = ktt_json_number(man, "weight_bytes");
     assert_true(off >= 64);
     assert_int_equal((int)ktt_json_number(man, "elems"), 8 * 4 * 3 * 3);
     /* the packed copy and the bias (64-byte aligned), not the original */
     assert_true(bytes > 0 && bytes < 2 * PACK_ELEMS * 4);
-    p = strstr(h, "_pack(const float *W, float *W_pack);");
-    assert_non_null(p);
-    while (p > h && p[-1] != ' ')
-        p--;
-    snprintf(fn, sizeof(fn), "%.*s", (int)(strstr(p, "(") - p), p);
-    free(h);
     free(man);
-
-    snprintf(cmd, sizeof(cmd), "%s/pack_prog.c", f->out);
-    fp = fopen(cmd, "w");
-    assert_non_null(fp);
-    assert_int_equal(fputs(pack_prog, fp) >= 0, 1);
-    fclose(fp);
-    snprintf(cmd, sizeof(cmd),
-             "make -s && cc -O1 -DPACK=%s pack_prog.c -I. libm.a -fopenmp -lm "
-             "-o pack_prog && ./pack_prog mine.bin",
-             fn);
-    KTT_RUN_OR_FAIL(f->out, cmd);
+    if (ktt_library_pack(f->out, PACK_ELEMS, PACK_ELEMS, log, sizeof(log)) != 0)
+        fail_msg("%s", log);
     wf = ktt_slurp(f->out, "m.weights", &wlen);
     mine = ktt_slurp(f->out, "mine.bin", &mlen);
     assert_non_null(wf);
@@ -169,14 +129,15 @@ reference(const float *x, float *y)
     for (k = 0; k < 8; k++)
         for (i = 0; i < 8; i++)
             for (j = 0; j < 8; j++) {
-                double acc = fill(k);
+                double acc = ktt_onnx_fill(k);
                 for (c = 0; c < 4; c++)
                     for (r = 0; r < 3; r++)
                         for (s = 0; s < 3; s++) {
                             int yi = i + r - 1, xj = j + s - 1;
                             if (yi >= 0 && yi < 8 && xj >= 0 && xj < 8)
                                 acc += (double)x[(c * 8 + yi) * 8 + xj] *
-                                       fill(((k * 4 + c) * 3 + r) * 3 + s);
+                                       ktt_onnx_fill(((k * 4 + c) * 3 + r) * 3 +
+                                                     s);
                         }
                 y[(k * 8 + i) * 8 + j] = (float)(acc > 0 ? acc : 0);
             }

@@ -303,8 +303,8 @@ test_pack_transposed_copies(void **state)
  * padded to whole vectors (40 -> 48 on AVX-512), the module's
  * kt_pack_elems counts them so, and a register tile that reads only such
  * rows and a local accumulator runs 16-lane vectors into the padding (3
- * per row, not 5 of 8 lanes); the epilogue reading the 1000-float rows
- * of the bias and output keeps 8 lanes.  The kernel matches the
+ * per row, not 5 of 8 lanes); the epilogue reading the bias and the
+ * output, arguments with 80-float rows, keeps 8 lanes.  The kernel matches the
  * interpreter. */
 static void
 test_pack_padded_rows(void **state)
