@@ -176,11 +176,11 @@ static void
 emit_tail_chunks(struct cg *g, const struct kt_node *n, int64_t from)
 {
     int64_t i;
-    int k, w;
+    int k, w, rule = kt__cg_lane_rule(g, n);
 
     g->env[n->var].set = 1;
     for (i = from; i < n->extent; i += w) {
-        w = kt__cg_chunk_lanes(g, n, i);
+        w = kt__cg_rule_lanes(g, n, rule, i);
         kt_aff_const(&g->env[n->var].val, i);
         for (k = 0; k < n->nkids; k++)
             kt__cg_emit_store(g, n->kids[k], w > 1 ? n->var : -1, w);

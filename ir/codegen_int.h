@@ -77,9 +77,16 @@ void kt__cg_fail(struct cg *g, const char *msg);
 /* The widest lanes dividing extent e (1: none); lane reductions and
  * transposing copies use one width throughout. */
 int kt__cg_lanes_for(const struct cg *g, int64_t e);
-/* Lanes of the chunk at offset i of vectorized loop n (1: a scalar;
- * kt_vector_chunk_lanes, or one dividing width when n reads padding) and
+/* How vectorized loop n is cut into chunks, decided once per loop:
+ * KT_CG_LANES_DIVIDING (it reads padding: one width dividing its extent),
+ * KT_CG_LANES_NARROW (kt_vector_chunk_lanes) or KT_CG_LANES_PADDED (along
+ * whole padded rows: whole vectors into the padding); the lanes of the
+ * chunk at offset i under that rule (1: a scalar), and both in one call;
  * how many chunks cover n. */
+enum { KT_CG_LANES_DIVIDING, KT_CG_LANES_NARROW, KT_CG_LANES_PADDED };
+int kt__cg_lane_rule(const struct cg *g, const struct kt_node *n);
+int kt__cg_rule_lanes(const struct cg *g, const struct kt_node *n, int rule,
+                      int64_t i);
 int kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i);
 int64_t kt__cg_chunks(const struct cg *g, const struct kt_node *n);
 /* The extent dimension d of b is laid out with (its shape, rows of local

@@ -51,7 +51,7 @@ static void
 expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
     int64_t i;
-    int k, lw, vec;
+    int k, lw, vec, rule;
 
     switch (n->kind) {
     case KT_N_STORE: kt__cg_emit_store(g, n, lane_var, w); return;
@@ -60,9 +60,10 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
     default: kt__cg_fail(g, "cannot expand this node"); return;
     }
     vec = kt__cg_is_vector_loop(g, n);
+    rule = vec ? kt__cg_lane_rule(g, n) : 0;
     g->env[n->var].set = 1;
     for (i = 0; i < n->extent; i += lw) {
-        lw = vec ? kt__cg_chunk_lanes(g, n, i) : 1;
+        lw = vec ? kt__cg_rule_lanes(g, n, rule, i) : 1;
         kt_aff_const(&g->env[n->var].val, i);
         for (k = 0; k < n->nkids; k++) {
             if (lw > 1)

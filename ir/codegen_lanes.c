@@ -160,24 +160,42 @@ loop_rows(const struct cg *g, const struct kt_node *top,
 }
 
 int
+kt__cg_lane_rule(const struct cg *g, const struct kt_node *n)
+{
+    int w = g->o->vector_bytes / 4;
+
+    /* whole target vectors cover it under every rule: nothing to walk */
+    if (w >= 4 && n->extent % w == 0)
+        return KT_CG_LANES_NARROW;
+    if (loop_reads_guarded(n))
+        return KT_CG_LANES_DIVIDING;
+    return loop_rows(g, n, n) == ROWS_PADDED ? KT_CG_LANES_PADDED
+                                             : KT_CG_LANES_NARROW;
+}
+
+int
+kt__cg_rule_lanes(const struct cg *g, const struct kt_node *n, int rule,
+                  int64_t i)
+{
+    if (rule == KT_CG_LANES_DIVIDING)
+        return kt__cg_lanes_for(g, n->extent);
+    return chunk_lanes(g->o->vector_bytes, n->extent, i,
+                       rule == KT_CG_LANES_PADDED);
+}
+
+int
 kt__cg_chunk_lanes(const struct cg *g, const struct kt_node *n, int64_t i)
 {
-    if (loop_reads_guarded(n))
-        return kt__cg_lanes_for(g, n->extent);
-    return chunk_lanes(g->o->vector_bytes, n->extent, i, loop_rows(g, n, n));
+    return kt__cg_rule_lanes(g, n, kt__cg_lane_rule(g, n), i);
 }
 
 int64_t
 kt__cg_chunks(const struct cg *g, const struct kt_node *n)
 {
+    int rule = kt__cg_lane_rule(g, n);
     int64_t at, c = 0;
-    enum rows rows;
 
-    if (loop_reads_guarded(n))
-        return n->extent / kt__cg_lanes_for(g, n->extent);
-    rows = loop_rows(g, n, n);
-    for (at = 0; at < n->extent;
-         at += chunk_lanes(g->o->vector_bytes, n->extent, at, rows))
+    for (at = 0; at < n->extent; at += kt__cg_rule_lanes(g, n, rule, at))
         c++;
     return c;
 }

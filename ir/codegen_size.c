@@ -63,7 +63,7 @@ static int64_t
 expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
     int64_t sum = 0, i;
-    int k, lw;
+    int k, lw, rule;
 
     if (n->kind == KT_N_STORE)
         return store_weight(g, n, lane_var, w);
@@ -74,8 +74,9 @@ expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
             sum += expand_weight(g, n->kids[k], lane_var, w);
         return n->extent * sum;
     }
+    rule = kt__cg_lane_rule(g, n);
     for (i = 0; i < n->extent; i += lw) {
-        lw = kt__cg_chunk_lanes(g, n, i);
+        lw = kt__cg_rule_lanes(g, n, rule, i);
         for (k = 0; k < n->nkids; k++)
             sum += expand_weight(g, n->kids[k], lw > 1 ? n->var : -1, lw);
     }
@@ -128,13 +129,14 @@ plan(struct cg *g, const struct kt_node *n)
     }
     if (kt__cg_is_vector_loop(g, n)) {
         /* the loop's body, and its tail chunks straight after it */
-        int64_t i = n->extent / kt__cg_chunk_lanes(g, n, 0) *
-                    kt__cg_chunk_lanes(g, n, 0);
-        w = kt__cg_chunk_lanes(g, n, 0);
+        int rule = kt__cg_lane_rule(g, n);
+        int64_t i;
+        w = kt__cg_rule_lanes(g, n, rule, 0);
+        i = n->extent / w * w;
         for (k = 0; k < n->nkids; k++)
             sub += store_weight(g, n->kids[k], n->var, w);
         for (; i < n->extent; i += w) {
-            w = kt__cg_chunk_lanes(g, n, i);
+            w = kt__cg_rule_lanes(g, n, rule, i);
             for (k = 0; k < n->nkids; k++)
                 sub += store_weight(g, n->kids[k], w > 1 ? n->var : -1, w);
         }
