@@ -470,8 +470,6 @@ struct kt_looptree {
     struct kt_node *root;
     double flops;
     struct kt_node *pack_root; /* the pack routine's nest (NULL: none) */
-    int64_t pack_elems;        /* elements of all KT_BUF_PACKED buffers
-                                  * (unpadded: kt_lbuf_stored_elems) */
 };
 
 /* Lowers a state to a loop tree: applies inlining, infers the regions of
@@ -511,7 +509,8 @@ void kt_codegen_default_opts(struct kt_codegen_opts *o);
  * runs along whole padded rows only (kt_lbuf_pitch: a register tile
  * accumulated in a local tile from rewritten weights) takes whole target
  * vectors instead, the last one running into the padding (40 = 3 x 16,
- * 197 = 13 x 16). */
+ * 197 = 13 x 16).  The search counts a tile's vector registers with the
+ * rule for rows as they are (kt_vector_chunks). */
 int kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at);
 /* How many such chunks cover a loop of extent e. */
 int64_t kt_vector_chunks(int vector_bytes, int64_t e);

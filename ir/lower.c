@@ -467,9 +467,7 @@ kt_lower(const struct kt_state *st, struct kt_looptree **out, char *err,
         b->arg = -1;
         b->ndim = tt->ndim;
         memcpy(b->shape, tt->shape, sizeof(tt->shape));
-        if (p->prepacked) {
-            lt->pack_elems += kt_tensor_elems(tt);
-        } else {
+        if (!p->prepacked) {
             /* a root reduction vectorized along its output channels */
             kt__lower_accumulator_dim_order(p, L->tperm[t], tt->ndim);
             for (s = 0; s < tt->ndim; s++)

@@ -110,7 +110,6 @@ kt__lower_emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
     struct kt_lbuf *b;
     struct kt_node *parent;
     int vars[KT_MAX_DIMS * KT_AFF_TERMS], nv = 0, d, i, k, rc, was;
-    int64_t elems = 1;
 
     for (d = 0; d < t->ndim; d++)
         for (i = 0; i < off[d].n; i++) {
@@ -134,10 +133,7 @@ kt__lower_emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
     }
     for (d = 0; d < t->ndim; d++)
         b->shape[nv + d] = range[L->tperm[ps->out][d]];
-    for (d = 0; d < b->ndim; d++)
-        elems *= b->shape[d];
     L->tnlead[ps->out] = nv;
-    L->lt->pack_elems += elems;
     if (L->lt->pack_root == NULL)
         L->lt->pack_root = kt__lower_node_new(KT_N_SEQ, -1);
     parent = L->lt->pack_root;

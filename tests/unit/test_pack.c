@@ -208,7 +208,7 @@ test_pack_lowering_shapes(void **state)
     assert_int_equal(b->shape[2], 64);
     assert_int_equal(b->shape[3], 32);
     assert_non_null(lt->pack_root);
-    assert_int_equal(lt->pack_elems, 64 * 128);
+    assert_int_equal(kt_lbuf_elems(b), 64 * 128);
     kt_looptree_free(lt);
     kt_state_free(st);
     kt_dag_free(dag);
