@@ -135,11 +135,56 @@ set_extent(struct builder *bd, const struct kt__pstmt *st, int a, int64_t *ext,
                      (long long)v, src);
 }
 
+/* A read where the axis is alone, of a tensor dim differing from an extent
+ * given by 'where', 'pad' or the output's shape: a longer dim is read in
+ * part; a shorter one only along a 'pad' axis (the builder pads it). */
+static int
+check_read_extent(struct builder *bd, const struct kt__pstmt *st, int a,
+                  int64_t ext, const char *from, int64_t dim, const char *src)
+{
+    if (dim >= ext || st->padto[a] != 0)
+        return KT_OK;
+    return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
+                     "line %d: axis %s: extent %lld from %s but %lld from %s "
+                     "(to read past its end, give the extent with 'pad "
+                     "%s:%lld')",
+                     st->line, st->axname[a], (long long)ext, from,
+                     (long long)dim, src, st->axname[a], (long long)ext);
+}
+
+/* A 'pad' axis iterates over its padded extent; the written tensor keeps
+ * the extent 'where' or the output's shape gives (stores past it are
+ * dropped: only a plain assignment may do that), else the padded one. */
+static int
+apply_pad(struct builder *bd, const struct kt__pstmt *st, int a, int64_t *ext,
+          char (*from)[48], int64_t *tshape)
+{
+    if (ext[a] > st->padto[a])
+        return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
+                         "line %d: axis %s: pad %lld is shorter than its "
+                         "extent %lld from %s",
+                         st->line, st->axname[a], (long long)st->padto[a],
+                         (long long)ext[a], from[a]);
+    if (ext[a] != 0 && ext[a] < st->padto[a] &&
+        (a >= st->nspatial || st->op != KT_ASSIGN))
+        return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
+                         "line %d: axis %s: only a plain assignment (=) may "
+                         "iterate past its output's extent %lld; pad the "
+                         "reduction's output instead and copy it",
+                         st->line, st->axname[a], (long long)ext[a]);
+    if (a < st->nspatial)
+        tshape[a] = ext[a] != 0 ? ext[a] : st->padto[a];
+    ext[a] = st->padto[a];
+    snprintf(from[a], sizeof(from[a]), "pad");
+    return KT_OK;
+}
+
 static int
 infer_extents(struct builder *bd, const struct kt__pstmt *st,
-              const struct loads *l, int64_t *ext)
+              const struct loads *l, int64_t *ext, int64_t *tshape)
 {
     char from[KT_MAX_AXES][48], src[48];
+    int given[KT_MAX_AXES] = {0};
     const struct kt_expr *e;
     int a, i, d, rc;
 
@@ -157,25 +202,37 @@ infer_extents(struct builder *bd, const struct kt__pstmt *st,
                 return rc;
         }
     }
+    for (a = 0; a < st->naxes; a++)
+        if (st->padto[a] != 0 &&
+            (rc = apply_pad(bd, st, a, ext, from, tshape)) != KT_OK)
+            return rc;
+    for (a = 0; a < st->naxes; a++)
+        given[a] = ext[a] != 0;
     for (i = 0; i < l->n; i++) {
         e = l->v[i];
         for (d = 0; d < e->ndim; d++) {
             if (e->idx[d].n != 1 || e->idx[d].k[0] != 1 || e->idx[d].c != 0)
                 continue;
+            a = e->idx[d].var[0];
             snprintf(src, sizeof(src), "%s dim %d", bd->p->tname[e->src], d);
-            rc = set_extent(bd, st, e->idx[d].var[0], ext, from,
-                            bd->shape[e->src][d], src);
+            rc = given[a] ? check_read_extent(bd, st, a, ext[a], from[a],
+                                              bd->shape[e->src][d], src)
+                          : set_extent(bd, st, a, ext, from,
+                                       bd->shape[e->src][d], src);
             if (rc != KT_OK)
                 return rc;
         }
     }
-    for (a = 0; a < st->naxes; a++)
+    for (a = 0; a < st->naxes; a++) {
         if (ext[a] == 0)
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
                              "line %d: axis %s: extent unknown (it is never "
                              "alone in an index of a tensor with a known "
                              "shape); give it with 'where %s:N'",
                              st->line, st->axname[a], st->axname[a]);
+        if (a < st->nspatial && st->padto[a] == 0)
+            tshape[a] = ext[a];
+    }
     return KT_OK;
 }
 
@@ -368,16 +425,16 @@ add_stage(struct builder *bd, int si)
     struct loads ld = {0};
     struct kt_tensor *t;
     struct kt_stage *s;
-    int64_t ext[KT_MAX_AXES], elems = 1;
+    int64_t ext[KT_MAX_AXES], tshape[KT_MAX_AXES], elems = 1;
     int a, rc;
 
     collect_loads(st->body, &ld);
-    rc = infer_extents(bd, st, &ld, ext);
+    rc = infer_extents(bd, st, &ld, ext, tshape);
     free(ld.v);
     if (rc != KT_OK)
         return rc;
     for (a = 0; a < st->nspatial; a++) {
-        bd->shape[st->out][a] = ext[a];
+        bd->shape[st->out][a] = tshape[a];
         if (__builtin_mul_overflow(elems, ext[a], &elems) ||
             elems > KT_IDX_LIMIT)
             return kt_seterr(bd->err, bd->errlen, KT_ESHAPE,
@@ -433,7 +490,7 @@ finish(struct kt_dag *d)
             continue;
         iters = 1;
         for (a = 0; a < d->stages[s].naxes; a++)
-            iters *= (double)d->stages[s].axes[a].extent;
+            iters *= (double)kt__dag_useful_extent(d, &d->stages[s], a);
         d->flops += (kt_expr_flops(d->stages[s].body) +
                      (d->stages[s].op != KT_ASSIGN)) *
                     iters;

@@ -85,6 +85,7 @@ struct kt__pstmt {
     int naxes, nspatial;
     char axname[KT_MAX_AXES][KT_MAX_NAME];
     int64_t where[KT_MAX_AXES]; /* extent from 'where', 0 if none */
+    int64_t padto[KT_MAX_AXES]; /* iterated extent from 'pad', 0 if none */
     struct kt_expr *body;       /* owned; loads name raw tensor numbers */
 };
 
@@ -114,5 +115,9 @@ void kt__prog_free(struct kt__prog *p);
  * reads), separated by sep, with canonical axis names a0, a1, ...
  * (ir/print.c). */
 void kt__dag_print_sep(const struct kt_dag *dag, struct kt_buf *b, char sep);
+/* An axis's extent without padding: where 'pad' lengthened it, the
+ * shortest read that indexes it alone; FLOPs count only this. */
+int64_t kt__dag_useful_extent(const struct kt_dag *d, const struct kt_stage *s,
+                              int a);
 
 #endif /* KT_IR_FRONT_H */

@@ -59,6 +59,7 @@ step(const struct kt_stage *s, int64_t *iv, int from, int to)
 static void
 run_stage(const struct kt_dag *d, float *const *bufs, const struct kt_stage *s)
 {
+    const struct kt_tensor *out = &d->tensors[s->out];
     int64_t iv[KT_MAX_AXES] = {0}, off;
     double acc, v;
     int a;
@@ -76,10 +77,12 @@ run_stage(const struct kt_dag *d, float *const *bufs, const struct kt_stage *s)
             case KT_MINR: acc = v < acc ? v : acc; break;
             }
         } while (step(s, iv, s->nspatial, s->naxes));
+        /* a stage padded past its output's extent drops those points */
         off = 0;
-        for (a = 0; a < s->nspatial; a++)
-            off = off * s->axes[a].extent + iv[a];
-        bufs[s->out][off] = (float)acc;
+        for (a = 0; a < s->nspatial && off >= 0; a++)
+            off = iv[a] < out->shape[a] ? off * out->shape[a] + iv[a] : -1;
+        if (off >= 0)
+            bufs[s->out][off] = (float)acc;
     } while (step(s, iv, 0, s->nspatial));
 }
 

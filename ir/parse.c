@@ -79,8 +79,11 @@ reduce_op(struct parser *ps)
     return next(ps);
 }
 
+/* 'where AXIS:N, ...' gives extents; 'pad AXIS:N, ...' the extents the
+ * statement iterates over, past the ends of shorter reads (docs/compute.md,
+ * Padded extents). */
 static int
-where(struct parser *ps)
+extents(struct parser *ps, const char *clause, int64_t *dst)
 {
     struct kt__pstmt *st = ps->st;
     char name[KT_MAX_NAME];
@@ -100,9 +103,11 @@ where(struct parser *ps)
                 break;
         if (a == st->naxes)
             return perr(ps, line, col,
-                        "where: %s is not an axis of this statement", name);
-        if (st->where[a] != 0)
-            return perr(ps, line, col, "where: axis %s is given twice", name);
+                        "%s: %s is not an axis of this statement", clause,
+                        name);
+        if (dst[a] != 0)
+            return perr(ps, line, col, "%s: axis %s is given twice", clause,
+                        name);
         if ((rc = next(ps)) != KT_OK)
             return rc;
         if (ps->lx.t != KT_TOK_COLON)
@@ -111,8 +116,8 @@ where(struct parser *ps)
             return rc;
         if (v <= 0)
             return perr(ps, ps->lx.tline, ps->lx.tcol,
-                        "where: extent of %s must be positive", name);
-        st->where[a] = v;
+                        "%s: extent of %s must be positive", clause, name);
+        dst[a] = v;
         if ((rc = next(ps)) != KT_OK)
             return rc;
     } while (ps->lx.t == KT_TOK_COMMA);
@@ -170,7 +175,7 @@ canon_axes(struct parser *ps)
 {
     struct kt__pstmt *st = ps->st;
     char names[KT_MAX_AXES][KT_MAX_NAME];
-    int64_t where_ext[KT_MAX_AXES];
+    int64_t where_ext[KT_MAX_AXES], pad_ext[KT_MAX_AXES];
     int perm[KT_MAX_AXES], a, next = st->nspatial;
 
     for (a = 0; a < st->naxes; a++)
@@ -184,9 +189,11 @@ canon_axes(struct parser *ps)
                         st->axname[a]);
     memcpy(names, st->axname, sizeof(names));
     memcpy(where_ext, st->where, sizeof(where_ext));
+    memcpy(pad_ext, st->padto, sizeof(pad_ext));
     for (a = 0; a < st->naxes; a++) {
         memcpy(st->axname[perm[a]], names[a], KT_MAX_NAME);
         st->where[perm[a]] = where_ext[a];
+        st->padto[perm[a]] = pad_ext[a];
     }
     renumber(st->body, perm);
     return KT_OK;
@@ -202,10 +209,13 @@ statement(struct parser *ps)
     ps->depth = 0;
     if ((rc = kt__parse_value(ps, &ps->st->body)) != KT_OK)
         return rc;
-    if (tok_is(ps, "where") && (rc = where(ps)) != KT_OK)
+    if (tok_is(ps, "where") &&
+        (rc = extents(ps, "where", ps->st->where)) != KT_OK)
+        return rc;
+    if (tok_is(ps, "pad") && (rc = extents(ps, "pad", ps->st->padto)) != KT_OK)
         return rc;
     if (ps->lx.t != KT_TOK_END && ps->lx.t != KT_TOK_EOF)
-        return expected(ps, "an operator, 'where' or end of statement");
+        return expected(ps, "an operator, 'where', 'pad' or end of statement");
     return canon_axes(ps);
 }
 

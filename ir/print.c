@@ -130,43 +130,94 @@ print_expr(const struct kt_dag *d, const struct kt_expr *e, struct kt_buf *b)
     }
 }
 
-/* Whether axis a appears alone in some index of e (so that a parser finds
- * its extent without a 'where'). */
-static int
-alone(const struct kt_dag *d, const struct kt_expr *e, int a)
+/* Over the reads of e (as written, before padding) that index axis a alone:
+ * the shortest such dim, and whether one is exactly `extent` long. */
+static void
+alone_reads(const struct kt_dag *d, const struct kt_expr *e, int a,
+            int64_t extent, int64_t *shortest, int *equal)
 {
     struct kt_affine idx[KT_MAX_DIMS];
+    int64_t dim;
     int t, k;
 
     if (e == NULL)
-        return 0;
+        return;
     if (e->op == KT_X_LOAD) {
         orig_load(d, e, &t, idx);
-        for (k = 0; k < e->ndim; k++)
-            if (idx[k].n == 1 && idx[k].k[0] == 1 && idx[k].var[0] == a &&
-                idx[k].c == 0)
-                return 1;
+        for (k = 0; k < e->ndim; k++) {
+            if (idx[k].n != 1 || idx[k].k[0] != 1 || idx[k].var[0] != a ||
+                idx[k].c != 0)
+                continue;
+            dim = d->tensors[t].shape[k];
+            if (*shortest == 0 || dim < *shortest)
+                *shortest = dim;
+            *equal |= dim == extent;
+        }
     }
-    return alone(d, e->a, a) || alone(d, e->b, a);
+    alone_reads(d, e->a, a, extent, shortest, equal);
+    alone_reads(d, e->b, a, extent, shortest, equal);
+}
+
+/* Points of spatial axis a (else 0) a stage iterates past its output's
+ * extent there: its stores beyond are dropped. */
+static int64_t
+out_extent(const struct kt_dag *d, const struct kt_stage *s, int a)
+{
+    return a < s->nspatial ? d->tensors[s->out].shape[a] : s->axes[a].extent;
+}
+
+int64_t
+kt__dag_useful_extent(const struct kt_dag *d, const struct kt_stage *s, int a)
+{
+    int64_t shortest = 0, e = out_extent(d, s, a);
+    int equal = 0;
+
+    alone_reads(d, s->body, a, s->axes[a].extent, &shortest, &equal);
+    return shortest != 0 && shortest < e ? shortest : e;
+}
+
+/* A parser finds an axis's extent from a read that indexes it alone in a
+ * dim of that length; other extents are printed: 'pad' when the stage
+ * iterates past a shorter read or past its output's extent (given by
+ * 'where'), 'where' otherwise. */
+static void
+print_extents(const struct kt_dag *d, const struct kt_stage *s,
+              struct kt_buf *b, int want_pad)
+{
+    int64_t shortest, e;
+    int a, equal, padded, n = 0;
+
+    for (a = 0; a < s->naxes; a++) {
+        shortest = 0;
+        equal = 0;
+        e = s->axes[a].extent;
+        alone_reads(d, s->body, a, e, &shortest, &equal);
+        padded = out_extent(d, s, a) < e || (shortest != 0 && shortest < e);
+        if (want_pad ? !padded : out_extent(d, s, a) == e && (equal || padded))
+            continue;
+        if (!want_pad)
+            e = out_extent(d, s, a);
+        kt_buf_printf(b, "%sa%d:%lld",
+                      n++        ? ","
+                      : want_pad ? " pad "
+                                 : " where ",
+                      a, (long long)e);
+    }
 }
 
 static void
 print_stage(const struct kt_dag *d, const struct kt_stage *s, struct kt_buf *b)
 {
     static const char *const opnames[] = {"=", "+=", "max=", "min="};
-    int a, nwhere = 0;
+    int a;
 
     kt_buf_printf(b, "%s[", d->tensors[s->out].name);
     for (a = 0; a < s->nspatial; a++)
         kt_buf_printf(b, "%sa%d", a ? "," : "", a);
     kt_buf_printf(b, "]%s", opnames[s->op]);
     print_expr(d, s->body, b);
-    for (a = 0; a < s->naxes; a++) {
-        if (alone(d, s->body, a))
-            continue;
-        kt_buf_printf(b, "%sa%d:%lld", nwhere++ ? "," : " where ", a,
-                      (long long)s->axes[a].extent);
-    }
+    print_extents(d, s, b, 0);
+    print_extents(d, s, b, 1);
 }
 
 void

@@ -82,7 +82,8 @@ static const struct err_case err_cases[] = {
      "line 1, column 12: expected '=' (as in max= or min=), found "
      "identifier 'A'"},
     {"C[i,j] = A[i,j] B[i,j]", NULL, KT_EPARSE,
-     "line 1, column 17: expected an operator, 'where' or end of statement, "
+     "line 1, column 17: expected an operator, 'where', 'pad' or end of "
+     "statement, "
      "found identifier 'B'"},
     {"  # comment\n\n  C[i,j] = A[i,j] @ 2", NULL, KT_EPARSE,
      "line 3, column 19: unexpected character '@'"},
@@ -165,6 +166,17 @@ static const struct err_case err_cases[] = {
      "line 1: axis k: extent 3 from A dim 1 but 5 from W dim 0"},
     {"C[i,j] += A[i,k] where k:4", NULL, KT_ESHAPE,
      "line 1: axis k: extent 4 from where but 3 from A dim 1"},
+    {"C[i,j] += A[i,k] where k:4", NULL, KT_ESHAPE,
+     "(to read past its end, give the extent with 'pad k:4')"},
+    {"C[i,j] += A[i,k] * W[j,k] where i:2 pad i:4", NULL, KT_ESHAPE,
+     "line 1: axis i: only a plain assignment (=) may iterate past its "
+     "output's extent 2"},
+    {"C[i,j] = A[i,j] where j:5 pad j:4", NULL, KT_ESHAPE,
+     "line 1: axis j: pad 4 is shorter than its extent 5 from where"},
+    {"C[i,j] = A[i,j] pad q:3", NULL, KT_EPARSE,
+     "line 1, column 21: pad: q is not an axis of this statement"},
+    {"C[i,j] = A[i,j] pad j:4, j:4", NULL, KT_EPARSE,
+     "pad: axis j is given twice"},
     {"C[i,j] += A[i,k+j]", NULL, KT_ESHAPE,
      "line 1: axis j: extent unknown (it is never alone in an index of a "
      "tensor with a known shape); give it with 'where j:N'"},
@@ -321,6 +333,11 @@ static const char *const roundtrip_texts[] = {
     /* q is seen first in the text but first used (nonzero) after k. */
     "C[i] += A[i, 0*q + k] * B[q, 1]",
     "C[i] += A[i, q*0+k+r-r] * B[q+r, 0] where r:1, q:2",
+    /* padded extents; a read of part of a longer tensor */
+    "P[i,j] += A[i,k] * W[j,k] pad i:8, j:8\n"
+    "O[i,j] = P[i,j] where i:4, j:5 pad i:8, j:8",
+    "C[i] += W[i,k] * A[j,k] where j:2 pad k:4",
+    "C[i] = V[i] where i:3",
 };
 
 static void
@@ -356,6 +373,60 @@ test_parse_print_roundtrip(void **state)
         kt_dag_free(d);
         kt_dag_free(d2);
     }
+}
+
+/* A product padded to 8 x 8 and copied into its 4 x 5 output: the copy
+ * iterates the padding and drops it; FLOPs count the 4 x 5 x 3 product. */
+static void
+test_parse_padded(void **state)
+{
+    static const char text[] = "P[i,j] += A[i,k] * W[j,k] pad i:8, j:8\n"
+                               "O[i,j] = P[i,j] where i:4, j:5 pad i:8, j:8";
+    struct kt_dag *d = must_parse(text, std_shapes, 4);
+    float a[12], w[15], pad_a[8 * 3], pad_w[8 * 3], p[64], o[20 + 8];
+    float *bufs[KT_MAX_TENSORS] = {0};
+    int i, j, k, t;
+
+    (void)state;
+    assert_string_equal(d->key, "P[a0,a1]+=A[a0,a2]*W[a1,a2] pad a0:8,a1:8;"
+                                "O[a0,a1]=P[a0,a1] where a0:4,a1:5 pad "
+                                "a0:8,a1:8;A:4x3;W:5x3");
+    assert_true(d->flops == 2.0 * 4 * 5 * 3);
+    for (t = 0; t < d->ntensors; t++) {
+        const struct kt_tensor *x = &d->tensors[t];
+        if (strcmp(x->name, "O") == 0) {
+            assert_int_equal(x->shape[0], 4);
+            assert_int_equal(x->shape[1], 5);
+            assert_int_equal(d->stages[x->producer].axes[1].extent, 8);
+            bufs[t] = o;
+        } else if (strcmp(x->name, "P") == 0) {
+            assert_int_equal(x->shape[0], 8);
+            bufs[t] = p;
+        } else if (strcmp(x->name, "A") == 0) {
+            bufs[t] = a;
+        } else if (strcmp(x->name, "W") == 0) {
+            bufs[t] = w;
+        } else { /* the zero-padded copies A_pad and W_pad */
+            bufs[t] = strcmp(x->name, "A_pad") == 0 ? pad_a : pad_w;
+        }
+    }
+    for (i = 0; i < 12; i++)
+        a[i] = (float)(i % 5) - 1.5f;
+    for (i = 0; i < 15; i++)
+        w[i] = (float)(i % 4) * 0.5f;
+    for (i = 0; i < 28; i++)
+        o[i] = -7.0f; /* the 8 floats past the 4 x 5 output stay */
+    kt_dag_interpret(d, bufs);
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 5; j++) {
+            float want = 0;
+            for (k = 0; k < 3; k++)
+                want += a[i * 3 + k] * w[j * 3 + k];
+            assert_float_equal(o[i * 5 + j], want, 1e-5);
+        }
+    for (i = 20; i < 28; i++)
+        assert_float_equal(o[i], -7.0f, 0);
+    kt_dag_free(d);
 }
 
 static void
@@ -402,6 +473,7 @@ main(void)
         cmocka_unit_test(test_parse_expression_tree),
         cmocka_unit_test(test_parse_print_roundtrip),
         cmocka_unit_test(test_parse_key),
+        cmocka_unit_test(test_parse_padded),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
