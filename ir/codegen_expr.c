@@ -97,26 +97,44 @@ kt__cg_put_float(struct kt_buf *b, float v)
     kt_buf_printf(b, "%sf", tmp);
 }
 
-/* The bounds checks of guarded read e at lane (of lane_var), joined by
- * &&. */
+/* The bounds checks of guarded read e at lane (of lane_var) and row (of
+ * row_var, -1 for none), joined by &&. */
 static void
-put_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
-           int lane_var, int lane)
+put_index_bounds(struct cg *g, struct kt_buf *b, int src,
+                 const struct kt_affine *idx, int ndim, int lane_var, int lane,
+                 int row_var, int row)
 {
-    const struct kt_lbuf *buf = &g->lt->bufs[e->src];
+    const struct kt_lbuf *buf = &g->lt->bufs[src];
     int d;
 
-    for (d = 0; d < e->ndim; d++) {
+    for (d = 0; d < ndim; d++) {
         struct kt_affine a;
-        kt__cg_subst(g, &e->idx[d], -1, &a);
+        kt__cg_subst(g, &idx[d], -1, &a);
         if (lane_var >= 0 && lane)
-            a.c += kt_aff_coef(&e->idx[d], lane_var) * lane;
+            a.c += kt_aff_coef(&idx[d], lane_var) * lane;
+        if (row_var >= 0 && row)
+            a.c += kt_aff_coef(&idx[d], row_var) * row;
         if (d)
             kt_buf_puts(b, " && ");
         kt_buf_puts(b, "(unsigned long)(");
         kt__cg_put_aff(g, b, &a);
         kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
     }
+}
+
+static void
+put_bounds_at(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+              int lane_var, int lane, int row_var, int row)
+{
+    put_index_bounds(g, b, e->src, e->idx, e->ndim, lane_var, lane, row_var,
+                     row);
+}
+
+static void
+put_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+           int lane_var, int lane)
+{
+    put_bounds_at(g, b, e, lane_var, lane, -1, 0);
 }
 
 static void
@@ -236,6 +254,34 @@ put_guarded_vector_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_puts(b, " : ");
     put_gather(g, b, e, addr, lane_var, c, w);
     kt_buf_puts(b, ")");
+}
+
+void
+kt__cg_put_guarded_row(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                       const struct kt_affine *addr, int row_var, int row,
+                       int lane_var, int w)
+{
+    int l;
+
+    kt_buf_puts(b, "((");
+    put_bounds_at(g, b, e, lane_var, 0, row_var, row);
+    kt_buf_puts(b, " && ");
+    put_bounds_at(g, b, e, lane_var, w - 1, row_var, row);
+    kt_buf_puts(b, ") ? ");
+    put_contiguous_load(g, b, e->src, addr, w);
+    kt_buf_printf(b, " : ((kt_v%d){", w);
+    for (l = 0; l < w; l++) {
+        struct kt_affine al = *addr;
+        al.c += l;
+        kt_buf_puts(b, l ? ", ((" : "((");
+        put_bounds_at(g, b, e, lane_var, l, row_var, row);
+        kt_buf_printf(b, ") ? t_%s[", g->lt->bufs[e->src].name);
+        kt__cg_put_aff(g, b, &al);
+        kt_buf_puts(b, "] : ");
+        kt__cg_put_float(b, e->pad_value);
+        kt_buf_puts(b, ")");
+    }
+    kt_buf_puts(b, "}))");
 }
 
 /* Load e into b; returns 1 if it is a vector (varies with lane_var). */
@@ -505,6 +551,60 @@ store_scattered(struct cg *g, const struct kt_node *n,
     kt_buf_free(&dst);
 }
 
+/* Store n (a guarded plain assignment: a stage padded past its output) of
+ * val: whole when its first and last lanes are in bounds, else lane by
+ * lane, dropping the lanes outside. */
+static void
+store_guarded(struct cg *g, const struct kt_node *n,
+              const struct kt_affine *addr, int64_t c, const char *val, int vec,
+              int lane_var, int w)
+{
+    struct kt_buf cond, at;
+    int l, lanes = c == 0 ? 1 : w;
+
+    kt_buf_init(&cond);
+    put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, 0, -1, 0);
+    if (lanes > 1) {
+        kt_buf_puts(&cond, " && ");
+        put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, lanes - 1,
+                         -1, 0);
+    }
+    kt_buf_init(&at);
+    kt__cg_line(g, "if (%s) {", cond.p);
+    g->indent++;
+    if (c == 0) {
+        kt__cg_put_aff(g, &at, addr);
+        kt__cg_line(g, "t_%s[%s] = %s;", g->lt->bufs[n->buf].name, at.p, val);
+    } else if (c == 1)
+        store_to_vector(g, n, addr, val, vec, w);
+    else
+        store_scattered(g, n, addr, c, val, vec, w);
+    g->indent--;
+    if (lanes > 1) {
+        kt__cg_line(g, "} else {");
+        g->indent++;
+        if (vec)
+            kt__cg_line(g, "kt_v%d v_ = %s;", w, val);
+        else
+            kt__cg_line(g, "kt_v%d v_ = kt_bc%d(%s);", w, w, val);
+        for (l = 0; l < lanes; l++) {
+            struct kt_affine al = *addr;
+            kt_buf_reset(&cond);
+            put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, l, -1,
+                             0);
+            al.c += c * l;
+            kt_buf_reset(&at);
+            kt__cg_put_aff(g, &at, &al);
+            kt__cg_line(g, "if (%s) t_%s[%s] = v_[%d];", cond.p,
+                        g->lt->bufs[n->buf].name, at.p, l);
+        }
+        g->indent--;
+    }
+    kt__cg_line(g, "}");
+    kt_buf_free(&cond);
+    kt_buf_free(&at);
+}
+
 void
 kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
@@ -523,13 +623,18 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     kt_buf_init(&val);
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {
-        kt__cg_note_access(g, n->buf, &addr, c, w, 0, 1,
+        kt__cg_note_access(g, n->buf, &addr, c, w, n->guarded, 1,
                            c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
         kt_buf_free(&val);
         return;
     }
     r = kt__cg_find_reg(g, n->buf, &addr, c, c == 0 ? 1 : w);
-    if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
+    if (n->guarded) {
+        if (c == 0 && vec)
+            kt__cg_fail(g, "guarded store of a lane reduction");
+        else
+            store_guarded(g, n, &addr, c, val.p, vec, lane_var, w);
+    } else if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
         store_to_split_acc(g, n, r, val.p, w);
     } else if (r >= 0 && g->promote_ok[n->buf]) {
         if (c != 0 && !vec)

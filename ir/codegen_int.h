@@ -180,6 +180,13 @@ void kt__cg_emit_node(struct cg *g, const struct kt_node *n);
 /* Emits loop n as a transposing copy in W x W register blocks when it is
  * one (returns 1), else emits nothing and returns 0. */
 int kt__cg_emit_transpose(struct cg *g, const struct kt_node *n);
+/* Guarded read e (unit stride along lane_var) as w lanes at addr, with
+ * row_var advanced by row: one vector load when the first and last lanes
+ * are in bounds, else lane by lane with the pad value outside. */
+void kt__cg_put_guarded_row(struct cg *g, struct kt_buf *b,
+                            const struct kt_expr *e,
+                            const struct kt_affine *addr, int row_var, int row,
+                            int lane_var, int w);
 /* The weight of the block kt__cg_emit_transpose emits for loop n (its
  * loops are not unrolled), or 0 when n is no transposing copy. */
 int kt__cg_transpose_weight(const struct cg *g, const struct kt_node *n);

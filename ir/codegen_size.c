@@ -41,7 +41,8 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 }
 
 /* A store weighs 1 plus its loads, or its lanes when it is scattered lane
- * by lane (twice for a reduction: each lane is read and written). */
+ * by lane (twice for a reduction: each lane is read and written); a
+ * guarded one (padding dropped) also weighs its lane-by-lane fallback. */
 static int64_t
 store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
@@ -55,6 +56,8 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
     }
     if (c != 0 && c != 1)
         self = n->op == KT_ASSIGN ? w : 2 * (int64_t)w;
+    if (n->guarded) /* the whole store, then each lane with its check */
+        self += (c == 0 ? 1 : (int64_t)w) * (1 + n->ndim);
     return self + load_weight(g, n->expr, lane_var, w);
 }
 

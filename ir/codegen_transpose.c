@@ -23,8 +23,9 @@ store_coef(const struct cg *g, const struct kt_node *n, int var)
 }
 
 /* Whether loop n is a transposing copy: n's only child is a vectorized
- * loop whose only child is a plain, unguarded copy dst = src that reads
- * along the inner loop and writes along n, both contiguously.  Returns
+ * loop whose only child is a plain copy dst = src (guarded when it packs
+ * zero-padded rows) that reads along the inner loop and writes along n,
+ * both contiguously.  Returns
  * the block width W (0: no such copy) and the copy. */
 static int
 transposes(const struct cg *g, const struct kt_node *n,
@@ -43,7 +44,7 @@ transposes(const struct cg *g, const struct kt_node *n,
         return 0;
     s = m->kids[0];
     e = s->expr;
-    if (s->op != KT_ASSIGN || e->op != KT_X_LOAD || e->guarded)
+    if (s->op != KT_ASSIGN || e->op != KT_X_LOAD)
         return 0;
     /* blocks of the widest vector dividing both extents (an 8 x 256 tile
      * of A: 8 x 8 blocks); an outer extent no vector divides takes blocks
@@ -146,11 +147,19 @@ kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
                 (long long)m->extent, v, w);
     g->indent++;
     for (l = 0; l < w; l++) { /* row l: src at u + l, lanes along v */
+        struct kt_affine row = src;
         struct kt_buf b;
+        row.c += kt_aff_coef(&src, n->var) * l;
         kt_buf_init(&b);
-        put_addr(g, &b, &src, kt_aff_coef(&src, n->var) * l);
-        kt__cg_line(g, "kt_v%d x0_%d = kt_ld%d(&t_%s[%s]);", w, l, w, sname,
-                    b.p);
+        if (copy->expr->guarded) {
+            kt__cg_put_guarded_row(g, &b, copy->expr, &row, n->var, l, m->var,
+                                   w);
+        } else {
+            kt_buf_printf(&b, "kt_ld%d(&t_%s[", w, sname);
+            put_addr(g, &b, &row, 0);
+            kt_buf_puts(&b, "])");
+        }
+        kt__cg_line(g, "kt_v%d x0_%d = %s;", w, l, b.p);
         kt_buf_free(&b);
     }
     for (s = w / 2; s >= 1; s /= 2, round++)

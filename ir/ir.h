@@ -455,6 +455,7 @@ struct kt_node {
     struct kt_affine idx[KT_MAX_DIMS];
     enum kt_reduce op;    /* KT_ASSIGN for init and plain stores */
     struct kt_expr *expr; /* owned; loads name loop-tree buffers */
+    int guarded; /* dropped outside the buffer (a stage padded past it) */
     /* children */
     int nkids, capkids;
     struct kt_node **kids;

@@ -296,6 +296,10 @@ make_store(struct lower *L, struct snest *n, struct kt_node *parent, int init)
     if (kt__lower_is_tile(L, b) || kt__lower_is_permuted(L, s->out))
         store->ndim = kt__lower_buf_index(L, s->out, ax, s->nspatial,
                                           store->idx);
+    else
+        for (d = 0; d < s->nspatial; d++)
+            store->guarded |= s->axes[d].extent >
+                              L->st->tensors[s->out].shape[d];
     if (store->ndim < 0) {
         kt__lower_node_free(store);
         return FAIL(L, "index expression too long");

@@ -8,7 +8,8 @@
  * would be written once, read once and copied: one pass over the output
  * for nothing (2-3% of the suite's best GEMM 1024^3).  A producer that
  * revisits elements (a reduction split around a spatial loop) keeps its
- * contiguous tile, which may be worth its copy; the search measures both. */
+ * contiguous tile, which may be worth its copy; the search measures both.
+ * A copy that drops the padding of a tile (guarded stores) stays. */
 #include "ir/lower_int.h"
 
 #include <stdlib.h>
@@ -37,7 +38,7 @@ copy_store(struct kt_node *n, int tile)
             return NULL;
         n = inner;
     }
-    if (n->buf == tile || n->op != KT_ASSIGN || n->expr == NULL ||
+    if (n->buf == tile || n->op != KT_ASSIGN || n->guarded || n->expr == NULL ||
         n->expr->op != KT_X_LOAD || n->expr->src != tile ||
         n->expr->ndim != n->ndim)
         return NULL;

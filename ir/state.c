@@ -433,6 +433,10 @@ do_cache_write(struct kt_state *st, const struct kt_step *sp, char *err,
     *t = st->tensors[s->out];
     snprintf(t->name, sizeof(t->name), "%.24s_local", s->name);
     t->kind = KT_TENSOR_INTERMEDIATE;
+    /* a stage padded past its output computes its whole padding locally;
+     * the copy drops it */
+    for (i = 0; i < s->nspatial; i++)
+        t->shape[i] = s->axes[i].extent;
 
     local = *s;
     snprintf(local.name, sizeof(local.name), "%.24s_local", s->name);

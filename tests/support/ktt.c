@@ -92,12 +92,28 @@ ktt_bufs_init(struct ktt_bufs *b, const struct kt_dag *dag, uint64_t seed)
     b->n = dag->ntensors;
     for (t = 0; t < dag->ntensors; t++) {
         b->elems[t] = kt_tensor_elems(&dag->tensors[t]);
-        b->t[t] = kt_xaligned(64, (size_t)b->elems[t] * sizeof(float) + 64);
+        b->t[t] = kt_xaligned(64, ((size_t)b->elems[t] + KTT_CANARY) *
+                                      sizeof(float));
         for (i = 0; i < b->elems[t]; i++)
             b->t[t][i] = dag->tensors[t].kind == KT_TENSOR_INPUT
                              ? (float)(kt_rng_unit(&r) * 2.0 - 1.0)
                              : NAN;
+        for (i = 0; i < KTT_CANARY; i++)
+            b->t[t][b->elems[t] + i] = KTT_CANARY_VALUE;
     }
+}
+
+int
+ktt_bufs_intact(const struct ktt_bufs *b)
+{
+    int t;
+    int64_t i;
+
+    for (t = 0; t < b->n; t++)
+        for (i = 0; i < KTT_CANARY; i++)
+            if (b->t[t][b->elems[t] + i] != KTT_CANARY_VALUE)
+                return 0;
+    return 1;
 }
 
 void
@@ -270,7 +286,7 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
     ktt_bufs_init(&got, dag, seed);
     ktt_args(dag, &got, args);
     ref(args);
-    if (!outputs_match(dag, &got, &want, &e)) {
+    if (!ktt_bufs_intact(&got) || !outputs_match(dag, &got, &want, &e)) {
         fprintf(stderr, "%s: reference wrong (rel L2 %g)\n", dag->key, e);
         rc = -1;
     }
@@ -283,7 +299,11 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
         if (packs[i] != NULL)
             packs[i](args); /* the layout rewrite, once */
         fns[i](args);
-        if (!outputs_match(dag, &got, &want, &e)) {
+        if (!ktt_bufs_intact(&got)) {
+            print_cand(dag->key, cands, generated[i],
+                       "wrote past the end of a buffer");
+            rc = -1;
+        } else if (!outputs_match(dag, &got, &want, &e)) {
             char what[64];
             snprintf(what, sizeof(what), "wrong (rel L2 %g)", e);
             print_cand(dag->key, cands, generated[i], what);

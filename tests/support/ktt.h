@@ -27,6 +27,11 @@ struct ktt_bufs {
 };
 void ktt_bufs_init(struct ktt_bufs *b, const struct kt_dag *dag, uint64_t seed);
 void ktt_bufs_free(struct ktt_bufs *b);
+/* Every buffer is followed by KTT_CANARY floats of KTT_CANARY_VALUE; 1 when
+ * they are all still there (nothing wrote past the end). */
+#define KTT_CANARY 1024
+#define KTT_CANARY_VALUE 1234.5f
+int ktt_bufs_intact(const struct ktt_bufs *b);
 
 /* Kernel argument list (inputs then outputs) for a DAG, pointing into b. */
 int ktt_args(const struct kt_dag *dag, struct ktt_bufs *b, float **args);
