@@ -120,6 +120,13 @@ test_codegen_batch_matmul(void **state)
      * copied by blocks transposed in registers */
     assert_int_equal(kt_op_batch_matmul(&d, 2, 16, 32, 32, 1), KT_OK);
     sweep_def(&d, 6);
+    /* padded to 56 x 64 (P), then copied into the 53 x 61 output by a
+     * stage that iterates the padding and drops it */
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 53, 61, 8, 1), KT_OK);
+    assert_non_null(strstr(d.text, "pad i:56, j:64"));
+    sweep_def(&d, 7);
+    assert_int_equal(kt_op_matmul(&d, 53, 61, 24), KT_OK);
+    sweep_def(&d, 8);
 }
 
 static void
