@@ -33,6 +33,17 @@ load_uses_axis(const struct kt_expr *e, int t, int a, int *guarded)
            load_uses_axis(e->b, t, a, guarded);
 }
 
+/* An input, or an input's zero-padded copy (a 'pad' axis or a window
+ * past the edge): packing that copy inlines the padding into the pack. */
+static int
+input_or_padded(const struct kt_state *st, int t)
+{
+    int p = st->tensors[t].producer;
+
+    return st->tensors[t].kind == KT_TENSOR_INPUT ||
+           (p >= 0 && st->stages[p].is_pad && !st->stages[p].inlined);
+}
+
 int
 sk_pack_operand(const struct kt_state *st, int s)
 {
@@ -49,7 +60,7 @@ sk_pack_operand(const struct kt_state *st, int s)
     for (pass = 0; pass < 2; pass++)
         for (t = 0; t < st->ntensors; t++) {
             int guarded = 0, red = 0;
-            if (st->tensors[t].kind != KT_TENSOR_INPUT ||
+            if (!input_or_padded(st, t) ||
                 (pass == 0 && !load_uses_axis(ss->body, t, last, &guarded)))
                 continue;
             for (a = ss->nspatial; a < ss->naxes; a++)
