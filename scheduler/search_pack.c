@@ -33,15 +33,25 @@ load_uses_axis(const struct kt_expr *e, int t, int a, int *guarded)
            load_uses_axis(e->b, t, a, guarded);
 }
 
-/* An input, or an input's zero-padded copy (a 'pad' axis or a window
- * past the edge): packing that copy inlines the padding into the pack. */
+int
+sk_padded_past_end(const struct kt_state *st, int t)
+{
+    const struct kt_sstage *ps;
+    int p = st->tensors[t].producer, d;
+
+    if (p < 0 || !st->stages[p].is_pad || st->stages[p].inlined)
+        return 0;
+    ps = &st->stages[p];
+    for (d = 0; d < ps->body->ndim; d++)
+        if (ps->body->idx[d].c != 0)
+            return 0;
+    return 1;
+}
+
 static int
 input_or_padded(const struct kt_state *st, int t)
 {
-    int p = st->tensors[t].producer;
-
-    return st->tensors[t].kind == KT_TENSOR_INPUT ||
-           (p >= 0 && st->stages[p].is_pad && !st->stages[p].inlined);
+    return st->tensors[t].kind == KT_TENSOR_INPUT || sk_padded_past_end(st, t);
 }
 
 int

@@ -363,16 +363,6 @@ finish(struct gen *G, struct kt_state *st, struct sk_plan *plan,
     s->nsketches++;
 }
 
-/* A pack of a zero-padded copy: inlined, every read of the operand in the
- * hot loop would check its bounds (the pack checks them once a tile). */
-static int
-packs_padding(const struct kt_state *st, int t)
-{
-    int p = st->tensors[st->stages[t].body->src].producer;
-
-    return p >= 0 && st->stages[p].is_pad;
-}
-
 static void gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan,
                       int s, const char *desc);
 
@@ -413,11 +403,11 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
              * ChannelVector) is always packed: inlined, every vector of
              * it is gathered lane by lane */
             for (t = 0; t < s; t++)
-                p2[t].pack_needed = st->stages[t].cache_read &&
-                                    (packs_padding(st, t) ||
-                                     (packed_axis >= 0 &&
-                                      strided_along(st, s, st->stages[t].out,
-                                                    packed_axis)));
+                p2[t].pack_needed =
+                    st->stages[t].cache_read &&
+                    (sk_padded_past_end(st, st->stages[t].body->src) ||
+                     (packed_axis >= 0 &&
+                      strided_along(st, s, st->stages[t].out, packed_axis)));
             if (c >= 0) {
                 p2[c].role = SK_FOLLOW;
                 p2[c].partner = s;
