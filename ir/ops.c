@@ -81,28 +81,6 @@ put_epilogue(struct kt_op_def *d, int epi, const char *idx, const char *bidx)
         kt__op_put(d, ", 0)");
 }
 
-int
-kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue)
-{
-    if (M <= 0 || N <= 0 || K <= 0)
-        return kt__op_bad(d, "dense: sizes must be positive (M=%lld N=%lld K=%lld)",
-                          (long long)M, (long long)N, (long long)K);
-    if (epilogue & ~(KT_EPI_BIAS | KT_EPI_RELU))
-        return kt__op_bad(d, "dense: unknown epilogue bits 0x%x", epilogue);
-    memset(d, 0, sizeof(*d));
-    kt__op_set_name(d, "dense_%lldx%lldx%lld%s%s", (long long)M, (long long)N,
-                    (long long)K, epilogue & KT_EPI_BIAS ? "_bias" : "",
-                    epilogue & KT_EPI_RELU ? "_relu" : "");
-    kt__op_add_shape(d, "A", 2, (int64_t[]){M, K});
-    add_weight(d, "W", 2, (int64_t[]){N, K});
-    if (epilogue & KT_EPI_BIAS)
-        kt__op_add_shape(d, "B", 1, (int64_t[]){N});
-    kt__op_put(d, "%s[i,j] += A[i,k] * W[j,k]", epilogue ? "T" : "O");
-    if (epilogue)
-        put_epilogue(d, epilogue, "i,j", "j");
-    return KT_OK;
-}
-
 /* Extents of a product's output that no 16-lane vector (columns) or no
  * register tile of 2 to 8 rows (rows) divides are computed over a padded
  * range into P, then copied into O: a 197 x 197 attention score tile runs
@@ -149,25 +127,82 @@ put_padded_axes(struct kt_op_def *d, int64_t M, int64_t Mp, int64_t N,
         kt__op_put(d, "j:%lld", (long long)(padded ? Np : N));
 }
 
-/* The product into O, or, when padding pays, into P over the padded
- * extents and then copied into O by a stage iterating the same padded
- * extents (so it can be fused into P's tiles) that drops the padding. */
-static void
-put_product(struct kt_op_def *d, const char *idx, const char *a_idx,
-            const char *b_idx, int64_t M, int64_t N)
+/* "out[idx] += A[a_idx] * B[b_idx]" (operands named in a, b), over the
+ * padded extents when padding pays; returns whether it does. */
+static int
+put_product_into(struct kt_op_def *d, const char *out, const char *idx,
+                 const char *a, const char *b, int64_t M, int64_t N)
 {
     int64_t Mp = padded_rows(M), Np = padded_cols(N);
 
-    if (Mp == M && Np == N) {
-        kt__op_put(d, "O[%s] += A[%s] * B[%s]", idx, a_idx, b_idx);
-        return;
-    }
-    kt__op_put(d, "P[%s] += A[%s] * B[%s] pad ", idx, a_idx, b_idx);
+    kt__op_put(d, "%s[%s] += %s * %s", out, idx, a, b);
+    if (Mp == M && Np == N)
+        return 0;
+    kt__op_put(d, " pad ");
     put_padded_axes(d, M, Mp, N, Np, 1);
-    kt__op_put(d, "\nO[%s] = P[%s] where ", idx, idx);
+    return 1;
+}
+
+/* The clause of a stage that reads the padded product and writes the
+ * M x N output: it iterates the same padded extents (so the search can
+ * fuse it into the product's tiles) and drops the padding. */
+static void
+put_unpadding(struct kt_op_def *d, int64_t M, int64_t N)
+{
+    int64_t Mp = padded_rows(M), Np = padded_cols(N);
+
+    kt__op_put(d, " where ");
     put_padded_axes(d, M, Mp, N, Np, 0);
     kt__op_put(d, " pad ");
     put_padded_axes(d, M, Mp, N, Np, 1);
+}
+
+/* The product into O, or, when padding pays, into P over the padded
+ * extents and then copied into O (docs/compute.md, Padded extents). */
+static void
+put_product(struct kt_op_def *d, const char *idx, const char *a_idx,
+            const char *b_name, const char *b_idx, int64_t M, int64_t N)
+{
+    char a[64], b[64];
+
+    snprintf(a, sizeof(a), "A[%s]", a_idx);
+    snprintf(b, sizeof(b), "%s[%s]", b_name, b_idx);
+    if (padded_rows(M) == M && padded_cols(N) == N) {
+        put_product_into(d, "O", idx, a, b, M, N);
+        return;
+    }
+    put_product_into(d, "P", idx, a, b, M, N);
+    kt__op_put(d, "\nO[%s] = P[%s]", idx, idx);
+    put_unpadding(d, M, N);
+}
+
+int
+kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue)
+{
+    if (M <= 0 || N <= 0 || K <= 0)
+        return kt__op_bad(d, "dense: sizes must be positive (M=%lld N=%lld K=%lld)",
+                          (long long)M, (long long)N, (long long)K);
+    if (epilogue & ~(KT_EPI_BIAS | KT_EPI_RELU))
+        return kt__op_bad(d, "dense: unknown epilogue bits 0x%x", epilogue);
+    memset(d, 0, sizeof(*d));
+    kt__op_set_name(d, "dense_%lldx%lldx%lld%s%s", (long long)M, (long long)N,
+                    (long long)K, epilogue & KT_EPI_BIAS ? "_bias" : "",
+                    epilogue & KT_EPI_RELU ? "_relu" : "");
+    kt__op_add_shape(d, "A", 2, (int64_t[]){M, K});
+    add_weight(d, "W", 2, (int64_t[]){N, K});
+    if (epilogue & KT_EPI_BIAS)
+        kt__op_add_shape(d, "B", 1, (int64_t[]){N});
+    if (epilogue) {
+        if (put_product_into(d, "T", "i,j", "A[i,k]", "W[j,k]", M, N)) {
+            put_epilogue(d, epilogue, "i,j", "j");
+            put_unpadding(d, M, N);
+        } else {
+            put_epilogue(d, epilogue, "i,j", "j");
+        }
+    } else {
+        put_product(d, "i,j", "i,k", "W", "j,k", M, N);
+    }
+    return KT_OK;
 }
 
 int
@@ -183,7 +218,7 @@ kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K)
                     (long long)K);
     kt__op_add_shape(d, "A", 2, (int64_t[]){M, K});
     kt__op_add_shape(d, "B", 2, (int64_t[]){K, N});
-    put_product(d, "i,j", "i,k", "k,j", M, N);
+    put_product(d, "i,j", "i,k", "B", "k,j", M, N);
     return KT_OK;
 }
 
@@ -206,7 +241,8 @@ kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
         kt__op_add_shape(d, "B", 3, (int64_t[]){B, N, K});
     else
         kt__op_add_shape(d, "B", 3, (int64_t[]){B, K, N});
-    put_product(d, "b,i,j", "b,i,k", transpose_b ? "b,j,k" : "b,k,j", M, N);
+    put_product(d, "b,i,j", "b,i,k", "B", transpose_b ? "b,j,k" : "b,k,j", M,
+                N);
     return KT_OK;
 }
 

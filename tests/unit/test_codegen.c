@@ -96,6 +96,11 @@ test_codegen_dense(void **state)
     sweep_def(&d, 1);
     assert_int_equal(kt_op_dense(&d, 7, 14, 56, 0), KT_OK);
     sweep_def(&d, 2);
+    /* 61 outputs padded to 64: weights read through their padded copy
+     * (packed, or rewritten once), the bias epilogue drops the padding */
+    assert_int_equal(kt_op_dense(&d, 7, 61, 24, KT_EPI_BIAS), KT_OK);
+    assert_non_null(strstr(d.text, "pad j:64"));
+    sweep_def(&d, 9);
 }
 
 static void
