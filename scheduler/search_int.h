@@ -220,8 +220,7 @@ int sk_decode(const struct kt_search *s, const struct kt_step *steps,
 /* ---- search_pack.c ---- */
 /* 1 if tensor t is an input's zero-padded copy that only extends past the
  * input's end (a 'pad' extent, docs/compute.md), not a window's border
- * around it: the pack rule takes it like the input itself, and its pack is
- * never inlined back (every read in the hot loop would check its bounds). */
+ * around it: the pack rule takes it like the input itself. */
 int sk_padded_past_end(const struct kt_state *st, int t);
 /* The next input stage s should read through a pack, or -1. */
 int sk_pack_operand(const struct kt_state *st, int s);

@@ -403,11 +403,10 @@ plan_mlt(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s, int c,
              * ChannelVector) is always packed: inlined, every vector of
              * it is gathered lane by lane */
             for (t = 0; t < s; t++)
-                p2[t].pack_needed =
-                    st->stages[t].cache_read &&
-                    (sk_padded_past_end(st, st->stages[t].body->src) ||
-                     (packed_axis >= 0 &&
-                      strided_along(st, s, st->stages[t].out, packed_axis)));
+                p2[t].pack_needed = packed_axis >= 0 &&
+                                    st->stages[t].cache_read &&
+                                    strided_along(st, s, st->stages[t].out,
+                                                  packed_axis);
             if (c >= 0) {
                 p2[c].role = SK_FOLLOW;
                 p2[c].partner = s;
