@@ -196,10 +196,10 @@ random_mode(const struct sk_sketch *sk, int i, struct kt_rng *r)
     const struct kt_state *st = sk->base;
 
     /* read along the vector axis with a stride: unpacked, every vector
-     * would be gathered lane by lane */
-    /* a copy of a zero-padded operand (its padding inlined into the
-     * pack): inlined back, every read in the hot loop would check its
-     * bounds; a padding kept as its own buffer may be read in place */
+     * would be gathered lane by lane; a copy of a zero-padded operand
+     * (the padding inlined into the pack): inlined back, every read in
+     * the hot loop would check its bounds (a padding kept as its own
+     * buffer may be read in place) */
     if (sk->plan[i].pack_needed || st->stages[i].body->guarded)
         return (uint8_t)(packs_weight(st, i) && kt_rng_below(r, 4) != 0 ? 2
                                                                         : 1);
