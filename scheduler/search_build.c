@@ -330,6 +330,15 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
                     if (cs->iters[j].extent > 1 &&
                         iter_moves_read(cs, j, st->stages[i].out))
                         cand[nc++] = j;
+            /* a copy of padding that may not be inlined back, and that
+             * this tiling makes rebuild often: a slow program, not built */
+            if (st->stages[i].cache_read && g->pack[i] == 1 &&
+                st->stages[i].body->guarded &&
+                sk_pack_rebuilt_often(cs, st->stages[i].out)) {
+                snprintf(err, errlen, "%s: rebuilt for every tile",
+                         st->stages[i].name);
+                goto fail;
+            }
             if (nc > 0) {
                 tgt = p->consumer;
                 titer = cand[(g->loc[i] - 1) % nc];

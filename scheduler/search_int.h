@@ -228,6 +228,10 @@ int sk_pack_operand(const struct kt_state *st, int s);
  * their count.  rewrite: for a layout rewrite (built once). */
 int sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite,
                           int *cand);
+/* 1 if every place the in-kernel pack of t may take in cs rebuilds the
+ * same tile more than 4 times (the tiling repeats it: a 16-column tile
+ * outermost repacks the whole A panel for every column tile). */
+int sk_pack_rebuilt_often(const struct kt_sstage *cs, int t);
 /* Pack genes of a fresh genome (after its loc genes are drawn). */
 void sk_pack_sample(const struct sk_sketch *sk, struct kt_rng *r,
                     struct sk_genome *g);

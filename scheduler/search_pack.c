@@ -106,8 +106,9 @@ iter_unindexed_extent(const struct kt_sstage *cs, int j, int t)
  * that seldom, as seldom as any is (a pack inlined instead may be
  * gathered lane by lane).  A layout rewrite (rewrite != 0) builds every
  * tile once, before the kernel, so no repeat bound applies to it. */
-int
-sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand)
+static int
+attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand,
+              int64_t *least)
 {
     int64_t repeat[KT_MAX_ITERS], bound = INT64_MAX;
     int j, k, n = 0;
@@ -133,12 +134,30 @@ sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand)
         else if (repeat[j] < bound)
             bound = repeat[j];
     }
+    *least = bound;
     if (bound < 4)
         bound = 4;
     for (j = 0; j < cs->niters; j++)
         if (repeat[j] >= 0 && repeat[j] <= bound)
             cand[n++] = j;
     return n;
+}
+
+int
+sk_pack_attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand)
+{
+    int64_t least;
+
+    return attach_points(cs, t, rewrite, cand, &least);
+}
+
+int
+sk_pack_rebuilt_often(const struct kt_sstage *cs, int t)
+{
+    int cand[KT_MAX_ITERS];
+    int64_t least;
+
+    return attach_points(cs, t, 0, cand, &least) > 0 && least > 4;
 }
 
 static int
