@@ -193,12 +193,10 @@ kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue)
     if (epilogue & KT_EPI_BIAS)
         kt__op_add_shape(d, "B", 1, (int64_t[]){N});
     if (epilogue) {
-        if (put_product_into(d, "T", "i,j", "A[i,k]", "W[j,k]", M, N)) {
-            put_epilogue(d, epilogue, "i,j", "j");
+        int padded = put_product_into(d, "T", "i,j", "A[i,k]", "W[j,k]", M, N);
+        put_epilogue(d, epilogue, "i,j", "j");
+        if (padded)
             put_unpadding(d, M, N);
-        } else {
-            put_epilogue(d, epilogue, "i,j", "j");
-        }
     } else {
         put_product(d, "i,j", "i,k", "W", "j,k", M, N);
     }

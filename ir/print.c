@@ -158,8 +158,8 @@ alone_reads(const struct kt_dag *d, const struct kt_expr *e, int a,
     alone_reads(d, e->b, a, extent, shortest, equal);
 }
 
-/* Points of spatial axis a (else 0) a stage iterates past its output's
- * extent there: its stores beyond are dropped. */
+/* The output's extent along spatial axis a (a reduction axis: its own
+ * extent); a stage iterating past it drops the stores beyond. */
 static int64_t
 out_extent(const struct kt_dag *d, const struct kt_stage *s, int a)
 {
