@@ -256,7 +256,7 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
     char err[4096];
     char *src;
     void *h;
-    double e;
+    double e = 0.0;
     int i, t, rc = 0;
 
     *skipped = 0;
