@@ -380,6 +380,41 @@ test_ops_conv_against_naive(void **state)
     }
 }
 
+/* The padded extents the products choose (ir/ops.c): columns no 16-lane
+ * vector divides are padded to whole vectors, rows no register tile of 2
+ * to 8 divides to a multiple of 8 (else 4), each only when that costs at
+ * most 1/16 more; shapes that tile well are not padded. */
+static void
+test_ops_padded_extents(void **state)
+{
+    static const struct {
+        int64_t B, M, N;
+        const char *want; /* in the definition text, NULL: no padding */
+    } pads[] = {
+        {12, 197, 197, "pad i:200, j:208"},
+        {8, 77, 77, "pad j:80"}, /* 7 divides the rows */
+        {1, 1000, 1000, "pad j:1008"},
+        {1, 64, 208, NULL},
+        {1, 100, 100, NULL}, /* 112 would cost 12% more */
+        {1, 211, 64, "pad i:216"}, /* 211 is prime */
+    };
+    struct kt_op_def od;
+    size_t i;
+    (void)state;
+
+    for (i = 0; i < sizeof(pads) / sizeof(pads[0]); i++) {
+        assert_int_equal(kt_op_batch_matmul(&od, pads[i].B, pads[i].M,
+                                            pads[i].N, 64, 1),
+                         0);
+        if (pads[i].want == NULL) {
+            if (strstr(od.text, " pad ") != NULL)
+                fail_msg("%s: padded: %s", od.name, od.text);
+        } else if (strstr(od.text, pads[i].want) == NULL) {
+            fail_msg("%s: want '%s' in %s", od.name, pads[i].want, od.text);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -388,6 +423,7 @@ main(void)
         cmocka_unit_test(test_ops_bad_params),
         cmocka_unit_test(test_ops_layouts),
         cmocka_unit_test(test_ops_conv_against_naive),
+        cmocka_unit_test(test_ops_padded_extents),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -413,7 +413,8 @@ test_search_outer_part_neighbours(void **state)
  * built inside the kernel, with the padding inlined into it, is never
  * placed where the tiling rebuilds it more than 4 times (the runs that
  * ended on such forms repacked the 200-row A panel for each of 13 column
- * tiles: 0.48x of oneDNN against 0.68x). */
+ * tiles: 0.48x of oneDNN against 0.68x).  One left at the root (a padded
+ * copy of the whole operand) is built once. */
 static void
 test_search_padded_pack_not_rebuilt(void **state)
 {
@@ -431,9 +432,10 @@ test_search_padded_pack_not_rebuilt(void **state)
             if (!ps->cache_read || ps->inlined || ps->prepacked ||
                 !ps->body->guarded)
                 continue;
-            c = ps->attach_stage;
-            assert_true(c >= 0);
             packs++;
+            c = ps->attach_stage;
+            if (c < 0)
+                continue;
             if (sk_pack_rebuilt_often(&st->stages[c], ps->out))
                 fail_msg("sample %d: %s is rebuilt for every tile", i,
                          ps->name);
