@@ -395,7 +395,7 @@ test_ops_padded_extents(void **state)
         {8, 77, 77, "pad j:80"}, /* 7 divides the rows */
         {1, 1000, 1000, "pad j:1008"},
         {1, 64, 208, NULL},
-        {1, 100, 100, NULL}, /* 112 would cost 12% more */
+        {1, 100, 100, NULL},       /* 112 would cost 12% more */
         {1, 211, 64, "pad i:216"}, /* 211 is prime */
     };
     struct kt_op_def od;
