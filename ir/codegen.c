@@ -93,12 +93,20 @@ kt__cg_only_stores(const struct kt_node *n)
  * set constants (a register tile and its init, 197 lanes as 14 vector
  * registers).  A longer copy with a tail stays a loop and its tail:
  * straight-line, it holds nothing in registers and only makes the block
- * gcc compiles longer. */
+ * gcc compiles longer.  So does a copy that drops padding (guarded
+ * stores, each with a lane-by-lane fallback) over more than one vector:
+ * expanded, the copy of a padded product's 208-wide rows out of its local
+ * tile weighed 1254 against the search's code-size bound of 512, and the
+ * search never measured the forms that pack once per row block
+ * (docs/performance.md). */
 static int
 expands_as_chunks(const struct cg *g, const struct kt_node *n)
 {
     int i;
 
+    for (i = 0; i < n->nkids; i++)
+        if (n->kids[i]->guarded && kt__cg_chunks(g, n) > 1)
+            return 0;
     if (n->extent % kt__cg_chunk_lanes(g, n, 0) == 0)
         return 1;
     for (i = 0; i < n->nkids; i++)
