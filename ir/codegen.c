@@ -88,13 +88,22 @@ kt__cg_only_stores(const struct kt_node *n)
     return 1;
 }
 
+/* Whether store n sets values that are not constants (a copy), rather
+ * than accumulating or setting an init. */
+static int
+is_copy(const struct kt_node *n)
+{
+    return n->op == KT_ASSIGN && n->expr->op != KT_X_CONST;
+}
+
 /* Whether vectorized loop n may be expanded into straight-line chunks:
  * when vectors of one width cover it, or when its stores accumulate or
  * set constants (a register tile and its init, 197 lanes as 14 vector
  * registers).  A longer copy with a tail stays a loop and its tail:
  * straight-line, it holds nothing in registers and only makes the block
  * gcc compiles longer.  So does a copy that drops padding (guarded
- * stores, each with a lane-by-lane fallback) over more than one vector:
+ * stores, each with a lane-by-lane fallback) over more than one vector
+ * (a register tile retargeted through such a copy still expands):
  * expanded, the copy of a padded product's 208-wide rows out of its local
  * tile weighed 1254 against the search's code-size bound of 512, and the
  * search never measured the forms that pack once per row block
@@ -105,12 +114,13 @@ expands_as_chunks(const struct cg *g, const struct kt_node *n)
     int i;
 
     for (i = 0; i < n->nkids; i++)
-        if (n->kids[i]->guarded && kt__cg_chunks(g, n) > 1)
+        if (n->kids[i]->guarded && is_copy(n->kids[i]) &&
+            kt__cg_chunks(g, n) > 1)
             return 0;
     if (n->extent % kt__cg_chunk_lanes(g, n, 0) == 0)
         return 1;
     for (i = 0; i < n->nkids; i++)
-        if (n->kids[i]->op == KT_ASSIGN && n->kids[i]->expr->op != KT_X_CONST)
+        if (is_copy(n->kids[i]))
             return 0;
     return 1;
 }

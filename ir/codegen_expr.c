@@ -297,7 +297,8 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
     kt__cg_subst(g, &pre, -1, &addr);
     if (g->analysing) {
-        kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN);
+        kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN,
+                           NULL, lane_var);
         kt_buf_puts(b, "0");
         return c != 0;
     }
@@ -551,16 +552,60 @@ store_scattered(struct cg *g, const struct kt_node *n,
     kt_buf_free(&dst);
 }
 
-/* Store n (a guarded plain assignment: a stage padded past its output) of
- * val: whole when its first and last lanes are in bounds, else lane by
- * lane, dropping the lanes outside. */
+/* The lanes of guarded store n of v_, outside the whole-vector case: one
+ * loop over them, each checked, so the fallback stays small whatever the
+ * width. */
+static void
+put_lanes_guarded(struct cg *g, const struct kt_node *n,
+                  const struct kt_affine *addr, int64_t c, int lane_var, int w)
+{
+    struct kt_buf cond, at;
+    int d;
+
+    kt_buf_init(&cond);
+    for (d = 0; d < n->ndim; d++) {
+        struct kt_affine a;
+        int64_t step = kt_aff_coef(&n->idx[d], lane_var);
+        kt__cg_subst(g, &n->idx[d], -1, &a);
+        kt_buf_printf(&cond, "%s(unsigned long)(", d ? " && " : "");
+        kt__cg_put_aff(g, &cond, &a);
+        if (step == 1)
+            kt_buf_puts(&cond, " + l_");
+        else if (step != 0)
+            kt_buf_printf(&cond, " + %lld*l_", (long long)step);
+        kt_buf_printf(&cond, ") < %lldUL",
+                      (long long)g->lt->bufs[n->buf].shape[d]);
+    }
+    kt_buf_init(&at);
+    kt_buf_printf(&at, "t_%s[", g->lt->bufs[n->buf].name);
+    kt__cg_put_aff(g, &at, addr);
+    if (c == 1)
+        kt_buf_puts(&at, " + l_]");
+    else
+        kt_buf_printf(&at, " + %lld*l_]", (long long)c);
+    kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", w);
+    if (n->op == KT_ASSIGN)
+        kt__cg_line(g, "    if (%s) %s = v_[l_];", cond.p, at.p);
+    else if (n->op == KT_SUM)
+        kt__cg_line(g, "    if (%s) %s += v_[l_];", cond.p, at.p);
+    else
+        kt__cg_line(g, "    if (%s) %s = kt_%s(%s, v_[l_]);", cond.p, at.p,
+                    kt__cg_combine_op(n->op), at.p);
+    kt_buf_free(&cond);
+    kt_buf_free(&at);
+}
+
+/* Store n (guarded: a stage padded past its output, or an accumulator
+ * retargeted through a padded copy and not held in a register) of val:
+ * whole when its first and last lanes are in bounds, else lane by lane,
+ * dropping the lanes outside. */
 static void
 store_guarded(struct cg *g, const struct kt_node *n,
               const struct kt_affine *addr, int64_t c, const char *val, int vec,
               int lane_var, int w)
 {
     struct kt_buf cond, at;
-    int l, lanes = c == 0 ? 1 : w;
+    int lanes = c == 0 ? 1 : w;
 
     kt_buf_init(&cond);
     put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, 0, -1, 0);
@@ -573,8 +618,10 @@ store_guarded(struct cg *g, const struct kt_node *n,
     kt__cg_line(g, "if (%s) {", cond.p);
     g->indent++;
     if (c == 0) {
+        kt_buf_printf(&at, "t_%s[", g->lt->bufs[n->buf].name);
         kt__cg_put_aff(g, &at, addr);
-        kt__cg_line(g, "t_%s[%s] = %s;", g->lt->bufs[n->buf].name, at.p, val);
+        kt_buf_puts(&at, "]");
+        store_to_element(g, n, at.p, val, vec, w);
     } else if (c == 1)
         store_to_vector(g, n, addr, val, vec, w);
     else
@@ -587,17 +634,7 @@ store_guarded(struct cg *g, const struct kt_node *n,
             kt__cg_line(g, "kt_v%d v_ = %s;", w, val);
         else
             kt__cg_line(g, "kt_v%d v_ = kt_bc%d(%s);", w, w, val);
-        for (l = 0; l < lanes; l++) {
-            struct kt_affine al = *addr;
-            kt_buf_reset(&cond);
-            put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, l, -1,
-                             0);
-            al.c += c * l;
-            kt_buf_reset(&at);
-            kt__cg_put_aff(g, &at, &al);
-            kt__cg_line(g, "if (%s) t_%s[%s] = v_[%d];", cond.p,
-                        g->lt->bufs[n->buf].name, at.p, l);
-        }
+        put_lanes_guarded(g, n, addr, c, lane_var, w);
         g->indent--;
     }
     kt__cg_line(g, "}");
@@ -624,22 +661,20 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {
         kt__cg_note_access(g, n->buf, &addr, c, w, n->guarded, 1,
-                           c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op);
+                           c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op,
+                           n->guarded ? n : NULL, lane_var);
         kt_buf_free(&val);
         return;
     }
     r = kt__cg_find_reg(g, n->buf, &addr, c, c == 0 ? 1 : w);
-    if (n->guarded) {
-        if (c == 0 && vec)
-            kt__cg_fail(g, "guarded store of a lane reduction");
-        else
-            store_guarded(g, n, &addr, c, val.p, vec, lane_var, w);
-    } else if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
+    if (r >= 0 && g->promote_ok[n->buf] && g->regs[r].acc > 0) {
         store_to_split_acc(g, n, r, val.p, w);
     } else if (r >= 0 && g->promote_ok[n->buf]) {
         if (c != 0 && !vec)
             broadcast(&val, w);
         store_to_reg(g, n, r, c, val.p, vec, w);
+    } else if (n->guarded) {
+        store_guarded(g, n, &addr, c, val.p, vec, lane_var, w);
     } else if (c == 0) {
         kt_buf_init(&dst);
         kt_buf_printf(&dst, "t_%s[", g->lt->bufs[n->buf].name);

@@ -31,6 +31,12 @@ struct reg {
     int next;  /* the one the next reduction goes to */
     int init;  /* starts at init_val (a folded init store), not loaded */
     float init_val;
+    /* Held for a guarded store (a tile padded past its buffer): per
+     * dimension the index of lane 0 and its step per lane, checked where
+     * the register is loaded and stored; NULL when unguarded. */
+    struct kt_affine *gdim;
+    int64_t gstep[KT_MAX_DIMS];
+    int gndim;
 };
 
 /* Independent lane accumulators one reduction may be spread over, so
@@ -123,10 +129,14 @@ void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
 int kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
                     int64_t stride, int width);
 /* Pass 1: notes an access (lane_red: the width of a lane reduction by op
- * into this one element, else 0). */
+ * into this one element, else 0).  A guarded load is never held; a
+ * guarded store (gstore, its lanes along lane_var) is, with its checks. */
 void kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
                         int64_t lane_coef, int width, int guarded, int is_store,
-                        int lane_red, enum kt_reduce op);
+                        int lane_red, enum kt_reduce op,
+                        const struct kt_node *gstore, int lane_var);
+/* Forgets the registers (pass 1's or the nest's just emitted). */
+void kt__cg_clear_regs(struct cg *g);
 /* Matches a constant store of an init nest (to be folded) with the
  * register holding the same lanes; notes a mismatch in g->init_mismatch. */
 void kt__cg_match_init_store(struct cg *g, const struct kt_node *n,

@@ -5,6 +5,8 @@
  * such a kernel is folded into the registers' start values. */
 #include "ir/codegen_int.h"
 
+#include <stdlib.h>
+
 /* Whether n is made of loops, lets and stores of constants only. */
 static int
 only_const_stores(const struct kt_node *n)
@@ -93,7 +95,7 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
 {
     int i, j, keep = 0;
 
-    g->nregs = 0;
+    kt__cg_clear_regs(g);
     for (i = 0; i < g->lt->nbufs; i++) {
         g->promote_ok[i] = top->ann != KT_ANN_PARALLEL;
         g->stored[i] = 0;
@@ -113,6 +115,8 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
                                                      : KT_CG_MAX_ACC_SPLIT;
             r->next = 0;
             g->regs[keep++] = g->regs[i];
+        } else {
+            free(g->regs[i].gdim);
         }
     g->nregs = keep;
     return keep;
@@ -172,7 +176,7 @@ kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
         g->indent--;
         kt__cg_line(g, "}");
     }
-    g->nregs = 0;
+    kt__cg_clear_regs(g);
 }
 
 /* 1 if the kids of n all expand within the statement budget. */
@@ -221,7 +225,7 @@ hoist_pays(struct cg *g, const struct kt_node *n, const struct kt_node *k)
 {
     int inner = analyse_kernel(g, k, k), outer = analyse_kernel(g, n, k);
 
-    g->nregs = 0;
+    kt__cg_clear_regs(g);
     return inner > 0 && outer >= inner;
 }
 
@@ -268,6 +272,6 @@ kt__cg_init_folds(struct cg *g, const struct kt_node *init,
     if (*kern == NULL)
         return 0;
     ok = analyse_kernel(g, n, *kern) > 0 && match_init(g, init);
-    g->nregs = 0;
+    kt__cg_clear_regs(g);
     return ok;
 }

@@ -6,6 +6,7 @@
 #include "ir/codegen_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int
@@ -76,12 +77,45 @@ note_lanes(struct reg *r, int lane_red, enum kt_reduce op)
     r->nred++;
 }
 
+void
+kt__cg_clear_regs(struct cg *g)
+{
+    int i;
+
+    for (i = 0; i < g->nregs; i++) {
+        free(g->regs[i].gdim);
+        g->regs[i].gdim = NULL;
+    }
+    g->nregs = 0;
+}
+
+/* Records on register r the checks of guarded store n (lanes along
+ * lane_var); 0 when an index moves inside the kernel loop. */
+static int
+note_guard(struct cg *g, struct reg *r, const struct kt_node *n, int lane_var)
+{
+    int d;
+
+    if (r->gdim != NULL)
+        return 1;
+    r->gdim = kt_xcalloc((size_t)n->ndim, sizeof(*r->gdim));
+    r->gndim = n->ndim;
+    for (d = 0; d < n->ndim; d++) {
+        kt__cg_subst(g, &n->idx[d], -1, &r->gdim[d]);
+        r->gstep[d] = lane_var >= 0 ? kt_aff_coef(&n->idx[d], lane_var) : 0;
+        if (aff_uses_inner(g, &r->gdim[d]))
+            return 0;
+    }
+    return 1;
+}
+
 /* lane_red: w when the access is a reduction (op) of a w-lane vector
  * into this one element, else 0. */
 void
 kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
                    int64_t lane_coef, int width, int guarded, int is_store,
-                   int lane_red, enum kt_reduce op)
+                   int lane_red, enum kt_reduce op,
+                   const struct kt_node *gstore, int lane_var)
 {
     int i, w = lane_coef == 0 ? 1 : width;
 
@@ -92,7 +126,7 @@ kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
     /* A strided access (lane_coef other than 0 and 1) is held too: the
      * register is gathered before the nest and scattered after it, e.g.
      * an accumulator tile vectorized along output channels. */
-    if (guarded || aff_uses_inner(g, addr)) {
+    if ((guarded && gstore == NULL) || aff_uses_inner(g, addr)) {
         g->promote_ok[buf] = 0;
         return;
     }
@@ -110,6 +144,8 @@ kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
         d = diff.c;
         if (d == 0 && r->width == w && r->stride == lane_coef) {
             note_lanes(&g->regs[i], lane_red, op);
+            if (gstore != NULL && !note_guard(g, &g->regs[i], gstore, lane_var))
+                g->promote_ok[buf] = 0;
             return; /* already known */
         }
         if (lanes_overlap(d, r->width, r->stride, w, lane_coef)) {
@@ -131,7 +167,11 @@ kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
     g->regs[g->nregs].acc = 0;
     g->regs[g->nregs].nred = 1;
     g->regs[g->nregs].init = 0;
+    g->regs[g->nregs].gdim = NULL;
     g->nregs++;
+    if (gstore != NULL &&
+        !note_guard(g, &g->regs[g->nregs - 1], gstore, lane_var))
+        g->promote_ok[buf] = 0;
 }
 
 void
@@ -153,6 +193,72 @@ kt__cg_match_init_store(struct cg *g, const struct kt_node *n,
     g->regs[r].init_val = n->expr->value;
 }
 
+/* The bounds checks of guarded register r's lane: lane_text (a C
+ * variable) when not NULL, else the constant lane. */
+static void
+put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
+             const char *lane_text)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[r->buf];
+    int d;
+
+    for (d = 0; d < r->gndim; d++) {
+        struct kt_affine a = r->gdim[d];
+        if (lane_text == NULL)
+            a.c += r->gstep[d] * lane;
+        if (d)
+            kt_buf_puts(b, " && ");
+        kt_buf_puts(b, "(unsigned long)(");
+        kt__cg_put_aff(g, b, &a);
+        if (lane_text != NULL && r->gstep[d] == 1)
+            kt_buf_printf(b, " + %s", lane_text);
+        else if (lane_text != NULL && r->gstep[d] != 0)
+            kt_buf_printf(b, " + %lld*%s", (long long)r->gstep[d], lane_text);
+        kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
+    }
+}
+
+/* The offset of lane l_ of register r from its first, as C in b. */
+static const char *
+lane_offset(const struct reg *r, struct kt_buf *b)
+{
+    kt_buf_init(b);
+    if (r->stride == 1)
+        kt_buf_puts(b, "l_");
+    else
+        kt_buf_printf(b, "%lld*l_", (long long)r->stride);
+    return b->p;
+}
+
+/* Guarded register i of w > 1 lanes: loaded whole when its first and last
+ * lanes are inside its buffer, else lane by lane (0 outside: those lanes
+ * are dropped when it is stored). */
+static void
+load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    struct kt_buf c, off;
+
+    kt_buf_init(&c);
+    kt__cg_line(g, "kt_v%d r%d;", r->width, i);
+    if (r->stride == 1) {
+        put_reg_cond(g, &c, r, 0, NULL);
+        kt_buf_puts(&c, " && ");
+        put_reg_cond(g, &c, r, r->width - 1, NULL);
+        kt__cg_line(g, "if (%s)", c.p);
+        kt__cg_line(g, "    r%d = kt_ld%d(&t_%s[%s]);", i, r->width, name,
+                    addr);
+        kt__cg_line(g, "else");
+        kt_buf_reset(&c);
+    }
+    put_reg_cond(g, &c, r, 0, "l_");
+    kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
+    kt__cg_line(g, "        r%d[l_] = %s ? t_%s[%s + %s] : 0.0f;", i, c.p, name,
+                addr, lane_offset(r, &off));
+    kt_buf_free(&off);
+    kt_buf_free(&c);
+}
+
 /* Register i starts at its folded init value or at t_name[addr]; src is
  * that value as C. */
 static void
@@ -163,10 +269,19 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
     int k;
 
     kt_buf_init(&src);
-    if (r->init)
+    if (r->init) {
         kt__cg_put_float(&src, r->init_val);
-    else
+    } else if (r->gdim != NULL && r->width > 1 && r->acc == 0) {
+        load_guarded_lanes(g, i, name, addr);
+        kt_buf_free(&src);
+        return;
+    } else if (r->gdim != NULL) {
+        kt_buf_puts(&src, "(");
+        put_reg_cond(g, &src, r, 0, NULL);
+        kt_buf_printf(&src, " ? t_%s[%s] : 0.0f)", name, addr);
+    } else {
         kt_buf_printf(&src, "t_%s[%s]", name, addr);
+    }
     if (r->acc > 0 && r->op == KT_SUM) {
         kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
         kt__cg_line(g, "r%d[0] = %s;", i, src.p);
@@ -195,13 +310,46 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
     kt_buf_free(&src);
 }
 
+/* Guarded register i of w > 1 lanes: stored whole when its first and
+ * last lanes are inside its buffer, else lane by lane, dropping the lanes
+ * outside (the padding of a product computed over padded extents). */
+static void
+store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
+{
+    const struct reg *r = &g->regs[i];
+    struct kt_buf c, off;
+
+    kt_buf_init(&c);
+    if (r->stride == 1) {
+        put_reg_cond(g, &c, r, 0, NULL);
+        kt_buf_puts(&c, " && ");
+        put_reg_cond(g, &c, r, r->width - 1, NULL);
+        kt__cg_line(g, "if (%s)", c.p);
+        kt__cg_line(g, "    kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
+        kt__cg_line(g, "else");
+        kt_buf_reset(&c);
+    }
+    put_reg_cond(g, &c, r, 0, "l_");
+    kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
+    kt__cg_line(g, "        if (%s) t_%s[%s + %s] = r%d[l_];", c.p, name, addr,
+                lane_offset(r, &off), i);
+    kt_buf_free(&off);
+    kt_buf_free(&c);
+}
+
 static void
 store_reg(struct cg *g, int i, const char *name, const char *addr)
 {
     const struct reg *r = &g->regs[i];
     const char *op = kt__cg_combine_op(r->op);
+    struct kt_buf c;
     int k;
 
+    kt_buf_init(&c);
+    if (r->gdim != NULL) {
+        put_reg_cond(g, &c, r, 0, NULL);
+        kt_buf_puts(&c, ") ");
+    }
     if (r->acc > 0) {
         for (k = 1; k < r->split; k++) {
             if (r->op == KT_SUM)
@@ -210,8 +358,13 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
                 kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc, i,
                             i, k);
         }
-        kt__cg_line(g, "t_%s[%s] = kt_h%s%d(r%d);", name, addr,
+        kt__cg_line(g, "%s%st_%s[%s] = kt_h%s%d(r%d);",
+                    r->gdim != NULL ? "if (" : "", c.p, name, addr,
                     r->op == KT_SUM ? "sum" : op, r->acc, i);
+    } else if (r->gdim != NULL && r->width > 1) {
+        store_guarded_lanes(g, i, name, addr);
+    } else if (r->gdim != NULL) {
+        kt__cg_line(g, "if (%st_%s[%s] = r%d;", c.p, name, addr, i);
     } else if (r->width > 1 && r->stride != 1) {
         kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
         kt__cg_line(g, "    t_%s[%s + %lld*l_] = r%d[l_];", name, addr,
@@ -221,6 +374,7 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
     } else {
         kt__cg_line(g, "t_%s[%s] = r%d;", name, addr, i);
     }
+    kt_buf_free(&c);
 }
 
 static void

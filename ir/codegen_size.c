@@ -42,7 +42,12 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 
 /* A store weighs 1 plus its loads, or its lanes when it is scattered lane
  * by lane (twice for a reduction: each lane is read and written); a
- * guarded one (padding dropped) also weighs its lane-by-lane fallback. */
+ * guarded assignment (padding dropped) also weighs its checks: the whole
+ * vector's, then a loop checking each lane.  A guarded update (an
+ * accumulator retargeted through a padded copy, ir/lower_elide.c) weighs
+ * as a plain one: its producer finishes each element in one pass, so it
+ * is held in a register and checked only where the register is stored,
+ * after the unrolled body. */
 static int64_t
 store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 {
@@ -56,8 +61,8 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
     }
     if (c != 0 && c != 1)
         self = n->op == KT_ASSIGN ? w : 2 * (int64_t)w;
-    if (n->guarded) /* the whole store, then each lane with its check */
-        self += (c == 0 ? 1 : (int64_t)w) * (1 + n->ndim);
+    if (n->guarded && n->op == KT_ASSIGN)
+        self += c == 0 ? 1 + n->ndim : 2 * (1 + (int64_t)n->ndim);
     return self + load_weight(g, n->expr, lane_var, w);
 }
 

@@ -9,7 +9,10 @@
  * for nothing (2-3% of the suite's best GEMM 1024^3).  A producer that
  * revisits elements (a reduction split around a spatial loop) keeps its
  * contiguous tile, which may be worth its copy; the search measures both.
- * A copy that drops the padding of a tile (guarded stores) stays. */
+ * A copy that drops the padding of a tile (guarded stores: a product
+ * computed over padded extents) goes the same way, its guard moving onto
+ * the producer's stores: the register tile is then written straight into
+ * the output, its padded lanes and rows dropped there (docs/schedule.md). */
 #include "ir/lower_int.h"
 
 #include <stdlib.h>
@@ -38,7 +41,7 @@ copy_store(struct kt_node *n, int tile)
             return NULL;
         n = inner;
     }
-    if (n->buf == tile || n->op != KT_ASSIGN || n->guarded || n->expr == NULL ||
+    if (n->buf == tile || n->op != KT_ASSIGN || n->expr == NULL ||
         n->expr->op != KT_X_LOAD || n->expr->src != tile ||
         n->expr->ndim != n->ndim)
         return NULL;
@@ -132,6 +135,22 @@ one_pass(const struct kt_node *n, int tile, const struct kt_node **path,
     return 1;
 }
 
+/* Whether a store below n reads tile in its expression: a producer that
+ * reads its own tile back is not retargeted through a guarded copy (the
+ * padding it would read is not in the target). */
+static int
+node_reads(const struct kt_node *n, int tile)
+{
+    int i;
+
+    if (kt_expr_reads(n->expr, tile))
+        return 1;
+    for (i = 0; i < n->nkids; i++)
+        if (node_reads(n->kids[i], tile))
+            return 1;
+    return 0;
+}
+
 static void
 retarget_expr(struct kt_expr *e, int tile, int to, const struct kt_affine *base)
 {
@@ -149,18 +168,20 @@ retarget_expr(struct kt_expr *e, int tile, int to, const struct kt_affine *base)
 }
 
 static void
-retarget(struct kt_node *n, int tile, int to, const struct kt_affine *base)
+retarget(struct kt_node *n, int tile, int to, const struct kt_affine *base,
+         int guarded)
 {
     int i, d;
 
     if (n->kind == KT_N_STORE && n->buf == tile) {
         n->buf = to;
+        n->guarded |= guarded;
         for (d = 0; d < n->ndim; d++)
             (void)kt_aff_add(&n->idx[d], &base[d], 1);
     }
     retarget_expr(n->expr, tile, to, base);
     for (i = 0; i < n->nkids; i++)
-        retarget(n->kids[i], tile, to, base);
+        retarget(n->kids[i], tile, to, base, guarded);
 }
 
 /* Whether adding base to every index of tile in e fits the affine term
@@ -224,10 +245,11 @@ elide(struct kt_looptree *lt, struct kt_node *n)
         return;
     for (i = 0; i < n->nkids - 1; i++)
         if (!one_pass(n->kids[i], tile, path, 0) ||
-            !fits(n->kids[i], tile, base))
+            !fits(n->kids[i], tile, base) ||
+            (st->guarded && node_reads(n->kids[i], tile)))
             return;
     for (i = 0; i < n->nkids - 1; i++)
-        retarget(n->kids[i], tile, st->buf, base);
+        retarget(n->kids[i], tile, st->buf, base, st->guarded);
     kt__lower_node_free(nest);
     n->nkids--;
     n->kind = KT_N_SEQ; /* the tile is no longer allocated */

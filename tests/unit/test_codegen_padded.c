@@ -1,9 +1,13 @@
-/* test_codegen_padded.c - the copy out of a padded product (ir/ops.c pads
- * the attention scores' 197 x 197 to 200 x 208; docs/compute.md): its
- * guarded stores stay a loop over whole vectors instead of straight-line
- * chunks, so the forms that compute a whole row block in a local tile
- * stay within the search's code-size bound, and the copy still drops
- * exactly the padding (checked against the interpreter). */
+/* test_codegen_padded.c - products computed over padded extents
+ * (ir/ops.c pads the attention scores' 197 x 197 to 200 x 208;
+ * docs/compute.md).  A producer that finishes each element in one pass
+ * (a register tile over the whole reduction) stores straight into the
+ * output, its guard dropping the padding where the registers are stored,
+ * and the copy goes (ir/lower_elide.c); otherwise the copy's guarded
+ * stores stay a loop over whole vectors instead of straight-line chunks,
+ * so the forms that compute a whole row block in a local tile stay
+ * within the search's code-size bound.  Every form is checked against
+ * the interpreter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,11 +22,14 @@
 
 /* The padded batch matmul B x M x M x K (B read transposed) scheduled as
  * the attention scores' best forms: P in a local tile of rows x cols,
- * its register tile tile_rows x 16 over packed operands, and the copy
- * into O fused after it, vectorized along the cols-wide rows. */
+ * its register tile tile_rows x tile_cols over packed operands (its rows
+ * unrolled or, with unroll 0, a plain loop: then the tile is revisited
+ * and stays), and the copy into O fused after it, vectorized along the
+ * cols-wide rows. */
 static struct kt_state *
 padded_bmm(int64_t heads, int64_t m, int64_t k, int64_t rows, int64_t cols,
-           int64_t tile_rows, struct kt_dag **dag)
+           int64_t tile_rows, int64_t tile_cols, int unroll,
+           struct kt_dag **dag)
 {
     struct kt_op_def d;
     struct kt_step *steps = NULL;
@@ -37,16 +44,17 @@ padded_bmm(int64_t heads, int64_t m, int64_t k, int64_t rows, int64_t cols,
              "{\"v\":1,\"steps\":[[\"CHR\",2,3],[\"CHR\",3,2],[\"CI\",1],"
              "[\"CI\",0],[\"SP\",5,2,[%lld]],[\"SP\",5,1,[%lld]],"
              "[\"SP\",5,0,[1]],[\"RE\",5,[0,2,4,1,3,5]],[\"FU\",5,0,2],"
-             "[\"SP\",4,3,[%lld]],[\"SP\",4,2,[1,1,16]],"
+             "[\"SP\",4,3,[%lld]],[\"SP\",4,2,[1,1,%lld]],"
              "[\"SP\",4,1,[%lld,1,%lld]],[\"SP\",4,0,[1,1,1]],"
              "[\"RE\",4,[0,4,8,1,5,9,12,2,6,10,13,3,7,11]],"
              "[\"CA\",4,5,1],[\"CA\",3,4,0],[\"CA\",2,4,0],"
              "[\"AN\",2,2,\"vectorize\"],[\"AN\",3,2,\"vectorize\"],"
-             "[\"AN\",4,13,\"vectorize\"],[\"AN\",4,12,\"unroll\"],"
+             "[\"AN\",4,13,\"vectorize\"],[\"AN\",4,12,\"%s\"],"
              "[\"PR\",4,0,64],[\"AN\",5,0,\"parallel\"],"
              "[\"AN\",5,4,\"vectorize\"]]}",
              (long long)cols, (long long)rows, (long long)k,
-             (long long)(rows / tile_rows), (long long)tile_rows);
+             (long long)tile_cols, (long long)(rows / tile_rows),
+             (long long)tile_rows, unroll ? "unroll" : "none");
     if (kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
         kt_state_replay(*dag, steps, n, &st, err, sizeof(err)) != KT_OK)
         fail_msg("%s: %s", json, err);
@@ -54,9 +62,10 @@ padded_bmm(int64_t heads, int64_t m, int64_t k, int64_t rows, int64_t cols,
     return st;
 }
 
-/* A 61 x 61 product padded to 64 x 64 (rows and columns: 61 is prime):
- * the copy of each 64-wide row is one loop of 16-lane guarded stores,
- * and the output matches the interpreter. */
+/* A 61 x 61 product padded to 64 x 64 (rows and columns: 61 is prime)
+ * whose tile rows are a plain loop: the copy of each 64-wide row is one
+ * loop of 16-lane guarded stores, and the output matches the
+ * interpreter. */
 static void
 test_codegen_padded_copy_loop(void **state)
 {
@@ -66,7 +75,7 @@ test_codegen_padded_copy_loop(void **state)
     char *src, *copy;
     (void)state;
 
-    st[0] = padded_bmm(2, 61, 8, 16, 64, 8, &dag);
+    st[0] = padded_bmm(2, 61, 8, 16, 64, 8, 16, 0, &dag);
     src = ktt_module_many(dag, st, 1, gen, &skipped);
     assert_non_null(src);
     assert_int_equal(skipped, 0);
@@ -81,32 +90,86 @@ test_codegen_padded_copy_loop(void **state)
     kt_dag_free(dag);
 }
 
+/* The same product with its register tile unrolled finishes each element
+ * in one pass: no P, the accumulators go from registers into O, whole
+ * vectors where a row's 16 lanes are inside O and lane by lane at its
+ * edge (61 = 3 x 16 + 13), and rows 61-63 are dropped.  Tiles of 8 and 16
+ * rows, two vectors wide, and a 197 x 197 product padded to 200 x 208 (13
+ * vectors a row: its last one has 5 lanes inside), all match the
+ * interpreter. */
+static void
+test_codegen_padded_copy_elided(void **state)
+{
+    static const int64_t forms[][6] = {
+        /* heads, m, rows, cols, tile rows, tile cols */
+        {2, 61, 16, 64, 8, 16},
+        {2, 61, 64, 64, 16, 16},
+        {2, 61, 16, 64, 8, 32}, /* two vectors a row, the second at the edge */
+        {1, 197, 40, 208, 20, 16},
+    };
+    unsigned f;
+    (void)state;
+
+    for (f = 0; f < KT_ARRAY_LEN(forms); f++) {
+        const int64_t *v = forms[f];
+        struct kt_dag *dag = NULL;
+        struct kt_state *st[1];
+        int gen[1], skipped = 0;
+        char *src, *kern;
+
+        st[0] = padded_bmm(v[0], v[1], 8, v[2], v[3], v[4], v[5], 1, &dag);
+        src = ktt_module_many(dag, st, 1, gen, &skipped);
+        assert_non_null(src);
+        assert_int_equal(skipped, 0);
+        /* the candidate, after the reference (which computes P) */
+        kern = strstr(src, "cand_0(");
+        if (kern == NULL || strstr(kern, "t_P") != NULL ||
+            strstr(kern, "kt_st16(&t_O[") == NULL ||
+            strstr(kern, " + l_] = r") == NULL)
+            fail_msg("%lld x %lld rows: P not elided into guarded register "
+                     "stores:\n%s",
+                     (long long)v[2], (long long)v[3],
+                     kern != NULL ? kern : src);
+        free(src);
+        assert_int_equal(ktt_check_many(dag, st, 1, 11, &skipped), 0);
+        assert_int_equal(skipped, 0);
+        kt_state_free(st[0]);
+        kt_dag_free(dag);
+    }
+}
+
 /* The ViT attention scores (12 x 197 x 197 x 64, padded to 200 x 208)
- * with P over a whole 40 x 208 row block: within the code-size bound the
- * search applies (scheduler/search_evo.c: twice the generator's statement
- * budget).  Its 13 copy chunks expanded weighed 1254. */
+ * with P over a whole 40 x 208 row block, its copy kept (tile rows a
+ * loop) or elided: within the code-size bound the search applies
+ * (scheduler/search_evo.c: twice the generator's statement budget).  Its
+ * 13 copy chunks expanded weighed 1254. */
 static void
 test_codegen_padded_copy_size(void **state)
 {
-    struct kt_dag *dag = NULL;
-    struct kt_state *st = padded_bmm(12, 197, 64, 40, 208, 20, &dag);
-    struct kt_looptree *lt = NULL;
-    struct kt_codegen_opts o;
-    int64_t total = 0;
-    char err[512];
+    int unroll;
     (void)state;
 
-    if (kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    kt_codegen_default_opts(&o);
-    o.vector_bytes = 64;
-    kt_codegen_block_size(lt, &o, &total);
-    if (total > 2 * (int64_t)o.max_unrolled_stmts)
-        fail_msg("weighs %lld, over the bound %d", (long long)total,
-                 2 * o.max_unrolled_stmts);
-    kt_looptree_free(lt);
-    kt_state_free(st);
-    kt_dag_free(dag);
+    for (unroll = 0; unroll <= 1; unroll++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = padded_bmm(12, 197, 64, 40, 208, 20, 16, unroll,
+                                         &dag);
+        struct kt_looptree *lt = NULL;
+        struct kt_codegen_opts o;
+        int64_t total = 0;
+        char err[512];
+
+        if (kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
+            fail_msg("%s", err);
+        kt_codegen_default_opts(&o);
+        o.vector_bytes = 64;
+        kt_codegen_block_size(lt, &o, &total);
+        if (total > 2 * (int64_t)o.max_unrolled_stmts)
+            fail_msg("unroll %d: weighs %lld, over the bound %d", unroll,
+                     (long long)total, 2 * o.max_unrolled_stmts);
+        kt_looptree_free(lt);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
 }
 
 int
@@ -114,6 +177,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codegen_padded_copy_loop),
+        cmocka_unit_test(test_codegen_padded_copy_elided),
         cmocka_unit_test(test_codegen_padded_copy_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
