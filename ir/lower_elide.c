@@ -99,33 +99,23 @@ copy_offsets(const struct kt_looptree *lt, const struct kt_node *nest,
 
 /* Whether every store into tile below n finishes its elements in one
  * pass: up from an update store, unrolled or vectorized spatial loops,
- * then reduction loops, then spatial loops only.  With perfect set the
- * register tile and the reduction loops must also form a perfect nest
- * (each holds only the next), so the code generator holds the
- * accumulators across the whole reduction: a guarded target is then
- * checked once per register, not loaded and stored with its checks at
- * every step of an outer reduction loop (a pack refilled inside one). */
+ * then reduction loops, then spatial loops only. */
 static int
 one_pass(const struct kt_node *n, int tile, const struct kt_node **path,
-         int depth, int perfect)
+         int depth)
 {
     int i;
 
     if (n->kind == KT_N_STORE && n->buf == tile && n->op != KT_ASSIGN) {
-        int phase = 0;  /* 0: register tile, 1: reductions, 2: outer */
-        int broken = 0; /* something besides the next loop, in phase 1 */
+        int phase = 0; /* 0: register tile, 1: reductions, 2: outer */
         for (i = depth - 1; i >= 0; i--) {
             const struct kt_node *p = path[i];
             int tile_loop = p->ann == KT_ANN_UNROLL ||
                             p->ann == KT_ANN_VECTORIZE;
-            if (p->kind != KT_N_LOOP) {
-                if (perfect && phase == 0)
-                    return 0;
-                broken |= phase == 1;
+            if (p->kind != KT_N_LOOP)
                 continue;
-            }
             if (p->reduce) {
-                if (phase == 2 || (perfect && (broken || p->nkids != 1)))
+                if (phase == 2)
                     return 0;
                 phase = 1;
             } else if (phase == 0 && !tile_loop) {
@@ -133,8 +123,6 @@ one_pass(const struct kt_node *n, int tile, const struct kt_node **path,
             } else if (phase == 1) {
                 phase = 2;
             }
-            if (perfect && phase == 0 && p->nkids != 1)
-                return 0;
         }
         return phase >= 1;
     }
@@ -142,7 +130,7 @@ one_pass(const struct kt_node *n, int tile, const struct kt_node **path,
         return 0;
     path[depth] = n;
     for (i = 0; i < n->nkids; i++)
-        if (!one_pass(n->kids[i], tile, path, depth + 1, perfect))
+        if (!one_pass(n->kids[i], tile, path, depth + 1))
             return 0;
     return 1;
 }
@@ -256,7 +244,7 @@ elide(struct kt_looptree *lt, struct kt_node *n)
         !copy_offsets(lt, nest, st, base))
         return;
     for (i = 0; i < n->nkids - 1; i++)
-        if (!one_pass(n->kids[i], tile, path, 0, st->guarded) ||
+        if (!one_pass(n->kids[i], tile, path, 0) ||
             !fits(n->kids[i], tile, base) ||
             (st->guarded && node_reads(n->kids[i], tile)))
             return;

@@ -20,21 +20,6 @@
 
 #include "tests/support/ktt.h"
 
-/* A search's program for the ViT attention scores whose B pack is
- * refilled inside the outer of two k loops. */
-#define SPLIT_K_VIT                                                            \
-    "{\"v\":1,\"steps\":["                                                     \
-    "[\"CHR\",2,3],[\"CHR\",3,2],[\"CI\",0],[\"SP\",5,2,[1,16]],"              \
-    "[\"SP\",5,1,[4,25]],[\"SP\",5,0,[4,1]],"                                  \
-    "[\"RE\",5,[0,3,6,1,4,7,2,5,8]],[\"FU\",5,0,3],"                           \
-    "[\"SP\",4,3,[2]],[\"SP\",4,2,[1,16]],[\"SP\",4,1,[4,25]],"                \
-    "[\"SP\",4,0,[4,1]],[\"RE\",4,[0,3,6,9,1,4,7,10,2,5,8]],"                  \
-    "[\"CA\",4,5,3],[\"CA\",3,4,0],[\"CA\",2,4,3],[\"CA\",1,2,0],"             \
-    "[\"AN\",1,2,\"vectorize\"],[\"AN\",2,2,\"vectorize\"],"                   \
-    "[\"AN\",3,2,\"vectorize\"],[\"AN\",4,10,\"vectorize\"],"                  \
-    "[\"AN\",4,9,\"unroll\"],[\"PR\",4,0,16],"                                 \
-    "[\"AN\",5,0,\"parallel\"],[\"AN\",5,6,\"vectorize\"]]}"
-
 /* The sweep's schedule (test_codegen.c, dense 7 x 61 x 24 + bias). */
 #define SWEEP_DENSE_61                                                         \
     "{\"v\":1,\"steps\":["                                                     \
@@ -201,39 +186,6 @@ test_codegen_padded_copy_size(void **state)
 }
 
 
-/* With the B pack refilled inside an outer k loop the accumulators cannot
- * stay in registers across the reduction, so P stays (through its guarded
- * copy, each register would be loaded and stored with its checks at every
- * step of that loop: 33.5 GFLOPS and 11.7 s of gcc); the output matches
- * the interpreter. */
-static void
-test_codegen_padded_split_k_keeps_tile(void **state)
-{
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    struct kt_step *steps = NULL;
-    struct kt_state *st[1] = {NULL};
-    char err[512], *src;
-    int n, gen[1], skipped = 0;
-    (void)state;
-
-    assert_int_equal(kt_op_batch_matmul(&d, 12, 197, 197, 64, 1), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
-        kt_steps_from_json(SPLIT_K_VIT, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    free(steps);
-    src = ktt_module_many(dag, st, 1, gen, &skipped);
-    assert_non_null(src);
-    if (strstr(strstr(src, "cand_0("), "t_P[") == NULL)
-        fail_msg("P elided under a split reduction");
-    free(src);
-    assert_int_equal(ktt_check_many(dag, st, 1, 5, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    kt_state_free(st[0]);
-    kt_dag_free(dag);
-}
-
 /* A random schedule of a dense layer with 61 outputs padded to 64 (the
  * sweep's): the loop over two 32-column blocks is unrolled and a padded
  * weight tile is declared in a nest below it.  gcc 12.2 miscompiles
@@ -275,7 +227,6 @@ main(void)
         cmocka_unit_test(test_codegen_padded_copy_loop),
         cmocka_unit_test(test_codegen_padded_copy_elided),
         cmocka_unit_test(test_codegen_padded_copy_size),
-        cmocka_unit_test(test_codegen_padded_split_k_keeps_tile),
         cmocka_unit_test(test_codegen_padded_unrolled_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
