@@ -97,6 +97,22 @@ kt__cg_put_float(struct kt_buf *b, float v)
     kt_buf_printf(b, "%sf", tmp);
 }
 
+void
+kt__cg_put_bound(struct cg *g, struct kt_buf *b, int and,
+                 const struct kt_affine *a, int64_t step, const char *lane_text,
+                 int64_t extent)
+{
+    if (and)
+        kt_buf_puts(b, " && ");
+    kt_buf_puts(b, "(unsigned long)(");
+    kt__cg_put_aff(g, b, a);
+    if (lane_text != NULL && step == 1)
+        kt_buf_printf(b, " + %s", lane_text);
+    else if (lane_text != NULL && step != 0)
+        kt_buf_printf(b, " + %lld*%s", (long long)step, lane_text);
+    kt_buf_printf(b, ") < %lldUL", (long long)extent);
+}
+
 /* The bounds checks of guarded read e at lane (of lane_var) and row (of
  * row_var, -1 for none), joined by &&. */
 static void
@@ -114,11 +130,7 @@ put_index_bounds(struct cg *g, struct kt_buf *b, int src,
             a.c += kt_aff_coef(&idx[d], lane_var) * lane;
         if (row_var >= 0 && row)
             a.c += kt_aff_coef(&idx[d], row_var) * row;
-        if (d)
-            kt_buf_puts(b, " && ");
-        kt_buf_puts(b, "(unsigned long)(");
-        kt__cg_put_aff(g, b, &a);
-        kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
+        kt__cg_put_bound(g, b, d > 0, &a, 0, NULL, buf->shape[d]);
     }
 }
 
@@ -565,16 +577,9 @@ put_lanes_guarded(struct cg *g, const struct kt_node *n,
     kt_buf_init(&cond);
     for (d = 0; d < n->ndim; d++) {
         struct kt_affine a;
-        int64_t step = kt_aff_coef(&n->idx[d], lane_var);
         kt__cg_subst(g, &n->idx[d], -1, &a);
-        kt_buf_printf(&cond, "%s(unsigned long)(", d ? " && " : "");
-        kt__cg_put_aff(g, &cond, &a);
-        if (step == 1)
-            kt_buf_puts(&cond, " + l_");
-        else if (step != 0)
-            kt_buf_printf(&cond, " + %lld*l_", (long long)step);
-        kt_buf_printf(&cond, ") < %lldUL",
-                      (long long)g->lt->bufs[n->buf].shape[d]);
+        kt__cg_put_bound(g, &cond, d > 0, &a, kt_aff_coef(&n->idx[d], lane_var),
+                         "l_", g->lt->bufs[n->buf].shape[d]);
     }
     kt_buf_init(&at);
     kt_buf_printf(&at, "t_%s[", g->lt->bufs[n->buf].name);

@@ -124,6 +124,11 @@ void kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx,
                       int keep_var, struct kt_affine *out);
 /* Appends a as C, terms sorted by variable number. */
 void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
+/* Appends the check that a (plus step times the C variable lane_text,
+ * when not NULL) is inside [0, extent), after " && " when and is set. */
+void kt__cg_put_bound(struct cg *g, struct kt_buf *b, int and,
+                      const struct kt_affine *a, int64_t step,
+                      const char *lane_text, int64_t extent);
 /* The register holding the width lanes at addr + stride * lane (stride 0
  * and width 1 for a scalar), or -1 (codegen_regs.c). */
 int kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,

@@ -199,23 +199,34 @@ static void
 put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
              const char *lane_text)
 {
-    const struct kt_lbuf *buf = &g->lt->bufs[r->buf];
     int d;
 
     for (d = 0; d < r->gndim; d++) {
         struct kt_affine a = r->gdim[d];
         if (lane_text == NULL)
             a.c += r->gstep[d] * lane;
-        if (d)
-            kt_buf_puts(b, " && ");
-        kt_buf_puts(b, "(unsigned long)(");
-        kt__cg_put_aff(g, b, &a);
-        if (lane_text != NULL && r->gstep[d] == 1)
-            kt_buf_printf(b, " + %s", lane_text);
-        else if (lane_text != NULL && r->gstep[d] != 0)
-            kt_buf_printf(b, " + %lld*%s", (long long)r->gstep[d], lane_text);
-        kt_buf_printf(b, ") < %lldUL", (long long)buf->shape[d]);
+        kt__cg_put_bound(g, b, d > 0, &a, r->gstep[d], lane_text,
+                         g->lt->bufs[r->buf].shape[d]);
     }
+}
+
+/* Opens "if (both end lanes of r are inside) then-line else" for a
+ * contiguous register; a strided one goes lane by lane only. */
+static void
+open_whole_vector(struct cg *g, const struct reg *r, const char *then_line)
+{
+    struct kt_buf c;
+
+    if (r->stride != 1)
+        return;
+    kt_buf_init(&c);
+    put_reg_cond(g, &c, r, 0, NULL);
+    kt_buf_puts(&c, " && ");
+    put_reg_cond(g, &c, r, r->width - 1, NULL);
+    kt__cg_line(g, "if (%s)", c.p);
+    kt__cg_line(g, "    %s", then_line);
+    kt__cg_line(g, "else");
+    kt_buf_free(&c);
 }
 
 /* The offset of lane l_ of register r from its first, as C in b. */
@@ -237,25 +248,19 @@ static void
 load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
     const struct reg *r = &g->regs[i];
-    struct kt_buf c, off;
+    struct kt_buf c, off, whole;
 
     kt_buf_init(&c);
+    kt_buf_init(&whole);
     kt__cg_line(g, "kt_v%d r%d;", r->width, i);
-    if (r->stride == 1) {
-        put_reg_cond(g, &c, r, 0, NULL);
-        kt_buf_puts(&c, " && ");
-        put_reg_cond(g, &c, r, r->width - 1, NULL);
-        kt__cg_line(g, "if (%s)", c.p);
-        kt__cg_line(g, "    r%d = kt_ld%d(&t_%s[%s]);", i, r->width, name,
-                    addr);
-        kt__cg_line(g, "else");
-        kt_buf_reset(&c);
-    }
+    kt_buf_printf(&whole, "r%d = kt_ld%d(&t_%s[%s]);", i, r->width, name, addr);
+    open_whole_vector(g, r, whole.p);
     put_reg_cond(g, &c, r, 0, "l_");
     kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
     kt__cg_line(g, "        r%d[l_] = %s ? t_%s[%s + %s] : 0.0f;", i, c.p, name,
                 addr, lane_offset(r, &off));
     kt_buf_free(&off);
+    kt_buf_free(&whole);
     kt_buf_free(&c);
 }
 
@@ -317,23 +322,18 @@ static void
 store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
     const struct reg *r = &g->regs[i];
-    struct kt_buf c, off;
+    struct kt_buf c, off, whole;
 
     kt_buf_init(&c);
-    if (r->stride == 1) {
-        put_reg_cond(g, &c, r, 0, NULL);
-        kt_buf_puts(&c, " && ");
-        put_reg_cond(g, &c, r, r->width - 1, NULL);
-        kt__cg_line(g, "if (%s)", c.p);
-        kt__cg_line(g, "    kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
-        kt__cg_line(g, "else");
-        kt_buf_reset(&c);
-    }
+    kt_buf_init(&whole);
+    kt_buf_printf(&whole, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
+    open_whole_vector(g, r, whole.p);
     put_reg_cond(g, &c, r, 0, "l_");
     kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
     kt__cg_line(g, "        if (%s) t_%s[%s + %s] = r%d[l_];", c.p, name, addr,
                 lane_offset(r, &off), i);
     kt_buf_free(&off);
+    kt_buf_free(&whole);
     kt_buf_free(&c);
 }
 

@@ -62,6 +62,31 @@ padded_bmm(int64_t heads, int64_t m, int64_t k, int64_t rows, int64_t cols,
     return st;
 }
 
+/* The module of candidate st (after the reference, which computes P);
+ * the caller frees it. */
+static char *
+candidate_module(const struct kt_dag *dag, struct kt_state **st)
+{
+    int gen[1], skipped = 0;
+    char *src = ktt_module_many(dag, st, 1, gen, &skipped);
+
+    assert_non_null(src);
+    assert_int_equal(skipped, 0);
+    return src;
+}
+
+/* Checks candidate st against the interpreter and frees both. */
+static void
+check_and_free(struct kt_dag *dag, struct kt_state *st)
+{
+    int skipped = 0;
+
+    assert_int_equal(ktt_check_many(dag, &st, 1, 11, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
 /* A 61 x 61 product padded to 64 x 64 (rows and columns: 61 is prime)
  * whose tile rows are a plain loop: the copy of each 64-wide row is one
  * loop of 16-lane guarded stores, and the output matches the
@@ -70,24 +95,16 @@ static void
 test_codegen_padded_copy_loop(void **state)
 {
     struct kt_dag *dag = NULL;
-    struct kt_state *st[1];
-    int gen[1], skipped = 0;
-    char *src, *copy;
+    struct kt_state *st = padded_bmm(2, 61, 8, 16, 64, 8, 16, 0, &dag);
+    char *src = candidate_module(dag, &st), *copy;
     (void)state;
 
-    st[0] = padded_bmm(2, 61, 8, 16, 64, 8, 16, 0, &dag);
-    src = ktt_module_many(dag, st, 1, gen, &skipped);
-    assert_non_null(src);
-    assert_int_equal(skipped, 0);
     copy = strstr(src, " < 64; j1_");
     if (copy == NULL || strncmp(strchr(copy, '+'), "+= 16) {", 8) != 0)
         fail_msg("the copy of the padded rows is not a loop of vectors:\n%s",
                  src);
     free(src);
-    assert_int_equal(ktt_check_many(dag, st, 1, 11, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    kt_state_free(st[0]);
-    kt_dag_free(dag);
+    check_and_free(dag, st);
 }
 
 /* The same product with its register tile unrolled finishes each element
@@ -113,15 +130,10 @@ test_codegen_padded_copy_elided(void **state)
     for (f = 0; f < KT_ARRAY_LEN(forms); f++) {
         const int64_t *v = forms[f];
         struct kt_dag *dag = NULL;
-        struct kt_state *st[1];
-        int gen[1], skipped = 0;
-        char *src, *kern;
+        struct kt_state *st = padded_bmm(v[0], v[1], 8, v[2], v[3], v[4], v[5],
+                                         1, &dag);
+        char *src = candidate_module(dag, &st), *kern;
 
-        st[0] = padded_bmm(v[0], v[1], 8, v[2], v[3], v[4], v[5], 1, &dag);
-        src = ktt_module_many(dag, st, 1, gen, &skipped);
-        assert_non_null(src);
-        assert_int_equal(skipped, 0);
-        /* the candidate, after the reference (which computes P) */
         kern = strstr(src, "cand_0(");
         if (kern == NULL || strstr(kern, "t_P") != NULL ||
             strstr(kern, "kt_st16(&t_O[") == NULL ||
@@ -131,10 +143,7 @@ test_codegen_padded_copy_elided(void **state)
                      (long long)v[2], (long long)v[3],
                      kern != NULL ? kern : src);
         free(src);
-        assert_int_equal(ktt_check_many(dag, st, 1, 11, &skipped), 0);
-        assert_int_equal(skipped, 0);
-        kt_state_free(st[0]);
-        kt_dag_free(dag);
+        check_and_free(dag, st);
     }
 }
 
@@ -171,7 +180,6 @@ test_codegen_padded_copy_size(void **state)
         kt_dag_free(dag);
     }
 }
-
 
 int
 main(void)
