@@ -108,6 +108,14 @@ sk_seen_bytes(const struct sk_seen *s)
 void
 sk_remember(struct kt_search *s, const struct sk_member *m)
 {
+    int i;
+
+    /* one entry per schedule: a neighbour of the fastest program can also
+     * be in the evolved pools, and kt_search_record retires one entry per
+     * result, so a second one would stay pending for good */
+    for (i = 0; i < s->nprop; i++)
+        if (s->prop[i].hash == m->hash)
+            return;
     if (s->nprop == SK_MAX_PENDING) {
         int half = SK_MAX_PENDING / 2;
         memmove(s->prop, s->prop + half,

@@ -481,12 +481,60 @@ test_search_neighbours_of_fastest(void **state)
     kt_dag_free(dag);
 }
 
+/* A schedule is pending once however many pools proposed it (a neighbour of
+ * the fastest program can also be an evolved member): each result retires
+ * its schedule, so after every round's results are in nothing is pending.
+ * A second sk_remember of a pending schedule would otherwise stay for good
+ * (as the engine's training-window test saw: 17 pending where two batches
+ * of 8 allow 16). */
+static void
+test_search_pending_once_per_schedule(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[512];
+    int round, i, k;
+
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d.name, err);
+    s = new_search(dag, 4);
+    for (round = 0; round < 6; round++) {
+        assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 16, &b, NULL,
+                                              err, sizeof(err)),
+                         KT_OK);
+        assert_true(b.n > 0);
+        assert_true(s->nprop > 0 && s->nprop <= b.n);
+        for (i = 0; i < s->nprop; i++)
+            for (k = i + 1; k < s->nprop; k++)
+                assert_true(s->prop[i].hash != s->prop[k].hash);
+        /* proposed again by another pool */
+        {
+            struct sk_member again = s->prop[0];
+            int before = s->nprop;
+            sk_remember(s, &again);
+            assert_int_equal(s->nprop, before);
+        }
+        for (i = 0; i < b.n; i++)
+            kt_search_record(s, b.v[i].steps, b.v[i].nsteps,
+                             1e-4 * (1 + (round * 16 + i) % 7));
+        assert_int_equal(s->nprop, 0);
+        kt_search_batch_free(&b);
+    }
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_seed_gemm),
         cmocka_unit_test(test_search_neighbours_of_fastest),
+        cmocka_unit_test(test_search_pending_once_per_schedule),
         cmocka_unit_test(test_search_seed_dense_epilogue),
         cmocka_unit_test(test_search_seed_conv2d),
         cmocka_unit_test(test_search_seed_foreign),
