@@ -104,6 +104,26 @@ pick_factor(int64_t extent, int64_t body, int64_t budget)
     return 1;
 }
 
+/* Whether a local buffer is declared below n.  Such a loop gets no unroll
+ * pragma: gcc 12.2 (-O1 and up) miscompiles "#pragma GCC unroll 2" over a
+ * loop whose body declares a block-scoped array in a nest below it (a
+ * dense layer's padded weight tile refilled per column block: 188 of 427
+ * outputs wrong, right without the pragma or with the array declared
+ * outside the loop; clang is right).  Unrolling a loop that big buys
+ * nothing anyway. */
+static int
+holds_alloc(const struct kt_node *n)
+{
+    int k;
+
+    if (n->kind == KT_N_ALLOC)
+        return 1;
+    for (k = 0; k < n->nkids; k++)
+        if (holds_alloc(n->kids[k]))
+            return 1;
+    return 0;
+}
+
 /* Returns the heaviest block of n; adds the weight of all the code n
  * becomes, unrolled as gcc will, to g->total_weight. */
 static int64_t
@@ -166,7 +186,7 @@ plan(struct cg *g, const struct kt_node *n)
         }
     }
     g->unroll_factor[n->var] = 1;
-    if (kt__cg_is_unrolled(g, n))
+    if (kt__cg_is_unrolled(g, n) && !holds_alloc(n))
         g->unroll_factor[n->var] = pick_factor(n->extent, sub, budget);
     g->total_weight = before +
                       (g->total_weight - before) * g->unroll_factor[n->var];

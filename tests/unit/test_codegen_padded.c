@@ -20,6 +20,19 @@
 
 #include "tests/support/ktt.h"
 
+/* The sweep's schedule (test_codegen.c, dense 7 x 61 x 24 + bias). */
+#define SWEEP_DENSE_61                                                         \
+    "{\"v\":1,\"steps\":["                                                     \
+    "[\"CHW\",1],[\"SP\",4,1,[64]],[\"SP\",4,0,[1]],"                          \
+    "[\"RE\",4,[0,2,1,3]],[\"RE\",3,[0]],[\"SP\",2,1,[32]],"                   \
+    "[\"SP\",2,0,[7]],[\"RE\",2,[0,2,1,3]],[\"SP\",1,2,[2,6]],"                \
+    "[\"SP\",1,1,[2]],[\"SP\",1,0,[1,1]],"                                     \
+    "[\"RE\",1,[6,0,4,2,7,3,1,5]],[\"CA\",2,4,1],[\"CA\",1,2,1],"              \
+    "[\"CA\",0,1,2],[\"AN\",2,3,\"vectorize\"],"                               \
+    "[\"AN\",2,2,\"unroll\"],[\"AN\",2,1,\"unroll\"],"                         \
+    "[\"AN\",4,0,\"parallel\"],[\"AN\",4,2,\"unroll\"],"                       \
+    "[\"AN\",4,1,\"unroll\"]]}"
+
 /* The padded batch matmul B x M x M x K (B read transposed) scheduled as
  * the attention scores' best forms: P in a local tile of rows x cols,
  * its register tile tile_rows x tile_cols over packed operands (its rows
@@ -181,6 +194,41 @@ test_codegen_padded_copy_size(void **state)
     }
 }
 
+
+/* A random schedule of a dense layer with 61 outputs padded to 64 (the
+ * sweep's): the loop over two 32-column blocks is unrolled and a padded
+ * weight tile is declared in a nest below it.  gcc 12.2 miscompiles
+ * "#pragma GCC unroll" over such a loop (ir/codegen_size.c), so it gets
+ * none and the output matches the interpreter. */
+static void
+test_codegen_padded_unrolled_alloc(void **state)
+{
+    static const char json[] = SWEEP_DENSE_61;
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_state *st[1] = {NULL};
+    char err[512], *src;
+    int n, gen[1], skipped = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 7, 61, 24, KT_EPI_BIAS), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st[0], err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    free(steps);
+    src = ktt_module_many(dag, st, 1, gen, &skipped);
+    assert_non_null(src);
+    if (strstr(strstr(src, "cand_0("), "#pragma GCC unroll 2") != NULL)
+        fail_msg("the loop holding the weight tile is unrolled");
+    free(src);
+    assert_int_equal(ktt_check_many(dag, st, 1, 9, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -188,6 +236,7 @@ main(void)
         cmocka_unit_test(test_codegen_padded_copy_loop),
         cmocka_unit_test(test_codegen_padded_copy_elided),
         cmocka_unit_test(test_codegen_padded_copy_size),
+        cmocka_unit_test(test_codegen_padded_unrolled_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
