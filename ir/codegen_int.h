@@ -44,6 +44,9 @@ struct reg {
 #define KT_CG_MAX_ACC_SPLIT 4
 
 #define KT_CG_MAX_REGS 256
+/* Largest constant lane stride read as contiguous loads and shuffles (or,
+ * guarded, checked at the vector's ends) rather than lane by lane. */
+#define KT_CG_MAX_SHUFFLE_STRIDE 4
 
 struct cg {
     const struct kt_looptree *lt;

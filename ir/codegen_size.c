@@ -14,7 +14,9 @@
 
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
- * (padding) read also weighs its bounds checks. */
+ * (padding) read also weighs its bounds checks: a vector's whole-vector
+ * checks and the loop over its lanes at the edges, a gathered one's at
+ * every lane. */
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
@@ -31,8 +33,10 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return one;
         if (c == 1 && !e->guarded)
             return 1;
-        if (!e->guarded && c >= 2 && c <= 4)
+        if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
             return c;
+        if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
+            return c + 2 * one;
         return w * one;
     }
     sum += load_weight(g, e->a, lane_var, w);
