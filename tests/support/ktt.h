@@ -60,7 +60,10 @@ char *ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
  * (relative L2 below 1e-4).  *skipped gets the number of candidates that
  * did not lower or generate.  Returns 0 when everything that ran matched,
  * -1 otherwise (each failure is described on stderr, with the candidate's
- * steps).  cands stay the caller's. */
+ * steps).  A candidate wrong as built here but right when built by
+ * gcc -O0 and by clang -O3 is a gcc miscompile: described, counted in
+ * ktt_gcc_miscompiles and not a failure.  cands stay the caller's. */
+extern int ktt_gcc_miscompiles;
 int ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
                    int ncand, uint64_t seed, int *skipped);
 
