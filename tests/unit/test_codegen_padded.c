@@ -255,9 +255,9 @@ test_codegen_padded_unrolled_alloc(void **state)
  * 56 x 64; the sweep's) whose guarded copy of A into its padding gcc 12.2
  * vectorizes wrongly with 64-byte vectors inside a parallel loop (624 of
  * 896 elements; docs/measure.md).  Built so (512-bit vectors preferred,
- * as gcc tunes for Zen 4 and 5), the check finds it wrong, right with
- * gcc -O0 and clang, and does not count it as the generator's; on a
- * compiler without the bug it is simply right. */
+ * as -march=native tunes on the AMD EPYC Zen 5), the check finds it wrong,
+ * right with gcc -O0 and clang, and does not count it as the generator's;
+ * on a compiler without the bug it is simply right. */
 static void
 test_codegen_padded_gcc_miscompile(void **state)
 {
