@@ -470,7 +470,9 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
                     "float *restrict t_%s = (float "
                     "*)__builtin_assume_aligned(args[%d], 64);",
                     lt->bufs[lt->args[i]].name, i);
-    for (i = 0; i < lt->nbufs; i++) {
+    /* the pack routine reads weights and writes packed buffers only: the
+     * kernel's intermediates are not its business */
+    for (i = 0; !pack && i < lt->nbufs; i++) {
         const struct kt_lbuf *b = &lt->bufs[i];
         if (b->scope != KT_BUF_HEAP)
             continue;
@@ -485,7 +487,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
         if (lt->bufs[i].scope == KT_BUF_PACKED)
             emit_zero_padding(&g, &lt->bufs[i]);
     emit_node(&g, root);
-    for (i = 0; i < lt->nbufs; i++)
+    for (i = 0; !pack && i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_HEAP)
             kt__cg_line(&g, "free(t_%s);", lt->bufs[i].name);
     g.indent = 0;

@@ -251,6 +251,49 @@ test_pack_kernels_match(void **state)
     kt_dag_free(dag);
 }
 
+/* The pack routine of a rewritten weight sets up only what it writes: the
+ * classifier's best stored schedule (128 x 1000 x 2048 + bias, padded to
+ * 1008) keeps T, 516 KB, on the heap for the kernel, and its pack routine
+ * allocated and freed that too on every call (the suite's dense_fc1000). */
+static void
+test_pack_routine_allocates_nothing(void **state)
+{
+    static const char json[] =
+        "{\"v\":1,\"steps\":[[\"CI\",2],[\"CHR\",1,3],[\"CHR\",2,0],"
+        "[\"CI\",0],[\"SP\",3,2,[1024]],[\"SP\",3,1,[21,48]],"
+        "[\"SP\",3,0,[1,8]],[\"RE\",3,[0,3,6,1,4,7,2,5]],[\"FU\",3,0,2],"
+        "[\"CA\",2,3,1],[\"CA\",1,3,3],[\"LR\",1],"
+        "[\"AN\",1,1,\"vectorize\"],[\"AN\",2,1,\"vectorize\"],"
+        "[\"AN\",3,0,\"parallel\"],[\"AN\",3,6,\"vectorize\"],"
+        "[\"AN\",3,5,\"unroll\"],[\"PR\",3,0,512],"
+        "[\"AN\",5,0,\"parallel\"],[\"AN\",5,1,\"vectorize\"]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *st;
+    struct kt_codegen_opts o;
+    struct kt_buf src;
+    char err[512], *pack, *kernel;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 128, 1000, 2048, KT_EPI_BIAS), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    st = replay(dag, json);
+    kt_codegen_default_opts(&o);
+    kt_buf_init(&src);
+    assert_int_equal(kt_codegen_module(st, dag, &o, &src, err, sizeof(err)),
+                     KT_OK);
+    pack = strstr(src.p, "_pack(float *const *args)");
+    kernel = pack != NULL ? strstr(pack, "static void\n") : NULL;
+    assert_non_null(kernel);
+    assert_non_null(strstr(kernel, "t_T = aligned_alloc("));
+    kernel[0] = '\0'; /* the pack routine's text ends here */
+    if (strstr(pack, "aligned_alloc(") != NULL)
+        fail_msg("the pack routine allocates:\n%s", pack);
+    kt_buf_free(&src);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
 /* Attention scores O[b,i,j] += A[b,i,k] * B[b,j,k], 2 x 16 x 32 x 32:
  * the order b j0 k0 i k1 j1 with B packed at k0 stores its tj x tk tile
  * [k][j], a transposing copy; tiles of 16 x 32, 8 x 16 and 4 x 8 are
@@ -673,6 +716,7 @@ main(void)
         cmocka_unit_test(test_pack_validation),
         cmocka_unit_test(test_pack_lowering_shapes),
         cmocka_unit_test(test_pack_kernels_match),
+        cmocka_unit_test(test_pack_routine_allocates_nothing),
         cmocka_unit_test(test_pack_transposed_copies),
         cmocka_unit_test(test_pack_padded_rows),
         cmocka_unit_test(test_pack_channel_vector_conv),
