@@ -164,6 +164,7 @@ loop_header_to(struct cg *g, const struct kt_node *n, int step, int64_t end)
 {
     const char *v = g->lt->var_names[n->var];
 
+    kt__cg_loop_range(g, n->var, step, end);
     if (g->reference) {
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
                     (long long)n->extent, v);
@@ -457,6 +458,10 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
                                  sizeof(*g.unroll_factor));
+    g.var_max = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.var_max));
+    for (i = 0; i <= lt->nvars; i++)
+        g.var_max[i] = -1;
+    kt__cg_note_ranges(&g, root);
     if (!reference) {
         mark_unroll(&g, root, 0);
         kt__cg_plan_unroll(&g, root);
@@ -496,6 +501,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     free(g.unrolled);
     free(g.inner);
     free(g.unroll_factor);
+    free(g.var_max);
     return g.rc;
 }
 

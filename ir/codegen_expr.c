@@ -97,12 +97,42 @@ kt__cg_put_float(struct kt_buf *b, float v)
     kt_buf_printf(b, "%sf", tmp);
 }
 
-void
-kt__cg_put_bound(struct cg *g, struct kt_buf *b, int and,
-                 const struct kt_affine *a, int64_t step, const char *lane_text,
-                 int64_t extent)
+/* Whether a + step * lane stays inside [0, extent) for every value the C
+ * gives its variables (0..var_max) and lane (0..lanes-1). */
+static int
+inside_by_ranges(const struct cg *g, const struct kt_affine *a, int64_t step,
+                 int lanes, int64_t extent)
 {
-    if (and)
+    int64_t lo = a->c, hi = a->c;
+    int i;
+
+    if (g->var_max == NULL || lanes < 1)
+        return 0;
+    for (i = 0; i < a->n; i++) {
+        int64_t m = g->var_max[a->var[i]];
+        if (m < 0)
+            return 0;
+        if (a->k[i] > 0)
+            hi += a->k[i] * m;
+        else
+            lo += a->k[i] * m;
+    }
+    if (step > 0)
+        hi += step * (lanes - 1);
+    else
+        lo += step * (lanes - 1);
+    return lo >= 0 && hi < extent;
+}
+
+void
+kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
+                 const struct kt_affine *a, int64_t step, const char *lane_text,
+                 int lanes, int64_t extent)
+{
+    if (inside_by_ranges(g, a, lane_text != NULL ? step : 0,
+                         lane_text != NULL ? lanes : 1, extent))
+        return;
+    if ((*nchecks)++ > 0)
         kt_buf_puts(b, " && ");
     kt_buf_puts(b, "(unsigned long)(");
     kt__cg_put_aff(g, b, a);
@@ -113,40 +143,91 @@ kt__cg_put_bound(struct cg *g, struct kt_buf *b, int and,
     kt_buf_printf(b, ") < %lldUL", (long long)extent);
 }
 
-/* The bounds checks of guarded read e at lane (of lane_var) and row (of
- * row_var, -1 for none), joined by &&. */
+void
+kt__cg_end_checks(struct kt_buf *b, int nchecks)
+{
+    if (nchecks == 0)
+        kt_buf_puts(b, "1");
+}
+
+void
+kt__cg_loop_range(struct cg *g, int var, int64_t step, int64_t end)
+{
+    if (g->var_max != NULL && step > 0 && end > 0)
+        g->var_max[var] = (end - 1) / step * step;
+}
+
+void
+kt__cg_note_ranges(struct cg *g, const struct kt_node *n)
+{
+    int64_t m = -1;
+    int k;
+
+    if (n->kind == KT_N_LOOP)
+        m = n->extent - 1;
+    else if (n->kind == KT_N_LET && n->mod > 0)
+        m = n->mod - 1;
+    if (n->kind == KT_N_LOOP || n->kind == KT_N_LET) {
+        /* a variable named twice gets the larger range */
+        if (m > g->var_max[n->var])
+            g->var_max[n->var] = m;
+    }
+    for (k = 0; k < n->nkids; k++)
+        kt__cg_note_ranges(g, n->kids[k]);
+}
+
+/* The bounds checks of index idx of buffer src at lane (of lane_var) and
+ * row (of row_var, -1 for none), joined by && and counted in *nchecks;
+ * with lane_dims_only, only the dimensions that vary with the lane (the
+ * others were checked at lane 0). */
 static void
-put_index_bounds(struct cg *g, struct kt_buf *b, int src,
+put_index_bounds(struct cg *g, struct kt_buf *b, int *nchecks, int src,
                  const struct kt_affine *idx, int ndim, int lane_var, int lane,
-                 int row_var, int row)
+                 int row_var, int row, int lane_dims_only)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[src];
     int d;
 
     for (d = 0; d < ndim; d++) {
         struct kt_affine a;
+        int64_t lc = lane_var >= 0 ? kt_aff_coef(&idx[d], lane_var) : 0;
+        if (lane_dims_only && lc == 0)
+            continue;
         kt__cg_subst(g, &idx[d], -1, &a);
-        if (lane_var >= 0 && lane)
-            a.c += kt_aff_coef(&idx[d], lane_var) * lane;
+        a.c += lc * lane;
         if (row_var >= 0 && row)
             a.c += kt_aff_coef(&idx[d], row_var) * row;
-        kt__cg_put_bound(g, b, d > 0, &a, 0, NULL, buf->shape[d]);
+        kt__cg_put_bound(g, b, nchecks, &a, 0, NULL, 1, buf->shape[d]);
     }
 }
 
+/* The checks of guarded read e as a vector from lane 0 to lane last (0:
+ * one element) at row (of row_var, -1 for none), "1" when none is
+ * needed. */
 static void
-put_bounds_at(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
-              int lane_var, int lane, int row_var, int row)
+put_span_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                int lane_var, int last, int row_var, int row)
 {
-    put_index_bounds(g, b, e->src, e->idx, e->ndim, lane_var, lane, row_var,
-                     row);
+    int nchecks = 0;
+
+    put_index_bounds(g, b, &nchecks, e->src, e->idx, e->ndim, lane_var, 0,
+                     row_var, row, 0);
+    if (last > 0)
+        put_index_bounds(g, b, &nchecks, e->src, e->idx, e->ndim, lane_var,
+                         last, row_var, row, 1);
+    kt__cg_end_checks(b, nchecks);
 }
 
+/* The checks of guarded read e at the constant lane (of lane_var). */
 static void
-put_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
-           int lane_var, int lane)
+put_lane_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                int lane_var, int lane)
 {
-    put_bounds_at(g, b, e, lane_var, lane, -1, 0);
+    int nchecks = 0;
+
+    put_index_bounds(g, b, &nchecks, e->src, e->idx, e->ndim, lane_var, lane,
+                     -1, 0, 0);
+    kt__cg_end_checks(b, nchecks);
 }
 
 static void
@@ -154,20 +235,23 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                 const struct kt_affine *addr, int lane_var, int lane)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
+    struct kt_buf checks;
 
-    if (!e->guarded) {
+    kt_buf_init(&checks);
+    if (e->guarded)
+        put_lane_bounds(g, &checks, e, lane_var, lane);
+    if (!e->guarded || strcmp(checks.p, "1") == 0) {
         kt_buf_printf(b, "t_%s[", buf->name);
         kt__cg_put_aff(g, b, addr);
         kt_buf_puts(b, "]");
-        return;
+    } else {
+        kt_buf_printf(b, "((%s) ? t_%s[", checks.p, buf->name);
+        kt__cg_put_aff(g, b, addr);
+        kt_buf_puts(b, "] : ");
+        kt__cg_put_float(b, e->pad_value);
+        kt_buf_puts(b, ")");
     }
-    kt_buf_puts(b, "((");
-    put_bounds(g, b, e, lane_var, lane);
-    kt_buf_printf(b, ") ? t_%s[", buf->name);
-    kt__cg_put_aff(g, b, addr);
-    kt_buf_puts(b, "] : ");
-    kt__cg_put_float(b, e->pad_value);
-    kt_buf_puts(b, ")");
+    kt_buf_free(&checks);
 }
 
 /* A vector of w lanes read at addr + stride*lane, for a small constant
@@ -254,7 +338,7 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                        int row_var, int row, int w)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
-    int d;
+    int d, nchecks = 0;
 
     kt_buf_printf(b, "({ kt_v%d g_ = kt_bc%d(", w, w);
     kt__cg_put_float(b, e->pad_value);
@@ -264,9 +348,10 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
         kt__cg_subst(g, &e->idx[d], -1, &a);
         if (row_var >= 0 && row)
             a.c += kt_aff_coef(&e->idx[d], row_var) * row;
-        kt__cg_put_bound(g, b, d > 0, &a, kt_aff_coef(&e->idx[d], lane_var),
-                         "gl_", buf->shape[d]);
+        kt__cg_put_bound(g, b, &nchecks, &a, kt_aff_coef(&e->idx[d], lane_var),
+                         "gl_", w, buf->shape[d]);
     }
+    kt__cg_end_checks(b, nchecks);
     kt_buf_printf(b, ") g_[gl_] = t_%s[", buf->name);
     kt__cg_put_aff(g, b, addr);
     if (c == 1)
@@ -285,15 +370,21 @@ put_guarded_vector_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                         const struct kt_affine *addr, int lane_var, int64_t c,
                         int row_var, int row, int w)
 {
-    kt_buf_puts(b, "((");
-    put_bounds_at(g, b, e, lane_var, 0, row_var, row);
-    kt_buf_puts(b, " && ");
-    put_bounds_at(g, b, e, lane_var, w - 1, row_var, row);
-    kt_buf_puts(b, ") ? ");
+    struct kt_buf checks;
+    int proven;
+
+    kt_buf_init(&checks);
+    put_span_bounds(g, &checks, e, lane_var, w - 1, row_var, row);
+    proven = strcmp(checks.p, "1") == 0;
+    if (!proven)
+        kt_buf_printf(b, "((%s) ? ", checks.p);
+    kt_buf_free(&checks);
     if (c == 1)
         put_contiguous_load(g, b, e->src, addr, w);
     else
         put_strided_load(g, b, e->src, addr, c, w);
+    if (proven)
+        return;
     kt_buf_puts(b, " : ");
     put_lanes_read_guarded(g, b, e, addr, c, lane_var, row_var, row, w);
     kt_buf_puts(b, ")");
@@ -583,15 +674,17 @@ put_lanes_guarded(struct cg *g, const struct kt_node *n,
                   const struct kt_affine *addr, int64_t c, int lane_var, int w)
 {
     struct kt_buf cond, at;
-    int d;
+    int d, nchecks = 0;
 
     kt_buf_init(&cond);
     for (d = 0; d < n->ndim; d++) {
         struct kt_affine a;
         kt__cg_subst(g, &n->idx[d], -1, &a);
-        kt__cg_put_bound(g, &cond, d > 0, &a, kt_aff_coef(&n->idx[d], lane_var),
-                         "l_", g->lt->bufs[n->buf].shape[d]);
+        kt__cg_put_bound(g, &cond, &nchecks, &a,
+                         kt_aff_coef(&n->idx[d], lane_var), "l_", w,
+                         g->lt->bufs[n->buf].shape[d]);
     }
+    kt__cg_end_checks(&cond, nchecks);
     kt_buf_init(&at);
     kt_buf_printf(&at, "t_%s[", g->lt->bufs[n->buf].name);
     kt__cg_put_aff(g, &at, addr);
@@ -621,18 +714,19 @@ store_guarded(struct cg *g, const struct kt_node *n,
               int lane_var, int w)
 {
     struct kt_buf cond, at;
-    int lanes = c == 0 ? 1 : w;
+    int lanes = c == 0 ? 1 : w, nchecks = 0;
 
     kt_buf_init(&cond);
-    put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, 0, -1, 0);
-    if (lanes > 1) {
-        kt_buf_puts(&cond, " && ");
-        put_index_bounds(g, &cond, n->buf, n->idx, n->ndim, lane_var, lanes - 1,
-                         -1, 0);
-    }
+    put_index_bounds(g, &cond, &nchecks, n->buf, n->idx, n->ndim, lane_var, 0,
+                     -1, 0, 0);
+    if (lanes > 1)
+        put_index_bounds(g, &cond, &nchecks, n->buf, n->idx, n->ndim, lane_var,
+                         lanes - 1, -1, 0, 1);
     kt_buf_init(&at);
-    kt__cg_line(g, "if (%s) {", cond.p);
-    g->indent++;
+    if (nchecks > 0) {
+        kt__cg_line(g, "if (%s) {", cond.p);
+        g->indent++;
+    }
     if (c == 0) {
         kt_buf_printf(&at, "t_%s[", g->lt->bufs[n->buf].name);
         kt__cg_put_aff(g, &at, addr);
@@ -642,6 +736,11 @@ store_guarded(struct cg *g, const struct kt_node *n,
         store_to_vector(g, n, addr, val, vec, w);
     else
         store_scattered(g, n, addr, c, val, vec, w);
+    if (nchecks == 0) { /* the loops' ranges keep it inside */
+        kt_buf_free(&cond);
+        kt_buf_free(&at);
+        return;
+    }
     g->indent--;
     if (lanes > 1) {
         kt__cg_line(g, "} else {");

@@ -57,6 +57,7 @@ struct cg {
     struct binding *env;     /* per variable: substitution while expanding */
     unsigned char *unrolled; /* per loop variable: unroll by pragma */
     unsigned char *inner;    /* per variable: defined inside the kernel loop */
+    int64_t *var_max; /* per variable: its largest value in the C, -1 unknown */
     int nregs;
     struct reg regs[KT_CG_MAX_REGS];
     int promote_ok[KT_MAX_TENSORS * 2];
@@ -128,10 +129,18 @@ void kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx,
 /* Appends a as C, terms sorted by variable number. */
 void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
 /* Appends the check that a (plus step times the C variable lane_text,
- * when not NULL) is inside [0, extent), after " && " when and is set. */
-void kt__cg_put_bound(struct cg *g, struct kt_buf *b, int and,
+ * when not NULL, which runs over 0..lanes-1) is inside [0, extent),
+ * after " && " when *nchecks > 0, and counts it in *nchecks; nothing
+ * when the ranges of the loops prove it (g->var_max). */
+void kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
                       const struct kt_affine *a, int64_t step,
-                      const char *lane_text, int64_t extent);
+                      const char *lane_text, int lanes, int64_t extent);
+/* Closes a conjunction of checks: "1" when none was needed. */
+void kt__cg_end_checks(struct kt_buf *b, int nchecks);
+/* Fills g->var_max from the loops and lets under n. */
+void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
+/* The C loop of var runs from 0 below end by step: its largest value. */
+void kt__cg_loop_range(struct cg *g, int var, int64_t step, int64_t end);
 /* The register holding the width lanes at addr + stride * lane (stride 0
  * and width 1 for a scalar), or -1 (codegen_regs.c). */
 int kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,

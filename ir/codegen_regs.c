@@ -194,39 +194,63 @@ kt__cg_match_init_store(struct cg *g, const struct kt_node *n,
 }
 
 /* The bounds checks of guarded register r's lane: lane_text (a C
- * variable) when not NULL, else the constant lane. */
+ * variable over its lanes) when not NULL, else the constant lane (with
+ * lane_dims_only, only the dimensions that vary with it), joined by &&
+ * and counted in *nchecks. */
 static void
-put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
-             const char *lane_text)
+put_reg_checks(struct cg *g, struct kt_buf *b, int *nchecks,
+               const struct reg *r, int lane, const char *lane_text,
+               int lane_dims_only)
 {
     int d;
 
     for (d = 0; d < r->gndim; d++) {
         struct kt_affine a = r->gdim[d];
+        if (lane_dims_only && r->gstep[d] == 0)
+            continue;
         if (lane_text == NULL)
             a.c += r->gstep[d] * lane;
-        kt__cg_put_bound(g, b, d > 0, &a, r->gstep[d], lane_text,
+        kt__cg_put_bound(g, b, nchecks, &a, r->gstep[d], lane_text, r->width,
                          g->lt->bufs[r->buf].shape[d]);
     }
 }
 
-/* Opens "if (both end lanes of r are inside) then-line else" for a
- * contiguous register; a strided one goes lane by lane only. */
+/* put_reg_checks of all dimensions, "1" when none is needed. */
 static void
+put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
+             const char *lane_text)
+{
+    int nchecks = 0;
+
+    put_reg_checks(g, b, &nchecks, r, lane, lane_text, 0);
+    kt__cg_end_checks(b, nchecks);
+}
+
+/* Opens "if (both end lanes of r are inside) then-line else" for a
+ * contiguous register (a strided one goes lane by lane only) and returns
+ * 1; when the loops' ranges keep every lane inside, emits then-line alone
+ * and returns 0. */
+static int
 open_whole_vector(struct cg *g, const struct reg *r, const char *then_line)
 {
     struct kt_buf c;
+    int nchecks = 0;
 
     if (r->stride != 1)
-        return;
+        return 1;
     kt_buf_init(&c);
-    put_reg_cond(g, &c, r, 0, NULL);
-    kt_buf_puts(&c, " && ");
-    put_reg_cond(g, &c, r, r->width - 1, NULL);
+    put_reg_checks(g, &c, &nchecks, r, 0, NULL, 0);
+    put_reg_checks(g, &c, &nchecks, r, r->width - 1, NULL, 1);
+    if (nchecks == 0) {
+        kt__cg_line(g, "%s", then_line);
+        kt_buf_free(&c);
+        return 0;
+    }
     kt__cg_line(g, "if (%s)", c.p);
     kt__cg_line(g, "    %s", then_line);
     kt__cg_line(g, "else");
     kt_buf_free(&c);
+    return 1;
 }
 
 /* The offset of lane l_ of register r from its first, as C in b. */
@@ -254,7 +278,11 @@ load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
     kt_buf_init(&whole);
     kt__cg_line(g, "kt_v%d r%d;", r->width, i);
     kt_buf_printf(&whole, "r%d = kt_ld%d(&t_%s[%s]);", i, r->width, name, addr);
-    open_whole_vector(g, r, whole.p);
+    if (!open_whole_vector(g, r, whole.p)) {
+        kt_buf_free(&whole);
+        kt_buf_free(&c);
+        return;
+    }
     put_reg_cond(g, &c, r, 0, "l_");
     kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
     kt__cg_line(g, "        r%d[l_] = %s ? t_%s[%s + %s] : 0.0f;", i, c.p, name,
@@ -283,10 +311,13 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
     } else if (r->gdim != NULL) {
         kt_buf_puts(&src, "(");
         put_reg_cond(g, &src, r, 0, NULL);
-        kt_buf_printf(&src, " ? t_%s[%s] : 0.0f)", name, addr);
-    } else {
-        kt_buf_printf(&src, "t_%s[%s]", name, addr);
+        if (strcmp(src.p, "(1") == 0) /* the loops keep it inside */
+            kt_buf_reset(&src);
+        else
+            kt_buf_printf(&src, " ? t_%s[%s] : 0.0f)", name, addr);
     }
+    if (src.len == 0)
+        kt_buf_printf(&src, "t_%s[%s]", name, addr);
     if (r->acc > 0 && r->op == KT_SUM) {
         kt__cg_line(g, "kt_v%d r%d = kt_bc%d(0.0f);", r->acc, i, r->acc);
         kt__cg_line(g, "r%d[0] = %s;", i, src.p);
@@ -327,7 +358,11 @@ store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
     kt_buf_init(&c);
     kt_buf_init(&whole);
     kt_buf_printf(&whole, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
-    open_whole_vector(g, r, whole.p);
+    if (!open_whole_vector(g, r, whole.p)) {
+        kt_buf_free(&whole);
+        kt_buf_free(&c);
+        return;
+    }
     put_reg_cond(g, &c, r, 0, "l_");
     kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
     kt__cg_line(g, "        if (%s) t_%s[%s + %s] = r%d[l_];", c.p, name, addr,
@@ -343,12 +378,17 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
     const struct reg *r = &g->regs[i];
     const char *op = kt__cg_combine_op(r->op);
     struct kt_buf c;
-    int k;
+    int k, checked = 0;
 
     kt_buf_init(&c);
-    if (r->gdim != NULL) {
+    if (r->gdim != NULL && (r->acc > 0 || r->width == 1)) {
+        /* "if (checks) ", or nothing when the loops keep it inside */
+        kt_buf_puts(&c, "if (");
         put_reg_cond(g, &c, r, 0, NULL);
+        checked = strcmp(c.p, "if (1") != 0;
         kt_buf_puts(&c, ") ");
+        if (!checked)
+            kt_buf_reset(&c);
     }
     if (r->acc > 0) {
         for (k = 1; k < r->split; k++) {
@@ -358,13 +398,12 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
                 kt__cg_line(g, "r%d = kt_v%s%d(r%d, r%d_%d);", i, op, r->acc, i,
                             i, k);
         }
-        kt__cg_line(g, "%s%st_%s[%s] = kt_h%s%d(r%d);",
-                    r->gdim != NULL ? "if (" : "", c.p, name, addr,
+        kt__cg_line(g, "%st_%s[%s] = kt_h%s%d(r%d);", c.p, name, addr,
                     r->op == KT_SUM ? "sum" : op, r->acc, i);
     } else if (r->gdim != NULL && r->width > 1) {
         store_guarded_lanes(g, i, name, addr);
-    } else if (r->gdim != NULL) {
-        kt__cg_line(g, "if (%st_%s[%s] = r%d;", c.p, name, addr, i);
+    } else if (checked) {
+        kt__cg_line(g, "%st_%s[%s] = r%d;", c.p, name, addr, i);
     } else if (r->width > 1 && r->stride != 1) {
         kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
         kt__cg_line(g, "    t_%s[%s + %lld*l_] = r%d[l_];", name, addr,

@@ -140,6 +140,8 @@ kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
     v = g->lt->var_names[m->var];
     dname = g->lt->bufs[copy->buf].name;
     sname = g->lt->bufs[copy->expr->src].name;
+    kt__cg_loop_range(g, n->var, w, n->extent / w * w);
+    kt__cg_loop_range(g, m->var, w, m->extent);
     kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", u, u,
                 (long long)(n->extent / w * w), u, w);
     g->indent++;
