@@ -14,9 +14,11 @@
 
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
- * (padding) read also weighs its bounds checks: a vector's whole-vector
- * checks and the loop over its lanes at the edges, a gathered one's at
- * every lane. */
+ * (padding) read weighs its checks at every lane.  Its edge lanes are a
+ * loop now (ir/codegen_expr.c), which gcc builds quicker than this
+ * weight says, but weighed as that loop (its loads and the checks of
+ * its ends and of one lane) the search found slower classifier kernels:
+ * dense_fc1000 0.94x where it found 1.08x (docs/performance.md). */
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
@@ -35,8 +37,6 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return 1;
         if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
             return c;
-        if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
-            return c + 2 * one;
         return w * one;
     }
     sum += load_weight(g, e->a, lane_var, w);
