@@ -178,6 +178,8 @@ kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
     g->indent--;
     kt__cg_line(g, "}");
     if (n->extent % w != 0) {
+        /* the rows past the last whole block: u runs on to the extent */
+        kt__cg_loop_range(g, n->var, 1, n->extent);
         kt__cg_line(g, "for (long %s = %lld; %s < %lld; %s++) {", u,
                     (long long)(n->extent / w * w), u, (long long)n->extent, u);
         g->indent++;
