@@ -203,8 +203,8 @@ put_index_bounds(struct cg *g, struct kt_buf *b, int *nchecks, int src,
 
 /* The checks of guarded read e as a vector from lane 0 to lane last (0:
  * one element) at row (of row_var, -1 for none), "1" when none is
- * needed. */
-static void
+ * needed; returns how many. */
+static int
 put_span_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                 int lane_var, int last, int row_var, int row)
 {
@@ -216,10 +216,12 @@ put_span_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
         put_index_bounds(g, b, &nchecks, e->src, e->idx, e->ndim, lane_var,
                          last, row_var, row, 1);
     kt__cg_end_checks(b, nchecks);
+    return nchecks;
 }
 
-/* The checks of guarded read e at the constant lane (of lane_var). */
-static void
+/* The checks of guarded read e at the constant lane (of lane_var), "1"
+ * when none is needed; returns how many. */
+static int
 put_lane_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                 int lane_var, int lane)
 {
@@ -228,6 +230,7 @@ put_lane_bounds(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     put_index_bounds(g, b, &nchecks, e->src, e->idx, e->ndim, lane_var, lane,
                      -1, 0, 0);
     kt__cg_end_checks(b, nchecks);
+    return nchecks;
 }
 
 static void
@@ -236,11 +239,12 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
 {
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
     struct kt_buf checks;
+    int nchecks = 0;
 
     kt_buf_init(&checks);
     if (e->guarded)
-        put_lane_bounds(g, &checks, e, lane_var, lane);
-    if (!e->guarded || strcmp(checks.p, "1") == 0) {
+        nchecks = put_lane_bounds(g, &checks, e, lane_var, lane);
+    if (nchecks == 0) {
         kt_buf_printf(b, "t_%s[", buf->name);
         kt__cg_put_aff(g, b, addr);
         kt_buf_puts(b, "]");
@@ -374,8 +378,7 @@ put_guarded_vector_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     int proven;
 
     kt_buf_init(&checks);
-    put_span_bounds(g, &checks, e, lane_var, w - 1, row_var, row);
-    proven = strcmp(checks.p, "1") == 0;
+    proven = put_span_bounds(g, &checks, e, lane_var, w - 1, row_var, row) == 0;
     if (!proven)
         kt_buf_printf(b, "((%s) ? ", checks.p);
     kt_buf_free(&checks);

@@ -215,8 +215,9 @@ put_reg_checks(struct cg *g, struct kt_buf *b, int *nchecks,
     }
 }
 
-/* put_reg_checks of all dimensions, "1" when none is needed. */
-static void
+/* put_reg_checks of all dimensions, "1" when none is needed; returns how
+ * many. */
+static int
 put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
              const char *lane_text)
 {
@@ -224,6 +225,7 @@ put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
 
     put_reg_checks(g, b, &nchecks, r, lane, lane_text, 0);
     kt__cg_end_checks(b, nchecks);
+    return nchecks;
 }
 
 /* Opens "if (both end lanes of r are inside) then-line else" for a
@@ -310,8 +312,7 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
         return;
     } else if (r->gdim != NULL) {
         kt_buf_puts(&src, "(");
-        put_reg_cond(g, &src, r, 0, NULL);
-        if (strcmp(src.p, "(1") == 0) /* the loops keep it inside */
+        if (put_reg_cond(g, &src, r, 0, NULL) == 0) /* the loops keep it in */
             kt_buf_reset(&src);
         else
             kt_buf_printf(&src, " ? t_%s[%s] : 0.0f)", name, addr);
@@ -384,8 +385,7 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
     if (r->gdim != NULL && (r->acc > 0 || r->width == 1)) {
         /* "if (checks) ", or nothing when the loops keep it inside */
         kt_buf_puts(&c, "if (");
-        put_reg_cond(g, &c, r, 0, NULL);
-        checked = strcmp(c.p, "if (1") != 0;
+        checked = put_reg_cond(g, &c, r, 0, NULL) > 0;
         kt_buf_puts(&c, ") ");
         if (!checked)
             kt_buf_reset(&c);

@@ -88,6 +88,16 @@ candidate_module(const struct kt_dag *dag, struct kt_state **st)
     return src;
 }
 
+/* The candidate's own function in module src (after the reference). */
+static char *
+candidate_kernel(char *src)
+{
+    char *kern = strstr(src, "cand_0(");
+
+    assert_non_null(kern);
+    return kern;
+}
+
 /* Checks candidate st against the interpreter and frees both. */
 static void
 check_and_free(struct kt_dag *dag, struct kt_state *st)
@@ -194,7 +204,6 @@ test_codegen_padded_copy_size(void **state)
     }
 }
 
-
 /* The packs of the padded 197 x 197 product read 197 rows (and columns)
  * of 64 into 200 (208): where a vector of a row is not wholly inside, its
  * lanes are read in one loop, not lane by lane (a transposing pack's 16
@@ -208,8 +217,7 @@ test_codegen_padded_pack_edges(void **state)
     char *src = candidate_module(dag, &st), *kern;
     (void)state;
 
-    kern = strstr(src, "cand_0(");
-    assert_non_null(kern);
+    kern = candidate_kernel(src);
     if (strstr(kern, "for (int gl_ = 0; gl_ < 16; gl_++) if (") == NULL ||
         strstr(kern, "((kt_v16){((") != NULL)
         fail_msg("the packs' edge lanes are not read in a loop:\n%s", kern);
@@ -230,8 +238,7 @@ test_codegen_padded_checks_by_ranges(void **state)
     char *src = candidate_module(dag, &st), *kern;
     (void)state;
 
-    kern = strstr(src, "cand_0(");
-    assert_non_null(kern);
+    kern = candidate_kernel(src);
     if (strstr(kern, ") < 61UL") == NULL || strstr(kern, ") < 2UL") != NULL ||
         strstr(kern, ") < 8UL") != NULL || strstr(kern, "if (1)") != NULL ||
         strstr(kern, "x0_0 = kt_ld") == NULL)
