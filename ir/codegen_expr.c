@@ -151,6 +151,36 @@ kt__cg_end_checks(struct kt_buf *b, int nchecks)
 }
 
 void
+kt__cg_put_lane_mask(struct cg *g, struct kt_buf *b, int *nparts,
+                     const struct kt_affine *a, int64_t step, int lanes,
+                     int64_t extent)
+{
+    if (inside_by_ranges(g, a, step, lanes, extent))
+        return;
+    if ((*nparts)++ > 0)
+        kt_buf_puts(b, " & ");
+    if (step == 0)
+        kt_buf_puts(b, "-(unsigned)((unsigned long)(");
+    else
+        kt_buf_printf(b, "%s(", step == 1 ? "kt_span" : "kt_lanes");
+    kt__cg_put_aff(g, b, a);
+    if (step == 0)
+        kt_buf_printf(b, ") < %lldUL)", (long long)extent);
+    else if (step == 1)
+        kt_buf_printf(b, ", %lld, %d)", (long long)extent, lanes);
+    else
+        kt_buf_printf(b, ", %lld, %lld, %d)", (long long)step,
+                      (long long)extent, lanes);
+}
+
+void
+kt__cg_end_mask(struct kt_buf *b, int nparts)
+{
+    if (nparts == 0)
+        kt_buf_puts(b, "~0u");
+}
+
+void
 kt__cg_loop_range(struct cg *g, int var, int64_t step, int64_t end)
 {
     if (g->var_max != NULL && step > 0 && end > 0)
@@ -331,11 +361,56 @@ put_contiguous_load(struct cg *g, struct kt_buf *b, int src,
     kt_buf_puts(b, "])");
 }
 
+/* The lanes of contiguous guarded read e at addr + lane (its row, of
+ * row_var, fixed at row; -1: none) where the whole vector is not in
+ * bounds: a masked load of the lanes inside, padding elsewhere. */
+static void
+put_masked_read(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                const struct kt_affine *addr, int lane_var, int row_var,
+                int row, int w)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[e->src];
+    struct kt_buf mask, pad;
+    int d, pass, nparts = 0;
+
+    kt_buf_init(&mask);
+    kt_buf_init(&pad);
+    kt_buf_printf(&pad, "kt_bc%d(", w);
+    kt__cg_put_float(&pad, e->pad_value);
+    kt_buf_puts(&pad, ")");
+    /* the dimensions along the lanes first: with none to check, the
+     * failed check was one the lanes share, and every lane is padding */
+    for (pass = 0; pass < 2; pass++) {
+        for (d = 0; d < e->ndim; d++) {
+            struct kt_affine a;
+            int64_t step = kt_aff_coef(&e->idx[d], lane_var);
+            if ((step == 0) != pass)
+                continue;
+            kt__cg_subst(g, &e->idx[d], -1, &a);
+            if (row_var >= 0 && row)
+                a.c += kt_aff_coef(&e->idx[d], row_var) * row;
+            kt__cg_put_lane_mask(g, &mask, &nparts, &a, step, w, buf->shape[d]);
+        }
+        if (pass == 0 && nparts == 0)
+            break;
+    }
+    if (nparts == 0) {
+        kt_buf_puts(b, pad.p);
+    } else {
+        kt_buf_printf(b, "kt_ldm%d(&t_%s[", w, buf->name);
+        kt__cg_put_aff(g, b, addr);
+        kt_buf_printf(b, "], %s, %s)", mask.p, pad.p);
+    }
+    kt_buf_free(&mask);
+    kt_buf_free(&pad);
+}
+
 /* The lanes of guarded read e at addr + c * lane (its row, of row_var,
- * fixed at row; -1: none) where the whole vector is not in bounds: one
- * loop over the lanes, each checked, padding elsewhere.  Unrolled lane by
- * lane, a transposing pack's 16 edge rows were half of gcc's time on a
- * padded attention-scores kernel (2.8 s against 1.3 s). */
+ * fixed at row; -1: none) where the whole vector is not in bounds: a
+ * masked load when contiguous, else one loop over the lanes, each
+ * checked, padding elsewhere.  Unrolled lane by lane, a transposing
+ * pack's 16 edge rows were half of gcc's time on a padded
+ * attention-scores kernel (2.8 s against 1.3 s). */
 static void
 put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                        const struct kt_affine *addr, int64_t c, int lane_var,
@@ -344,6 +419,10 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
     int d, nchecks = 0;
 
+    if (c == 1) {
+        put_masked_read(g, b, e, addr, lane_var, row_var, row, w);
+        return;
+    }
     kt_buf_printf(b, "({ kt_v%d g_ = kt_bc%d(", w, w);
     kt__cg_put_float(b, e->pad_value);
     kt_buf_printf(b, "); for (int gl_ = 0; gl_ < %d; gl_++) if (", w);
@@ -669,9 +748,46 @@ store_scattered(struct cg *g, const struct kt_node *n,
     kt_buf_free(&dst);
 }
 
-/* The lanes of guarded store n of v_, outside the whole-vector case: one
- * loop over them, each checked, so the fallback stays small whatever the
- * width. */
+/* Contiguous guarded store n of v_ outside the whole-vector case: a
+ * masked store of the lanes inside (combined with what they hold unless
+ * n assigns). */
+static void
+put_masked_store(struct cg *g, const struct kt_node *n,
+                 const struct kt_affine *addr, int lane_var, int w)
+{
+    struct kt_buf mask, at;
+    int d, nparts = 0;
+
+    kt_buf_init(&mask);
+    for (d = 0; d < n->ndim; d++) {
+        struct kt_affine a;
+        kt__cg_subst(g, &n->idx[d], -1, &a);
+        kt__cg_put_lane_mask(g, &mask, &nparts, &a,
+                             kt_aff_coef(&n->idx[d], lane_var), w,
+                             g->lt->bufs[n->buf].shape[d]);
+    }
+    kt__cg_end_mask(&mask, nparts);
+    kt_buf_init(&at);
+    kt_buf_printf(&at, "&t_%s[", g->lt->bufs[n->buf].name);
+    kt__cg_put_aff(g, &at, addr);
+    kt_buf_puts(&at, "]");
+    kt__cg_line(g, "unsigned m_ = %s;", mask.p);
+    if (n->op == KT_ASSIGN)
+        kt__cg_line(g, "kt_stm%d(%s, v_, m_);", w, at.p);
+    else if (n->op == KT_SUM)
+        kt__cg_line(g,
+                    "kt_stm%d(%s, kt_ldm%d(%s, m_, kt_bc%d(0.0f)) + v_, m_);",
+                    w, at.p, w, at.p, w);
+    else
+        kt__cg_line(g, "kt_stm%d(%s, kt_v%s%d(kt_ldm%d(%s, m_, v_), v_), m_);",
+                    w, at.p, kt__cg_combine_op(n->op), w, w, at.p);
+    kt_buf_free(&mask);
+    kt_buf_free(&at);
+}
+
+/* The lanes of guarded store n of v_, outside the whole-vector case: a
+ * masked store when contiguous, else one loop over them, each checked, so
+ * the fallback stays small whatever the width. */
 static void
 put_lanes_guarded(struct cg *g, const struct kt_node *n,
                   const struct kt_affine *addr, int64_t c, int lane_var, int w)
@@ -679,6 +795,10 @@ put_lanes_guarded(struct cg *g, const struct kt_node *n,
     struct kt_buf cond, at;
     int d, nchecks = 0;
 
+    if (c == 1) {
+        put_masked_store(g, n, addr, lane_var, w);
+        return;
+    }
     kt_buf_init(&cond);
     for (d = 0; d < n->ndim; d++) {
         struct kt_affine a;

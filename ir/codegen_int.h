@@ -137,6 +137,15 @@ void kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
                       const char *lane_text, int lanes, int64_t extent);
 /* Closes a conjunction of checks: "1" when none was needed. */
 void kt__cg_end_checks(struct kt_buf *b, int nchecks);
+/* Appends the lanes of a + step * lane (lane < lanes) inside [0, extent)
+ * as a C bit mask (bit l: lane l), after " & " when *nparts > 0, and
+ * counts it in *nparts; nothing when the loops' ranges keep every lane
+ * inside. */
+void kt__cg_put_lane_mask(struct cg *g, struct kt_buf *b, int *nparts,
+                          const struct kt_affine *a, int64_t step, int lanes,
+                          int64_t extent);
+/* Closes a conjunction of masks: every lane when none was needed. */
+void kt__cg_end_mask(struct kt_buf *b, int nparts);
 /* Fills g->var_max from the loops and lets under n. */
 void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
 /* The C loop of var runs from 0 below end by step: its largest value. */

@@ -255,6 +255,18 @@ open_whole_vector(struct cg *g, const struct reg *r, const char *then_line)
     return 1;
 }
 
+/* The lanes of guarded register r inside its buffer as a C bit mask. */
+static void
+put_reg_mask(struct cg *g, struct kt_buf *b, const struct reg *r)
+{
+    int d, nparts = 0;
+
+    for (d = 0; d < r->gndim; d++)
+        kt__cg_put_lane_mask(g, b, &nparts, &r->gdim[d], r->gstep[d], r->width,
+                             g->lt->bufs[r->buf].shape[d]);
+    kt__cg_end_mask(b, nparts);
+}
+
 /* The offset of lane l_ of register r from its first, as C in b. */
 static const char *
 lane_offset(const struct reg *r, struct kt_buf *b)
@@ -268,8 +280,9 @@ lane_offset(const struct reg *r, struct kt_buf *b)
 }
 
 /* Guarded register i of w > 1 lanes: loaded whole when its first and last
- * lanes are inside its buffer, else lane by lane (0 outside: those lanes
- * are dropped when it is stored). */
+ * lanes are inside its buffer, else those inside (a masked load when
+ * contiguous, else lane by lane; 0 outside: those lanes are dropped when
+ * it is stored). */
 static void
 load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
@@ -281,6 +294,14 @@ load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
     kt__cg_line(g, "kt_v%d r%d;", r->width, i);
     kt_buf_printf(&whole, "r%d = kt_ld%d(&t_%s[%s]);", i, r->width, name, addr);
     if (!open_whole_vector(g, r, whole.p)) {
+        kt_buf_free(&whole);
+        kt_buf_free(&c);
+        return;
+    }
+    if (r->stride == 1) {
+        put_reg_mask(g, &c, r);
+        kt__cg_line(g, "    r%d = kt_ldm%d(&t_%s[%s], %s, kt_bc%d(0.0f));", i,
+                    r->width, name, addr, c.p, r->width);
         kt_buf_free(&whole);
         kt_buf_free(&c);
         return;
@@ -348,8 +369,9 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
 }
 
 /* Guarded register i of w > 1 lanes: stored whole when its first and
- * last lanes are inside its buffer, else lane by lane, dropping the lanes
- * outside (the padding of a product computed over padded extents). */
+ * last lanes are inside its buffer, else only the lanes inside (a masked
+ * store when contiguous, else lane by lane), dropping the padding of a
+ * product computed over padded extents. */
 static void
 store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
@@ -360,6 +382,14 @@ store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
     kt_buf_init(&whole);
     kt_buf_printf(&whole, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
     if (!open_whole_vector(g, r, whole.p)) {
+        kt_buf_free(&whole);
+        kt_buf_free(&c);
+        return;
+    }
+    if (r->stride == 1) {
+        put_reg_mask(g, &c, r);
+        kt__cg_line(g, "    kt_stm%d(&t_%s[%s], r%d, %s);", r->width, name,
+                    addr, i, c.p);
         kt_buf_free(&whole);
         kt_buf_free(&c);
         return;

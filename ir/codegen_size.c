@@ -15,8 +15,8 @@
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
  * (padding) read weighs its checks at every lane.  Its edge lanes are a
- * loop now (ir/codegen_expr.c), which gcc builds quicker than this
- * weight says, but weighed as that loop (its loads and the checks of
+ * masked load or a loop now (ir/codegen_expr.c), which gcc builds
+ * quicker than this weight says, but weighed as that loop (its loads and the checks of
  * its ends and of one lane) the search found slower classifier kernels:
  * dense_fc1000 0.94x where it found 1.08x (docs/performance.md). */
 static int64_t

@@ -88,6 +88,36 @@ static const char prelude[] =
     "a) \\\n"
     "{ kt_v##W r; for (int l = 0; l < W; l++) r[l] = F(a[l]); return r; }\n"
     "KT_VEC(4)\nKT_VEC(8)\nKT_VEC(16)\n"
+    /* The edges of a guarded vector: a bit per lane inside its buffer,
+     * read and written by masked loads and stores (AVX-512: one
+     * instruction, the lanes outside neither read nor written, so no
+     * fault), else by a loop over the lanes of the mask. */
+    "static inline unsigned kt_span(long a, long n, int w)\n"
+    "{ long lo = a < 0 ? -a : 0, hi = n - a < w ? n - a : w;\n"
+    "  return lo < hi ? (~0u >> (32 - hi)) & (~0u << lo) : 0u; }\n"
+    "static inline unsigned kt_lanes(long a, long s, long n, int w)\n"
+    "{ unsigned m = 0; for (int l = 0; l < w; l++) "
+    "m |= (unsigned)((unsigned long)(a + s * l) < (unsigned long)n) << l;\n"
+    "  return m; }\n"
+    "#define KT_MASKED_LOOP(W) \\\n"
+    "static inline kt_v##W kt_ldm##W(const float *p, unsigned m, kt_v##W v) "
+    "\\\n"
+    "{ for (int l = 0; l < W; l++) if (m >> l & 1) v[l] = p[l]; return v; } "
+    "\\\n"
+    "static inline void kt_stm##W(float *p, kt_v##W v, unsigned m) \\\n"
+    "{ for (int l = 0; l < W; l++) if (m >> l & 1) p[l] = v[l]; }\n"
+    "#define KT_MASKED_X86(W, B, T) \\\n"
+    "static inline kt_v##W kt_ldm##W(const float *p, unsigned m, kt_v##W v) "
+    "\\\n"
+    "{ return __builtin_ia32_loadups##B##_mask((const void *)p, v, (T)m); } "
+    "\\\n"
+    "static inline void kt_stm##W(float *p, kt_v##W v, unsigned m) \\\n"
+    "{ __builtin_ia32_storeups##B##_mask((void *)p, v, (T)m); }\n"
+    "#if defined(__AVX512F__)\nKT_MASKED_X86(16, 512, unsigned short)\n"
+    "#else\nKT_MASKED_LOOP(16)\n#endif\n"
+    "#if defined(__AVX512VL__)\nKT_MASKED_X86(8, 256, unsigned char)\n"
+    "KT_MASKED_X86(4, 128, unsigned char)\n"
+    "#else\nKT_MASKED_LOOP(8)\nKT_MASKED_LOOP(4)\n#endif\n"
     /* Across lanes by halves (log2 W steps, not a chain of W - 1
      * dependent scalar operations: 2 x 15 x 3 cycles per softmax row). */
     "static inline float kt_hsum4(kt_v4 a) { return (a[0] + a[2]) + (a[1] + "
