@@ -53,14 +53,23 @@ int
 kt_op_global_avg_pool(struct kt_op_def *d, int64_t N, int64_t C, int64_t H,
                       int64_t W)
 {
+    int64_t P = H * W, padded = P >= 16 ? (P + 15) / 16 * 16 : P;
+
     if (N <= 0 || C <= 0 || H <= 0 || W <= 0)
         return kt__op_bad(d, "global_avg_pool: sizes must be positive");
     memset(d, 0, sizeof(*d));
     kt__op_set_name(d, "global_avg_pool_n%lld_c%lld_h%lld_w%lld", (long long)N,
                     (long long)C, (long long)H, (long long)W);
-    kt__op_add_shape(d, "I", 4, (int64_t[]){N, C, H, W});
-    kt__op_put(d, "O[n,c] += I[n,c,h,w] * (1/(%lld*%lld))", (long long)H,
-               (long long)W);
+    /* One reduction over the H*W contiguous points of a channel, read as
+     * vectors with lane accumulators (docs/search.md, Rfactor) and padded
+     * to whole 16-lane vectors: a 7x7 window is 3 vectors and one lane
+     * (a masked load), where over h and w apart its innermost 7 points
+     * fit no vector and the channels, 49 floats apart, were gathered lane
+     * by lane. */
+    kt__op_add_shape(d, "I", 3, (int64_t[]){N, C, P});
+    kt__op_put(d, "O[n,c] += I[n,c,p] * (1/%lld)", (long long)P);
+    if (padded != P)
+        kt__op_put(d, " pad p:%lld", (long long)padded);
     return KT_OK;
 }
 

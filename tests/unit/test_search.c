@@ -776,10 +776,23 @@ test_search_channel_vector_replaces_plain(void **state)
     kt_dag_free(dag);
 }
 
-/* SpatialVector: global average pooling (a 7 x 7 reduction, too short
- * for rfactor) is also tiled, and its samples vectorize the channels
- * under the reduction loops; they compile and match the interpreter.
- * Untiled, no loop of it is vectorized. */
+/* Number of sketches of dag whose description contains what. */
+static int
+sketches_with(const struct kt_dag *dag, const char *what)
+{
+    struct kt_search *s = new_search(dag, KT_POLICY_RANDOM, 16, 1, 1);
+    int i, n = 0;
+
+    for (i = 0; i < kt_search_nsketches(s); i++)
+        n += strstr(kt_search_sketch_desc(s, i), what) != NULL;
+    kt_search_free(s);
+    return n;
+}
+
+/* SpatialVector: global average pooling of a 3 x 3 map (a reduction of 9
+ * points, too short for rfactor) is also tiled, and its samples vectorize
+ * the channels under the reduction loops; they compile and match the
+ * interpreter.  Untiled, no loop of it is vectorized. */
 static int
 spatial_vector_under_reduction(const struct kt_state *st)
 {
@@ -794,32 +807,49 @@ test_search_spatial_vector_pool(void **state)
     struct kt_op_def d;
     struct kt_dag *dag;
     struct kt_search *s;
-    int i, tiled = 0;
     (void)state;
 
-    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 7, 7), KT_OK);
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 3, 3), KT_OK);
     dag = build(&d);
+    assert_int_equal(sketches_with(dag, "SSRSRS"), 1);
     s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
-    for (i = 0; i < kt_search_nsketches(s); i++)
-        tiled += strstr(kt_search_sketch_desc(s, i), "SSRSRS") != NULL;
-    assert_int_equal(tiled, 1);
     check_picked_samples(dag, s, spatial_vector_under_reduction,
                          "vectorizes the channels");
     kt_search_free(s);
     kt_dag_free(dag);
 }
 
-/* Number of sketches of dag whose description contains what. */
+/* Rfactor: global average pooling of a 7 x 7 map reduces each channel's
+ * 49 contiguous points, padded to 64 (ir/ops_reduce.c), so its samples
+ * keep lane accumulators along them (4 vectors, the last one a masked
+ * read of 1 point) instead of gathering the channels 49 floats apart;
+ * they compile and match the interpreter. */
 static int
-sketches_with(const struct kt_dag *dag, const char *what)
+lanes_along_reduction(const struct kt_state *st)
 {
-    struct kt_search *s = new_search(dag, KT_POLICY_RANDOM, 16, 1, 1);
-    int i, n = 0;
+    const struct kt_sstage *ss = vectorized_reduction(st);
 
-    for (i = 0; i < kt_search_nsketches(s); i++)
-        n += strstr(kt_search_sketch_desc(s, i), what) != NULL;
+    return ss != NULL && ss->iters[ss->niters - 1].reduce;
+}
+
+static void
+test_search_global_pool_lane_reduction(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_search *s;
+    (void)state;
+
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 7, 7), KT_OK);
+    dag = build(&d);
+    assert_non_null(strstr(dag->key, "pad a2:64"));
+    if (sketches_with(dag, "SSRSR") == sketches_with(dag, "SSRSRS"))
+        fail_msg("no rfactor sketch (SSRSR) for the 7 x 7 global pooling");
+    s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
+    check_picked_samples(dag, s, lanes_along_reduction,
+                         "keeps lane accumulators along the 49 points");
     kt_search_free(s);
-    return n;
+    kt_dag_free(dag);
 }
 
 /* Whether only the register tile (unrolled or vectorized iterators) is
@@ -1120,6 +1150,7 @@ main(void)
         cmocka_unit_test(test_search_channel_vector),
         cmocka_unit_test(test_search_channel_vector_replaces_plain),
         cmocka_unit_test(test_search_spatial_vector_pool),
+        cmocka_unit_test(test_search_global_pool_lane_reduction),
         cmocka_unit_test(test_search_cache_write_long_reductions),
         cmocka_unit_test(test_search_whole_reduction_run),
         cmocka_unit_test(test_search_lane_reduction_softmax),
