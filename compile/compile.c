@@ -130,28 +130,34 @@ choose_schedule(struct kt_cc *c, struct kt_cc_task *t, FILE *log, char *err,
                 size_t errlen)
 {
     const struct kt_dag *dag = t->task->dag;
-    char why[512] = "";
+    /* why there is no tuned schedule, formatted apart from err: err into
+     * itself overlapped vsnprintf's arguments (found by valgrind) */
+    char why[512] = "", reason[640];
     int rc;
 
     if (t->best.config != NULL && replay_best(t, why, sizeof(why)) == KT_OK) {
         c->ntuned++;
         return find_packed(t, c->cg.vector_bytes, err, errlen);
     }
+
     if (t->best.config != NULL)
-        snprintf(err, errlen, "trial %lld's schedule does not rebuild (%s)",
+        snprintf(reason, sizeof(reason),
+                 "trial %lld's schedule does not rebuild (%s)",
                  (long long)t->best.id, why);
     else
-        snprintf(err, errlen, "no successful trial for target %s", c->target);
+        snprintf(reason, sizeof(reason), "no successful trial for target %s",
+                 c->target);
     kt_best_trial_free(&t->best);
     if (c->o->require_tuned)
         return kt_seterr(err, errlen, KT_ENOENT,
                          "task %s (workload %s): %.400s (--require-tuned)",
-                         t->task->name, dag->hash, err);
+                         t->task->name, dag->hash, reason);
+    snprintf(err, errlen, "%s", reason);
     if (log != NULL)
         fprintf(log,
                 "kerntune: warning: task %s (workload %s): %s; using the "
                 "untuned default schedule\n",
-                t->task->name, dag->hash, err);
+                t->task->name, dag->hash, reason);
     t->st = kt_state_new(dag);
     rc = kt_lower(t->st, &t->lt, err, errlen);
     return rc == KT_OK ? find_packed(t, c->cg.vector_bytes, err, errlen) : rc;
