@@ -157,6 +157,8 @@ ktt_rel_l2(const float *got, const float *want, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+int ktt_vector_bytes;
+
 char *
 ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
                 int ncand, int *generated, int *skipped)
@@ -167,6 +169,8 @@ ktt_module_many(const struct kt_dag *dag, struct kt_state *const *cands,
     int i, ok = 0;
 
     kt_codegen_default_opts(&o);
+    if (ktt_vector_bytes > 0)
+        o.vector_bytes = ktt_vector_bytes;
     kt_buf_init(&b);
     kt_buf_init(&names);
     kt_buf_init(&packs);

@@ -46,6 +46,12 @@ double ktt_rel_l2(const float *got, const float *want, int64_t n);
 struct kt_state *ktt_random_schedule(const struct kt_dag *dag,
                                      struct kt_rng *rng);
 
+/* The vector width ktt_module_many generates for: 0 (the default) the
+ * host's as kt_codegen_default_opts sees it, else this many bytes (tests
+ * that inspect 16-lane code set 64: valgrind's CPU, or an AVX2 host,
+ * gives 32). */
+extern int ktt_vector_bytes;
+
 /* Source holding the reference and ncand candidate kernels (cand_0 ...),
  * reachable through "ktt_cands" (an array of function pointers), and their
  * pack routines through "ktt_packs" (NULL for a kernel without one).  Candidates
