@@ -259,7 +259,7 @@ check_masked_edges(const struct masked_fns *f, int w, const char *line)
     for (i = 0; i < nf; i++)
         data[i] = -1.0f;
     for (k = 1; k <= w; k++) {
-        /* the last k floats of the page, then its first w - k + 1 */
+        /* k lanes on the page's last floats, then k - 1 on its first */
         check_masked_at(f, w, data + nf - k, f->span(0, k), line);
         check_masked_at(f, w, (float *)(map + page - (w - k + 1) * 4),
                         f->span(-(w - k + 1), nf), line);
