@@ -179,8 +179,9 @@ test-long: all $(UNIT_BINS)
 
 # valgrind 3.19 cannot run AVX-512: kernels the tests compile are built for
 # AVX2 here, and the generator sees valgrind's CPU (AVX2: 8-lane vectors;
-# tests of 16-lane code skip).  Its own build dir: make bench and
-# bench-suite leave objects built with -march=native in build/.
+# tests that read 16-lane code generate it for 64-byte vectors).  Its own
+# build dir: make bench and bench-suite leave objects built with
+# -march=native in build/.
 valgrind:
 	$(MAKE) BUILD=build/valgrind valgrind-run
 
