@@ -801,22 +801,37 @@ spatial_vector_under_reduction(const struct kt_state *st)
     return ss != NULL && !ss->iters[ss->niters - 1].reduce;
 }
 
+/* The 256-channel global average pooling of a map of side x side. */
+static struct kt_dag *
+global_pool(int64_t side)
+{
+    struct kt_op_def d;
+
+    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, side, side), KT_OK);
+    return build(&d);
+}
+
+/* check_picked_samples on a random search of dag, which it frees. */
+static void
+check_samples_and_free(struct kt_dag *dag,
+                       int (*picked)(const struct kt_state *), const char *what)
+{
+    struct kt_search *s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
+
+    check_picked_samples(dag, s, picked, what);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 static void
 test_search_spatial_vector_pool(void **state)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag;
-    struct kt_search *s;
+    struct kt_dag *dag = global_pool(3);
     (void)state;
 
-    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 3, 3), KT_OK);
-    dag = build(&d);
     assert_int_equal(sketches_with(dag, "SSRSRS"), 1);
-    s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
-    check_picked_samples(dag, s, spatial_vector_under_reduction,
-                         "vectorizes the channels");
-    kt_search_free(s);
-    kt_dag_free(dag);
+    check_samples_and_free(dag, spatial_vector_under_reduction,
+                           "vectorizes the channels");
 }
 
 /* Rfactor: global average pooling of a 7 x 7 map reduces each channel's
@@ -835,21 +850,14 @@ lanes_along_reduction(const struct kt_state *st)
 static void
 test_search_global_pool_lane_reduction(void **state)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag;
-    struct kt_search *s;
+    struct kt_dag *dag = global_pool(7);
     (void)state;
 
-    assert_int_equal(kt_op_global_avg_pool(&d, 1, 256, 7, 7), KT_OK);
-    dag = build(&d);
     assert_non_null(strstr(dag->key, "pad a2:64"));
     if (sketches_with(dag, "SSRSR") == sketches_with(dag, "SSRSRS"))
         fail_msg("no rfactor sketch (SSRSR) for the 7 x 7 global pooling");
-    s = new_search(dag, KT_POLICY_RANDOM, 128, 9, 1);
-    check_picked_samples(dag, s, lanes_along_reduction,
-                         "keeps lane accumulators along the 49 points");
-    kt_search_free(s);
-    kt_dag_free(dag);
+    check_samples_and_free(dag, lanes_along_reduction,
+                           "keeps lane accumulators along the 49 points");
 }
 
 /* Whether only the register tile (unrolled or vectorized iterators) is
