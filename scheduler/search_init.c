@@ -89,6 +89,13 @@ nparts_of(const struct sk_plan *p, int reduce)
 
 static int64_t widest_lanes(const struct kt_search *s);
 
+/* An rfactor's innermost reduction part is one run of vectors folded
+ * into a few lane accumulators per row (KT_CG_MAX_ACC_SPLIT), so it may
+ * run longer than a spatial tile: dense_b1's GEMV (3072 x 768) ran at
+ * 42-44 GFLOPS on 1 thread with runs of 256 against 40-41 with 64, each
+ * row's weights read in longer streams (docs/performance.md). */
+#define SK_RF_RUN_VECTORS 16
+
 /* The bound on the innermost part of axis a of a tiled stage: the
  * reduction part around the register tile of a multi-level tiling may run
  * longer (each accumulator is loaded and stored once per pass over it:
@@ -97,7 +104,7 @@ static int64_t widest_lanes(const struct kt_search *s);
  * 8 x 32 tile over all 1024 steps of k, B packed per 32 columns, ran at
  * 1.01x / 1.00x-1.06x oneDNN on 1 / 2 threads where 256 steps ran at
  * 0.96x (docs/performance.md); an rfactor's innermost reduction part is
- * its vector of lane accumulators and keeps the spatial bound.  A
+ * its run of lane vectors (SK_RF_RUN_VECTORS).  A
  * spatial axis no full vector divides (the 197 tokens of a ViT's
  * attention, a prime; CLIP's 77) may run whole inside when its register
  * tile can hold it: within the bound it could only be 1 wide, or 7 or 11,
@@ -108,6 +115,9 @@ innermost_bound(const struct kt_search *s, const struct sk_plan *p,
 {
     if (ax->reduce && p->structure != SK_STRUCT_RF)
         return s->o.max_reduce_run;
+    if (ax->reduce &&
+        s->o.max_innermost_factor < SK_RF_RUN_VECTORS * widest_lanes(s))
+        return SK_RF_RUN_VECTORS * widest_lanes(s);
     if (ax->extent > s->o.max_innermost_factor &&
         ax->extent % widest_lanes(s) != 0 &&
         ax->extent <= sk_register_tile_limit(s))

@@ -860,6 +860,31 @@ test_search_global_pool_lane_reduction(void **state)
                            "keeps lane accumulators along the 49 points");
 }
 
+/* Rfactor of a batch-1 dense layer (a GEMV): its lane accumulators may
+ * run along more than 64 floats of k (up to 16 vectors, folded into 4
+ * accumulators per row by the code generator), the form that ran 9-14%
+ * faster on dense_b1 (docs/search.md); such samples compile and match
+ * the interpreter. */
+static int
+long_lane_run(const struct kt_state *st)
+{
+    const struct kt_sstage *ss = vectorized_reduction(st);
+
+    return ss != NULL && ss->iters[ss->niters - 1].reduce &&
+           ss->iters[ss->niters - 1].extent > 64;
+}
+
+static void
+test_search_gemv_long_lane_run(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 1, 96, 768, 0), KT_OK);
+    check_samples_and_free(build(&d), long_lane_run,
+                           "runs its lane accumulators along > 64 of k");
+}
+
 /* Whether only the register tile (unrolled or vectorized iterators) is
  * inside iterator j of ss. */
 static int
@@ -1159,6 +1184,7 @@ main(void)
         cmocka_unit_test(test_search_channel_vector_replaces_plain),
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_global_pool_lane_reduction),
+        cmocka_unit_test(test_search_gemv_long_lane_run),
         cmocka_unit_test(test_search_cache_write_long_reductions),
         cmocka_unit_test(test_search_whole_reduction_run),
         cmocka_unit_test(test_search_lane_reduction_softmax),
