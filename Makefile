@@ -77,7 +77,18 @@ all: $(LIB) $(PROGS)
 deps:
 	sh scripts/install-deps.sh
 
-$(BUILD)/%.o: %.c
+# Objects depend on the optimization flags they were built with: make
+# bench and bench-suite build with -O3 -march=native, and a later plain
+# make must not reuse those objects (nor they the -O2 ones).  The stamp
+# changes only when OPT does.
+OPT_STAMP := $(BUILD)/.opt
+$(OPT_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(OPT)' | cmp -s - $@ || echo '$(OPT)' > $@
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/%.o: %.c $(OPT_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -87,7 +98,7 @@ $(GEN_DIR)/onnx.pb-c.c: $(ONNX_PROTO)
 $(GEN_DIR)/onnx.pb-c.h: $(GEN_DIR)/onnx.pb-c.c
 
 # Generated code: our warning set is not its contract.
-$(GEN_DIR)/onnx.pb-c.o: $(GEN_DIR)/onnx.pb-c.c
+$(GEN_DIR)/onnx.pb-c.o: $(GEN_DIR)/onnx.pb-c.c $(OPT_STAMP)
 	$(CC) $(CSTD) $(OPT) -g $(SANFLAGS) -I$(GEN_DIR) $(PKG_CFLAGS) -c $< -o $@
 
 $(filter-out $(GEN_DIR)/%,$(LIB_OBJS)) $(SUPPORT_OBJS) \
@@ -98,7 +109,7 @@ $(filter-out $(GEN_DIR)/%,$(LIB_OBJS)) $(SUPPORT_OBJS) \
 KT_GIT_DESCRIBE ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(BUILD)/compile/emit_build.o: CFLAGS += -DKT_GIT_DESCRIBE='"$(KT_GIT_DESCRIBE)"'
 
-$(BUILD)/rpc/%.o: %.c
+$(BUILD)/rpc/%.o: %.c $(OPT_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(OPT) -g $(WARN) $(SANFLAGS) -I. -DKT_RPC_ONLY=1 -MMD -MP -c $< -o $@
 
@@ -180,8 +191,7 @@ test-long: all $(UNIT_BINS)
 # valgrind 3.19 cannot run AVX-512: kernels the tests compile are built for
 # AVX2 here, and the generator sees valgrind's CPU (AVX2: 8-lane vectors;
 # tests that read 16-lane code generate it for 64-byte vectors).  Its own
-# build dir: make bench and bench-suite leave objects built with
-# -march=native in build/.
+# build dir: build/ may hold objects make bench built with -march=native.
 valgrind:
 	$(MAKE) BUILD=build/valgrind valgrind-run
 

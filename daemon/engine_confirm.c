@@ -127,7 +127,7 @@ add_kv(struct kt_trial *t, const char *k, const char *v)
 static void
 reject(struct kt_job *job, struct kt_trial *t, const char *why)
 {
-    char text[512];
+    char text[1024]; /* why is up to 600 bytes */
 
     snprintf(text, sizeof(text), "cost %.6g s from worker %s not confirmed: %s",
              t->result.cost, t->result.worker, why);
