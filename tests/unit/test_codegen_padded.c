@@ -176,6 +176,26 @@ test_codegen_padded_copy_elided(void **state)
     }
 }
 
+/* A register tile two rows by all 208 columns of the 197 x 197 product
+ * is not retargeted into O: there the padded lanes of its first row
+ * would be the second row's first elements, and none of its
+ * accumulators could stay in registers.  P stays, its 26 accumulator
+ * vectors are registers, and the output matches the interpreter. */
+static void
+test_codegen_padded_wrapping_tile_kept(void **state)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = padded_bmm(1, 197, 8, 40, 208, 2, 208, 1, &dag);
+    char *src = candidate_module(dag, &st), *kern = candidate_kernel(src);
+    (void)state;
+
+    if (strstr(kern, "t_P[") == NULL || strstr(kern, "kt_v16 r25 ") == NULL)
+        fail_msg("the 2 x 208 tile is not a register tile of its own P:\n%s",
+                 kern);
+    free(src);
+    check_and_free(dag, st);
+}
+
 /* The ViT attention scores (12 x 197 x 197 x 64, padded to 200 x 208)
  * with P over a whole 40 x 208 row block, its copy kept (tile rows a
  * loop) or elided: within the code-size bound the search applies
@@ -360,6 +380,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codegen_padded_copy_loop),
         cmocka_unit_test(test_codegen_padded_copy_elided),
+        cmocka_unit_test(test_codegen_padded_wrapping_tile_kept),
         cmocka_unit_test(test_codegen_padded_copy_size),
         cmocka_unit_test(test_codegen_padded_pack_edges),
         cmocka_unit_test(test_codegen_padded_checks_by_ranges),
