@@ -113,16 +113,17 @@ static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
 {
+    int64_t bound = s->o.max_innermost_factor;
+
     if (ax->reduce && p->structure != SK_STRUCT_RF)
         return s->o.max_reduce_run;
-    if (ax->reduce &&
-        s->o.max_innermost_factor < SK_RF_RUN_VECTORS * widest_lanes(s))
-        return SK_RF_RUN_VECTORS * widest_lanes(s);
-    if (ax->extent > s->o.max_innermost_factor &&
-        ax->extent % widest_lanes(s) != 0 &&
+    if (ax->reduce && bound < SK_RF_RUN_VECTORS * widest_lanes(s))
+        bound = SK_RF_RUN_VECTORS * widest_lanes(s);
+    /* Whole extents are a separate bound: the larger of the two holds. */
+    if (ax->extent > bound && ax->extent % widest_lanes(s) != 0 &&
         ax->extent <= sk_register_tile_limit(s))
-        return ax->extent;
-    return s->o.max_innermost_factor;
+        bound = ax->extent;
+    return bound;
 }
 
 int

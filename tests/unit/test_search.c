@@ -885,6 +885,29 @@ test_search_gemv_long_lane_run(void **state)
                            "runs its lane accumulators along > 64 of k");
 }
 
+/* A reduction of 300 (no 16-lane vector divides it, 75 4-lane ones do)
+ * may run whole in the lane run: the whole-extent bound (up to a
+ * register file of lanes) is not shadowed by the 16-vector one. */
+static int
+whole_lane_run_of_300(const struct kt_state *st)
+{
+    const struct kt_sstage *ss = vectorized_reduction(st);
+
+    return ss != NULL && ss->iters[ss->niters - 1].reduce &&
+           ss->iters[ss->niters - 1].extent == 300;
+}
+
+static void
+test_search_gemv_whole_odd_lane_run(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 1, 96, 300, 0), KT_OK);
+    check_samples_and_free(build(&d), whole_lane_run_of_300,
+                           "runs its lane accumulators along all 300 of k");
+}
+
 /* Whether only the register tile (unrolled or vectorized iterators) is
  * inside iterator j of ss. */
 static int
@@ -1185,6 +1208,7 @@ main(void)
         cmocka_unit_test(test_search_spatial_vector_pool),
         cmocka_unit_test(test_search_global_pool_lane_reduction),
         cmocka_unit_test(test_search_gemv_long_lane_run),
+        cmocka_unit_test(test_search_gemv_whole_odd_lane_run),
         cmocka_unit_test(test_search_cache_write_long_reductions),
         cmocka_unit_test(test_search_whole_reduction_run),
         cmocka_unit_test(test_search_lane_reduction_softmax),
