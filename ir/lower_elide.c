@@ -97,42 +97,31 @@ copy_offsets(const struct kt_looptree *lt, const struct kt_node *nest,
     return ok;
 }
 
-/* Whether every store into tile below n finishes its elements in one
- * pass: up from an update store, unrolled or vectorized spatial loops,
- * then reduction loops, then spatial loops only. */
+/* Whether the update store under path[0..depth) finishes its elements
+ * in one pass: up from it, unrolled or vectorized spatial loops, then
+ * reduction loops, then spatial loops only. */
 static int
-one_pass(const struct kt_node *n, int tile, const struct kt_node **path,
-         int depth)
+one_pass(const struct kt_node **path, int depth)
 {
+    int phase = 0; /* 0: register tile, 1: reductions, 2: outer */
     int i;
 
-    if (n->kind == KT_N_STORE && n->buf == tile && n->op != KT_ASSIGN) {
-        int phase = 0; /* 0: register tile, 1: reductions, 2: outer */
-        for (i = depth - 1; i >= 0; i--) {
-            const struct kt_node *p = path[i];
-            int tile_loop = p->ann == KT_ANN_UNROLL ||
-                            p->ann == KT_ANN_VECTORIZE;
-            if (p->kind != KT_N_LOOP)
-                continue;
-            if (p->reduce) {
-                if (phase == 2)
-                    return 0;
-                phase = 1;
-            } else if (phase == 0 && !tile_loop) {
+    for (i = depth - 1; i >= 0; i--) {
+        const struct kt_node *p = path[i];
+        int tile_loop = p->ann == KT_ANN_UNROLL || p->ann == KT_ANN_VECTORIZE;
+        if (p->kind != KT_N_LOOP)
+            continue;
+        if (p->reduce) {
+            if (phase == 2)
                 return 0;
-            } else if (phase == 1) {
-                phase = 2;
-            }
-        }
-        return phase >= 1;
-    }
-    if (depth == 64)
-        return 0;
-    path[depth] = n;
-    for (i = 0; i < n->nkids; i++)
-        if (!one_pass(n->kids[i], tile, path, depth + 1))
+            phase = 1;
+        } else if (phase == 0 && !tile_loop) {
             return 0;
-    return 1;
+        } else if (phase == 1) {
+            phase = 2;
+        }
+    }
+    return phase >= 1;
 }
 
 /* Whether a store below n reads tile in its expression: a producer that
@@ -221,8 +210,8 @@ fits(const struct kt_node *n, int tile, const struct kt_affine *base)
     return 1;
 }
 
-/* Whether the register tile of an update store into tile below n (the
- * unrolled and vectorized loops right above it) is longer than buffer
+/* Whether the register tile of update store st under path[0..depth)
+ * (the unrolled and vectorized loops right above it) is longer than buffer
  * `to` along one dimension while it spans more than one index of an
  * outer one: retargeted, the padded lanes of one of its rows would be
  * elements of the next one (a 2 x 208 tile of a 197 x 197 product), the
@@ -231,40 +220,54 @@ fits(const struct kt_node *n, int tile, const struct kt_affine *base)
  * 79.0 with its own tile copied out).  A tile's rows past the last (25
  * rows of 16 over 200 of 197 rows) are dropped by their guards. */
 static int
-tile_wraps(const struct kt_looptree *lt, const struct kt_node *n, int tile,
-           int to, const struct kt_node **path, int depth)
+tile_wraps(const struct kt_looptree *lt, const struct kt_node *st, int to,
+           const struct kt_node **path, int depth)
 {
+    int64_t span[KT_MAX_DIMS], outer = 1;
     int i, d;
 
-    if (n->kind == KT_N_STORE && n->buf == tile && n->op != KT_ASSIGN) {
-        int64_t span[KT_MAX_DIMS], outer = 1;
-        for (d = 0; d < n->ndim; d++)
-            span[d] = 1;
-        for (i = depth - 1; i >= 0; i--) {
-            const struct kt_node *p = path[i];
-            if (p->kind != KT_N_LOOP)
-                continue;
-            if (p->ann != KT_ANN_UNROLL && p->ann != KT_ANN_VECTORIZE)
-                break;
-            for (d = 0; d < n->ndim; d++) {
-                int64_t k = kt_aff_coef(&n->idx[d], p->var);
-                span[d] += (k < 0 ? -k : k) * (p->extent - 1);
-            }
+    for (d = 0; d < st->ndim; d++)
+        span[d] = 1;
+    for (i = depth - 1; i >= 0; i--) {
+        const struct kt_node *p = path[i];
+        if (p->kind != KT_N_LOOP)
+            continue;
+        if (p->ann != KT_ANN_UNROLL && p->ann != KT_ANN_VECTORIZE)
+            break;
+        for (d = 0; d < st->ndim; d++) {
+            int64_t k = kt_aff_coef(&st->idx[d], p->var);
+            span[d] += (k < 0 ? -k : k) * (p->extent - 1);
         }
-        for (d = 0; d < n->ndim; d++) {
-            if (outer > 1 && span[d] > lt->bufs[to].shape[d])
-                return 1;
-            outer *= span[d];
-        }
-        return 0;
     }
+    for (d = 0; d < st->ndim; d++) {
+        if (outer > 1 && span[d] > lt->bufs[to].shape[d])
+            return 1;
+        outer *= span[d];
+    }
+    return 0;
+}
+
+/* Whether every update store into tile below n may be retargeted into
+ * buffer to (guarded: through a guarded copy): one_pass(), and for a
+ * guarded copy not tile_wraps(). */
+static int
+updates_retargetable(const struct kt_looptree *lt, const struct kt_node *n,
+                     int tile, int to, int guarded, const struct kt_node **path,
+                     int depth)
+{
+    int i;
+
+    if (n->kind == KT_N_STORE && n->buf == tile && n->op != KT_ASSIGN)
+        return one_pass(path, depth) &&
+               !(guarded && tile_wraps(lt, n, to, path, depth));
     if (depth == 64)
-        return 1;
+        return 0;
     path[depth] = n;
     for (i = 0; i < n->nkids; i++)
-        if (tile_wraps(lt, n->kids[i], tile, to, path, depth + 1))
-            return 1;
-    return 0;
+        if (!updates_retargetable(lt, n->kids[i], tile, to, guarded, path,
+                                  depth + 1))
+            return 0;
+    return 1;
 }
 
 static void
@@ -290,9 +293,8 @@ elide(struct kt_looptree *lt, struct kt_node *n)
         !copy_offsets(lt, nest, st, base))
         return;
     for (i = 0; i < n->nkids - 1; i++)
-        if (!one_pass(n->kids[i], tile, path, 0) ||
-            (st->guarded &&
-             tile_wraps(lt, n->kids[i], tile, st->buf, path, 0)) ||
+        if (!updates_retargetable(lt, n->kids[i], tile, st->buf, st->guarded,
+                                  path, 0) ||
             !fits(n->kids[i], tile, base) ||
             (st->guarded && node_reads(n->kids[i], tile)))
             return;
