@@ -205,6 +205,7 @@ bench-build: all $(BENCH_BINS) $(BUILD)/bench/suite_time $(BUILD)/bench/fake_wor
 
 bench: OPT := -O3 -march=native
 bench: all $(BENCH_BINS)
+	@echo "CPU: $$(sh bench/cpu.sh)"
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 
 # The service under load (bench/load.sh): kerntuned with LOAD_JOBS jobs over

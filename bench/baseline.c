@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -277,4 +278,45 @@ kt_bench_cpu_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The value of /proc/cpuinfo line "key<tabs>: value" into v, when line has
+ * that key and v is still empty. */
+static void
+cpuinfo_field(const char *line, const char *key, char *v, size_t size)
+{
+    size_t n = strlen(key);
+    const char *colon;
+
+    if (v[0] != '\0' || strncmp(line, key, n) != 0 ||
+        (line[n] != '\t' && line[n] != ' ' && line[n] != ':'))
+        return;
+    colon = strchr(line + n, ':');
+    if (colon == NULL || strspn(line + n, "\t ") != (size_t)(colon - line - n))
+        return;
+    snprintf(v, size, "%s", colon + 1 + strspn(colon + 1, " "));
+    v[strcspn(v, "\n")] = '\0';
+}
+
+void
+kt_bench_cpu_model(char *buf, size_t size)
+{
+    char line[512], name[160] = "", family[16] = "", model[16] = "",
+                    stepping[16] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        cpuinfo_field(line, "model name", name, sizeof(name));
+        cpuinfo_field(line, "cpu family", family, sizeof(family));
+        cpuinfo_field(line, "model", model, sizeof(model));
+        cpuinfo_field(line, "stepping", stepping, sizeof(stepping));
+    }
+    if (f != NULL)
+        fclose(f);
+    if (family[0] == '\0')
+        snprintf(buf, size, "%s", name[0] != '\0' ? name : "unknown CPU");
+    else
+        snprintf(buf, size, "%s (family %s, model %s, stepping %s)",
+                 name[0] != '\0' ? name : "unknown CPU", family, model,
+                 stepping);
 }

@@ -41,4 +41,9 @@ double kt_bench_env_double(const char *name, double def);
 /* This process's CPU seconds (all threads). */
 double kt_bench_cpu_now(void);
 
+/* Writes "MODEL NAME (family F, model M, stepping S)" of this machine's
+ * first CPU (as bench/cpu.sh does) into buf: one name may stand for
+ * several generations under a hypervisor ("AMD EPYC"). */
+void kt_bench_cpu_model(char *buf, size_t size);
+
 #endif /* KT_BENCH_BASELINE_H */

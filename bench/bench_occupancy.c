@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/baseline.h"
 #include "measure/worker/worker.h"
 
 static const char
@@ -157,14 +158,10 @@ main(int argc, char **argv)
 {
     char dir[] = "/tmp/kt-bench-occ.XXXXXX", so1[300], so2[300], cmd[340];
     int i = 1, fifo = 0;
-    FILE *f = popen("lscpu | grep 'Model name'", "r");
+    char cpu[256];
 
-    if (f != NULL) {
-        char line[200];
-        if (fgets(line, sizeof(line), f) != NULL)
-            printf("%s", line);
-        pclose(f);
-    }
+    kt_bench_cpu_model(cpu, sizeof(cpu));
+    printf("CPU: %s\n", cpu);
     if (i < argc && strcmp(argv[i], "--fifo") == 0) {
         fifo = 1;
         i++;

@@ -31,7 +31,7 @@ cpu() {
 }
 add() { echo "$1 $(cpu "$2") $(cpu "$3")" | awk '{print $1 + $3 - $2}'; }
 
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "CPU: $(sh "$(dirname "$0")/cpu.sh")"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 echo "compiler: $*"
 ids=$(sqlite3 "$DB" "SELECT id FROM logs ORDER BY id LIMIT $N")

@@ -26,7 +26,7 @@ TRIALS=${1:-64}
 [ $# -gt 0 ] || set -- bench/gemm1024.json bench/conv3x3.json
 T=$(mktemp -d /tmp/kt-candtime.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "CPU: $(sh "$(dirname "$0")/cpu.sh")"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 printf '%-10s %6s %6s %9s %8s %9s %11s %8s %10s %9s %9s\n' config trials \
     errors "wall/cand" build "build CPU" "load+verify" timing "failed run" \

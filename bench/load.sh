@@ -76,7 +76,7 @@ EOF
 done
 
 echo "== kerntune load test: $JOBS jobs x $PER_JOB trials = $TRIALS, $CONNS worker connections"
-echo "$(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs"
+echo "CPU: $(sh "$(dirname "$0")/cpu.sh"); $(nproc) CPUs"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 
 : >"$T/daemon.log"

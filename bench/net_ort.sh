@@ -110,7 +110,7 @@ for n in $(echo "$TRIALS" | tr ',' ' '); do
     "$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" $SERIAL 2>&1 |
         grep -v 'untuned default schedule$'
     for policy in ${WAIT:-default}; do
-        echo "after $n trials; cpu: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
+        echo "after $n trials; cpu: $(sh "$(dirname "$0")/cpu.sh"), load: $(uptime | sed 's/.*load average: //')"
         if [ "$policy" = default ]; then
             "$kt" run "$OUT/lib" --check --threads "$THREADS" --repeat "$REPEAT"
         else

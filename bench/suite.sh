@@ -58,7 +58,7 @@ done
 [ -n "$configs" ] || { echo "suite: no config matches --only '$ONLY'" >&2; exit 2; }
 
 echo "kerntune bench suite, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) threads; load: $(uptime | sed 's/.*load average/load average/')"
+echo "CPU: $(sh "$(dirname "$0")/cpu.sh"), $(nproc) threads; load: $(uptime | sed 's/.*load average/load average/')"
 
 if [ "$TUNE" = 1 ]; then
     for cfg in $configs; do

@@ -589,12 +589,16 @@ json_str(FILE *f, const char *key, const char *v)
     fputc('"', f);
 }
 
+/* The machine's CPU (kt_bench_cpu_model), printed and in every JSON line. */
+static char cpu_model[256];
+
 static void
 write_json(FILE *f, const struct task_result *r, int t, const char *date)
 {
     const struct impl *best = best_library(r, t);
 
     fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\"", date, r->name);
+    json_str(f, "cpu", cpu_model);
     json_str(f, "db", r->db);
     fprintf(f, ",\"threads\":%d,\"flops\":%.0f", t, r->flops);
     fprintf(f,
@@ -631,24 +635,17 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
 static void
 print_machine(const char *date)
 {
-    char line[256], model[160] = "?", load[64] = "?";
-    FILE *f = fopen("/proc/cpuinfo", "r");
+    char load[64] = "?";
+    FILE *f;
 
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':') != NULL) {
-            snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
-            model[strcspn(model, "\n")] = '\0';
-            break;
-        }
-    if (f != NULL)
-        fclose(f);
+    kt_bench_cpu_model(cpu_model, sizeof(cpu_model));
     f = fopen("/proc/loadavg", "r");
     if (f != NULL && fgets(load, sizeof(load), f) != NULL)
         load[strcspn(load, "\n")] = '\0';
     if (f != NULL)
         fclose(f);
     printf("%s; CPU: %s, %ld threads online; load (1/5/15 min, ...): %s\n",
-           date, model, sysconf(_SC_NPROCESSORS_ONLN), load);
+           date, cpu_model, sysconf(_SC_NPROCESSORS_ONLN), load);
 }
 
 /* Raises fma_peak[] to this measurement where it is higher: on a shared

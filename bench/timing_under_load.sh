@@ -47,7 +47,7 @@ hog() {
 }
 
 echo "== timing under load: $CONFIG, $TRIALS trials, hog on CPU 1 ${ON}s on / ${OFF}s off"
-echo "$(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs"
+echo "CPU: $(sh "$(dirname "$0")/cpu.sh"); $(nproc) CPUs"
 for side in $ORDER; do
     if [ $side = old ]; then BIN=$OLD; else BIN=$NEW; fi
     ( hog ) &
