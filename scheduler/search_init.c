@@ -104,11 +104,12 @@ static int64_t widest_lanes(const struct kt_search *s);
  * 8 x 32 tile over all 1024 steps of k, B packed per 32 columns, ran at
  * 1.01x / 1.00x-1.06x oneDNN on 1 / 2 threads where 256 steps ran at
  * 0.96x (docs/performance.md); an rfactor's innermost reduction part is
- * its run of lane vectors (SK_RF_RUN_VECTORS).  A
- * spatial axis no full vector divides (the 197 tokens of a ViT's
- * attention, a prime; CLIP's 77) may run whole inside when its register
- * tile can hold it: within the bound it could only be 1 wide, or 7 or 11,
- * where 197 lanes are 14 vectors and 77 are 7 (kt_vector_chunks). */
+ * its run of lane vectors (SK_RF_RUN_VECTORS).  An
+ * axis no full vector divides (the 197 tokens of a ViT's attention, a
+ * prime; CLIP's 77; an rfactor's reduction of 300) may run whole inside
+ * when its register tile can hold it: within the bound it could only be
+ * 1 wide, or 7 or 11, where 197 lanes are 14 vectors and 77 are 7
+ * (kt_vector_chunks). */
 static int64_t
 innermost_bound(const struct kt_search *s, const struct sk_plan *p,
                 const struct kt_axis *ax)
