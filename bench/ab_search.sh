@@ -88,6 +88,8 @@ while [ "$i" -le "$RUNS" ]; do
     i=$((i + 1))
 done
 
+# suite_time appends; the summary below reads this comparison's lines only
+rm -f "$OUT/ab.jsonl"
 # shellcheck disable=SC2086 # pairs is a list of words without blanks
 "$BIN/bench/suite_time" --json "$OUT/ab.jsonl" $pairs
 

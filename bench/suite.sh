@@ -4,8 +4,8 @@
 # Tunes every model config of bench/suite/ with `kerntune tune` into a fresh
 # database of its own, then times in one process (build/bench/suite_time) the
 # best stored kernel of each task against OpenBLAS, oneDNN and the machine's
-# FMA peak on 1 and 2 threads, and prints the table (JSON lines go to
-# OUT/suite.jsonl).
+# FMA peak on 1 and 2 threads, and prints the table (JSON lines are
+# appended to OUT/suite.jsonl, one per task and thread count per run).
 #
 #   sh bench/suite.sh [--trials N | --long] [--only a,b,...] [--out DIR]
 #                     [--no-tune]

@@ -6,7 +6,8 @@
  * OpenBLAS and oneDNN on the same buffers, and one pass over those buffers
  * (the memory floor), on 1 and 2 threads, with one timing rule
  * (bench/baseline.h); checks every output against the DAG interpreter;
- * prints a table with ratios and writes JSON lines.
+ * prints a table with ratios and appends JSON lines to FILE (a log of
+ * every timing: a re-timing of some tasks keeps the earlier lines).
  *
  *   build/bench/suite_time [--json FILE] CONFIG DB [CONFIG DB ...]
  */
@@ -724,7 +725,7 @@ main(int argc, char **argv)
                                     : 0,
                res[i].pass.t[2] > 0 ? res[i].pass_bytes / res[i].pass.t[2] / 1e9
                                     : 0);
-    if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)
+    if (json_path != NULL && (json = fopen(json_path, "a")) == NULL)
         fprintf(stderr, "suite: %s: cannot write\n", json_path);
     for (i = 0; json != NULL && i < n; i++)
         for (t = 1; t <= MAX_THREADS; t++)
