@@ -860,29 +860,45 @@ test_search_global_pool_lane_reduction(void **state)
                            "keeps lane accumulators along the 49 points");
 }
 
-/* Rfactor of a batch-1 dense layer (a GEMV): its lane accumulators may
- * run along more than 64 floats of k (up to 16 vectors, folded into 4
- * accumulators per row by the code generator), the form that ran 9-14%
- * faster on dense_b1 (docs/search.md); such samples compile and match
- * the interpreter. */
-static int
-long_lane_run(const struct kt_state *st)
+/* The extent of st's vectorized innermost reduction loop (its lane run),
+ * 0 when it has none. */
+static int64_t
+lane_run(const struct kt_state *st)
 {
     const struct kt_sstage *ss = vectorized_reduction(st);
 
-    return ss != NULL && ss->iters[ss->niters - 1].reduce &&
-           ss->iters[ss->niters - 1].extent > 64;
+    return ss != NULL && ss->iters[ss->niters - 1].reduce
+               ? ss->iters[ss->niters - 1].extent
+               : 0;
+}
+
+/* check_samples_and_free on a batch-1 dense layer 96 x k (a GEMV). */
+static void
+check_gemv_samples(int64_t k, int (*picked)(const struct kt_state *),
+                   const char *what)
+{
+    struct kt_op_def d;
+
+    assert_int_equal(kt_op_dense(&d, 1, 96, k, 0), KT_OK);
+    check_samples_and_free(build(&d), picked, what);
+}
+
+/* Rfactor of a GEMV: its lane accumulators may run along more than 64
+ * floats of k (up to 16 vectors, folded into 4 accumulators per row by
+ * the code generator), the form that ran 9-14% faster on dense_b1
+ * (docs/search.md); such samples compile and match the interpreter. */
+static int
+long_lane_run(const struct kt_state *st)
+{
+    return lane_run(st) > 64;
 }
 
 static void
 test_search_gemv_long_lane_run(void **state)
 {
-    struct kt_op_def d;
     (void)state;
-
-    assert_int_equal(kt_op_dense(&d, 1, 96, 768, 0), KT_OK);
-    check_samples_and_free(build(&d), long_lane_run,
-                           "runs its lane accumulators along > 64 of k");
+    check_gemv_samples(768, long_lane_run,
+                       "runs its lane accumulators along > 64 of k");
 }
 
 /* A reduction of 300 (no 16-lane vector divides it, 75 4-lane ones do)
@@ -891,21 +907,15 @@ test_search_gemv_long_lane_run(void **state)
 static int
 whole_lane_run_of_300(const struct kt_state *st)
 {
-    const struct kt_sstage *ss = vectorized_reduction(st);
-
-    return ss != NULL && ss->iters[ss->niters - 1].reduce &&
-           ss->iters[ss->niters - 1].extent == 300;
+    return lane_run(st) == 300;
 }
 
 static void
 test_search_gemv_whole_odd_lane_run(void **state)
 {
-    struct kt_op_def d;
     (void)state;
-
-    assert_int_equal(kt_op_dense(&d, 1, 96, 300, 0), KT_OK);
-    check_samples_and_free(build(&d), whole_lane_run_of_300,
-                           "runs its lane accumulators along all 300 of k");
+    check_gemv_samples(300, whole_lane_run_of_300,
+                       "runs its lane accumulators along all 300 of k");
 }
 
 /* Whether only the register tile (unrolled or vectorized iterators) is
