@@ -198,8 +198,8 @@ emit_tail_chunks(struct cg *g, const struct kt_node *n, int64_t from)
     int k, w, rule = kt__cg_lane_rule(g, n);
 
     g->env[n->var].set = 1;
-    for (i = from; i < n->extent; i += w) {
-        w = kt__cg_rule_lanes(g, n, rule, i);
+    for (i = from; i < kt__cg_tail_end(g, n); i += w) {
+        w = kt__cg_tail_lanes(g, n, rule, i);
         kt_aff_const(&g->env[n->var].val, i);
         for (k = 0; k < n->nkids; k++)
             kt__cg_emit_store(g, n->kids[k], w > 1 ? n->var : -1, w);
@@ -215,7 +215,9 @@ emit_vector_loop(struct cg *g, const struct kt_node *n)
     int w = kt__cg_chunk_lanes(g, n, 0), k;
     int64_t i = n->extent / w * w;
 
-    if (i == n->extent || i >= 2 * w) {
+    if (g->lane_limit[n->var] > 0) {
+        i = 0; /* a peeled last tile: its narrowed chunks only */
+    } else if (i == n->extent || i >= 2 * w) {
         loop_header_to(g, n, w, i);
         g->indent++;
         for (k = 0; k < n->nkids; k++)
@@ -310,6 +312,10 @@ emit_loop(struct cg *g, const struct kt_node *n)
         kt__cg_emit_kernel_nest(g, n, kern, NULL);
         return;
     }
+    if (kt__cg_peels(g, n)) {
+        kt__cg_emit_peeled(g, n);
+        return;
+    }
     kt__cg_loop_header(g, n, 1);
     g->indent++;
     emit_kids(g, n);
@@ -340,6 +346,12 @@ void
 kt__cg_emit_node(struct cg *g, const struct kt_node *n)
 {
     emit_node(g, n);
+}
+
+void
+kt__cg_emit_kids(struct cg *g, const struct kt_node *n)
+{
+    emit_kids(g, n);
 }
 
 #define STACK_TILE_BYTES (256 * 1024)
@@ -459,6 +471,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
                                  sizeof(*g.unroll_factor));
     g.var_max = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.var_max));
+    g.lane_limit = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.lane_limit));
     for (i = 0; i <= lt->nvars; i++)
         g.var_max[i] = -1;
     kt__cg_note_ranges(&g, root);
@@ -502,6 +515,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     free(g.inner);
     free(g.unroll_factor);
     free(g.var_max);
+    free(g.lane_limit);
     return g.rc;
 }
 

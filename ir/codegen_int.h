@@ -58,6 +58,8 @@ struct cg {
     unsigned char *unrolled; /* per loop variable: unroll by pragma */
     unsigned char *inner;    /* per variable: defined inside the kernel loop */
     int64_t *var_max; /* per variable: its largest value in the C, -1 unknown */
+    int64_t *lane_limit; /* per vectorized loop: the lanes kept, 0 all
+                          * (a peeled last tile, codegen_peel.c) */
     int nregs;
     struct reg regs[KT_CG_MAX_REGS];
     int promote_ok[KT_MAX_TENSORS * 2];
@@ -70,6 +72,7 @@ struct cg {
     int *unroll_factor;   /* per loop variable: #pragma GCC unroll n */
     int64_t max_block;    /* largest straight-line block, weighted */
     int64_t total_weight; /* all the code, unrolled, weighted */
+    int bare;             /* weighing without the checks of guarded accesses */
     int rc;
     char *err;
     size_t errlen;
@@ -107,6 +110,22 @@ int kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n);
 int kt__cg_only_stores(const struct kt_node *n);
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */
 int64_t kt__cg_expand_count(const struct cg *g, const struct kt_node *n);
+
+/* Emits the kids of n (init nests folded into the kernels after them). */
+void kt__cg_emit_kids(struct cg *g, const struct kt_node *n);
+
+/* ---- ir/codegen_peel.c ------------------------------------------------- */
+
+/* Whether loop n's last iteration is emitted apart, with narrower vectors
+ * where its vectorized loops' stores keep only some lanes. */
+int kt__cg_peels(struct cg *g, const struct kt_node *n);
+/* Emits loop n without its last iteration, then that iteration. */
+void kt__cg_emit_peeled(struct cg *g, const struct kt_node *n);
+/* The lanes of the chunk at offset i of vectorized loop n under rule,
+ * narrowed to the lanes kept (g->lane_limit), and where its chunks end. */
+int kt__cg_tail_lanes(const struct cg *g, const struct kt_node *n, int rule,
+                      int64_t i);
+int64_t kt__cg_tail_end(const struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_size.c ------------------------------------------------- */
 

@@ -64,8 +64,8 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
     vec = kt__cg_is_vector_loop(g, n);
     rule = vec ? kt__cg_lane_rule(g, n) : 0;
     g->env[n->var].set = 1;
-    for (i = 0; i < n->extent; i += lw) {
-        lw = vec ? kt__cg_rule_lanes(g, n, rule, i) : 1;
+    for (i = 0; i < (vec ? kt__cg_tail_end(g, n) : n->extent); i += lw) {
+        lw = vec ? kt__cg_tail_lanes(g, n, rule, i) : 1;
         kt_aff_const(&g->env[n->var].val, i);
         for (k = 0; k < n->nkids; k++) {
             if (lw > 1)

@@ -196,6 +196,54 @@ test_codegen_padded_wrapping_tile_kept(void **state)
     check_and_free(dag, st);
 }
 
+/* A register tile whose last column of tiles keeps few lanes inside O
+ * (197 = 12 x 16 + 5, 211 = 13 x 16 + 3) runs that column apart, with the
+ * narrowest vectors covering them (8 and 4 lanes), after a loop over the
+ * others whose stores need no column check; where more than half the
+ * lanes are inside (61 = 3 x 16 + 13) the loop stays whole.  Each
+ * matches the interpreter. */
+static void
+test_codegen_padded_narrow_last_tile(void **state)
+{
+    static const struct {
+        int64_t m, rows, cols, tiles;
+        const char *narrow; /* the last tile's first register, or NULL */
+    } forms[] = {
+        {197, 40, 208, 13, "kt_v8 r0 "},
+        {211, 24, 224, 14, "kt_v4 r0 "},
+        {61, 16, 64, 4, NULL},
+    };
+    unsigned f;
+    (void)state;
+
+    for (f = 0; f < KT_ARRAY_LEN(forms); f++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = padded_bmm(1, forms[f].m, 8, forms[f].rows,
+                                         forms[f].cols, 8, 16, 1, &dag);
+        char *src = candidate_module(dag, &st), *kern = candidate_kernel(src);
+        char whole[32], shorter[32];
+        const char *narrow;
+
+        snprintf(whole, sizeof(whole), " < %lld; ", (long long)forms[f].tiles);
+        snprintf(shorter, sizeof(shorter), " < %lld; ",
+                 (long long)forms[f].tiles - 1);
+        narrow = forms[f].narrow;
+        if (narrow != NULL &&
+            (strstr(kern, narrow) == NULL || strstr(kern, shorter) == NULL ||
+             strstr(kern, whole) != NULL))
+            fail_msg("%lld columns: no loop over %lld tiles, then a last "
+                     "one of %s:\n%s",
+                     (long long)forms[f].m, (long long)forms[f].tiles - 1,
+                     narrow, kern);
+        if (narrow == NULL &&
+            (strstr(kern, whole) == NULL || strstr(kern, "kt_v8 r0 ") != NULL))
+            fail_msg("%lld columns: the column loop is not whole:\n%s",
+                     (long long)forms[f].m, kern);
+        free(src);
+        check_and_free(dag, st);
+    }
+}
+
 /* The ViT attention scores (12 x 197 x 197 x 64, padded to 200 x 208)
  * with P over a whole 40 x 208 row block, its copy kept (tile rows a
  * loop) or elided: within the code-size bound the search applies
@@ -381,6 +429,7 @@ main(void)
         cmocka_unit_test(test_codegen_padded_copy_loop),
         cmocka_unit_test(test_codegen_padded_copy_elided),
         cmocka_unit_test(test_codegen_padded_wrapping_tile_kept),
+        cmocka_unit_test(test_codegen_padded_narrow_last_tile),
         cmocka_unit_test(test_codegen_padded_copy_size),
         cmocka_unit_test(test_codegen_padded_pack_edges),
         cmocka_unit_test(test_codegen_padded_checks_by_ranges),

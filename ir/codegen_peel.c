@@ -1,0 +1,160 @@
+/* codegen_peel.c - narrow vectors for the last tile of a row.  A tile
+ * padded past the edge of what it stores (197 columns as 13 tiles of 16
+ * lanes) computes its last tile at full width although only a few lanes
+ * (5 of 16) are kept.  The generator peels that last iteration off the
+ * loop over the tiles and emits it with the narrowest vectors still
+ * covering the kept lanes (8), the guarded stores dropping the rest as
+ * before.  On cores that split a 16-lane FMA in two (AMD Zen 4) the
+ * narrow tile costs half; elsewhere it costs the same.  The loop before
+ * it then never reaches the edge, so its stores need no checks. */
+#include "ir/codegen_int.h"
+
+/* The lanes of vectorized loop v's stores still inside their buffers at
+ * the last iteration of loop n, or -1 when the lanes past them are not
+ * all dropped: every store must be guarded and index one dimension by
+ * k * n + v + c alone (k, c >= 0), so that lanes past the edge there are
+ * exactly the ones its checks drop. */
+static int64_t
+kept_lanes(const struct cg *g, const struct kt_node *n, const struct kt_node *v)
+{
+    int64_t kept = 0;
+    int i, d;
+
+    for (i = 0; i < v->nkids; i++) {
+        const struct kt_node *s = v->kids[i];
+        const struct kt_affine *a = NULL;
+        int64_t k, in = 0;
+
+        if (s->kind != KT_N_STORE || !s->guarded)
+            return -1;
+        for (d = 0; d < s->ndim; d++) {
+            if (kt_aff_coef(&s->idx[d], v->var) == 0)
+                continue;
+            if (a != NULL)
+                return -1;
+            a = &s->idx[d];
+            in = g->lt->bufs[s->buf].shape[d];
+        }
+        if (a == NULL || a->n != 2 || a->c < 0 || kt_aff_coef(a, v->var) != 1)
+            return -1;
+        k = kt_aff_coef(a, n->var);
+        if (k <= 0)
+            return -1;
+        in -= k * (n->extent - 1) + a->c;
+        if (in < 1)
+            return -1;
+        if (in > kept)
+            kept = in;
+    }
+    return kept;
+}
+
+/* Chunk lanes w at offset i halved while half still covers the lanes
+ * below keep (0: all kept). */
+static int
+narrowed(int w, int64_t i, int64_t keep)
+{
+    while (keep > 0 && w / 2 >= 4 && i + w / 2 >= keep)
+        w /= 2;
+    return w;
+}
+
+int
+kt__cg_tail_lanes(const struct cg *g, const struct kt_node *n, int rule,
+                  int64_t i)
+{
+    int64_t keep = g->lane_limit != NULL ? g->lane_limit[n->var] : 0;
+
+    return narrowed(kt__cg_rule_lanes(g, n, rule, i), i, keep);
+}
+
+int64_t
+kt__cg_tail_end(const struct cg *g, const struct kt_node *n)
+{
+    int64_t keep = g->lane_limit != NULL ? g->lane_limit[n->var] : 0;
+
+    return keep > 0 && keep < n->extent ? keep : n->extent;
+}
+
+/* The lanes vectorized loop v emits up to end, each chunk narrowed to
+ * what the lanes before keep still need (keep 0: as the rule says). */
+static int64_t
+emitted_lanes(const struct cg *g, const struct kt_node *v, int64_t keep)
+{
+    int rule = kt__cg_lane_rule(g, v), w;
+    int64_t i, end = keep > 0 && keep < v->extent ? keep : v->extent, sum = 0;
+
+    for (i = 0; i < end; i += w) {
+        w = narrowed(kt__cg_rule_lanes(g, v, rule, i), i, keep);
+        sum += w;
+    }
+    return sum;
+}
+
+/* Walks the nest below n: -1 when some vectorized loop there cannot be
+ * narrowed at n's last iteration (or a transposing copy, which keeps its
+ * blocks whole), else how many would emit fewer lanes; with limit set,
+ * records their kept lanes in g->lane_limit (limit 0 clears them). */
+static int
+walk(struct cg *g, const struct kt_node *n, const struct kt_node *m, int set,
+     int limit)
+{
+    int k, r, count = 0;
+    int64_t keep;
+
+    if (m->kind == KT_N_LOOP && m != n) {
+        if (kt__cg_transpose_weight(g, m) > 0)
+            return -1;
+        if (kt__cg_is_vector_loop(g, m)) {
+            keep = kept_lanes(g, n, m);
+            if (keep < 0)
+                return -1;
+            if (emitted_lanes(g, m, keep) >= emitted_lanes(g, m, 0))
+                return 0;
+            if (set)
+                g->lane_limit[m->var] = limit ? keep : 0;
+            return 1;
+        }
+    }
+    for (k = 0; k < m->nkids; k++) {
+        r = walk(g, n, m->kids[k], set, limit);
+        if (r < 0)
+            return -1;
+        count += r;
+    }
+    return count;
+}
+
+int
+kt__cg_peels(struct cg *g, const struct kt_node *n)
+{
+    if (g->reference || n->kind != KT_N_LOOP || n->extent < 2 ||
+        n->ann != KT_ANN_NONE || kt__cg_is_unrolled(g, n) ||
+        g->o->vector_bytes / 4 < 8)
+        return 0;
+    return walk(g, n, n, 0, 0) > 0;
+}
+
+void
+kt__cg_emit_peeled(struct cg *g, const struct kt_node *n)
+{
+    const char *v = g->lt->var_names[n->var];
+
+    kt__cg_loop_range(g, n->var, 1, n->extent - 1);
+    kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
+                (long long)(n->extent - 1), v);
+    g->indent++;
+    kt__cg_emit_kids(g, n);
+    g->indent--;
+    kt__cg_line(g, "}");
+    kt__cg_line(g, "{");
+    g->indent++;
+    g->env[n->var].set = 1;
+    kt_aff_const(&g->env[n->var].val, n->extent - 1);
+    walk(g, n, n, 1, 1);
+    kt__cg_emit_kids(g, n);
+    walk(g, n, n, 1, 0);
+    g->env[n->var].set = 0;
+    g->indent--;
+    kt__cg_line(g, "}");
+}
