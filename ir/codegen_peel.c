@@ -5,8 +5,8 @@
  * loop over the tiles and emits it with the narrowest vectors still
  * covering the kept lanes (8), the guarded stores dropping the rest as
  * before.  On cores that split a 16-lane FMA in two (AMD Zen 4) the
- * narrow tile costs half; elsewhere it costs the same.  The loop before
- * it then never reaches the edge, so its stores need no checks. */
+ * narrow tile costs half; elsewhere it is as many instructions.  The
+ * loop before it then never reaches the edge: its stores need no checks. */
 #include "ir/codegen_int.h"
 
 /* The lanes of vectorized loop v's stores still inside their buffers at
