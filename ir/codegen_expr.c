@@ -97,15 +97,16 @@ kt__cg_put_float(struct kt_buf *b, float v)
     kt_buf_printf(b, "%sf", tmp);
 }
 
-/* Whether a + step * lane stays inside [0, extent) for every value the C
- * gives its variables (0..var_max) and lane (0..lanes-1). */
+/* The lowest and highest value of a + step * lane for every value the C
+ * gives its variables (0..var_max) and lane (0..lanes-1); 0 when some
+ * variable's range is unknown. */
 static int
-inside_by_ranges(const struct cg *g, const struct kt_affine *a, int64_t step,
-                 int lanes, int64_t extent)
+range_by_ranges(const struct cg *g, const struct kt_affine *a, int64_t step,
+                int lanes, int64_t *lo, int64_t *hi)
 {
-    int64_t lo = a->c, hi = a->c;
     int i;
 
+    *lo = *hi = a->c;
     if (g->var_max == NULL || lanes < 1)
         return 0;
     for (i = 0; i < a->n; i++) {
@@ -113,27 +114,48 @@ inside_by_ranges(const struct cg *g, const struct kt_affine *a, int64_t step,
         if (m < 0)
             return 0;
         if (a->k[i] > 0)
-            hi += a->k[i] * m;
+            *hi += a->k[i] * m;
         else
-            lo += a->k[i] * m;
+            *lo += a->k[i] * m;
     }
     if (step > 0)
-        hi += step * (lanes - 1);
+        *hi += step * (lanes - 1);
     else
-        lo += step * (lanes - 1);
-    return lo >= 0 && hi < extent;
+        *lo += step * (lanes - 1);
+    return 1;
 }
 
-void
+/* Whether a + step * lane stays inside [0, extent) for every value the C
+ * gives its variables (0..var_max) and lane (0..lanes-1). */
+static int
+inside_by_ranges(const struct cg *g, const struct kt_affine *a, int64_t step,
+                 int lanes, int64_t extent)
+{
+    int64_t lo, hi;
+
+    return range_by_ranges(g, a, step, lanes, &lo, &hi) && lo >= 0 &&
+           hi < extent;
+}
+
+int
 kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
                  const struct kt_affine *a, int64_t step, const char *lane_text,
                  int lanes, int64_t extent)
 {
-    if (inside_by_ranges(g, a, lane_text != NULL ? step : 0,
-                         lane_text != NULL ? lanes : 1, extent))
-        return;
+    int64_t lo, hi;
+    int ranged = range_by_ranges(g, a, lane_text != NULL ? step : 0,
+                                 lane_text != NULL ? lanes : 1, &lo, &hi);
+
+    if (ranged && lo >= 0 && hi < extent)
+        return 0;
     if ((*nchecks)++ > 0)
         kt_buf_puts(b, " && ");
+    /* a check no value passes (the peeled last tile's, codegen_peel.c,
+     * whose column is a constant past the edge) reads as what it is */
+    if (ranged && (hi < 0 || lo >= extent)) {
+        kt_buf_puts(b, "0");
+        return 1;
+    }
     kt_buf_puts(b, "(unsigned long)(");
     kt__cg_put_aff(g, b, a);
     if (lane_text != NULL && step == 1)
@@ -141,6 +163,7 @@ kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
     else if (lane_text != NULL && step != 0)
         kt_buf_printf(b, " + %lld*%s", (long long)step, lane_text);
     kt_buf_printf(b, ") < %lldUL", (long long)extent);
+    return 0;
 }
 
 void

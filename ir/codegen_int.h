@@ -150,10 +150,11 @@ void kt__cg_put_aff(struct cg *g, struct kt_buf *b, const struct kt_affine *a);
 /* Appends the check that a (plus step times the C variable lane_text,
  * when not NULL, which runs over 0..lanes-1) is inside [0, extent),
  * after " && " when *nchecks > 0, and counts it in *nchecks; nothing
- * when the ranges of the loops prove it (g->var_max). */
-void kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
-                      const struct kt_affine *a, int64_t step,
-                      const char *lane_text, int lanes, int64_t extent);
+ * when the ranges of the loops prove it (g->var_max), "0" when they prove
+ * it false, and then returns 1. */
+int kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
+                     const struct kt_affine *a, int64_t step,
+                     const char *lane_text, int lanes, int64_t extent);
 /* Closes a conjunction of checks: "1" when none was needed. */
 void kt__cg_end_checks(struct kt_buf *b, int nchecks);
 /* Appends the lanes of a + step * lane (lane < lanes) inside [0, extent)

@@ -196,13 +196,13 @@ kt__cg_match_init_store(struct cg *g, const struct kt_node *n,
 /* The bounds checks of guarded register r's lane: lane_text (a C
  * variable over its lanes) when not NULL, else the constant lane (with
  * lane_dims_only, only the dimensions that vary with it), joined by &&
- * and counted in *nchecks. */
-static void
+ * and counted in *nchecks; 1 when one of them is proved false. */
+static int
 put_reg_checks(struct cg *g, struct kt_buf *b, int *nchecks,
                const struct reg *r, int lane, const char *lane_text,
                int lane_dims_only)
 {
-    int d;
+    int d, never = 0;
 
     for (d = 0; d < r->gndim; d++) {
         struct kt_affine a = r->gdim[d];
@@ -210,9 +210,10 @@ put_reg_checks(struct cg *g, struct kt_buf *b, int *nchecks,
             continue;
         if (lane_text == NULL)
             a.c += r->gstep[d] * lane;
-        kt__cg_put_bound(g, b, nchecks, &a, r->gstep[d], lane_text, r->width,
-                         g->lt->bufs[r->buf].shape[d]);
+        never |= kt__cg_put_bound(g, b, nchecks, &a, r->gstep[d], lane_text,
+                                  r->width, g->lt->bufs[r->buf].shape[d]);
     }
+    return never;
 }
 
 /* put_reg_checks of all dimensions, "1" when none is needed; returns how
@@ -229,30 +230,36 @@ put_reg_cond(struct cg *g, struct kt_buf *b, const struct reg *r, int lane,
 }
 
 /* Opens "if (both end lanes of r are inside) then-line else" for a
- * contiguous register (a strided one goes lane by lane only) and returns
- * 1; when the loops' ranges keep every lane inside, emits then-line alone
- * and returns 0. */
-static int
+ * contiguous register and returns the indent of the else branch's lines;
+ * "" (no test) for a strided register, which goes lane by lane only, or
+ * when the loops' ranges prove an end lane outside (the peeled last tile,
+ * codegen_peel.c); when they keep every lane inside, emits then-line
+ * alone and returns NULL. */
+static const char *
 open_whole_vector(struct cg *g, const struct reg *r, const char *then_line)
 {
     struct kt_buf c;
-    int nchecks = 0;
+    int nchecks = 0, never;
 
     if (r->stride != 1)
-        return 1;
+        return "";
     kt_buf_init(&c);
-    put_reg_checks(g, &c, &nchecks, r, 0, NULL, 0);
-    put_reg_checks(g, &c, &nchecks, r, r->width - 1, NULL, 1);
+    never = put_reg_checks(g, &c, &nchecks, r, 0, NULL, 0);
+    never |= put_reg_checks(g, &c, &nchecks, r, r->width - 1, NULL, 1);
+    if (never) {
+        kt_buf_free(&c);
+        return "";
+    }
     if (nchecks == 0) {
         kt__cg_line(g, "%s", then_line);
         kt_buf_free(&c);
-        return 0;
+        return NULL;
     }
     kt__cg_line(g, "if (%s)", c.p);
     kt__cg_line(g, "    %s", then_line);
     kt__cg_line(g, "else");
     kt_buf_free(&c);
-    return 1;
+    return "    ";
 }
 
 /* The lanes of guarded register r inside its buffer as a C bit mask. */
@@ -288,28 +295,29 @@ load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
     const struct reg *r = &g->regs[i];
     struct kt_buf c, off, whole;
+    const char *in;
 
     kt_buf_init(&c);
     kt_buf_init(&whole);
     kt__cg_line(g, "kt_v%d r%d;", r->width, i);
     kt_buf_printf(&whole, "r%d = kt_ld%d(&t_%s[%s]);", i, r->width, name, addr);
-    if (!open_whole_vector(g, r, whole.p)) {
+    if ((in = open_whole_vector(g, r, whole.p)) == NULL) {
         kt_buf_free(&whole);
         kt_buf_free(&c);
         return;
     }
     if (r->stride == 1) {
         put_reg_mask(g, &c, r);
-        kt__cg_line(g, "    r%d = kt_ldm%d(&t_%s[%s], %s, kt_bc%d(0.0f));", i,
+        kt__cg_line(g, "%sr%d = kt_ldm%d(&t_%s[%s], %s, kt_bc%d(0.0f));", in, i,
                     r->width, name, addr, c.p, r->width);
         kt_buf_free(&whole);
         kt_buf_free(&c);
         return;
     }
     put_reg_cond(g, &c, r, 0, "l_");
-    kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
-    kt__cg_line(g, "        r%d[l_] = %s ? t_%s[%s + %s] : 0.0f;", i, c.p, name,
-                addr, lane_offset(r, &off));
+    kt__cg_line(g, "%sfor (int l_ = 0; l_ < %d; l_++)", in, r->width);
+    kt__cg_line(g, "%s    r%d[l_] = %s ? t_%s[%s + %s] : 0.0f;", in, i, c.p,
+                name, addr, lane_offset(r, &off));
     kt_buf_free(&off);
     kt_buf_free(&whole);
     kt_buf_free(&c);
@@ -377,27 +385,28 @@ store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
     const struct reg *r = &g->regs[i];
     struct kt_buf c, off, whole;
+    const char *in;
 
     kt_buf_init(&c);
     kt_buf_init(&whole);
     kt_buf_printf(&whole, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);
-    if (!open_whole_vector(g, r, whole.p)) {
+    if ((in = open_whole_vector(g, r, whole.p)) == NULL) {
         kt_buf_free(&whole);
         kt_buf_free(&c);
         return;
     }
     if (r->stride == 1) {
         put_reg_mask(g, &c, r);
-        kt__cg_line(g, "    kt_stm%d(&t_%s[%s], r%d, %s);", r->width, name,
+        kt__cg_line(g, "%skt_stm%d(&t_%s[%s], r%d, %s);", in, r->width, name,
                     addr, i, c.p);
         kt_buf_free(&whole);
         kt_buf_free(&c);
         return;
     }
     put_reg_cond(g, &c, r, 0, "l_");
-    kt__cg_line(g, "    for (int l_ = 0; l_ < %d; l_++)", r->width);
-    kt__cg_line(g, "        if (%s) t_%s[%s + %s] = r%d[l_];", c.p, name, addr,
-                lane_offset(r, &off), i);
+    kt__cg_line(g, "%sfor (int l_ = 0; l_ < %d; l_++)", in, r->width);
+    kt__cg_line(g, "%s    if (%s) t_%s[%s + %s] = r%d[l_];", in, c.p, name,
+                addr, lane_offset(r, &off), i);
     kt_buf_free(&off);
     kt_buf_free(&whole);
     kt_buf_free(&c);
