@@ -218,7 +218,15 @@ random_mode(const struct sk_sketch *sk, int i, struct kt_rng *r)
      * would be gathered lane by lane; a copy of a zero-padded operand
      * (the padding inlined into the pack): inlined back, every read in
      * the hot loop would check its bounds (a padding kept as its own
-     * buffer may be read in place) */
+     * buffer may be read in place).  Except, half the time, an operand
+     * broadcast from rows read in order along the reduction: its checks
+     * are on the register tile's rows, the same for the whole reduction
+     * run, and the compiler moves them out of it (the ViT attention
+     * scores, A's rows padded 197 -> 200, read in place: 105.2 GFLOPS on
+     * 1 thread against 102.7 packed, AMD Zen 4, docs/performance.md) */
+    if (!sk->plan[i].pack_needed && st->stages[i].body->guarded &&
+        packs_ordered_rows(st, i) && kt_rng_below(r, 2) == 0)
+        return 0;
     if (sk->plan[i].pack_needed || st->stages[i].body->guarded)
         return (uint8_t)(packs_weight(st, i) && kt_rng_below(r, 4) != 0 ? 2
                                                                         : 1);
