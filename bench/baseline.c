@@ -39,16 +39,40 @@ bench_now(void)
     return bench_cpu_clock() ? cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) : kt_now();
 }
 
+/* Waits until no thread of this process has run for a 2 ms slice (at most
+ * ~1 s).  Thread pools spin after a call before they sleep: measured on
+ * the Zen 4 (docs/performance.md), OpenBLAS's pthreads ~100 ms, libgomp's
+ * ~8 ms.  A spinning pool holds one of two CPUs, so whatever is timed
+ * next on 2 threads ran at half speed for its first ~100 ms: oneDNN's
+ * GEMM timed right after OpenBLAS read 157-199 GFLOPS instead of ~210. */
+static void
+wait_quiet(void)
+{
+    const struct timespec slice = {0, 2000000};
+    int i;
+
+    for (i = 0; i < 500; i++) {
+        double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+        nanosleep(&slice, NULL);
+        if (cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0 < 2e-4)
+            return;
+    }
+}
+
 double
 kt_bench_time(void (*run)(void *), void *arg, int repeats)
 {
-    double t0 = bench_now(), once, best = 1e30;
+    double t0, once, best = 1e30;
     long n, i;
     int r;
 
+    wait_quiet();
+    t0 = bench_now();
     run(arg);
     once = bench_now() - t0;
     n = once >= 0.01 ? 1 : (long)(0.01 / (once > 1e-7 ? once : 1e-7)) + 1;
+    for (i = 0; i < n; i++) /* a warm-up batch: wakes pools, caches, clocks */
+        run(arg);
     for (r = 0; r < repeats; r++) {
         t0 = bench_now();
         for (i = 0; i < n; i++)

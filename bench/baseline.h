@@ -10,8 +10,10 @@
 
 #include "ir/ir.h"
 
-/* Seconds per call of run(arg): one warm-up call, then the best of
- * 'repeats' batches, each of enough calls to last at least 10 ms. */
+/* Seconds per call of run(arg): once the process is quiet (no thread
+ * pool of an earlier call still spinning), one call and one warm-up
+ * batch, then the best of 'repeats' batches, each of enough calls to last
+ * at least 10 ms. */
 double kt_bench_time(void (*run)(void *), void *arg, int repeats);
 
 /* Floats of the im2col buffer kt_bench_conv_im2col needs for p. */

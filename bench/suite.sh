@@ -8,20 +8,23 @@
 # appended to OUT/suite.jsonl, one per task and thread count per run).
 #
 #   sh bench/suite.sh [--trials N | --long] [--only a,b,...] [--out DIR]
-#                     [--no-tune]
+#                     [--no-tune] [--configs DIR]
 #
 #   --trials N   trials per task (default 200); --long is --trials 1000
 #   --only LIST  only these configs (file names without .json)
 #   --out DIR    databases, tuning logs and suite.jsonl (default build/bench-suite)
 #   --no-tune    keep the databases of an earlier run in DIR and only time
+#   --configs DIR  the model configs (default bench/suite; bench/shapes holds
+#                shapes of the same kinds the suite was not tuned on)
 set -eu
 BIN=${KT_BIN_DIR:-build}
 TRIALS=200
 OUT=$BIN/bench-suite
 ONLY=
 TUNE=1
+CONFIGS=bench/suite
 usage() {
-    sed -n '10,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '10,18p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --only) [ $# -ge 2 ] || usage; ONLY=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
     --no-tune) TUNE=0; shift ;;
+    --configs) [ $# -ge 2 ] || usage; CONFIGS=$2; shift 2 ;;
     *) usage ;;
     esac
 done
@@ -48,7 +52,8 @@ if [ "$BIN/libkerntune.a" -nt "$BIN/bench/suite_time" ]; then
 fi
 
 configs=
-for cfg in bench/suite/*.json; do
+for cfg in "$CONFIGS"/*.json; do
+    case $cfg in *.sched.json) continue ;; esac # a schedule, not a model
     name=$(basename "$cfg" .json)
     if [ -n "$ONLY" ]; then
         case ",$ONLY," in *",$name,"*) ;; *) continue ;; esac
