@@ -228,7 +228,11 @@ int kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K,
 int kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
 int kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
                        int64_t K, int transpose_b);
+/* A pointwise convolution (1x1 window, stride 1, no padding) indexes the
+ * H*W pixels as one axis (docs/compute.md); kt_op_conv2d_grid keeps y and
+ * x apart for it too (an epilogue operand that varies along one only). */
 int kt_op_conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p);
+int kt_op_conv2d_grid(struct kt_op_def *d, const struct kt_conv2d_params *p);
 /* As kt_op_conv2d with the output size given (asymmetric padding: pad_h
  * and pad_w are the top and left pads; the bottom and right follow). */
 int kt_op_conv2d_sized(struct kt_op_def *d, const struct kt_conv2d_params *p,

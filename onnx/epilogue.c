@@ -439,11 +439,10 @@ output_dims(struct epi *e, struct kt_onnx_kernel *k, char *err, size_t len)
     return 0;
 }
 
-/* Builds k's definition with the first n members fused; 0 on success. */
-int
-kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
-                  struct kt__ox_group *base, const int *members, int n,
-                  char *err, size_t len)
+static int
+gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
+           struct kt__ox_group *base, const int *members, int n, int grid,
+           int *unmapped, char *err, size_t len)
 {
     struct kt__ox_group gr = *base;
     struct epi e;
@@ -451,7 +450,7 @@ kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
     int i, skip, bits, rc, last = -1;
 
     bits = builder_bits(p, k, members, n, &skip);
-    rc = kt__ox_anchor_def(p, k, bits);
+    rc = kt__ox_anchor_def(p, k, bits, grid);
     if (rc < 0) {
         snprintf(err, len, "%.400s", k->def.text);
         return rc;
@@ -483,6 +482,7 @@ kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
                                                      : k->nodes[k->nnodes - 1]]
                                            .out[0])];
     if (e.fail) {
+        *unmapped = 1;
         rc = kt_seterr(err, len, KT_EINVAL,
                        "an operand does not map onto "
                        "the kernel's output");
@@ -530,4 +530,19 @@ out:
     return rc;
 }
 
-/* Whether the first n members leave only the last value visible. */
+/* Builds k's definition with the first n members fused; 0 on success.  An
+ * operand that varies along the image's y or x but not both does not map
+ * onto a pointwise convolution's one pixel axis: that kernel is then
+ * defined over y and x. */
+int
+kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
+                  struct kt__ox_group *base, const int *members, int n,
+                  char *err, size_t len)
+{
+    int unmapped = 0, rc;
+
+    rc = gen_kernel(p, k, base, members, n, 0, &unmapped, err, len);
+    if (rc != 0 && unmapped && k->kind != KT_ONNX_K_ELEMENTWISE)
+        rc = gen_kernel(p, k, base, members, n, 1, &unmapped, err, len);
+    return rc;
+}

@@ -103,8 +103,10 @@ int kt__ox_reduce_axes(struct kt__ox *x, const struct kt_onnx_node *n);
 int kt__ox_infer_anchor(struct kt__ox *x, struct kt_onnx_node *n, int *handled);
 
 /* kernel.c: the compute definition of an anchor node (output O), with
- * bias (conv2d/dense: the KT_EPI_BIAS bit) and relu bits when asked. */
-int kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int epi_bits);
+ * bias (conv2d/dense: the KT_EPI_BIAS bit) and relu bits when asked; grid
+ * keeps a pointwise convolution's y and x apart (kt_op_conv2d_grid). */
+int kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int epi_bits,
+                      int grid);
 
 /* epilogue.c: a kernel's group: the values computed inside it and the
  * stage that holds each one (-1 = the anchor's result Y). */

@@ -23,7 +23,7 @@ prod(const int64_t *d, int from, int to)
 
 /* Conv and ConvTranspose (with the phase offsets of the latter). */
 static int
-def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
+def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits, int grid)
 {
     const struct kt_onnx_node *n = &x->g->nodes[k->anchor];
     const struct kt_onnx_value *a = input(x, n, 0), *w = input(x, n, 1);
@@ -54,7 +54,8 @@ def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
              bits};
         if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1])
             return kt_op_conv2d_sized(&k->def, &p, win.out[0], win.out[1]);
-        return kt_op_conv2d(&k->def, &p);
+        return grid ? kt_op_conv2d_grid(&k->def, &p)
+                    : kt_op_conv2d(&k->def, &p);
     }
 }
 
@@ -200,7 +201,8 @@ def_layer_norm(struct kt__ox *x, struct kt_onnx_kernel *k)
 }
 
 int
-kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
+kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int bits,
+                  int grid)
 {
     const char *op = x->g->nodes[k->anchor].op;
 
@@ -210,7 +212,7 @@ kt__ox_anchor_def(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
         return KT_OK;
     }
     if (strncmp(op, "Conv", 4) == 0)
-        return def_conv(x, k, bits);
+        return def_conv(x, k, bits, grid);
     if (strstr(op, "Pool") != NULL)
         return def_pool(x, k);
     if (strcmp(op, "Gemm") == 0 || strcmp(op, "MatMul") == 0)

@@ -396,9 +396,9 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
     return rc;
 }
 
-int
-ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
-             int64_t stride, int64_t pad, int64_t dil, int64_t groups, int epi)
+static struct kt_conv2d_params
+square_conv(int64_t C, int64_t H, int64_t K, int64_t R, int64_t stride,
+            int64_t pad, int64_t dil, int64_t groups, int epi)
 {
     struct kt_conv2d_params p = {
         .N = 1,
@@ -418,7 +418,28 @@ ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
         .epilogue = epi,
     };
 
+    return p;
+}
+
+int
+ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
+             int64_t stride, int64_t pad, int64_t dil, int64_t groups, int epi)
+{
+    struct kt_conv2d_params p = square_conv(C, H, K, R, stride, pad, dil,
+                                            groups, epi);
+
     return kt_op_conv2d(d, &p);
+}
+
+int
+ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
+                  int64_t R, int64_t stride, int64_t pad, int64_t dil,
+                  int64_t groups, int epi)
+{
+    struct kt_conv2d_params p = square_conv(C, H, K, R, stride, pad, dil,
+                                            groups, epi);
+
+    return kt_op_conv2d_grid(d, &p);
 }
 
 static double

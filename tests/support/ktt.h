@@ -79,6 +79,10 @@ int ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
 int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                  int64_t R, int64_t stride, int64_t pad, int64_t dil,
                  int64_t groups, int epi);
+/* The same with y and x apart when it is pointwise (kt_op_conv2d_grid). */
+int ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
+                      int64_t R, int64_t stride, int64_t pad, int64_t dil,
+                      int64_t groups, int epi);
 
 /* A synthetic cost in seconds for training the model in tests and
  * benchmarks that have no measurements: the floating-point work of the

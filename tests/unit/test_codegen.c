@@ -159,6 +159,8 @@ test_codegen_conv2d_groups(void **state)
     (void)state;
     conv(8, 14, 8, 3, 1, 1, 1, 8, 0, 14);  /* depthwise */
     conv(8, 14, 16, 3, 2, 1, 1, 2, 0, 15); /* groups 2, s2 */
+    conv(8, 14, 16, 1, 1, 0, 1, 2, KT_EPI_BIAS | KT_EPI_RELU,
+         18); /* pointwise: pixels as one axis */
 }
 
 static void
@@ -561,7 +563,8 @@ test_codegen_row_fusion(void **state)
  * must not collide with the generator's temporaries: this schedule of the
  * suite's conv1x1, tuned by the daemon, declared a transposing copy's
  * register x0_1 inside the loop of variable x0_1 (gcc: "conversion of
- * scalar 'long int' to vector"). */
+ * scalar 'long int' to vector").  (The definition with y and x apart, as
+ * pointwise convolutions then had.) */
 static void
 test_codegen_loop_names_apart(void **state)
 {
@@ -583,8 +586,8 @@ test_codegen_loop_names_apart(void **state)
     int n = 0;
     (void)state;
 
-    assert_int_equal(ktt_conv_def(&d, 256, 56, 64, 1, 1, 0, 1, 1,
-                                  KT_EPI_BIAS | KT_EPI_RELU),
+    assert_int_equal(ktt_conv_grid_def(&d, 256, 56, 64, 1, 1, 0, 1, 1,
+                                       KT_EPI_BIAS | KT_EPI_RELU),
                      KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
         kt_steps_from_json(sched, &steps, &n, err, sizeof(err)) != KT_OK ||

@@ -235,10 +235,54 @@ test_conv_hardswish_residual(void **state)
                      1); /* the residual x (batch 1 dropped) */
     /* conv 2x4x36x4 + bias 1, add 1, clip 2, mul 1, div 1, add 1, relu 1 */
     assert_flops(g->kernels[0].flops, 2.0 * 4 * 36 * 4 + 8.0 * 4 * 36);
-    if (strstr(g->kernels[0].def.text, "P0[a1,a2,a3]") == NULL)
+    /* the pointwise conv's pixels are one axis (docs/compute.md) */
+    if (strstr(g->kernels[0].def.text, "P0[a1,a2]") == NULL)
         print_error("%s\n", g->kernels[0].def.text);
-    assert_non_null(strstr(g->kernels[0].def.text, "P0[a1,a2,a3]"));
+    assert_non_null(strstr(g->kernels[0].def.text, "P0[a1,a2]"));
     check_hardswish_values(&g->kernels[0]);
+    kt_onnx_free(g);
+}
+
+/* x (1x4x3x5) through a pointwise Conv and a per-channel Add, then (when
+ * along_x) a Mul by an operand that varies along x only. */
+static struct kt_onnx_graph *
+pointwise_conv_graph(int along_x)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+
+    ktt_onnx_input(b, "x", 4, D(1, 4, 3, 5));
+    ktt_onnx_init(b, "w", 4, D(2, 4, 1, 1), NULL);
+    ktt_onnx_init(b, "ch", 3, D(2, 1, 1), NULL);
+    ktt_onnx_node(b, "Conv", "conv", "x,w", "y");
+    ktt_onnx_node(b, "Add", "perchannel", "y,ch", along_x ? "z" : "out");
+    if (along_x) {
+        ktt_onnx_init(b, "col", 1, D(5), NULL);
+        ktt_onnx_node(b, "Mul", "percolumn", "z,col", "out");
+    }
+    ktt_onnx_output(b, "out");
+    return import(b, NULL, 0, 0, 0);
+}
+
+/* A pointwise conv indexes its pixels as one axis; an operand that varies
+ * along x but not y does not map onto it, and the kernel is then defined
+ * over y and x (still fused). */
+static void
+test_pointwise_conv_operand_along_x(void **state)
+{
+    struct kt_onnx_graph *g = pointwise_conv_graph(0);
+    (void)state;
+
+    assert_int_equal(g->nkernels, 1);
+    assert_role(g, "perchannel", KT_ONNX_ROLE_FUSED, 0);
+    assert_non_null(
+        strstr(g->kernels[0].def.text, "Y[n,f,p] += I[n,c,p] * W[f,c]"));
+    kt_onnx_free(g);
+    g = pointwise_conv_graph(1);
+    assert_int_equal(g->nkernels, 1);
+    assert_role(g, "percolumn", KT_ONNX_ROLE_FUSED, 0);
+    if (strstr(g->kernels[0].def.text, "W[f,c,r,s]") == NULL)
+        print_error("%s\n", g->kernels[0].def.text);
+    assert_non_null(strstr(g->kernels[0].def.text, "W[f,c,r,s]"));
     kt_onnx_free(g);
 }
 
@@ -979,6 +1023,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bn_relu),
         cmocka_unit_test(test_conv_hardswish_residual),
+        cmocka_unit_test(test_pointwise_conv_operand_along_x),
         cmocka_unit_test(test_fusion_stops_at_shared_value),
         cmocka_unit_test(test_conv_geometry),
         cmocka_unit_test(test_conv_transpose),

@@ -285,6 +285,30 @@ test_ops_layouts(void **state)
     assert_int_equal(d->tensors[t].ndim, 5);
     assert_int_equal(d->tensors[t].shape[2], 2);
     kt_dag_free(d);
+    /* pointwise: the pixels as one axis, with and without groups */
+    p = (struct kt_conv2d_params)CONVP(1, 6, 5, 7, 4, 1, 1, 1, 0, 1, 1, 0);
+    assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
+    assert_string_equal(od.text, "O[n,f,p] += I[n,c,p] * W[f,c]");
+    d = must_build(&od);
+    t = kt_dag_find_tensor(d, "I");
+    assert_int_equal(d->tensors[t].ndim, 3);
+    assert_int_equal(d->tensors[t].shape[2], 35);
+    t = kt_dag_find_tensor(d, "W");
+    assert_int_equal(d->tensors[t].ndim, 2);
+    kt_dag_free(d);
+    p.groups = 2;
+    p.epilogue = KT_EPI_BIAS;
+    assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
+    assert_non_null(strstr(od.text, "T[n,g,f,p] += I[n,g,c,p] * W[g,f,c]"));
+    /* a 1x1 window that strides or pads keeps y and x */
+    p.groups = 1;
+    p.stride_w = 2;
+    assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
+    assert_non_null(strstr(od.text, "W[f,c,r,s]"));
+    p.stride_w = 1;
+    p.pad_h = 1;
+    assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
+    assert_non_null(strstr(od.text, "W[f,c,r,s]"));
     assert_int_equal(kt_op_dense(&od, 3, 4, 5, 0), KT_OK);
     assert_string_equal(od.text, "O[i,j] += A[i,k] * W[j,k]");
     assert_int_equal(kt_op_batch_matmul(&od, 2, 3, 4, 5, 1), KT_OK);
@@ -338,6 +362,8 @@ test_ops_conv_against_naive(void **state)
         CONVP(2, 3, 6, 6, 3, 3, 3, 2, 1, 1, 3, KT_EPI_BIAS), /* depthwise */
         CONVP(1, 2, 9, 9, 2, 3, 3, 2, 2, 2, 1, KT_EPI_RELU),
         CONVP(1, 2, 5, 5, 4, 1, 1, 1, 0, 1, 1, 0),
+        CONVP(2, 4, 3, 5, 6, 1, 1, 1, 0, 1, 2, KT_EPI_BIAS | KT_EPI_RELU),
+        CONVP(1, 3, 5, 4, 2, 1, 1, 2, 0, 1, 1, KT_EPI_BIAS),
     };
     struct kt_op_def od;
     struct kt_dag *d;

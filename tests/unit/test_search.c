@@ -750,11 +750,14 @@ channel_vector_sketches(const struct kt_dag *dag, int vector_bytes, int *n)
     return nvec;
 }
 
-/* ResNet-50's conv1x1 (256 -> 64 channels, 56 x 56): with 16-lane vectors
- * every tiling vectorizes the output channels.  Its plain tilings (56
- * wide: 8-lane vectors) took 132 of 200 trials of one tuning run, whose
- * best ran 0.87x the channel-vector kernel of an earlier run on 1 thread.
- * With 8-lane vectors (AVX2) the width fills them and both kinds stay. */
+/* ResNet-50's conv1x1 (256 -> 64 channels, 56 x 56) defined over y and x:
+ * with 16-lane vectors every tiling vectorizes the output channels.  Its
+ * plain tilings (56 wide: 8-lane vectors) took 132 of 200 trials of one
+ * tuning run, whose best ran 0.87x the channel-vector kernel of an earlier
+ * run on 1 thread.  With 8-lane vectors (AVX2) the width fills them and
+ * both kinds stay.  (kt_op_conv2d now indexes a pointwise conv's pixels as
+ * one axis, 3136 wide; the rule still serves convolutions whose rows are
+ * 56 wide.) */
 static void
 test_search_channel_vector_replaces_plain(void **state)
 {
@@ -763,8 +766,8 @@ test_search_channel_vector_replaces_plain(void **state)
     int n, nvec;
     (void)state;
 
-    assert_int_equal(ktt_conv_def(&d, 256, 56, 64, 1, 1, 0, 1, 1,
-                                  KT_EPI_BIAS | KT_EPI_RELU),
+    assert_int_equal(ktt_conv_grid_def(&d, 256, 56, 64, 1, 1, 0, 1, 1,
+                                       KT_EPI_BIAS | KT_EPI_RELU),
                      KT_OK);
     dag = build(&d);
     nvec = channel_vector_sketches(dag, 64, &n);
