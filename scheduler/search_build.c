@@ -182,12 +182,15 @@ tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
 /* A stage that is not tiled and ends in a reduction loop (a row sum or
  * max: softmax, reduce_mean, layer norm) reduces into one element per
  * loop: vectorized, it keeps lane accumulators and reduces across lanes
- * once (docs/search.md); a loop of no whole 4-lane vectors stays
- * scalar. */
+ * once (docs/search.md).  Whole 4-lane vectors must divide a short loop
+ * (a 7-wide pooling window stays scalar); from 16 on, the lanes past the
+ * last whole vector are added as a narrower vector and scalars (197 = 12
+ * x 16 + 4 + 1: softmax's rows of a ViT's attention). */
 static int
 lane_reduction(const struct sk_plan *p, const struct kt_iter *it)
 {
-    return p->role != SK_MLT && it->reduce && it->extent % 4 == 0;
+    return p->role != SK_MLT && it->reduce &&
+           (it->extent % 4 == 0 || it->extent >= 16);
 }
 
 /* Whether some read of tensor t in e moves with axis a. */

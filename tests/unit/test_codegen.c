@@ -205,6 +205,9 @@ test_codegen_softmax(void **state)
     (void)state;
     assert_int_equal(kt_op_softmax(&d, 7, 1000), KT_OK);
     sweep_def(&d, 40);
+    /* rows no 4-lane vector divides: lane accumulators and a tail */
+    assert_int_equal(kt_op_softmax(&d, 5, 197), KT_OK);
+    sweep_def(&d, 41);
 }
 
 /* Checks the candidates of dag against the interpreter and that their
