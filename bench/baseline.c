@@ -42,9 +42,9 @@ bench_now(void)
 /* Waits until no thread of this process has run for a 2 ms slice (at most
  * ~1 s).  Thread pools spin after a call before they sleep: measured on
  * the Zen 4 (docs/performance.md), OpenBLAS's pthreads ~100 ms, libgomp's
- * ~8 ms.  A spinning pool holds one of two CPUs, so whatever is timed
- * next on 2 threads ran at half speed for its first ~100 ms: oneDNN's
- * GEMM timed right after OpenBLAS read 157-199 GFLOPS instead of ~210. */
+ * ~8 ms.  A spinning pool holds one of two CPUs from whatever is timed
+ * next on 2 threads: in 10-call windows, oneDNN's GEMM right after
+ * OpenBLAS ran 157 GFLOPS instead of 208. */
 static void
 wait_quiet(void)
 {
