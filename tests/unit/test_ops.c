@@ -258,6 +258,21 @@ test_ops_bad_params(void **state)
     assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
 }
 
+/* Fails unless tensor name of d has the shape want[0..ndim). */
+static void
+assert_shape(const struct kt_dag *d, const char *name, int ndim,
+             const int64_t *want)
+{
+    int t = kt_dag_find_tensor(d, name), i;
+
+    assert_true(t >= 0);
+    assert_int_equal(d->tensors[t].ndim, ndim);
+    for (i = 0; i < ndim; i++)
+        if (d->tensors[t].shape[i] != want[i])
+            fail_msg("%s: dim %d is %lld, want %lld", name, i,
+                     (long long)d->tensors[t].shape[i], (long long)want[i]);
+}
+
 static void
 test_ops_layouts(void **state)
 {
@@ -265,36 +280,24 @@ test_ops_layouts(void **state)
                                       KT_EPI_BIAS);
     struct kt_op_def od;
     struct kt_dag *d;
-    int t;
 
     (void)state;
     assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
     d = must_build(&od);
-    t = kt_dag_find_tensor(d, "I");
-    assert_int_equal(d->tensors[t].ndim, 5);
-    assert_int_equal(d->tensors[t].shape[1], 2);
-    assert_int_equal(d->tensors[t].shape[2], 3);
-    t = kt_dag_find_tensor(d, "W");
-    assert_int_equal(d->tensors[t].shape[0], 2);
-    assert_int_equal(d->tensors[t].shape[1], 2);
-    assert_int_equal(d->tensors[t].shape[2], 3);
-    t = kt_dag_find_tensor(d, "B");
-    assert_int_equal(d->tensors[t].ndim, 2);
+    assert_shape(d, "I", 5, (int64_t[]){1, 2, 3, 5, 5});
+    assert_shape(d, "W", 5, (int64_t[]){2, 2, 3, 3, 3});
+    assert_shape(d, "B", 2, (int64_t[]){2, 2});
     assert_true(kt_dag_find_tensor(d, "T") >= 0);
-    t = kt_dag_find_tensor(d, "O");
-    assert_int_equal(d->tensors[t].ndim, 5);
-    assert_int_equal(d->tensors[t].shape[2], 2);
+    assert_shape(d, "O", 5, (int64_t[]){1, 2, 2, 5, 5});
     kt_dag_free(d);
     /* pointwise: the pixels as one axis, with and without groups */
     p = (struct kt_conv2d_params)CONVP(1, 6, 5, 7, 4, 1, 1, 1, 0, 1, 1, 0);
     assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
     assert_string_equal(od.text, "O[n,f,p] += I[n,c,p] * W[f,c]");
     d = must_build(&od);
-    t = kt_dag_find_tensor(d, "I");
-    assert_int_equal(d->tensors[t].ndim, 3);
-    assert_int_equal(d->tensors[t].shape[2], 35);
-    t = kt_dag_find_tensor(d, "W");
-    assert_int_equal(d->tensors[t].ndim, 2);
+    assert_shape(d, "I", 3, (int64_t[]){1, 6, 35});
+    assert_shape(d, "W", 2, (int64_t[]){4, 6});
+    assert_shape(d, "O", 3, (int64_t[]){1, 4, 35});
     kt_dag_free(d);
     p.groups = 2;
     p.epilogue = KT_EPI_BIAS;
