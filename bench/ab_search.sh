@@ -16,7 +16,8 @@
 #
 #   --runs N     tuning runs per build (default 6)
 #   --trials N   trials per run (default 200)
-#   --task NAME  a config of bench/suite/ without .json (default gemm_nn_1024)
+#   --task NAME  a config of bench/suite/ or bench/shapes/ without .json
+#                (default gemm_nn_1024)
 #   --out DIR    databases, logs and ab.jsonl (default build/ab-search)
 #   TAG=DIR      a name for the build and its build directory (the one
 #                holding kerntune); the timing uses KT_BIN_DIR (default
@@ -28,7 +29,7 @@ TRIALS=200
 TASK=gemm_nn_1024
 OUT=$BIN/ab-search
 usage() {
-    sed -n '14,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '14,24p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -44,8 +45,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || usage
 CFG=bench/suite/$TASK.json
+[ -f "$CFG" ] || CFG=bench/shapes/$TASK.json
 if [ ! -f "$CFG" ]; then
-    echo "ab_search: $CFG: no such suite config" >&2
+    echo "ab_search: $TASK: no such config in bench/suite or bench/shapes" >&2
     exit 2
 fi
 for v in "$@"; do
