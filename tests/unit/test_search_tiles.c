@@ -320,7 +320,10 @@ check_neighbours(const struct kt_dag *dag, const struct kt_search *s,
 /* The neighbours of a GEMM's register-blocked 8 x 32 tile whose reduction
  * is split include the 4 x 64 tile of the same size (a divisor exchanged
  * between the two axes' register parts, which a divisor moved within one
- * axis cannot give) and the same tile with the whole reduction inside. */
+ * axis cannot give), the 4 x 32 tile one divisor of the rows smaller (not
+ * 16 x 32: its 32 accumulators leave no register for the operands), and
+ * the same tile with the whole reduction inside.  From 4 x 32 the 8 x 32
+ * tile is one divisor of the rows larger. */
 static void
 test_search_tile_neighbours(void **state)
 {
@@ -328,7 +331,7 @@ test_search_tile_neighbours(void **state)
     struct kt_search *s;
     struct sk_member m, *nb;
     struct kt_rng r;
-    int i, n, reshaped = 0, whole = 0;
+    int i, n, reshaped = 0, whole = 0, grown = 0, shrunk = 0;
     (void)state;
 
     s = gemm_blocked_8x32(&dag, &r, &m, 0);
@@ -337,13 +340,29 @@ test_search_tile_neighbours(void **state)
     for (i = 0; i < n; i++) {
         reshaped += reg_part(s, &nb[i].g, 0) == 4 &&
                     reg_part(s, &nb[i].g, 1) == 64;
+        grown += reg_part(s, &nb[i].g, 0) == 16 &&
+                 reg_part(s, &nb[i].g, 1) == 32;
+        shrunk += reg_part(s, &nb[i].g, 0) == 4 &&
+                  reg_part(s, &nb[i].g, 1) == 32;
         whole += reg_part(s, &nb[i].g, 0) == 8 &&
                  reg_part(s, &nb[i].g, 2) == 256;
     }
-    if (reshaped != 1 || whole != 1)
-        fail_msg("%d neighbours: %d with a 4 x 64 tile, %d with all of k "
-                 "inside (want 1 and 1)",
-                 n, reshaped, whole);
+    if (reshaped != 1 || grown != 0 || shrunk != 1 || whole != 1)
+        fail_msg("%d neighbours: %d with a 4 x 64 tile, %d with 16 x 32, %d "
+                 "with 4 x 32, %d with all of k inside (want 1, 0, 1, 1)",
+                 n, reshaped, grown, shrunk, whole);
+    check_neighbours(dag, s, nb, n);
+    m = nb[0];
+    for (i = 0; i < n && reg_part(s, &m.g, 0) != 4; i++)
+        if (reg_part(s, &nb[i].g, 0) == 4 && reg_part(s, &nb[i].g, 1) == 32)
+            m = nb[i];
+    n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
+    for (i = grown = 0; i < n; i++)
+        grown += reg_part(s, &nb[i].g, 0) == 8 &&
+                 reg_part(s, &nb[i].g, 1) == 32;
+    if (grown != 1)
+        fail_msg("%d neighbours of the 4 x 32 tile: %d with 8 x 32 (want 1)", n,
+                 grown);
     check_neighbours(dag, s, nb, n);
     free(nb);
     kt_search_free(s);
@@ -390,8 +409,9 @@ test_search_outer_part_neighbours(void **state)
             found_cols++;
             known = 1;
         }
-        /* the register exchanges change the last parts of both axes */
-        if (hr[3] != rows[3] && hc[3] != cols[3])
+        /* the register exchanges change the last parts of both axes, a
+         * larger or smaller register tile that of one */
+        if (hr[3] != rows[3] || hc[3] != cols[3])
             known = 1;
         other += !known;
     }
