@@ -283,7 +283,7 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
                 struct sk_member *out, int n, int cap)
 {
     const struct sk_sketch *sk = &s->sk[m->g.sketch];
-    int i = sk->slot_stage[slot], a, b, l, whole;
+    int i = sk->slot_stage[slot], a, b, l, whole, grow;
     const struct kt_sstage *ss = &sk->base->stages[i];
     int blocked = sk_register_blocked(s, &m->g, slot);
 
@@ -309,9 +309,9 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             n = add_neighbour(m, &g, out, n, cap);
         }
     for (a = 0; a < ss->nspatial; a++)
-        for (whole = 0; whole < 2; whole++) {
+        for (grow = 0; grow < 2; grow++) {
             struct sk_genome g = m->g;
-            if (resize_register_part(s, &g, slot, a, whole) != 0 ||
+            if (resize_register_part(s, &g, slot, a, grow) != 0 ||
                 sk_reg_tile(s, &g, slot) > sk_register_tile_limit(s) ||
                 (blocked && !sk_register_blocked(s, &g, slot)))
                 continue;

@@ -352,10 +352,11 @@ test_search_tile_neighbours(void **state)
                  "with 4 x 32, %d with all of k inside (want 1, 0, 1, 1)",
                  n, reshaped, grown, shrunk, whole);
     check_neighbours(dag, s, nb, n);
-    m = nb[0];
-    for (i = 0; i < n && reg_part(s, &m.g, 0) != 4; i++)
+    for (i = 0; i < n; i++)
         if (reg_part(s, &nb[i].g, 0) == 4 && reg_part(s, &nb[i].g, 1) == 32)
-            m = nb[i];
+            break;
+    assert_true(i < n);
+    m = nb[i];
     n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
     for (i = grown = 0; i < n; i++)
         grown += reg_part(s, &nb[i].g, 0) == 8 &&
