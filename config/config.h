@@ -110,6 +110,7 @@ struct kt_layer {
     int64_t groups;
     int epilogue; /* KT_EPI_* bits of ir.h: 1 bias, 2 relu */
     int transpose_b;
+    int const_b;        /* matmul: B is a constant weight */
     int64_t kernel;     /* pools */
     int64_t rows, cols; /* softmax */
     int nshape;         /* elementwise shape, 1..4 dims */

@@ -255,6 +255,10 @@ static const struct kt__key matmul_keys[] = {
     K_DIM("M", M, "Rows of A and C."),
     K_DIM("N", N, "Columns of B and C."),
     K_DIM("K", K, "Reduction."),
+    {"const_b", KT_K_BOOL, L(const_b), NOLIM, "false", NULL,
+     "B is a constant weight (a layer's parameters, as an ONNX MatMul "
+     "reading an initializer): a schedule may store it in the layout it "
+     "reads, packed once outside the timed call."},
 };
 
 static const struct kt__key bmm_keys[] = {

@@ -226,6 +226,10 @@ struct kt_conv2d_params {
 int kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K,
                 int epilogue);
 int kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
+/* The same product with B a constant weight (a layer's parameters, as an
+ * ONNX MatMul or Gemm reading an initializer): a schedule may store B in
+ * the layout it reads (a layout rewrite); name matmul_MxNxK_constb. */
+int kt_op_matmul_const_b(struct kt_op_def *d, int64_t M, int64_t N, int64_t K);
 int kt_op_batch_matmul(struct kt_op_def *d, int64_t B, int64_t M, int64_t N,
                        int64_t K, int transpose_b);
 /* A pointwise convolution (1x1 window, stride 1, no padding) indexes the

@@ -203,8 +203,8 @@ kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue)
     return KT_OK;
 }
 
-int
-kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K)
+static int
+matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int const_b)
 {
     if (M <= 0 || N <= 0 || K <= 0)
         return kt__op_bad(d,
@@ -212,12 +212,27 @@ kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K)
                           "K=%lld)",
                           (long long)M, (long long)N, (long long)K);
     memset(d, 0, sizeof(*d));
-    kt__op_set_name(d, "matmul_%lldx%lldx%lld", (long long)M, (long long)N,
-                    (long long)K);
+    kt__op_set_name(d, "matmul_%lldx%lldx%lld%s", (long long)M, (long long)N,
+                    (long long)K, const_b ? "_constb" : "");
     kt__op_add_shape(d, "A", 2, (int64_t[]){M, K});
-    kt__op_add_shape(d, "B", 2, (int64_t[]){K, N});
+    if (const_b)
+        add_weight(d, "B", 2, (int64_t[]){K, N});
+    else
+        kt__op_add_shape(d, "B", 2, (int64_t[]){K, N});
     put_product(d, "i,j", "i,k", "B", "k,j", M, N);
     return KT_OK;
+}
+
+int
+kt_op_matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K)
+{
+    return matmul(d, M, N, K, 0);
+}
+
+int
+kt_op_matmul_const_b(struct kt_op_def *d, int64_t M, int64_t N, int64_t K)
+{
+    return matmul(d, M, N, K, 1);
 }
 
 int

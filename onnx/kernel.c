@@ -97,6 +97,16 @@ def_pool(struct kt__ox *x, struct kt_onnx_kernel *k)
     return kt_op_pool(&k->def, &p);
 }
 
+/* A 2-D product; a constant B (a layer's weights, as exported Linear
+ * layers read them) may be stored in the layout the schedule reads. */
+static int
+matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K,
+       const struct kt_onnx_value *b)
+{
+    return kt__ox_is_const(b) ? kt_op_matmul_const_b(d, M, N, K)
+                              : kt_op_matmul(d, M, N, K);
+}
+
 static int
 def_matmul(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
 {
@@ -108,12 +118,12 @@ def_matmul(struct kt__ox *x, struct kt_onnx_kernel *k, int bits)
         M = a->dims[0];
         if (kt_onnx_attr_int(n, "transB", 0))
             return kt_op_dense(&k->def, M, b->dims[0], K, bits);
-        return kt_op_matmul(&k->def, M, b->dims[1], K);
+        return matmul(&k->def, M, b->dims[1], K, b);
     }
     N = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
     if (b->ndim <= 2) {
         M = prod(a->dims, 0, a->ndim - 1);
-        return kt_op_matmul(&k->def, M, N, K);
+        return matmul(&k->def, M, N, K, b);
     }
     M = a->ndim >= 2 ? a->dims[a->ndim - 2] : 1;
     for (i = 0; i < b->ndim - 2; i++) {

@@ -114,7 +114,9 @@ make_def(const struct kt_layer *l, int epi, struct kt_op_def *d)
         c.epilogue = epi;
         return kt_op_conv2d(d, &c);
     case KT_LAYER_DENSE: return kt_op_dense(d, l->M, l->N, l->K, epi);
-    case KT_LAYER_MATMUL: return kt_op_matmul(d, l->M, l->N, l->K);
+    case KT_LAYER_MATMUL:
+        return l->const_b ? kt_op_matmul_const_b(d, l->M, l->N, l->K)
+                          : kt_op_matmul(d, l->M, l->N, l->K);
     case KT_LAYER_BATCH_MATMUL:
         return kt_op_batch_matmul(d, l->B, l->M, l->N, l->K, l->transpose_b);
     case KT_LAYER_MAXPOOL:

@@ -505,7 +505,29 @@ test_attention(void **state)
     assert_non_null(strstr(g->kernels[0].def.name, "batch_matmul_8x40x40x15"));
     assert_non_null(strstr(g->kernels[1].def.name, "softmax_320x40"));
     assert_flops(g->kernels[1].flops, 5.0 * 320 * 40);
-    assert_non_null(strstr(g->kernels[3].def.name, "matmul_40x64x120"));
+    /* the projection's B is an initializer: a weight of the task; the
+     * products of activations keep theirs as inputs */
+    assert_string_equal(g->kernels[3].def.name, "matmul_40x64x120_constb");
+    assert_true(g->kernels[3].def.is_const[1]);
+    assert_false(g->kernels[0].def.is_const[1]);
+    kt_onnx_free(g);
+}
+
+/* A 2-D MatMul of two activations stays a product of inputs. */
+static void
+test_matmul_of_activations(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct kt_onnx_graph *g;
+    (void)state;
+    ktt_onnx_input(b, "x", 2, D(10, 32));
+    ktt_onnx_input(b, "y", 2, D(32, 48));
+    ktt_onnx_node(b, "MatMul", "mm", "x,y", "out");
+    ktt_onnx_output(b, "out");
+    g = import(b, NULL, 0, 0, 0);
+    assert_int_equal(g->nkernels, 1);
+    assert_string_equal(g->kernels[0].def.name, "matmul_10x48x32");
+    assert_false(g->kernels[0].def.is_const[1]);
     kt_onnx_free(g);
 }
 
@@ -1030,6 +1052,7 @@ main(void)
         cmocka_unit_test(test_conv_transpose_values),
         cmocka_unit_test(test_gemm_matmul),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_of_activations),
         cmocka_unit_test(test_gelu_layer_norm),
         cmocka_unit_test(test_layer_norm_op),
         cmocka_unit_test(test_gelu_erf_values),

@@ -62,6 +62,7 @@ static struct op_case cases[] = {
      {0},
      2.0 * 7 * 5 * 3 + 2 * 7 * 5},
     {MATMUL, 1024, 1024, 1024, 0, 0, NULL, {0}, 2.0 * 1024 * 1024 * 1024},
+    {MATMUL, 40, 6625, 120, 0, 1, NULL, {0}, 2.0 * 40 * 6625 * 120},
     {BMM, 4, 8, 16, 32, 0, NULL, {0}, 2.0 * 4 * 8 * 16 * 32},
     {BMM, 4, 8, 16, 32, 1, NULL, {0}, 2.0 * 4 * 8 * 16 * 32},
     {CONV, 0, 0, 0, 0, 0, NULL, CONVP(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 0),
@@ -98,7 +99,9 @@ make_op(const struct op_case *c, struct kt_op_def *od)
 {
     switch (c->kind) {
     case DENSE: return kt_op_dense(od, c->a, c->b, c->c, c->flag);
-    case MATMUL: return kt_op_matmul(od, c->a, c->b, c->c);
+    case MATMUL:
+        return c->flag ? kt_op_matmul_const_b(od, c->a, c->b, c->c)
+                       : kt_op_matmul(od, c->a, c->b, c->c);
     case BMM: return kt_op_batch_matmul(od, c->a, c->b, c->c, c->d, c->flag);
     case CONV: return kt_op_conv2d(od, &c->conv);
     case POOL:
@@ -444,6 +447,29 @@ test_ops_padded_extents(void **state)
     }
 }
 
+/* A matmul whose B is a weight: the same product, B constant (a schedule
+ * may rewrite its layout), A not; a workload of its own. */
+static void
+test_ops_matmul_const_b(void **state)
+{
+    struct kt_op_def od, plain;
+    struct kt_dag *d, *p;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul_const_b(&od, 40, 6625, 120), KT_OK);
+    assert_int_equal(kt_op_matmul(&plain, 40, 6625, 120), KT_OK);
+    assert_string_equal(od.name, "matmul_40x6625x120_constb");
+    assert_string_equal(od.text, plain.text);
+    d = must_build(&od);
+    p = must_build(&plain);
+    assert_true(d->tensors[kt_dag_find_tensor(d, "B")].is_const);
+    assert_false(d->tensors[kt_dag_find_tensor(d, "A")].is_const);
+    assert_false(p->tensors[kt_dag_find_tensor(p, "B")].is_const);
+    assert_string_not_equal(d->key, p->key);
+    kt_dag_free(d);
+    kt_dag_free(p);
+}
+
 int
 main(void)
 {
@@ -453,6 +479,7 @@ main(void)
         cmocka_unit_test(test_ops_layouts),
         cmocka_unit_test(test_ops_conv_against_naive),
         cmocka_unit_test(test_ops_padded_extents),
+        cmocka_unit_test(test_ops_matmul_const_b),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
