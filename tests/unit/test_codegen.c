@@ -112,6 +112,18 @@ test_codegen_matmul(void **state)
     sweep_def(&d, 3);
 }
 
+/* B a weight: schedules may rewrite its layout (the pack routine builds
+ * it once), here with its 61 columns padded to 64 */
+static void
+test_codegen_matmul_const_b(void **state)
+{
+    struct kt_op_def d;
+    (void)state;
+    assert_int_equal(kt_op_matmul_const_b(&d, 40, 61, 24), KT_OK);
+    assert_non_null(strstr(d.text, "pad j:64"));
+    sweep_def(&d, 50);
+}
+
 static void
 test_codegen_batch_matmul(void **state)
 {
@@ -843,6 +855,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codegen_dense),
         cmocka_unit_test(test_codegen_matmul),
+        cmocka_unit_test(test_codegen_matmul_const_b),
         cmocka_unit_test(test_codegen_batch_matmul),
         cmocka_unit_test(test_codegen_conv2d),
         cmocka_unit_test(test_codegen_conv2d_groups),
