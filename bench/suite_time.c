@@ -61,14 +61,19 @@ struct task_result {
     const char *db; /* its tuning database, as given */
     double flops;
     struct tuned tuned;
-    double pack_s;     /* the kernel's pack routine (layout rewrite), once */
-    double pass_bytes; /* the kernel's arguments, inputs and output */
-    double pass_in_bytes, pass_out_bytes;
+    double pack_s;        /* the kernel's pack routine (layout rewrite), once */
+    double pass_bytes[2]; /* the kernel's arguments: [0] read, [1] written */
     struct impl ours, blas, dnnl, pass;
     struct impl pass_after; /* the pass again, after all tasks */
 };
 
 static double fma_peak[MAX_THREADS + 1];
+
+static double
+pass_total(const struct task_result *r)
+{
+    return r->pass_bytes[0] + r->pass_bytes[1];
+}
 
 void
 suite_conv_params(const struct kt_layer *L, struct kt_conv2d_params *p)
@@ -182,12 +187,12 @@ fold_floats(const float *p, int64_t n)
 
 static void
 memory_pass_init(struct memory_pass *m, const struct kt_dag *dag,
-                 struct ktt_bufs *b, double *bytes)
+                 struct ktt_bufs *b, double bytes[2])
 {
     int t;
 
     memset(m, 0, sizeof(*m));
-    *bytes = 0;
+    bytes[0] = bytes[1] = 0;
     for (t = 0; t < dag->ntensors; t++) {
         enum kt_tensor_kind kind = dag->tensors[t].kind;
         if (kind != KT_TENSOR_INPUT && kind != KT_TENSOR_OUTPUT)
@@ -195,7 +200,7 @@ memory_pass_init(struct memory_pass *m, const struct kt_dag *dag,
         m->buf[m->n] = b->t[t];
         m->elems[m->n] = b->elems[t];
         m->is_output[m->n] = kind == KT_TENSOR_OUTPUT;
-        *bytes += (double)b->elems[t] * sizeof(float);
+        bytes[m->is_output[m->n]] += (double)b->elems[t] * sizeof(float);
         m->n++;
     }
 }
@@ -464,7 +469,7 @@ time_pass_after(struct task_result *r)
 
     memset(&m, 0, sizeof(m));
     for (i = 0; i < 2; i++) {
-        int64_t bytes = (int64_t)(i ? r->pass_out_bytes : r->pass_in_bytes);
+        int64_t bytes = (int64_t)r->pass_bytes[i];
         if (bytes <= 0)
             continue;
         m.elems[m.n] = bytes / (int64_t)sizeof(float);
@@ -484,7 +489,7 @@ time_pass_after(struct task_result *r)
 static double
 pass_gbps(const struct task_result *r, int t)
 {
-    return r->pass_after.t[t] > 0 ? r->pass_bytes / r->pass_after.t[t] / 1e9
+    return r->pass_after.t[t] > 0 ? pass_total(r) / r->pass_after.t[t] / 1e9
                                   : 0;
 }
 
@@ -509,7 +514,7 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
     char err[1024];
     void *h = NULL;
     void (*threads)(int) = NULL;
-    int out, status = 1, i;
+    int out, status = 1;
 
     if (kt_model_conf_load(cfg, &conf, err, sizeof(err)) != KT_OK ||
         kt_tasks_extract(conf, &tasks, err, sizeof(err)) != KT_OK) {
@@ -528,14 +533,7 @@ run_task(const char *cfg, const char *db_path, struct task_result *r)
     kt_dag_interpret(tasks.v[0].dag, ref.t);
     out = kt_dag_find_tensor(tasks.v[0].dag, "O");
     bind_op(&op, &conf->layers[0], tasks.v[0].dag, &b);
-    memory_pass_init(&pass, tasks.v[0].dag, &b, &r->pass_bytes);
-    for (i = 0; i < pass.n; i++) {
-        double bytes = (double)pass.elems[i] * sizeof(float);
-        if (pass.is_output[i])
-            r->pass_out_bytes += bytes;
-        else
-            r->pass_in_bytes += bytes;
-    }
+    memory_pass_init(&pass, tasks.v[0].dag, &b, r->pass_bytes);
 
     h = build_best(db_path, conf, tasks.v[0].dag, &r->tuned);
     if (h != NULL) {
@@ -680,7 +678,7 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
     json_num(f, "fma_peak_gflops", fma_peak[t]);
     json_num(f, "fraction_of_peak", gflops(r, &r->ours, t) / fma_peak[t]);
     json_num(f, "memory_pass_gbps",
-             r->pass.t[t] > 0 ? r->pass_bytes / r->pass.t[t] / 1e9 : 0);
+             r->pass.t[t] > 0 ? pass_total(r) / r->pass.t[t] / 1e9 : 0);
     json_num(f, "fraction_of_memory_pass",
              r->ours.t[t] > 0 ? r->pass.t[t] / r->ours.t[t] : 0);
     json_num(f, "memory_pass_after_gbps", pass_gbps(r, t));
@@ -784,11 +782,13 @@ main(int argc, char **argv)
                res[i].tuned.tune_s, res[i].pack_s * 1e3, res[i].tuned.cc,
                res[i].blas.name[0] ? res[i].blas.name : "-",
                res[i].dnnl.name[0] ? res[i].dnnl.name : "-",
-               res[i].pass_bytes / 1e6,
-               res[i].pass.t[1] > 0 ? res[i].pass_bytes / res[i].pass.t[1] / 1e9
-                                    : 0,
-               res[i].pass.t[2] > 0 ? res[i].pass_bytes / res[i].pass.t[2] / 1e9
-                                    : 0,
+               pass_total(&res[i]) / 1e6,
+               res[i].pass.t[1] > 0
+                   ? pass_total(&res[i]) / res[i].pass.t[1] / 1e9
+                   : 0,
+               res[i].pass.t[2] > 0
+                   ? pass_total(&res[i]) / res[i].pass.t[2] / 1e9
+                   : 0,
                pass_gbps(&res[i], 1), pass_gbps(&res[i], 2));
     if (json_path != NULL && (json = fopen(json_path, "a")) == NULL)
         fprintf(stderr, "suite: %s: cannot write\n", json_path);
