@@ -162,10 +162,11 @@ migrate(sqlite3 *db, const char *path, int from, int to, char *err,
                 strcat(err, what);
             return rc;
         }
-        if (v > 0)
-            log_info("storage: %s: schema upgraded from version %d to %d", path,
-                     v, v + 1);
     }
+    /* A new database is created through every migration: not an upgrade. */
+    if (from > 0 && from < to)
+        log_info("storage: %s: schema upgraded from version %d to %d", path,
+                 from, to);
     return 0;
 }
 
