@@ -11,7 +11,14 @@
 # tuner's own (stored) figures of separate runs do not compare; timed
 # together in one process, the runs' kernels do.
 #
+# A build that changes an operator's definition changes its workload key,
+# which the other build's suite_time does not compute: --own-timers times
+# each database with its own build's suite_time instead, one process per
+# database, the builds taking turns (each process times the libraries
+# beside the kernel, so the ratios still compare).
+#
 #   sh bench/ab_search.sh [--runs N] [--trials N] [--task NAME] [--out DIR]
+#                         [--own-timers] [--time-only]
 #                         TAG=BUILD_DIR [TAG=BUILD_DIR ...]
 #
 #   --runs N     tuning runs per build (default 6)
@@ -19,17 +26,21 @@
 #   --task NAME  a config of bench/suite/ or bench/shapes/ without .json
 #                (default gemm_nn_1024)
 #   --out DIR    databases, logs and ab.jsonl (default build/ab-search)
+#   --own-timers time each database with TAG's BUILD_DIR/bench/suite_time
+#   --time-only  time the databases a previous run left in --out again
 #   TAG=DIR      a name for the build and its build directory (the one
 #                holding kerntune); the timing uses KT_BIN_DIR (default
-#                build) for suite_time
+#                build) for suite_time unless --own-timers
 set -eu
 BIN=${KT_BIN_DIR:-build}
 RUNS=6
 TRIALS=200
 TASK=gemm_nn_1024
 OUT=$BIN/ab-search
+OWN_TIMERS=0
+TIME_ONLY=0
 usage() {
-    sed -n '14,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '20,33p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -38,6 +49,8 @@ while [ $# -gt 0 ]; do
     --trials) [ $# -ge 2 ] || usage; TRIALS=$2; shift 2 ;;
     --task) [ $# -ge 2 ] || usage; TASK=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
+    --own-timers) OWN_TIMERS=1; shift ;;
+    --time-only) TIME_ONLY=1; shift ;;
     -h | --help) usage ;;
     -*) echo "ab_search: unknown option $1" >&2; usage ;;
     *) break ;;
@@ -66,10 +79,14 @@ for v in "$@"; do
         exit 2
     fi
 done
-if [ ! -x "$BIN/bench/suite_time" ]; then
-    echo "ab_search: $BIN/bench/suite_time: not built (make bench-build)" >&2
-    exit 2
-fi
+timers=$BIN
+[ "$OWN_TIMERS" = 0 ] || timers="$*"
+for t in $timers; do
+    if [ ! -x "${t#*=}/bench/suite_time" ]; then
+        echo "ab_search: ${t#*=}/bench/suite_time: not built (make bench-build)" >&2
+        exit 2
+    fi
+done
 mkdir -p "$OUT"
 
 pairs=
@@ -78,6 +95,14 @@ while [ "$i" -le "$RUNS" ]; do
     for v in "$@"; do
         tag=${v%%=*} dir=${v#*=}
         db=$OUT/$tag-$i.db
+        pairs="$pairs $CFG $db"
+        if [ "$TIME_ONLY" = 1 ]; then
+            if [ ! -f "$db" ]; then
+                echo "ab_search: $db: no such database to time" >&2
+                exit 2
+            fi
+            continue
+        fi
         rm -f "$db" "$db-wal" "$db-shm"
         echo "ab_search: run $i of $RUNS, $tag ($dir), $(uptime | sed 's/.*load/load/')"
         if ! "$dir/kerntune" tune "$CFG" --trials "$TRIALS" --db "$db" \
@@ -85,15 +110,25 @@ while [ "$i" -le "$RUNS" ]; do
             echo "ab_search: $tag run $i failed, see $OUT/$tag-$i.log" >&2
             exit 1
         fi
-        pairs="$pairs $CFG $db"
     done
     i=$((i + 1))
 done
 
 # suite_time appends; the summary below reads this comparison's lines only
 rm -f "$OUT/ab.jsonl"
-# shellcheck disable=SC2086 # pairs is a list of words without blanks
-"$BIN/bench/suite_time" --json "$OUT/ab.jsonl" $pairs
+if [ "$OWN_TIMERS" = 0 ]; then
+    # shellcheck disable=SC2086 # pairs is a list of words without blanks
+    "$BIN/bench/suite_time" --json "$OUT/ab.jsonl" $pairs
+else
+    i=1
+    while [ "$i" -le "$RUNS" ]; do
+        for v in "$@"; do
+            "${v#*=}/bench/suite_time" --json "$OUT/ab.jsonl" \
+                "$CFG" "$OUT/${v%%=*}-$i.db"
+        done
+        i=$((i + 1))
+    done
+fi
 
 echo
 echo "$TASK, $RUNS runs of $TRIALS trials per build, timed in one process:"
