@@ -476,6 +476,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
         g.var_max[i] = -1;
     kt__cg_note_ranges(&g, root);
     if (!reference) {
+        g.pins = kt_xcalloc(KT_CG_MAX_PINS, sizeof(*g.pins));
         mark_unroll(&g, root, 0);
         kt__cg_plan_unroll(&g, root);
     }
@@ -516,6 +517,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     free(g.unroll_factor);
     free(g.var_max);
     free(g.lane_limit);
+    free(g.pins);
     return g.rc;
 }
 

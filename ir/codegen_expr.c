@@ -518,6 +518,8 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
     if (g->analysing) {
         kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN,
                            NULL, lane_var);
+        if (c == 1 && !e->guarded)
+            kt__cg_pin_note(g, e->src, &addr, w);
         kt_buf_puts(b, "0");
         return c != 0;
     }
@@ -530,9 +532,10 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
         put_load_scalar(g, b, e, &addr, -1, 0);
         return 0;
     }
-    if (c == 1 && !e->guarded)
-        put_contiguous_load(g, b, e->src, &addr, w);
-    else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
+    if (c == 1 && !e->guarded) {
+        if (!kt__cg_pin_load(g, b, e->src, &addr, w))
+            put_contiguous_load(g, b, e->src, &addr, w);
+    } else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
         put_strided_load(g, b, e->src, &addr, c, w);
     else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
         put_guarded_vector_load(g, b, e, &addr, lane_var, c, -1, 0, w);

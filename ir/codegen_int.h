@@ -44,6 +44,17 @@ struct reg {
 #define KT_CG_MAX_ACC_SPLIT 4
 
 #define KT_CG_MAX_REGS 256
+
+/* A contiguous vector load a micro-kernel's body makes more than once
+ * (codegen_pin.c): counted in pass 1, declared once in pass 2. */
+struct pin {
+    int buf;
+    struct kt_affine addr;
+    int width;
+    int uses;     /* in pass 1 */
+    int declared; /* in pass 2: its name is x<index> */
+};
+#define KT_CG_MAX_PINS 256
 /* Largest constant lane stride read as contiguous loads and shuffles (or,
  * guarded, checked at the vector's ends) rather than lane by lane. */
 #define KT_CG_MAX_SHUFFLE_STRIDE 4
@@ -64,6 +75,9 @@ struct cg {
     struct reg regs[KT_CG_MAX_REGS];
     int promote_ok[KT_MAX_TENSORS * 2];
     int stored[KT_MAX_TENSORS * 2];
+    struct pin *pins; /* NULL: loads are never pinned */
+    int npins;
+    int pinning;       /* pass 2, in a micro-kernel's straight-line body */
     int analysing;     /* pass 1 of a micro-kernel */
     int matching_init; /* stores are an init nest to fold into registers */
     int init_mismatch; /* ... and one of them is not a register */
@@ -127,6 +141,22 @@ int kt__cg_tail_lanes(const struct cg *g, const struct kt_node *n, int rule,
                       int64_t i);
 int64_t kt__cg_tail_end(const struct cg *g, const struct kt_node *n);
 
+/* ---- ir/codegen_pin.c -------------------------------------------------- */
+
+/* Forgets the counted loads (a new micro-kernel's pass 1). */
+void kt__cg_pins_clear(struct cg *g);
+/* Pass 1: counts a contiguous, unguarded w-lane load of buf at addr. */
+void kt__cg_pin_note(struct cg *g, int buf, const struct kt_affine *addr,
+                     int w);
+/* After pass 1: whether the body shares enough vectors to pin them. */
+int kt__cg_pins_pay(const struct cg *g);
+/* Pass 2: when pinning pays and the body loads these lanes often enough,
+ * appends the name of the register holding them to b (declaring it,
+ * loaded and pinned, at the first use) and returns 1; else 0 (the caller
+ * loads them in place). */
+int kt__cg_pin_load(struct cg *g, struct kt_buf *b, int buf,
+                    const struct kt_affine *addr, int w);
+
 /* ---- ir/codegen_size.c ------------------------------------------------- */
 
 /* Chooses the #pragma GCC unroll factor of every unrolled loop under n so
@@ -170,6 +200,8 @@ void kt__cg_end_mask(struct kt_buf *b, int nparts);
 void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
 /* The C loop of var runs from 0 below end by step: its largest value. */
 void kt__cg_loop_range(struct cg *g, int var, int64_t step, int64_t end);
+/* Whether a and b are the same affine expression (codegen_regs.c). */
+int kt__cg_aff_equal(const struct kt_affine *a, const struct kt_affine *b);
 /* The register holding the width lanes at addr + stride * lane (stride 0
  * and width 1 for a scalar), or -1 (codegen_regs.c). */
 int kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,

@@ -96,6 +96,7 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
     int i, j, keep = 0;
 
     kt__cg_clear_regs(g);
+    kt__cg_pins_clear(g);
     for (i = 0; i < g->lt->nbufs; i++) {
         g->promote_ok[i] = top->ann != KT_ANN_PARALLEL;
         g->stored[i] = 0;
@@ -165,8 +166,10 @@ kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
     }
     kt__cg_loop_header(g, k, 1);
     g->indent++;
+    g->pinning = kt__cg_pins_pay(g);
     for (j = 0; j < k->nkids; j++)
         expand(g, k->kids[j], -1, 1);
+    g->pinning = 0;
     for (j = 0; j <= depth; j++) {
         g->indent--;
         kt__cg_line(g, "}");

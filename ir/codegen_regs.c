@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int
-aff_equal(const struct kt_affine *a, const struct kt_affine *b)
+int
+kt__cg_aff_equal(const struct kt_affine *a, const struct kt_affine *b)
 {
     int i;
 
@@ -45,7 +45,8 @@ kt__cg_find_reg(const struct cg *g, int buf, const struct kt_affine *addr,
 
     for (i = 0; i < g->nregs; i++)
         if (g->regs[i].buf == buf && g->regs[i].width == width &&
-            g->regs[i].stride == stride && aff_equal(&g->regs[i].addr, addr))
+            g->regs[i].stride == stride &&
+            kt__cg_aff_equal(&g->regs[i].addr, addr))
             return i;
     return -1;
 }

@@ -88,6 +88,20 @@ static const char prelude[] =
     "a) \\\n"
     "{ kt_v##W r; for (int l = 0; l < W; l++) r[l] = F(a[l]); return r; }\n"
     "KT_VEC(4)\nKT_VEC(8)\nKT_VEC(16)\n"
+    /* A W-lane vector in a register the compiler may not trade for a
+     * reload at each use (ir/codegen_pin.c), where the ISA it is built for
+     * has registers that wide (a library built for plain x86-64 holds a
+     * 16-lane vector in four). */
+    "#define KT_PIN4(x) ((void)0)\n#define KT_PIN8(x) ((void)0)\n"
+    "#define KT_PIN16(x) ((void)0)\n"
+    "#if defined(__GNUC__) && defined(__SSE__)\n#undef KT_PIN4\n"
+    "#define KT_PIN4(x) __asm__(\"\" : \"+v\"(x))\n#endif\n"
+    "#if defined(__GNUC__) && defined(__AVX__)\n#undef KT_PIN8\n"
+    "#define KT_PIN8(x) __asm__(\"\" : \"+v\"(x))\n#endif\n"
+    "#if defined(__GNUC__) && defined(__AVX512F__)\n#undef KT_PIN16\n"
+    "#define KT_PIN16(x) __asm__(\"\" : \"+v\"(x))\n#endif\n"
+    "#if defined(__GNUC__) && defined(__aarch64__)\n#undef KT_PIN4\n"
+    "#define KT_PIN4(x) __asm__(\"\" : \"+w\"(x))\n#endif\n"
     /* The edges of a guarded vector: a bit per lane inside its buffer,
      * read and written by masked loads and stores (AVX-512: one
      * instruction, the lanes outside neither read nor written, so no

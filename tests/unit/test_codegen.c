@@ -449,6 +449,41 @@ test_codegen_vector_tail(void **state)
     check_vectorized("O[i] += A[i,k] * 2.0", rows, 1, "kt_hsum16(acc0_0)");
 }
 
+/* A register tile of 4 rows by 100 columns (a 1x1 convolution over 10 x 10
+ * pixels: 7 vectors, the last a narrow one, of B feed 4 FMAs each) loads
+ * each vector once into a pinned register (ir/codegen_pin.c); a tile of 3
+ * rows by 20 columns, 2 shared vectors, leaves them to the compiler.  Both
+ * match the interpreter. */
+static void
+test_codegen_pinned_operands(void **state)
+{
+    struct kt_shape wide[2] = {{"A", 2, {4, 5}}, {"B", 2, {5, 100}}};
+    struct kt_shape narrow[2] = {{"A", 2, {3, 5}}, {"B", 2, {5, 20}}};
+    const char *kernel = "{\"v\":1,\"steps\":[[\"RE\",0,[2,0,1]],"
+                         "[\"AN\",0,1,\"unroll\"],[\"AN\",0,2,\"vectorize\"]]}";
+    struct kt_state *st[1];
+    struct kt_dag *dag;
+    int gen[1], skipped = 0;
+    char *src;
+
+    (void)state;
+    st[0] = replayed("O[i,j] += A[i,k] * B[k,j]", wide, 2, kernel, &dag);
+    check_contains(dag, st, 1, " x6 = kt_ld4(&t_B[");
+    check_contains(dag, st, 1, "[k0_l2 + 5]) * x0);");
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+
+    st[0] = replayed("O[i,j] += A[i,k] * B[k,j]", narrow, 2, kernel, &dag);
+    ktt_vector_bytes = 64;
+    src = ktt_module_many(dag, st, 1, gen, &skipped);
+    ktt_vector_bytes = 0;
+    assert_non_null(src);
+    assert_null(strstr(src, "); KT_PIN"));
+    free(src);
+    kt_state_free(st[0]);
+    kt_dag_free(dag);
+}
+
 /* An attention batch matmul (B read transposed) with the register tile
  * over all m columns and B packed per batch as [k][m]. */
 static void
@@ -873,6 +908,7 @@ main(void)
         cmocka_unit_test(test_codegen_row_fusion),
         cmocka_unit_test(test_codegen_prelude_reductions),
         cmocka_unit_test(test_codegen_register_nest),
+        cmocka_unit_test(test_codegen_pinned_operands),
         cmocka_unit_test(test_codegen_block_size),
         cmocka_unit_test(test_codegen_root_channel_layout),
         cmocka_unit_test(test_codegen_reference_order),
