@@ -131,7 +131,9 @@ else
 fi
 
 echo
-echo "$TASK, $RUNS runs of $TRIALS trials per build, timed in one process:"
+how="in one process"
+[ "$OWN_TIMERS" = 0 ] || how="by each build's own suite_time"
+echo "$TASK, $RUNS runs of $TRIALS trials per build, timed $how:"
 echo "ratio to the better of OpenBLAS and oneDNN (above 1: kerntune faster)"
 printf '%-12s %2s %6s %6s %6s %9s\n' build T mean low high "GFLOPS"
 awk -v tags="$*" '

@@ -403,11 +403,41 @@ sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
            ss->axes[a].extent <= f->maxin;
 }
 
+/* Rows of a register tile whole rows of vectors wide that the code
+ * generator keeps those vectors in registers for (KT_CG_PIN_MIN_USES in
+ * ir/codegen_pin.c). */
+#define SK_WHOLE_ROW_MIN_ROWS 3
+
+/* Whether axis a of stage i is its vectorized axis, no full vector
+ * divides it, it is longer than the innermost bound, which it may pass
+ * only whole (innermost_bound), and a register tile of
+ * SK_WHOLE_ROW_MIN_ROWS such rows fits the register file: a 1x1
+ * convolution's 100 pixels (10 x 10) as one row of 7 vectors, 3 output
+ * channels deep, ran 14-17% faster than the 20-pixel rows (16 + 4 lanes)
+ * that uniform samples give (docs/performance.md); 196 pixels (14 x 14,
+ * 13 vectors) fit one row only. */
+static int
+whole_vector_axis(const struct kt_search *s, const struct sk_sketch *sk, int i,
+                  int a, const struct sk_factors *f)
+{
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int64_t e = ss->axes[a].extent, vecs;
+
+    if (ss->axes[a].reduce || f->n < 2 || e > f->maxin ||
+        e <= s->o.max_innermost_factor || e % widest_lanes(s) == 0 ||
+        sk_vector_axis(ss, &sk->plan[i]) != a)
+        return 0;
+    vecs = kt_vector_chunks(s->o.vector_bytes, e);
+    return SK_WHOLE_ROW_MIN_ROWS * vecs + operand_registers(vecs) <=
+           vector_registers(s);
+}
+
 /* Samples tile lengths: a uniform factorization per axis; a matrix
  * product's reduction runs whole inside the register tile in 1 sample of
  * 4 (a uniform one seldom does: 1 of 11 factorizations of GEMM 1024^3's
  * k; that form matched oneDNN where k-blocks of 256 ran at 0.96x-0.97x,
- * docs/performance.md). */
+ * docs/performance.md), and so does a vectorized axis only whole
+ * extents may pass (whole_vector_axis: 1 of 100 factorizations of 100). */
 static void
 fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
 {
@@ -427,7 +457,9 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
          * in the outer part */
         for (l = 0; l < f->n; l++)
             g->tiles[slot][a][l] = v[l];
-        if (sk_whole_run_axis(sk, i, a, f) && kt_rng_below(r, 4) == 0) {
+        if ((sk_whole_run_axis(sk, i, a, f) ||
+             whole_vector_axis(s, sk, i, a, f)) &&
+            kt_rng_below(r, 4) == 0) {
             for (l = 0; l < f->n - 1; l++)
                 g->tiles[slot][a][l] = 1;
             g->tiles[slot][a][f->n - 1] = (int32_t)ss->axes[a].extent;
