@@ -1,7 +1,8 @@
 /* test_search_tiles.c - the search rules that shape a batch matmul's
  * register tile and the place of its packed operand (scheduler/
  * search_init.c, scheduler/search_pack.c), on the attention batch matmul
- * of the suite (bmm_attn: 12 x 128 x 128 x 64, B read transposed). */
+ * of the suite (bmm_attn: 12 x 128 x 128 x 64, B read transposed), and a
+ * pointwise convolution's whole rows of pixels. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -164,8 +165,19 @@ static void
 test_search_whole_vector_axis(void **state)
 {
     struct kt_op_def d;
-    struct kt_conv2d_params p = {1, 384, 10, 10, 360, 1, 1,          1,
-                                 1, 0,   0,  1,  1,   1, KT_EPI_BIAS};
+    struct kt_conv2d_params p = {.N = 1,
+                                 .C = 384,
+                                 .H = 10,
+                                 .W = 10,
+                                 .K = 360,
+                                 .R = 1,
+                                 .S = 1,
+                                 .stride_h = 1,
+                                 .stride_w = 1,
+                                 .dilation_h = 1,
+                                 .dilation_w = 1,
+                                 .groups = 1,
+                                 .epilogue = KT_EPI_BIAS};
     struct kt_dag *dag = NULL;
     struct kt_search *s;
     struct kt_search_batch b;
