@@ -200,6 +200,26 @@ test_search_whole_vector_axis(void **state)
     kt_search_batch_free(&b);
     kt_search_free(s);
     kt_dag_free(dag);
+
+    /* 196 pixels (14 x 14) are 13 vectors: 3 rows of them do not fit the
+     * registers, so they are drawn as before (11 of 256 whole; 111 if the
+     * rule ignored the register file) */
+    p.H = p.W = 14;
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    random_batch(dag, 11, 256, &s, &b);
+    for (i = whole = 0; i < b.n; i++) {
+        const struct kt_sstage *ss = pixel_tiled_stage(b.v[i].state);
+        if (ss != NULL && ss->part_extent[2][ss->nparts[2] - 1] == 196)
+            whole++;
+    }
+    if (whole * 10 > b.n)
+        fail_msg("%d of %d samples hold all 196 pixels in the register tile",
+                 whole, b.n);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
 }
 
 /* The points where B's pack (stage 0) may be attached in O (stage 1)
