@@ -50,15 +50,16 @@ bmm_attn(void)
     return bmm_nt(128);
 }
 
-/* The tiled stage of st: the one with a reduction axis and splits. */
+/* The tiled stage of st: the one with a reduction axis whose spatial
+ * axis a is split. */
 static const struct kt_sstage *
-tiled_stage(const struct kt_state *st)
+tiled_stage(const struct kt_state *st, int a)
 {
     int i;
 
     for (i = 0; i < st->nstages; i++) {
         const struct kt_sstage *ss = &st->stages[i];
-        if (!ss->inlined && ss->naxes > ss->nspatial && ss->nparts[0] > 1)
+        if (!ss->inlined && ss->naxes > ss->nspatial && ss->nparts[a] > 1)
             return ss;
     }
     return NULL;
@@ -100,7 +101,7 @@ test_search_tile_keeps_batch_out(void **state)
 
     random_batch(dag, 3, 1024, &s, &b);
     for (i = 0; i < b.n; i++) {
-        const struct kt_sstage *ss = tiled_stage(b.v[i].state);
+        const struct kt_sstage *ss = tiled_stage(b.v[i].state, 0);
         if (ss == NULL)
             continue;
         tiled++;
@@ -129,7 +130,7 @@ test_search_prime_extent_in_register_tile(void **state)
 
     random_batch(dag, 5, 256, &s, &b);
     for (i = 0; i < b.n; i++) {
-        const struct kt_sstage *ss = tiled_stage(b.v[i].state);
+        const struct kt_sstage *ss = tiled_stage(b.v[i].state, 0);
         if (ss != NULL && ss->part_extent[2][ss->nparts[2] - 1] == 197)
             whole++;
     }
@@ -141,34 +142,16 @@ test_search_prime_extent_in_register_tile(void **state)
     kt_dag_free(dag);
 }
 
-/* The tiled stage of a pointwise convolution: the one whose pixel axis
- * (axis 2) is split. */
-static const struct kt_sstage *
-pixel_tiled_stage(const struct kt_state *st)
+/* Of 256 random samples of a 1x1 convolution 384 -> 360 over side x side
+ * pixels (seed 11), how many hold all of its pixel axis in their register
+ * tile. */
+static int
+whole_pixel_rows(int64_t side)
 {
-    int i;
-
-    for (i = 0; i < st->nstages; i++) {
-        const struct kt_sstage *ss = &st->stages[i];
-        if (!ss->inlined && ss->naxes > ss->nspatial && ss->nparts[2] > 1)
-            return ss;
-    }
-    return NULL;
-}
-
-/* A vectorized axis no vector divides, longer than the innermost bound
- * (a 1x1 convolution's 10 x 10 pixels, 384 -> 360 channels), runs whole
- * in 1 of 4 tile samples: 125 of these 256 samples hold all 100 pixels
- * in their register tile (those fit a register-blocked tile more often
- * than the 16 + 4 lanes of 20), 13 without the rule. */
-static void
-test_search_whole_vector_axis(void **state)
-{
-    struct kt_op_def d;
     struct kt_conv2d_params p = {.N = 1,
                                  .C = 384,
-                                 .H = 10,
-                                 .W = 10,
+                                 .H = side,
+                                 .W = side,
                                  .K = 360,
                                  .R = 1,
                                  .S = 1,
@@ -178,48 +161,45 @@ test_search_whole_vector_axis(void **state)
                                  .dilation_w = 1,
                                  .groups = 1,
                                  .epilogue = KT_EPI_BIAS};
+    struct kt_op_def d;
     struct kt_dag *dag = NULL;
     struct kt_search *s;
     struct kt_search_batch b;
     char err[512];
     int i, whole = 0;
-    (void)state;
 
     assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     random_batch(dag, 11, 256, &s, &b);
     for (i = 0; i < b.n; i++) {
-        const struct kt_sstage *ss = pixel_tiled_stage(b.v[i].state);
-        if (ss != NULL && ss->part_extent[2][ss->nparts[2] - 1] == 100)
-            whole++;
+        const struct kt_sstage *ss = tiled_stage(b.v[i].state, 2);
+        whole += ss != NULL &&
+                 ss->part_extent[2][ss->nparts[2] - 1] == side * side;
     }
-    if (whole * 5 < b.n)
-        fail_msg("%d of %d samples hold all 100 pixels in the register tile",
-                 whole, b.n);
     kt_search_batch_free(&b);
     kt_search_free(s);
     kt_dag_free(dag);
+    return whole;
+}
 
-    /* 196 pixels (14 x 14) are 13 vectors: 3 rows of them do not fit the
-     * registers, so they are drawn as before (11 of 256 whole; 111 if the
-     * rule ignored the register file) */
-    p.H = p.W = 14;
-    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    random_batch(dag, 11, 256, &s, &b);
-    for (i = whole = 0; i < b.n; i++) {
-        const struct kt_sstage *ss = pixel_tiled_stage(b.v[i].state);
-        if (ss != NULL && ss->part_extent[2][ss->nparts[2] - 1] == 196)
-            whole++;
-    }
-    if (whole * 10 > b.n)
-        fail_msg("%d of %d samples hold all 196 pixels in the register tile",
-                 whole, b.n);
-    kt_search_batch_free(&b);
-    kt_search_free(s);
-    kt_dag_free(dag);
+/* A vectorized axis no vector divides, longer than the innermost bound
+ * (a 1x1 convolution's 10 x 10 pixels), runs whole in 1 of 4 tile
+ * samples: 125 of 256 samples hold all 100 pixels in their register tile
+ * (those fit a register-blocked tile more often than the 16 + 4 lanes of
+ * 20), 13 without the rule.  196 pixels (14 x 14) are 13 vectors: 3 rows
+ * of them do not fit the registers, so they are drawn as before (11 of
+ * 256 whole; 111 if the rule ignored the register file). */
+static void
+test_search_whole_vector_axis(void **state)
+{
+    int n;
+    (void)state;
+
+    if ((n = whole_pixel_rows(10)) * 5 < 256)
+        fail_msg("%d of 256 samples hold all 100 pixels", n);
+    if ((n = whole_pixel_rows(14)) * 10 > 256)
+        fail_msg("%d of 256 samples hold all 196 pixels", n);
 }
 
 /* The points where B's pack (stage 0) may be attached in O (stage 1)
