@@ -11,13 +11,11 @@
 #include "ir/codegen_int.h"
 
 /* Pinning pays for a tile of several shared vectors, each feeding a few
- * FMAs.  With one (the ViT's P x V column, a 3x3 convolution's vector of
+ * FMAs (the thresholds in ir/ir.h).  With one (the ViT's P x V column, a 3x3 convolution's vector of
  * weights) gcc keeps it in a register anyway and the pin only narrows its
  * scheduling (2.1-2.5% slower on 1 thread); a grouped convolution's 7
  * vectors feeding 2 FMAs each ran 1.8-3.2% slower pinned
  * (docs/performance.md). */
-#define KT_CG_PIN_MIN_USES 3
-#define KT_CG_PIN_MIN_VECTORS 3
 
 static struct pin *
 find_pin(struct cg *g, int buf, const struct kt_affine *addr, int w)
@@ -63,9 +61,9 @@ kt__cg_pins_pay(const struct cg *g)
     int i, n = 0;
 
     for (i = 0; g->pins != NULL && i < g->npins; i++)
-        if (g->pins[i].uses >= KT_CG_PIN_MIN_USES)
+        if (g->pins[i].uses >= KT_CODEGEN_PIN_MIN_USES)
             n++;
-    return n >= KT_CG_PIN_MIN_VECTORS;
+    return n >= KT_CODEGEN_PIN_MIN_VECTORS;
 }
 
 int
@@ -81,7 +79,7 @@ kt__cg_pin_load(struct cg *g, struct kt_buf *b, int buf,
     if (!g->pinning || g->stored[buf] || w * 4 > g->o->vector_bytes)
         return 0;
     p = find_pin(g, buf, addr, w);
-    if (p == NULL || p->uses < KT_CG_PIN_MIN_USES)
+    if (p == NULL || p->uses < KT_CODEGEN_PIN_MIN_USES)
         return 0;
     id = (int)(p - g->pins);
     if (!p->declared) {

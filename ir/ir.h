@@ -495,6 +495,12 @@ void kt_looptree_print(const struct kt_looptree *lt, struct kt_buf *b);
 uint64_t kt_looptree_hash(const struct kt_looptree *lt);
 
 /* ---- C code generation ------------------------------------------------- */
+/* A micro-kernel's shared input vectors are held in pinned registers when
+ * at least KT_CODEGEN_PIN_MIN_VECTORS of them each feed at least
+ * KT_CODEGEN_PIN_MIN_USES of its FMAs (ir/codegen_pin.c); the search
+ * sizes whole rows of vectors by the same count (scheduler/search_init.c). */
+#define KT_CODEGEN_PIN_MIN_USES 3
+#define KT_CODEGEN_PIN_MIN_VECTORS 3
 struct kt_codegen_opts {
     int vector_bytes;       /* 64 for AVX-512, 32 for AVX2, 16 for NEON/SSE */
     int max_unrolled_stmts; /* bound on straight-line code per micro-kernel */

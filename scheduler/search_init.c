@@ -403,15 +403,11 @@ sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
            ss->axes[a].extent <= f->maxin;
 }
 
-/* Rows of a register tile whole rows of vectors wide that the code
- * generator keeps those vectors in registers for (KT_CG_PIN_MIN_USES in
- * ir/codegen_pin.c). */
-#define SK_WHOLE_ROW_MIN_ROWS 3
-
 /* Whether axis a of stage i is its vectorized axis, no full vector
  * divides it, it is longer than the innermost bound, which it may pass
- * only whole (innermost_bound), and a register tile of
- * SK_WHOLE_ROW_MIN_ROWS such rows fits the register file: a 1x1
+ * only whole (innermost_bound), and a register tile of as many such rows
+ * as the code generator pins shared vectors for (KT_CODEGEN_PIN_MIN_USES)
+ * fits the register file: a 1x1
  * convolution's 100 pixels (10 x 10) as one row of 7 vectors, 3 output
  * channels deep, ran 14-17% faster than the 20-pixel rows (16 + 4 lanes)
  * that uniform samples give (docs/performance.md); 196 pixels (14 x 14,
@@ -428,7 +424,7 @@ whole_vector_axis(const struct kt_search *s, const struct sk_sketch *sk, int i,
         sk_vector_axis(ss, &sk->plan[i]) != a)
         return 0;
     vecs = kt_vector_chunks(s->o.vector_bytes, e);
-    return SK_WHOLE_ROW_MIN_ROWS * vecs + operand_registers(vecs) <=
+    return KT_CODEGEN_PIN_MIN_USES * vecs + operand_registers(vecs) <=
            vector_registers(s);
 }
 
