@@ -66,6 +66,24 @@ kt__op_set_name(struct kt_op_def *d, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A window parameter in a task's name: "2" when height and width agree,
+ * "2x1" when not, so layers that differ only across are told apart. */
+struct hw_label {
+    char s[48];
+};
+
+static struct hw_label
+hw_label(int64_t h, int64_t w)
+{
+    struct hw_label l;
+
+    if (h == w)
+        snprintf(l.s, sizeof(l.s), "%lld", (long long)h);
+    else
+        snprintf(l.s, sizeof(l.s), "%lldx%lld", (long long)h, (long long)w);
+    return l;
+}
+
 /* The last stage's value with the epilogue applied: "T[idx] + B[bidx]"
  * and/or "max(..., 0)". */
 static void
@@ -389,12 +407,13 @@ conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p, int64_t out_h,
                           (long long)p->pad_w);
     memset(d, 0, sizeof(*d));
     kt__op_set_name(d,
-                    "conv2d_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%lld_st%lld_"
-                    "p%lld_d%lld_g%lld%s%s",
+                    "conv2d_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%lld_st%s_"
+                    "p%s_d%s_g%lld%s%s",
                     (long long)p->N, (long long)p->C, (long long)p->H,
                     (long long)p->W, (long long)p->K, (long long)p->R,
-                    (long long)p->S, (long long)p->stride_h,
-                    (long long)p->pad_h, (long long)p->dilation_h, (long long)G,
+                    (long long)p->S, hw_label(p->stride_h, p->stride_w).s,
+                    hw_label(p->pad_h, p->pad_w).s,
+                    hw_label(p->dilation_h, p->dilation_w).s, (long long)G,
                     p->epilogue & KT_EPI_BIAS ? "_bias" : "",
                     p->epilogue & KT_EPI_RELU ? "_relu" : "");
     kt__op_window_index(iy, sizeof(iy), "y", p->stride_h, "r", p->dilation_h,
@@ -499,11 +518,11 @@ kt_op_conv2d_transpose(struct kt_op_def *d, const struct kt_conv_t_params *p,
     kt__op_set_name(d,
                     "conv2d_transpose_n%lld_c%lld_h%lld_w%lld_k%lld_r%lld_s%"
                     "lld_"
-                    "st%lld_p%lld",
+                    "st%s_p%s",
                     (long long)p->N, (long long)p->C, (long long)p->H,
                     (long long)p->W, (long long)p->K, (long long)p->R,
-                    (long long)p->S, (long long)p->stride_h,
-                    (long long)p->pad_h);
+                    (long long)p->S, hw_label(p->stride_h, p->stride_w).s,
+                    hw_label(p->pad_h, p->pad_w).s);
     kt__op_add_shape(d, "I", 4, (int64_t[]){p->N, p->C, p->H, p->W});
     kt__op_add_shape(d, "W", 6,
                      (int64_t[]){p->C, p->K, qh, p->stride_h, qw, p->stride_w});

@@ -276,6 +276,25 @@ assert_shape(const struct kt_dag *d, const char *name, int ndim,
                      (long long)d->tensors[t].shape[i], (long long)want[i]);
 }
 
+/* Layers that differ only across (a 1x7 window padded [0, 3] and one not
+ * padded) have different names: the task table shows them apart. */
+static void
+test_ops_names_tell_height_from_width(void **state)
+{
+    struct kt_conv2d_params p = CONVP(1, 8, 17, 17, 8, 1, 7, 1, 0, 1, 1, 0);
+    struct kt_op_def od;
+
+    (void)state;
+    assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
+    assert_string_equal(od.name, "conv2d_n1_c8_h17_w17_k8_r1_s7_st1_p0_d1_g1");
+    p.pad_w = 3;
+    p.stride_h = 2;
+    p.dilation_w = 2;
+    assert_int_equal(kt_op_conv2d(&od, &p), KT_OK);
+    assert_string_equal(od.name,
+                        "conv2d_n1_c8_h17_w17_k8_r1_s7_st2x1_p0x3_d1x2_g1");
+}
+
 static void
 test_ops_layouts(void **state)
 {
@@ -476,6 +495,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_flops_bounds_roundtrip),
         cmocka_unit_test(test_ops_bad_params),
+        cmocka_unit_test(test_ops_names_tell_height_from_width),
         cmocka_unit_test(test_ops_layouts),
         cmocka_unit_test(test_ops_conv_against_naive),
         cmocka_unit_test(test_ops_padded_extents),
