@@ -121,6 +121,26 @@ queue_feedback(struct kt_task_state *ts, struct kt_cand *c, double cost)
     c->nsteps = 0;
 }
 
+/* A task's new best program is offered to every other task of the job as
+ * another workload's schedule (kt_search_seed_other, cost per FLOP): it
+ * seeds their searches where its steps decode, e.g. layers of one shape
+ * that differ only in a folded constant, or tiles that divide another
+ * layer's extents. */
+static void
+share_best(struct kt_job *job, int task, const struct kt_feedback *best)
+{
+    struct kt_feedback other = *best;
+    double flops = kt__job_dag(job, task)->flops;
+    int t;
+
+    if (!(flops > 0))
+        return;
+    other.cost = best->cost / flops;
+    for (t = 0; t < job->tasks.n; t++)
+        if (t != task)
+            kt__task_queue_other(&job->ts[t], &other);
+}
+
 /* The batch is in the database: now its results may be used. */
 static void
 apply_round(struct kt_job *job, struct kt_round *r)
@@ -128,7 +148,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
     struct kt_task_state *ts = &job->ts[r->task];
     double round_best = KT_SCHED_NO_COST;
     double best = kt_task_sched_best_cost(job->sched, r->task);
-    int i;
+    int i, new_best = -1;
 
     for (i = 0; i < r->nres; i++) {
         const struct kt_trial *res = &r->trials[i];
@@ -145,6 +165,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 best = cost;
                 free(ts->best_config);
                 ts->best_config = kt_xstrdup(c->config);
+                new_best = ts->npending;
             }
         }
         queue_feedback(ts, c, kt__trial_learning_cost(res));
@@ -154,6 +175,8 @@ apply_round(struct kt_job *job, struct kt_round *r)
             c->rows = NULL; /* the record owns them now */
         }
     }
+    if (new_best >= 0 && kt__job_uses_model(job))
+        share_best(job, r->task, &ts->pending[new_best]);
     ts->next_trial_no += r->nres;
     job->rounds++;
     kt_task_sched_update(job->sched, r->task, round_best, r->nres);
