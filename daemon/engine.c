@@ -480,7 +480,7 @@ start_search(struct kt_job *job, int task, int speculative)
     r->job = job;
     r->task = task;
     r->speculative = speculative;
-    r->want = (int)kt_task_sched_per_round(job->sched);
+    r->want = (int)kt_task_sched_round_trials(job->sched, task);
     if (job->budget - job->trials < r->want && !speculative)
         r->want = (int)(job->budget - job->trials);
     if (r->want < 1)

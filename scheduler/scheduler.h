@@ -63,7 +63,7 @@ double kt_tasks_total_flops(const struct kt_tasks *t);
  * section 2) with costs in seconds.  The caller loops:
  *
  *     while ((i = kt_task_sched_next(s)) >= 0) {
- *         ... search and measure up to kt_task_sched_per_round(s) trials
+ *         ... search and measure up to kt_task_sched_round_trials(s, i)
  *         kt_task_sched_update(s, i, best_cost_of_this_round, n_measured);
  *     }
  */
@@ -116,8 +116,14 @@ struct kt_task_sched *kt_task_sched_clone(const struct kt_task_sched *s);
  * round-robin (the next live task).  Calling it twice without an update
  * returns the same task. */
 int kt_task_sched_next(struct kt_task_sched *s);
-/* Trials to measure this round: min(measures_per_round, trials / n). */
+/* Trials of a round after the warm-up: min(measures_per_round, trials / n). */
 int64_t kt_task_sched_per_round(const struct kt_task_sched *s);
+/* Trials to measure in task i's next round: the per-round count, except
+ * in its warm-up round, which gets trials / (2 n) (at least
+ * KT_SCHED_MIN_WARM_ROUND, at most the per-round count): the warm-up
+ * leaves half the budget to the gradient (docs/design.md 2.1). */
+#define KT_SCHED_MIN_WARM_ROUND 8
+int64_t kt_task_sched_round_trials(const struct kt_task_sched *s, int i);
 /* Records one round of task i: best_cost is the best cost (seconds) among
  * this round's valid results (>= KT_SCHED_NO_COST or <= 0 when none was
  * valid) and n_trials the number of programs measured (0 means the search

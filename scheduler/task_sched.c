@@ -6,7 +6,8 @@
  * "Deviation" below: the chain gradient is w_i exactly instead of a finite
  * difference; the all-equal tie picks among live tasks only; the options
  * max_failed_rounds (docs/design.md 2.5) and the per-task early stopping are 0 =
- * off; trial counts are exact rather than rounds x per_round.
+ * off; trial counts are exact rather than rounds x per_round; the warm-up
+ * rounds take at most half the budget.
  *
  * Pure logic: no I/O, no clock, randomness from a seeded kt_rng. */
 #include "scheduler/scheduler.h"
@@ -23,6 +24,7 @@ struct kt_task_sched {
     int n;
     struct kt_task_sched_opts o;
     int64_t per_round;
+    int64_t warm_round; /* trials of a task's first round */
     double *weight, *flops, *best, *grad;
     int64_t *rounds;     /* task_cts */
     int64_t *best_round; /* task_best_cts */
@@ -97,6 +99,14 @@ kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
     s->o = *o;
     s->per_round = o->measures_per_round < o->trials / n ? o->measures_per_round
                                                          : o->trials / n;
+    /* Deviation (docs/design.md 2.1): the warm-up takes at most half the
+     * budget, so that the gradient rounds can go to the tasks that cost
+     * the most; Ansor's warm-up at trials / n per task is the whole run. */
+    s->warm_round = o->trials / (2 * (int64_t)n);
+    if (s->warm_round < KT_SCHED_MIN_WARM_ROUND)
+        s->warm_round = KT_SCHED_MIN_WARM_ROUND;
+    if (s->warm_round > s->per_round)
+        s->warm_round = s->per_round;
     s->weight = kt_xcalloc((size_t)n, sizeof(double));
     s->flops = kt_xcalloc((size_t)n, sizeof(double));
     s->best = kt_xcalloc((size_t)n, sizeof(double));
@@ -432,6 +442,14 @@ kt_task_sched_ntasks(const struct kt_task_sched *s)
 int64_t
 kt_task_sched_per_round(const struct kt_task_sched *s)
 {
+    return s->per_round;
+}
+
+int64_t
+kt_task_sched_round_trials(const struct kt_task_sched *s, int i)
+{
+    if (i >= 0 && i < s->n && s->rounds[i] == 0)
+        return s->warm_round;
     return s->per_round;
 }
 

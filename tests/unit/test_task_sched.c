@@ -331,13 +331,16 @@ test_task_sched_budget(void **state)
     s = mk(3, NULL, NULL, NULL, &o);
     assert_int_equal(kt_task_sched_per_round(s), 33); /* min(64, 100/3) */
     while ((i = kt_task_sched_next(s)) >= 0) {
-        kt_task_sched_update(s, i, 1e-3 / (rounds + 1), 33);
+        int64_t n = kt_task_sched_round_trials(s, i);
+        /* warm-up rounds of 100 / (2 x 3) = 16, then 33 */
+        assert_int_equal(n, rounds < 3 ? 16 : 33);
+        kt_task_sched_update(s, i, 1e-3 / (rounds + 1), n);
         rounds++;
     }
-    /* 3 warm-up rounds = 99 < 100, one more round, then 132 >= 100. */
-    assert_int_equal(rounds, 4);
+    /* 3 warm-up rounds = 48 < 100, two more rounds, then 114 >= 100. */
+    assert_int_equal(rounds, 5);
     assert_int_equal(kt_task_sched_stopped(s), KT_SCHED_BUDGET);
-    assert_int_equal(kt_task_sched_total_trials(s), 132);
+    assert_int_equal(kt_task_sched_total_trials(s), 114);
     kt_task_sched_free(s);
     opts(&o, 2);
     s = NULL;
@@ -346,6 +349,59 @@ test_task_sched_budget(void **state)
                      KT_EINVAL);
     assert_null(s);
     assert_non_null(strstr(err, "too few"));
+}
+
+/* A budget of 16 trials per task (a network of 62 tasks at 1,000 trials):
+ * Ansor's warm-up would measure all of it in rounds of 16; here the
+ * warm-up rounds get 8, and the gradient spends the other half on the
+ * task that costs the most.  With room for full rounds (64 per task),
+ * the warm-up rounds are full rounds. */
+static void
+test_task_sched_warmup_leaves_half(void **state)
+{
+    struct kt_task_sched_opts o;
+    struct kt_task_sched *s;
+    int64_t trials_of_0 = 0, warm_trials = 0;
+    int i, r;
+    (void)state;
+    opts(&o, 1000);
+    s = mk(62, NULL, NULL, NULL, &o);
+    assert_int_equal(kt_task_sched_per_round(s), 16);
+    for (r = 0; (i = kt_task_sched_next(s)) >= 0; r++) {
+        int64_t n = kt_task_sched_round_trials(s, i), left;
+        /* the engine's last round measures what is left of the budget */
+        left = 1000 - kt_task_sched_total_trials(s);
+        n = n < left ? n : left;
+        /* task 0 costs 10 ms, the others 0.1 ms; no round improves */
+        kt_task_sched_update(s, i, i == 0 ? 10e-3 : 0.1e-3, n);
+        if (r < 62)
+            warm_trials += n;
+        if (i == 0)
+            trials_of_0 += n;
+    }
+    assert_int_equal(warm_trials, 62 * 8);
+    assert_int_equal(kt_task_sched_total_trials(s), 1000);
+    assert_true(trials_of_0 >= 8 + 16 * 10);
+    kt_task_sched_free(s);
+    /* 64 x 3 trials per task: the warm-up rounds are the usual 64 */
+    opts(&o, 64 * 3 * 3);
+    s = mk(3, NULL, NULL, NULL, &o);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(kt_task_sched_next(s), i);
+        assert_int_equal(kt_task_sched_round_trials(s, i), 64);
+        kt_task_sched_update(s, i, 1e-3, 64);
+    }
+    assert_int_equal(kt_task_sched_round_trials(s, 0), 64);
+    kt_task_sched_free(s);
+    /* at most the per-round count, at least 8 */
+    opts(&o, 62 * 9);
+    s = mk(62, NULL, NULL, NULL, &o);
+    assert_int_equal(kt_task_sched_round_trials(s, 0), 8);
+    kt_task_sched_free(s);
+    opts(&o, 62 * 5);
+    s = mk(62, NULL, NULL, NULL, &o);
+    assert_int_equal(kt_task_sched_round_trials(s, 0), 5);
+    kt_task_sched_free(s);
 }
 
 static void
@@ -411,6 +467,7 @@ main(void)
         cmocka_unit_test(test_task_sched_early_stopping_all),
         cmocka_unit_test(test_task_sched_dead_tasks),
         cmocka_unit_test(test_task_sched_budget),
+        cmocka_unit_test(test_task_sched_warmup_leaves_half),
         cmocka_unit_test(test_task_sched_round_robin),
         cmocka_unit_test(test_task_sched_table_helpers),
     };
