@@ -1,7 +1,10 @@
 /* epilogue.c - the text of a kernel's fused epilogue: each elementwise
  * node becomes one stage over the anchor's output axes (the search inlines
  * them); operands are constants, the values of earlier stages, or extra
- * inputs P0, P1, ... mapped onto the definition's output dims. */
+ * inputs P0, P1, ... mapped onto the definition's output dims.  A scalar
+ * constant that an Add, Sub or Mul applies (a learned scale or shift) is
+ * an extra input of one element too, so that layers which differ only in
+ * such numbers are one workload, tuned once (docs/onnx.md). */
 #include "onnx/int.h"
 
 #include <math.h>
@@ -22,6 +25,7 @@ struct epi {
     int nextra;
     struct kt_shape extra[32];
     int extra_key[16]; /* value, or -2 - value (explicit) */
+    int scalar_params; /* Add/Sub/Mul scalars become P inputs */
     int fail;
 };
 
@@ -126,10 +130,11 @@ map_operand(struct epi *e, const int64_t *pd, int prank, char *idx, size_t len,
     return 0;
 }
 
-/* Text of operand value v (explicit ONNX dims when dims != NULL). */
+/* Text of operand value v (explicit ONNX dims when dims != NULL); a
+ * scalar constant is written as a number unless as_param. */
 static void
-operand(struct epi *e, int v, const int64_t *dims, int rank, char *out,
-        size_t len)
+operand(struct epi *e, int v, const int64_t *dims, int rank, int as_param,
+        char *out, size_t len)
 {
     const struct kt_onnx_value *val = &e->p->g->values[v];
     int s = kt__ox_group_stage(e->gr, v), i, key = dims ? -2 - v : v;
@@ -143,7 +148,8 @@ operand(struct epi *e, int v, const int64_t *dims, int rank, char *out,
             snprintf(out, len, "E%d[%s]", e->gr->stage[s], e->idx);
         return;
     }
-    if (dims == NULL && val->data != NULL && kt_onnx_value_elems(val) == 1) {
+    if (dims == NULL && val->data != NULL && kt_onnx_value_elems(val) == 1 &&
+        !(as_param && e->scalar_params)) {
         snprintf(out, len, "(%.9g)", (float)kt_onnx_value_get(val, 0));
         return;
     }
@@ -221,19 +227,20 @@ node_stages(struct epi *e, const struct kt_onnx_node *n)
     const char *op = n->op;
     int64_t ch[KT_ONNX_MAX_DIMS];
     int r = e->out->ndim, k;
+    int affine = is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul");
 
-    operand(e, n->in[0], NULL, 0, a, sizeof(a));
+    operand(e, n->in[0], NULL, 0, affine, a, sizeof(a));
     if (strcmp(op, "BatchNormalization") == 0) {
         /* Scale and shift per channel (dim 1), folded by the compiler. */
         char c[160];
         for (k = 0; k < r; k++)
             ch[k] = k == 1 ? e->out->dims[1] : 1;
-        operand(e, n->in[1], ch, r, b, sizeof(b));
-        operand(e, n->in[2], ch, r, c, sizeof(c));
+        operand(e, n->in[1], ch, r, 0, b, sizeof(b));
+        operand(e, n->in[2], ch, r, 0, c, sizeof(c));
         return stage(e, "%s * %s + %s", a, b, c);
     }
     if (n->nin > 1 && n->in[1] >= 0 && strcmp(op, "Clip") != 0)
-        operand(e, n->in[1], NULL, 0, b, sizeof(b));
+        operand(e, n->in[1], NULL, 0, affine, b, sizeof(b));
     if (strcmp(op, "Add") == 0)
         return stage(e, "%s + %s", a, b);
     if (strcmp(op, "Sub") == 0)
@@ -351,7 +358,7 @@ anchor_stages(struct epi *e, int bits)
     if (is_op(a, "ConvTranspose") && has_bias(p, e->k)) {
         for (i = 0; i < r; i++)
             ch[i] = i == 1 ? e->out->dims[1] : 1;
-        operand(e, bias_value(p, e->k), ch, r, o, sizeof(o));
+        operand(e, bias_value(p, e->k), ch, r, 0, o, sizeof(o));
         s = stage(e, "%s + %s", y, o);
     }
     if (is_op(a, "Gemm")) {
@@ -363,9 +370,9 @@ anchor_stages(struct epi *e, int bits)
             for (i = 0; i < r; i++)
                 ch[i] = i == 1 ? e->out->dims[1] : 1;
             if (vin(p, a, 2) != NULL)
-                operand(e, a->in[2], NULL, 0, o, sizeof(o));
+                operand(e, a->in[2], NULL, 0, 0, o, sizeof(o));
             else
-                operand(e, bias_value(p, e->k), ch, r, o, sizeof(o));
+                operand(e, bias_value(p, e->k), ch, r, 0, o, sizeof(o));
             if (s > 0)
                 snprintf(y, sizeof(y), "E%d[%s]", s, e->idx);
             if (beta != 1 && !e->k->bn_folded)
@@ -376,11 +383,11 @@ anchor_stages(struct epi *e, int bits)
     }
     if (is_op(a, "LayerNormalization")) {
         if (vin(p, a, 1) != NULL) {
-            operand(e, a->in[1], NULL, 0, o, sizeof(o));
+            operand(e, a->in[1], NULL, 0, 0, o, sizeof(o));
             s = stage(e, "%s * %s", y, o);
         }
         if (vin(p, a, 2) != NULL) {
-            operand(e, a->in[2], NULL, 0, o, sizeof(o));
+            operand(e, a->in[2], NULL, 0, 0, o, sizeof(o));
             if (s > 0)
                 snprintf(y, sizeof(y), "E%d[%s]", s, e->idx);
             s = stage(e, "%s + %s", y, o);
@@ -442,7 +449,7 @@ output_dims(struct epi *e, struct kt_onnx_kernel *k, char *err, size_t len)
 static int
 gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
            struct kt__ox_group *base, const int *members, int n, int grid,
-           int *unmapped, char *err, size_t len)
+           int scalar_params, int *unmapped, char *err, size_t len)
 {
     struct kt__ox_group gr = *base;
     struct epi e;
@@ -458,6 +465,7 @@ gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
     memset(&e, 0, sizeof(e));
     e.p = p;
     e.k = k;
+    e.scalar_params = scalar_params;
     e.gr = &gr;
     e.out = &p->g->values[k->output];
     kt_buf_init(&e.text);
@@ -530,20 +538,51 @@ out:
     return rc;
 }
 
+/* Whether the scalars of the members' Add, Sub and Mul nodes may be
+ * inputs: the tuner fills inputs with random numbers in [-1, 1], and a
+ * random shift before a square root or a logarithm (a layer norm's
+ * epsilon) would make every candidate's output NaN; such kernels keep
+ * their numbers. */
+static int
+scalars_may_vary(struct kt__ox *p, const int *members, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        const struct kt_onnx_node *m = &p->g->nodes[members[i]];
+        const struct kt_onnx_value *d = vin(p, m, 1);
+        if (is_op(m, "Sqrt") || is_op(m, "Log") || is_op(m, "Pow") ||
+            is_op(m, "Reciprocal"))
+            return 0;
+        if (is_op(m, "Div") &&
+            (d == NULL || d->data == NULL || kt_onnx_value_elems(d) != 1))
+            return 0;
+    }
+    return 1;
+}
+
 /* Builds k's definition with the first n members fused; 0 on success.  An
  * operand that varies along the image's y or x but not both does not map
  * onto a pointwise convolution's one pixel axis: that kernel is then
- * defined over y and x. */
+ * defined over y and x.  When the scalars as inputs leave too many inputs
+ * or tensors, they are written as numbers. */
 int
 kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
                   struct kt__ox_group *base, const int *members, int n,
                   char *err, size_t len)
 {
-    int unmapped = 0, rc;
+    int params = scalars_may_vary(p, members, n), unmapped, rc;
 
-    rc = gen_kernel(p, k, base, members, n, 0, &unmapped, err, len);
-    if (rc != 0 && unmapped && k->kind != KT_ONNX_K_ELEMENTWISE &&
-        strcmp(p->g->nodes[k->anchor].op, "Conv") == 0)
-        rc = gen_kernel(p, k, base, members, n, 1, &unmapped, err, len);
-    return rc;
+    for (;;) {
+        unmapped = 0;
+        rc = gen_kernel(p, k, base, members, n, 0, params, &unmapped, err,
+                        len);
+        if (rc != 0 && unmapped && k->kind != KT_ONNX_K_ELEMENTWISE &&
+            strcmp(p->g->nodes[k->anchor].op, "Conv") == 0)
+            rc = gen_kernel(p, k, base, members, n, 1, params, &unmapped, err,
+                            len);
+        if (rc == 0 || !params)
+            return rc;
+        params = 0;
+    }
 }

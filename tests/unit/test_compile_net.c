@@ -182,6 +182,59 @@ test_network_matches_loops(void **state)
 /* ktt_onnx_init's fill of element i of a tensor. */
 #define F(i) ((float)fill(i))
 
+/* Two 1x1 convolutions of one shape, each with its own scalar scale and
+ * shift: one task (the scalars are its inputs, docs/onnx.md), run by the
+ * network with each layer's own numbers. */
+static void
+test_network_scalar_inputs(void **state)
+{
+    static const float scale[2] = {1.25f, -0.75f}, shift[2] = {0.5f, 2};
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    char dir[4096], *text;
+    float x[18], h[2][18], got[18];
+    int i, l, f, c;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 3, 3));
+    ktt_onnx_init(b, "w0", 4, D(2, 2, 1, 1), NULL);
+    ktt_onnx_init(b, "w1", 4, D(2, 2, 1, 1), NULL);
+    ktt_onnx_scalar(b, "s0", scale[0]);
+    ktt_onnx_scalar(b, "t0", shift[0]);
+    ktt_onnx_scalar(b, "s1", scale[1]);
+    ktt_onnx_scalar(b, "t1", shift[1]);
+    ktt_onnx_node(b, "Conv", "c0", "x,w0", "y0");
+    ktt_onnx_node(b, "Mul", "m0", "y0,s0", "z0");
+    ktt_onnx_node(b, "Add", "a0", "z0,t0", "o0");
+    ktt_onnx_node(b, "Conv", "c1", "o0,w1", "y1");
+    ktt_onnx_node(b, "Mul", "m1", "y1,s1", "z1");
+    ktt_onnx_node(b, "Add", "a1", "z1,t1", "out");
+    ktt_onnx_output(b, "out");
+    compile_model(b, dir);
+    text = ktt_slurp(dir, "lib/manifest.json", NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"weight\":\t2"));
+    assert_null(strstr(text, "\"index\":\t1"));
+    free(text);
+
+    for (i = 0; i < 18; i++)
+        x[i] = (float)((i * 5 % 18) / 9.0 - 1);
+    for (l = 0; l < 2; l++)
+        for (f = 0; f < 2; f++)
+            for (i = 0; i < 9; i++) {
+                const float *in = l == 0 ? x : h[0];
+                double y = 0;
+                for (c = 0; c < 2; c++)
+                    y += F(f * 2 + c) * in[c * 9 + i];
+                h[l][f * 9 + i] = (float)(y * scale[l] + shift[l]);
+            }
+    infer_once(dir, x, 18, got, 18);
+    for (i = 0; i < 18; i++)
+        if (fabsf(got[i] - h[1][i]) > 1e-5f * (1 + fabsf(h[1][i])))
+            fail_msg("out[%d] = %g, want %g", i, got[i], h[1][i]);
+    ts_rmrf(dir);
+}
+
 /* ConvTranspose x[1,2,4,4] * w[2,3,3,3] + b, stride 2, pads 1,
  * output_padding 1 -> y[1,3,8,8]; Slice of columns 1, 3, 5 -> s[1,3,8,3];
  * Resize nearest (asymmetric, floor) by 0.5 x 2 -> out0[1,3,4,6]; Resize
@@ -307,6 +360,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_network_matches_loops),
         cmocka_unit_test(test_network_layout_ops),
+        cmocka_unit_test(test_network_scalar_inputs),
         cmocka_unit_test(test_network_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -176,7 +176,7 @@ test_conv_bn_relu(void **state)
 static void
 check_hardswish_values(const struct kt_onnx_kernel *k)
 {
-    float in[144], w[16], bias[4], out[144];
+    float in[144], w[16], bias[4], out[144], three = 3;
     int f, c, i;
 
     for (i = 0; i < 144; i++)
@@ -187,10 +187,11 @@ check_hardswish_values(const struct kt_onnx_kernel *k)
         bias[i] = (float)i - 1.5f;
     run_def(&k->def,
             (const struct feed[]){{"I", in, 144},
-                                  {"P0", in, 144},
+                                  {"P0", &three, 1},
+                                  {"P1", in, 144},
                                   {"W", w, 16},
                                   {"B", bias, 4}},
-            4, out, 144);
+            5, out, 144);
     for (f = 0; f < 4; f++)
         for (i = 0; i < 36; i++) {
             float y = bias[f], hs, want;
@@ -231,14 +232,17 @@ test_conv_hardswish_residual(void **state)
     assert_role(g, "clip", KT_ONNX_ROLE_FUSED, 0);
     assert_role(g, "relu", KT_ONNX_ROLE_FUSED, 0);
     assert_int_equal(g->kernels[0].nnodes, 7);
-    assert_int_equal(g->kernels[0].nextra,
-                     1); /* the residual x (batch 1 dropped) */
+    /* the Add's 3 (an input of one element, the Div's 6 stays a number)
+     * and the residual x (batch 1 dropped) */
+    assert_int_equal(g->kernels[0].nextra, 2);
+    assert_non_null(strstr(g->kernels[0].def.text, "+ P0[0]"));
+    assert_non_null(strstr(g->kernels[0].def.text, "/ (6)"));
     /* conv 2x4x36x4 + bias 1, add 1, clip 2, mul 1, div 1, add 1, relu 1 */
     assert_flops(g->kernels[0].flops, 2.0 * 4 * 36 * 4 + 8.0 * 4 * 36);
     /* the pointwise conv's pixels are one axis (docs/compute.md) */
-    if (strstr(g->kernels[0].def.text, "P0[a1,a2]") == NULL)
+    if (strstr(g->kernels[0].def.text, "P1[a1,a2]") == NULL)
         print_error("%s\n", g->kernels[0].def.text);
-    assert_non_null(strstr(g->kernels[0].def.text, "P0[a1,a2]"));
+    assert_non_null(strstr(g->kernels[0].def.text, "P1[a1,a2]"));
     check_hardswish_values(&g->kernels[0]);
     kt_onnx_free(g);
 }
@@ -848,6 +852,54 @@ test_dedup(void **state)
     kt_onnx_free(g);
 }
 
+/* Two convolutions of one shape, each followed by its own learned scalar
+ * scale and shift (PP-LCNet's affine blocks): the scalars are inputs of
+ * one element, and the layers one task of weight 2.  A square root after
+ * the shift keeps the numbers (random inputs would make it NaN). */
+static void
+test_dedup_scalar_affine(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct kt_onnx_graph *g;
+    (void)state;
+    ktt_onnx_input(b, "x", 4, D(1, 4, 6, 6));
+    ktt_onnx_init(b, "w0", 4, D(4, 4, 1, 1), NULL);
+    ktt_onnx_init(b, "w1", 4, D(4, 4, 1, 1), NULL);
+    ktt_onnx_init(b, "w2", 4, D(4, 4, 1, 1), NULL);
+    ktt_onnx_scalar(b, "s0", 1.25f);
+    ktt_onnx_scalar(b, "t0", 0.5f);
+    ktt_onnx_scalar(b, "s1", 0.75f);
+    ktt_onnx_scalar(b, "t1", -0.25f);
+    ktt_onnx_scalar(b, "eps", 1e-3f);
+    ktt_onnx_node(b, "Conv", "c0", "x,w0", "y0");
+    ktt_onnx_node(b, "Mul", "m0", "y0,s0", "z0");
+    ktt_onnx_node(b, "Add", "a0", "z0,t0", "o0");
+    ktt_onnx_node(b, "Conv", "c1", "o0,w1", "y1");
+    ktt_onnx_node(b, "Mul", "m1", "y1,s1", "z1");
+    ktt_onnx_node(b, "Add", "a1", "z1,t1", "o1");
+    ktt_onnx_node(b, "Conv", "c2", "o1,w2", "y2");
+    ktt_onnx_node(b, "Mul", "m2", "y2,y2", "q2");
+    ktt_onnx_node(b, "Add", "a2", "q2,eps", "e2");
+    ktt_onnx_node(b, "Sqrt", "r2", "e2", "out");
+    ktt_onnx_output(b, "out");
+    g = import(b, NULL, 0, 0, 0);
+    assert_int_equal(g->nkernels, 3);
+    assert_int_equal(g->ntasks, 2);
+    assert_int_equal(g->kernels[0].task, 0);
+    assert_int_equal(g->kernels[1].task, 0);
+    assert_int_equal(g->kernels[2].task, 1);
+    assert_int_equal(g->kernels[0].nextra, 2);
+    assert_int_equal(g->kernels[1].nextra, 2);
+    if (strstr(g->kernels[0].def.text, "P0[0]") == NULL)
+        print_error("%s\n", g->kernels[0].def.text);
+    assert_non_null(strstr(g->kernels[0].def.text, "* P0[0]"));
+    assert_non_null(strstr(g->kernels[0].def.text, "+ P1[0]"));
+    assert_string_equal(g->kernels[0].def.text, g->kernels[1].def.text);
+    assert_int_equal(g->kernels[2].nextra, 0);
+    assert_non_null(strstr(g->kernels[2].def.text, "+ (0.00100000005)"));
+    kt_onnx_free(g);
+}
+
 /* ---- Errors ------------------------------------------------------------------ */
 
 static struct ktt_onnx *
@@ -1061,6 +1113,7 @@ main(void)
         cmocka_unit_test(test_layout_ops),
         cmocka_unit_test(test_shape_arithmetic),
         cmocka_unit_test(test_dedup),
+        cmocka_unit_test(test_dedup_scalar_affine),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_shape_errors),
