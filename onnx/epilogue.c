@@ -575,8 +575,7 @@ kt__ox_gen_kernel(struct kt__ox *p, struct kt_onnx_kernel *k,
 
     for (;;) {
         unmapped = 0;
-        rc = gen_kernel(p, k, base, members, n, 0, params, &unmapped, err,
-                        len);
+        rc = gen_kernel(p, k, base, members, n, 0, params, &unmapped, err, len);
         if (rc != 0 && unmapped && k->kind != KT_ONNX_K_ELEMENTWISE &&
             strcmp(p->g->nodes[k->anchor].op, "Conv") == 0)
             rc = gen_kernel(p, k, base, members, n, 1, params, &unmapped, err,
