@@ -4,7 +4,11 @@
 # extents): tunes a 128^3 GEMM for 32 trials, then, as another job in the
 # same database, a 256x128x256 GEMM.  The second job's first round must
 # contain mutations of the first job's successful programs (kvs note
-# seed_of naming their schedule hash), checked in the database.
+# seed_of naming their schedule hash), checked in the database.  Then both
+# GEMMs as two tasks of one job in a fresh database: a task's new best
+# program is offered to the other task's search, so the 256x128x256
+# task's later rounds hold mutations of programs measured only for the
+# 128^3 one.
 set -u
 bin=${KT_BIN_DIR:-build}
 kt=$bin/kerntune
@@ -15,13 +19,16 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 . "$(cd "$(dirname "$0")" && pwd)/seeds_common.inc"
 
+task() { # task NAME M N K
+    printf '{"name": "%s", "compute": ["C[i,j] += A[i,k] * B[k,j]"], "shapes": {"A": [%s, %s], "B": [%s, %s]}}' \
+        "$1" "$2" "$4" "$4" "$3"
+}
 model() { # model NAME M N K
     cat <<JSON
 {"name": "$1", "target": {"threads": 1},
  "tuning": {"trials": 32, "measures_per_round": 16, "seed": 1},
  "measure": {"repeat": 1, "min_repeat_ms": 1},
- "tasks": [{"name": "mm", "compute": ["C[i,j] += A[i,k] * B[k,j]"],
-            "shapes": {"A": [$2, $4], "B": [$4, $3]}}]}
+ "tasks": [$(task mm "$2" "$3" "$4")]}
 JSON
 }
 model small 128 128 128 >"$tmp/small.json"
@@ -34,3 +41,23 @@ w=$(sqlite3 "$tmp/t.db" "select count(distinct workload_hash) from logs")
 near=$(seeded_first_round)
 echo "second job, first round: $near of 16 trials are mutations of the other workload's programs"
 [ "$near" -ge 1 ] || fail "no trial of the second job's first round descends from the other workload's records"
+
+cat >"$tmp/both.json" <<JSON
+{"name": "both", "target": {"threads": 1},
+ "tuning": {"trials": 96, "measures_per_round": 16, "seed": 1},
+ "measure": {"repeat": 1, "min_repeat_ms": 1},
+ "tasks": [$(task small 128 128 128), $(task big 256 128 256)]}
+JSON
+"$kt" tune "$tmp/both.json" --db "$tmp/both.db" --quiet >"$tmp/tune3.log" 2>&1 ||
+    fail "two-task tune: $(tail -20 "$tmp/tune3.log")"
+big=$(sqlite3 "$tmp/both.db" "select workload_hash from tasks where task_name = 'big'")
+[ -n "$big" ] || fail "no task 'big' in the two-task job"
+shared=$(sqlite3 "$tmp/both.db" "
+    select count(*) from logs l join kvs on kvs.log_id = l.id and kvs.k = 'seed_of'
+    where l.workload_hash = '$big'
+      and kvs.v in (select sched_hash from logs o where o.workload_hash != '$big'
+                    and o.err_no = 0 and o.id < l.id)
+      and kvs.v not in (select sched_hash from logs s where s.workload_hash = '$big'
+                        and s.id < l.id)")
+echo "one job of two tasks: $shared trials of the 256x128x256 task descend from programs measured only for the 128^3 task"
+[ "$shared" -ge 1 ] || fail "no trial of the second task descends from the first task's programs"
