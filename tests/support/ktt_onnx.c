@@ -237,6 +237,32 @@ ktt_onnx_node(struct ktt_onnx *b, const char *op, const char *name,
     return n;
 }
 
+void
+ktt_onnx_conv_affine(struct ktt_onnx *b, int l, int channels, const char *in,
+                     float scale, float shift, const char *out)
+{
+    char name[3][16], io[3][96], res[2][16];
+    int64_t dims[4] = {channels, channels, 1, 1};
+
+    snprintf(name[0], sizeof(name[0]), "w%d", l);
+    snprintf(name[1], sizeof(name[1]), "s%d", l);
+    snprintf(name[2], sizeof(name[2]), "t%d", l);
+    ktt_onnx_init(b, name[0], 4, dims, NULL);
+    ktt_onnx_scalar(b, name[1], scale);
+    ktt_onnx_scalar(b, name[2], shift);
+    snprintf(res[0], sizeof(res[0]), "y%d", l);
+    snprintf(res[1], sizeof(res[1]), "z%d", l);
+    snprintf(io[0], sizeof(io[0]), "%s,%s", in, name[0]);
+    snprintf(io[1], sizeof(io[1]), "%s,%s", res[0], name[1]);
+    snprintf(io[2], sizeof(io[2]), "%s,%s", res[1], name[2]);
+    snprintf(name[0], sizeof(name[0]), "c%d", l);
+    snprintf(name[1], sizeof(name[1]), "m%d", l);
+    snprintf(name[2], sizeof(name[2]), "a%d", l);
+    ktt_onnx_node(b, "Conv", name[0], io[0], res[0]);
+    ktt_onnx_node(b, "Mul", name[1], io[1], res[1]);
+    ktt_onnx_node(b, "Add", name[2], io[2], out);
+}
+
 static Onnx__AttributeProto *
 attr(struct ktt_onnx_node *n, const char *name, int type)
 {

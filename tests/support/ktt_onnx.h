@@ -30,6 +30,12 @@ void ktt_onnx_scalar(struct ktt_onnx *b, const char *name, float v);
 struct ktt_onnx_node *ktt_onnx_node(struct ktt_onnx *b, const char *op,
                                     const char *name, const char *inputs,
                                     const char *outputs);
+/* Layer l of a PP-LCNet-like stack: in -> Conv (1x1 weights "w<l>",
+ * C x C, filled) -> Mul by scalar "s<l>" = scale -> Add scalar "t<l>" =
+ * shift -> out. */
+void ktt_onnx_conv_affine(struct ktt_onnx *b, int l, int channels,
+                          const char *in, float scale, float shift,
+                          const char *out);
 void ktt_attr_int(struct ktt_onnx_node *n, const char *name, int64_t v);
 void ktt_attr_ints(struct ktt_onnx_node *n, const char *name, int count,
                    const int64_t *v);

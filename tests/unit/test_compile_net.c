@@ -127,6 +127,27 @@ infer_once(const char *dir, const float *x, size_t nx, float *out, size_t nout)
     free(text);
 }
 
+/* dir/lib/manifest.json (caller frees). */
+static char *
+manifest(const char *dir)
+{
+    char *text = ktt_slurp(dir, "lib/manifest.json", NULL);
+
+    assert_non_null(text);
+    return text;
+}
+
+/* got[i] within 1e-5 relative (plus 1e-5) of want[i], i < n. */
+static void
+assert_near(const float *got, const float *want, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+            fail_msg("out[%d] = %g, want %g", i, got[i], want[i]);
+}
+
 static void
 test_network_matches_loops(void **state)
 {
@@ -160,8 +181,7 @@ test_network_matches_loops(void **state)
     ktt_onnx_output(b, "out");
     ktt_onnx_output(b, "sg");
     compile_model(b, dir);
-    text = ktt_slurp(dir, "lib/manifest.json", NULL);
-    assert_non_null(text);
+    text = manifest(dir);
     assert_non_null(strstr(text, "\"peak_activation_bytes\""));
     assert_non_null(strstr(text, "\"untuned_nodes\":\t5"));
     free(text);
@@ -170,9 +190,7 @@ test_network_matches_loops(void **state)
         x[i] = (float)((i * 7 % 24) / 12.0 - 1);
     reference(x, want, want_sg);
     infer_once(dir, x, 24, got, sizeof(got) / sizeof(got[0]));
-    for (i = 0; i < 36; i++)
-        if (fabsf(got[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
-            fail_msg("out[%d] = %g, want %g", i, got[i], want[i]);
+    assert_near(got, want, 36);
     for (i = 0; i < 24; i++)
         if (fabsf(got[36 + i] - want_sg[i]) > 1e-6f)
             fail_msg("sg[%d] = %g, want %g", i, got[36 + i], want_sg[i]);
@@ -197,22 +215,11 @@ test_network_scalar_inputs(void **state)
 
     ts_tmpdir(dir, sizeof(dir));
     ktt_onnx_input(b, "x", 4, D(1, 2, 3, 3));
-    ktt_onnx_init(b, "w0", 4, D(2, 2, 1, 1), NULL);
-    ktt_onnx_init(b, "w1", 4, D(2, 2, 1, 1), NULL);
-    ktt_onnx_scalar(b, "s0", scale[0]);
-    ktt_onnx_scalar(b, "t0", shift[0]);
-    ktt_onnx_scalar(b, "s1", scale[1]);
-    ktt_onnx_scalar(b, "t1", shift[1]);
-    ktt_onnx_node(b, "Conv", "c0", "x,w0", "y0");
-    ktt_onnx_node(b, "Mul", "m0", "y0,s0", "z0");
-    ktt_onnx_node(b, "Add", "a0", "z0,t0", "o0");
-    ktt_onnx_node(b, "Conv", "c1", "o0,w1", "y1");
-    ktt_onnx_node(b, "Mul", "m1", "y1,s1", "z1");
-    ktt_onnx_node(b, "Add", "a1", "z1,t1", "out");
+    ktt_onnx_conv_affine(b, 0, 2, "x", scale[0], shift[0], "o0");
+    ktt_onnx_conv_affine(b, 1, 2, "o0", scale[1], shift[1], "out");
     ktt_onnx_output(b, "out");
     compile_model(b, dir);
-    text = ktt_slurp(dir, "lib/manifest.json", NULL);
-    assert_non_null(text);
+    text = manifest(dir);
     assert_non_null(strstr(text, "\"weight\":\t2"));
     assert_null(strstr(text, "\"index\":\t1"));
     free(text);
@@ -229,9 +236,7 @@ test_network_scalar_inputs(void **state)
                 h[l][f * 9 + i] = (float)(y * scale[l] + shift[l]);
             }
     infer_once(dir, x, 18, got, 18);
-    for (i = 0; i < 18; i++)
-        if (fabsf(got[i] - h[1][i]) > 1e-5f * (1 + fabsf(h[1][i])))
-            fail_msg("out[%d] = %g, want %g", i, got[i], h[1][i]);
+    assert_near(got, h[1], 18);
     ts_rmrf(dir);
 }
 
@@ -342,7 +347,7 @@ test_network_skipped(void **state)
     ktt_onnx_node(b, "Gather", "ga", "y,idx", "out");
     ktt_onnx_output(b, "out");
     compile_model(b, dir);
-    text = ktt_slurp(dir, "lib/manifest.json", NULL);
+    text = manifest(dir);
     assert_non_null(strstr(text, "\"network_skipped\":\t\"node 'ga' (Gather) "
                                  "has no plain C version"));
     free(text);

@@ -824,6 +824,21 @@ test_shape_arithmetic(void **state)
 }
 
 /* Equal blocks share one task. */
+/* g has n kernels, kernel i of task task_of[i], and ntasks tasks. */
+static void
+assert_kernel_tasks(const struct kt_onnx_graph *g, int n, const int *task_of,
+                    int ntasks)
+{
+    int i;
+
+    assert_int_equal(g->nkernels, n);
+    assert_int_equal(g->ntasks, ntasks);
+    for (i = 0; i < n; i++)
+        if (g->kernels[i].task != task_of[i])
+            fail_msg("kernel %d is of task %d, want %d", i, g->kernels[i].task,
+                     task_of[i]);
+}
+
 static void
 test_dedup(void **state)
 {
@@ -844,11 +859,7 @@ test_dedup(void **state)
     ktt_onnx_node(b, "Conv", "c2", "z1,w2", "y2");
     ktt_onnx_output(b, "y2");
     g = import(b, NULL, 0, 0, 0);
-    assert_int_equal(g->nkernels, 3);
-    assert_int_equal(g->ntasks, 2);
-    assert_int_equal(g->kernels[0].task, 0);
-    assert_int_equal(g->kernels[1].task, 0);
-    assert_int_equal(g->kernels[2].task, 1);
+    assert_kernel_tasks(g, 3, (const int[]){0, 0, 1}, 2);
     kt_onnx_free(g);
 }
 
@@ -863,31 +874,17 @@ test_dedup_scalar_affine(void **state)
     struct kt_onnx_graph *g;
     (void)state;
     ktt_onnx_input(b, "x", 4, D(1, 4, 6, 6));
-    ktt_onnx_init(b, "w0", 4, D(4, 4, 1, 1), NULL);
-    ktt_onnx_init(b, "w1", 4, D(4, 4, 1, 1), NULL);
+    ktt_onnx_conv_affine(b, 0, 4, "x", 1.25f, 0.5f, "o0");
+    ktt_onnx_conv_affine(b, 1, 4, "o0", 0.75f, -0.25f, "o1");
     ktt_onnx_init(b, "w2", 4, D(4, 4, 1, 1), NULL);
-    ktt_onnx_scalar(b, "s0", 1.25f);
-    ktt_onnx_scalar(b, "t0", 0.5f);
-    ktt_onnx_scalar(b, "s1", 0.75f);
-    ktt_onnx_scalar(b, "t1", -0.25f);
     ktt_onnx_scalar(b, "eps", 1e-3f);
-    ktt_onnx_node(b, "Conv", "c0", "x,w0", "y0");
-    ktt_onnx_node(b, "Mul", "m0", "y0,s0", "z0");
-    ktt_onnx_node(b, "Add", "a0", "z0,t0", "o0");
-    ktt_onnx_node(b, "Conv", "c1", "o0,w1", "y1");
-    ktt_onnx_node(b, "Mul", "m1", "y1,s1", "z1");
-    ktt_onnx_node(b, "Add", "a1", "z1,t1", "o1");
     ktt_onnx_node(b, "Conv", "c2", "o1,w2", "y2");
     ktt_onnx_node(b, "Mul", "m2", "y2,y2", "q2");
     ktt_onnx_node(b, "Add", "a2", "q2,eps", "e2");
     ktt_onnx_node(b, "Sqrt", "r2", "e2", "out");
     ktt_onnx_output(b, "out");
     g = import(b, NULL, 0, 0, 0);
-    assert_int_equal(g->nkernels, 3);
-    assert_int_equal(g->ntasks, 2);
-    assert_int_equal(g->kernels[0].task, 0);
-    assert_int_equal(g->kernels[1].task, 0);
-    assert_int_equal(g->kernels[2].task, 1);
+    assert_kernel_tasks(g, 3, (const int[]){0, 0, 1}, 2);
     assert_int_equal(g->kernels[0].nextra, 2);
     assert_int_equal(g->kernels[1].nextra, 2);
     if (strstr(g->kernels[0].def.text, "P0[0]") == NULL)
