@@ -69,11 +69,13 @@ struct kt_cc_net {
     struct kt_cc_range {
         int64_t at, n;
     } * allocs;
-    int64_t *w_of_value; /* raw constant's offset in w, -1 */
-    int64_t *arena_off;  /* activation's byte offset in the arena, -1 */
-    int64_t *act_bytes;  /* activation's size, 64-byte rounded */
-    int64_t arena_bytes; /* peak activation memory */
-    uint64_t w_hash;     /* FNV-1a of w: init checks the file against it */
+    int64_t *w_of_value;    /* raw constant's offset in w, -1 */
+    unsigned char *inlined; /* per node: computed in its consumer's step
+                             * (net_expr.c) */
+    int64_t *arena_off;     /* activation's byte offset in the arena, -1 */
+    int64_t *act_bytes;     /* activation's size, 64-byte rounded */
+    int64_t arena_bytes;    /* peak activation memory */
+    uint64_t w_hash;        /* FNV-1a of w: init checks the file against it */
 };
 
 struct kt_cc {
@@ -170,6 +172,34 @@ int kt__cc_layout_check(const struct kt_onnx_graph *g,
                         const struct kt_onnx_node *n, char *why, size_t len);
 void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,
                         const struct kt_cc_step *s);
+/* net_layout.c: 0 when nearest Resize n reads source index i * mul[d] /
+ * div[d] for output index i along every dim d (a whole scale factor up or
+ * down); -1 otherwise. */
+int kt__cc_nearest_map(const struct kt_onnx_graph *g,
+                       const struct kt_onnx_node *n, int64_t *mul,
+                       int64_t *div);
+/* net_expr.c: elementwise steps.  1 when untuned node i runs as an
+ * elementwise expression (binary and unary ops, batch norm, nearest
+ * Resize by whole factors). */
+int kt__cc_expr_node(const struct kt_onnx_graph *g, int i);
+/* Sets net->inlined: the expression nodes whose value only the next
+ * expression node of the same shape reads are computed inside its step. */
+void kt__cc_expr_plan(struct kt_cc_net *net);
+/* The refs of the step of expression root (its operands, then its
+ * output); the number of nodes inlined into it. */
+int kt__cc_expr_refs(struct kt_cc_net *net, int root, struct kt_cc_step *s);
+/* The nodes inlined into root's step (up to max into members); their
+ * number. */
+int kt__cc_expr_members(const struct kt_cc_net *net, int root, int *members,
+                        int max);
+/* 1 when root's step is large enough to run on all the run's threads. */
+int kt__cc_expr_parallel(const struct kt_cc_net *net, int root);
+/* The static function expr_<index> of step s = steps[index] (before the
+ * run function) and its call (in it). */
+void kt__cc_emit_expr_fn(struct kt_buf *b, const struct kt_cc *c,
+                         const struct kt_cc_step *s, int index);
+void kt__cc_emit_expr(struct kt_buf *b, const struct kt_cc *c,
+                      const struct kt_cc_step *s, int index);
 /* Argument i's buffer of task t's kernel. */
 const struct kt_lbuf *kt__cc_arg(const struct kt_cc_task *t, int i);
 /* 1 when argument i of t is an output. */

@@ -245,7 +245,7 @@ add_network(cJSON *root, const struct kt_cc *c)
     const struct kt_cc_net *net = c->net;
     cJSON *o, *in, *out;
     char name[96];
-    int i, kernels = 0;
+    int i, kernels = 0, inlined = 0;
 
     if (net == NULL) {
         cJSON_AddStringToObject(root, "network_skipped", c->net_skip);
@@ -262,8 +262,12 @@ add_network(cJSON *root, const struct kt_cc *c)
                              tensor_json(&net->g->values[net->g->outputs[i]]));
     for (i = 0; i < net->nsteps; i++)
         kernels += net->steps[i].kernel >= 0;
+    for (i = 0; i < net->g->nnodes; i++)
+        inlined += net->inlined[i];
     cJSON_AddNumberToObject(o, "kernel_calls", kernels);
-    cJSON_AddNumberToObject(o, "untuned_nodes", net->nsteps - kernels);
+    cJSON_AddNumberToObject(o, "untuned_nodes",
+                            net->nsteps - kernels + inlined);
+    cJSON_AddNumberToObject(o, "untuned_steps", net->nsteps - kernels);
     cJSON_AddNumberToObject(o, "peak_activation_bytes",
                             (double)net->arena_bytes);
     cJSON_AddNumberToObject(o, "weight_bytes", (double)net->nw * 4);

@@ -230,19 +230,20 @@ node_step(struct kt_cc *c, int i, struct kt_cc_step *s)
                     node_label(n));
     s->kernel = -1;
     s->node = i;
+    if (kt__cc_expr_node(net->g, i)) {
+        kt__cc_expr_refs(net, i, s);
+        return 0;
+    }
+    if (is_op(n, "BatchNormalization"))
+        return skip(c, "node '%s' (BatchNormalization) over fewer than 2 dims",
+                    node_label(n));
     for (j = 0; j < n->nin; j++) {
         if (n->in[j] < 0)
             continue;
         if (s->nrefs + 1 >= KT_CC_MAX_REFS)
             return skip(c, "node '%s' (%s) has more than %d inputs",
                         node_label(n), n->op, KT_CC_MAX_REFS - 1);
-        if (is_op(n, "BatchNormalization") && j > 0)
-            s->refs[s->nrefs++] = (struct kt_cc_ref){KT_CC_WEIGHT,
-                                                     kt__cc_w_bn(net, n, j)};
-        else
-            s->refs[s->nrefs++] = value_ref(net, n->in[j]);
-        if (is_op(n, "BatchNormalization") && j == 2)
-            break;
+        s->refs[s->nrefs++] = value_ref(net, n->in[j]);
     }
     s->refs[s->nrefs++] = (struct kt_cc_ref){KT_CC_ACT, n->out[0]};
     return 0;
@@ -266,6 +267,8 @@ build_steps(struct kt_cc *c)
     for (i = 0; i < g->nnodes && rc == 0; i++) {
         const struct kt_onnx_node *n = &g->nodes[i];
         struct kt_cc_step *s = &net->steps[net->nsteps];
+        if (net->inlined[i])
+            continue; /* computed in its consumer's step */
         if (n->role == KT_ONNX_ROLE_UNSUPPORTED)
             rc = skip(c, "node '%s' (%s) is not supported (%s)", node_label(n),
                       n->op, n->note ? n->note : "imported with --partial");
@@ -333,6 +336,7 @@ kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen)
     net->arena_off = kt_xmalloc((size_t)net->g->nvalues * sizeof(int64_t));
     net->act_bytes = kt_xcalloc((size_t)net->g->nvalues, sizeof(int64_t));
     memset(net->w_of_value, 0xff, (size_t)net->g->nvalues * sizeof(int64_t));
+    kt__cc_expr_plan(net);
     if (check_io(c) || build_steps(c)) {
         if (log != NULL)
             fprintf(log,
@@ -361,6 +365,7 @@ kt__cc_net_free(struct kt_cc_net *n)
     free(n->allocs);
     free(n->w);
     free(n->w_of_value);
+    free(n->inlined);
     free(n->arena_off);
     free(n->act_bytes);
     free(n);

@@ -145,78 +145,6 @@ kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n)
     kt_buf_puts(b, "}");
 }
 
-/* rt_binary over the output's dims, adjacent dims merged where both
- * operands stay contiguous across them. */
-static void
-emit_binary(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
-            int op)
-{
-    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
-    const struct kt_onnx_value *o = val(c, n->out[0]);
-    int64_t dims[KT_ONNX_MAX_DIMS], st[2][KT_ONNX_MAX_DIMS];
-    int r = o->ndim > 0 ? o->ndim : 1, d, i, nd = 0;
-
-    for (i = 0; i < 2; i++) {
-        const struct kt_onnx_value *in = val(c, n->in[i]);
-        int64_t sin[KT_ONNX_MAX_DIMS];
-        strides_of(in, sin);
-        for (d = 0; d < r; d++) {
-            int di = d - (r - in->ndim);
-            st[i][d] = di >= 0 && in->dims[di] != 1 ? sin[di] : 0;
-        }
-    }
-    for (d = 0; d < r; d++) {
-        int64_t size = o->ndim > 0 ? o->dims[d] : 1;
-        if (nd > 0 && st[0][nd - 1] == st[0][d] * size &&
-            st[1][nd - 1] == st[1][d] * size) {
-            dims[nd - 1] *= size;
-            st[0][nd - 1] = st[0][d];
-            st[1][nd - 1] = st[1][d];
-            continue;
-        }
-        dims[nd] = size;
-        st[0][nd] = st[0][d];
-        st[1][nd] = st[1][d];
-        nd++;
-    }
-    kt_buf_printf(b, "    rt_binary(%d, ", op);
-    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
-    kt_buf_puts(b, ", ");
-    kt__cc_put_ref(b, c, &s->refs[0]);
-    kt_buf_puts(b, ", ");
-    kt__cc_put_ref(b, c, &s->refs[1]);
-    kt_buf_printf(b, ", %d, ", nd);
-    kt__cc_put_ll(b, dims, nd);
-    kt_buf_puts(b, ", ");
-    kt__cc_put_ll(b, st[0], nd);
-    kt_buf_puts(b, ", ");
-    kt__cc_put_ll(b, st[1], nd);
-    kt_buf_puts(b, ");\n");
-}
-
-static double
-const_input(const struct kt_cc *c, const struct kt_onnx_node *n, int i,
-            double def)
-{
-    if (n->nin > i && n->in[i] >= 0 && val(c, n->in[i])->data != NULL)
-        return kt_onnx_value_get(val(c, n->in[i]), 0);
-    return def;
-}
-
-static void
-emit_unary(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
-           int op, double p0, double p1)
-{
-    const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
-
-    kt_buf_printf(b, "    rt_unary(%d, ", op);
-    kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
-    kt_buf_puts(b, ", ");
-    kt__cc_put_ref(b, c, &s->refs[0]);
-    kt_buf_printf(b, ", %lldLL, (float)%.9g, (float)%.9g);\n",
-                  (long long)kt_onnx_value_elems(val(c, n->out[0])), p0, p1);
-}
-
 static void
 emit_transpose(struct kt_buf *b, const struct kt_cc *c,
                const struct kt_cc_step *s)
@@ -272,63 +200,31 @@ emit_concat(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
 }
 
 static void
-emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
+emit_node(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s,
+          int index)
 {
-    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow"};
-    static const char *const unary[] = {"Relu",      "Clip",
-                                        "Sigmoid",   "HardSigmoid",
-                                        "HardSwish", "Tanh",
-                                        "Sqrt",      "Exp",
-                                        "Log",       "Abs",
-                                        "Neg",       "Reciprocal"};
     const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
-    const struct kt_onnx_value *o = val(c, n->out[0]);
-    int i;
 
     kt_buf_puts(b, "    /* ");
     kt__cc_step_label(b, c, s);
     kt_buf_puts(b, " */\n");
-    for (i = 0; i < 5; i++)
-        if (strcmp(n->op, binary[i]) == 0) {
-            emit_binary(b, c, s, i);
-            return;
-        }
-    for (i = 0; i < 12; i++)
-        if (strcmp(n->op, unary[i]) == 0) {
-            double p0 = 0, p1 = 0;
-            if (i == 1) {
-                p0 = const_input(c, n, 1,
-                                 kt_onnx_attr_float(n, "min", -3.4e38));
-                p1 = const_input(c, n, 2, kt_onnx_attr_float(n, "max", 3.4e38));
-            } else if (i == 3) {
-                p0 = kt_onnx_attr_float(n, "alpha", 0.2);
-                p1 = kt_onnx_attr_float(n, "beta", 0.5);
-            }
-            emit_unary(b, c, s, i, p0, p1);
-            return;
-        }
-    if (strcmp(n->op, "Slice") == 0 || strcmp(n->op, "Resize") == 0 ||
-        strcmp(n->op, "Upsample") == 0)
+    if (kt__cc_expr_node(c->net->g, s->node))
+        kt__cc_emit_expr(b, c, s, index);
+    else if (strcmp(n->op, "Slice") == 0 || strcmp(n->op, "Resize") == 0 ||
+             strcmp(n->op, "Upsample") == 0)
         kt__cc_emit_layout(b, c, s);
     else if (strcmp(n->op, "Transpose") == 0)
         emit_transpose(b, c, s);
     else if (strcmp(n->op, "Concat") == 0)
         emit_concat(b, c, s);
-    else if (strcmp(n->op, "BatchNormalization") == 0) {
-        int64_t inner = 1;
-        int d;
-        for (d = 2; d < o->ndim; d++)
-            inner *= o->dims[d];
-        kt_buf_puts(b, "    rt_affine(");
-        kt__cc_put_ref(b, c, &s->refs[3]);
-        for (d = 0; d < 3; d++) {
-            kt_buf_puts(b, ", ");
-            kt__cc_put_ref(b, c, &s->refs[d]);
-        }
-        kt_buf_printf(b, ", %lldLL, %lldLL, %lldLL);\n", (long long)o->dims[0],
-                      (long long)o->dims[1], (long long)inner);
-    } else /* Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout */
-        emit_unary(b, c, s, 12, 0, 0);
+    else { /* Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout */
+        kt_buf_puts(b, "    memcpy(");
+        kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
+        kt_buf_puts(b, ", ");
+        kt__cc_put_ref(b, c, &s->refs[0]);
+        kt_buf_printf(b, ", %lldu);\n",
+                      (long long)kt_onnx_value_elems(val(c, n->out[0])) * 4);
+    }
 }
 
 /* ---- Kernel calls ---------------------------------------------------------- */
@@ -490,16 +386,23 @@ emit_run(struct kt_buf *b, const struct kt_cc *c)
                    "    double t = prof ? step_now_ms() : 0;\n");
     for (i = 0; i < net->nsteps; i++) {
         const struct kt_cc_step *s = &net->steps[i];
-        if (s->kernel >= 0) {
-            int small = c->t[g->kernels[s->kernel].task].task->dag->flops <
-                        serial_flops(c);
-            if (small != serial)
-                kt_buf_puts(b, small ? "    threads_set(1);\n"
-                                     : "    threads_set(threads);\n");
+        /* small kernels run on one thread; large elementwise steps on all */
+        int small = serial;
+        if (s->kernel >= 0)
+            small = c->t[g->kernels[s->kernel].task].task->dag->flops <
+                    serial_flops(c);
+        else if (kt__cc_expr_node(g, s->node) &&
+                 kt__cc_expr_parallel(net, s->node))
+            small = 0;
+        if (small != serial) {
+            kt_buf_puts(b, small ? "    threads_set(1);\n"
+                                 : "    threads_set(threads);\n");
             serial = small;
+        }
+        if (s->kernel >= 0)
             emit_kernel(b, c, s);
-        } else
-            emit_node(b, c, s);
+        else
+            emit_node(b, c, s, i);
         kt_buf_printf(b, "    if (prof)\n        t = step_done(prof, %d, t);\n",
                       i);
     }
@@ -540,6 +443,10 @@ kt__cc_emit_net_c(struct kt_buf *b, const struct kt_cc *c)
         }
     }
     kt_buf_puts(b, "\n");
+    for (i = 0; i < c->net->nsteps; i++)
+        if (c->net->steps[i].kernel < 0 &&
+            kt__cc_expr_node(c->net->g, c->net->steps[i].node))
+            kt__cc_emit_expr_fn(b, c, &c->net->steps[i], i);
     emit_init(b, c);
     kt__cc_emit_profile(b, c);
     kt_buf_puts(b, run.p);

@@ -262,6 +262,35 @@ emit_nearest(struct kt_buf *b, const struct kt_cc *c,
     kt_buf_puts(b, ", off);\n    }\n");
 }
 
+int
+kt__cc_nearest_map(const struct kt_onnx_graph *g, const struct kt_onnx_node *n,
+                   int64_t *mul, int64_t *div)
+{
+    const struct kt_onnx_value *a = in_val(g, n, 0), *o = &g->values[n->out[0]];
+    struct resize r;
+    char why[64];
+    int64_t i;
+    int d;
+
+    if (resize_params(g, n, &r, why, sizeof(why)) != 0 || r.linear ||
+        a->ndim != o->ndim)
+        return -1;
+    for (d = 0; d < o->ndim; d++) {
+        int64_t in = a->dims[d], out = o->dims[d];
+        if (in <= 0 || out <= 0)
+            return -1;
+        mul[d] = out % in == 0 ? 1 : in / out;
+        div[d] = out % in == 0 ? out / in : 1;
+        if (out % in != 0 && in % out != 0)
+            return -1;
+        for (i = 0; i < out; i++)
+            if (nearest_index(&r, source_coord(&r, d, i, in, out), in) !=
+                i * mul[d] / div[d])
+                return -1;
+    }
+    return 0;
+}
+
 /* One dim's two source indices and the weight of the second. */
 static void
 put_linear_tables(struct kt_buf *b, const struct resize *r, int d,

@@ -23,9 +23,18 @@ kt__cc_step_label(struct kt_buf *b, const struct kt_cc *c,
     if (s->kernel >= 0)
         kt_buf_printf(&raw, "kernel %d: %s (task %d)", s->kernel,
                       g->kernels[s->kernel].name, g->kernels[s->kernel].task);
-    else
+    else {
+        int m[8], k, nm = 0;
+        if (kt__cc_expr_node(g, s->node)) /* and the nodes inlined into it */
+            nm = kt__cc_expr_members(c->net, s->node, m, 8);
         kt_buf_printf(&raw, "%s '%s'", g->nodes[s->node].op,
                       g->nodes[s->node].name);
+        for (k = 0; k < nm && k < 8; k++)
+            kt_buf_printf(&raw, " + %s '%s'", g->nodes[m[k]].op,
+                          g->nodes[m[k]].name);
+        if (nm > 8)
+            kt_buf_printf(&raw, " + %d more", nm - 8);
+    }
     for (i = 0; i < raw.len; i++) {
         char ch = raw.p[i];
         int bad = ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' ||

@@ -1,12 +1,11 @@
 /* net_rt.c - the fixed text of the compiled network: the plain C loops of
- * untuned nodes, the weights file reader, the inference program and the
+ * the untuned layout nodes, the weights file reader, the inference program and the
  * ONNX Runtime script (docs/compile.md). */
 #include "compile/net_rt.h"
 
 #include <stddef.h>
 
-/* The start of DIR/<model>_net.c's code: thread count, the operators of
- * the untuned nodes' loops. */
+/* The start of DIR/<model>_net.c's code: the thread count helpers. */
 const char kt__cc_rt_prelude[] =
     "#ifdef _OPENMP\n#include <omp.h>\n#endif\n\n"
     "/* The OpenMP threads of the kernels a run calls: small kernels run on\n"
@@ -15,98 +14,10 @@ const char kt__cc_rt_prelude[] =
     "static inline int\nthreads_now(void)\n{\n#ifdef _OPENMP\n"
     "    return omp_get_max_threads();\n#else\n    return 1;\n#endif\n}\n\n"
     "static inline void\nthreads_set(int n)\n{\n#ifdef _OPENMP\n"
-    "    omp_set_num_threads(n);\n#else\n    (void)n;\n#endif\n}\n\n"
-    "enum { RT_ADD, RT_SUB, RT_MUL, RT_DIV, RT_POW };\n"
-    "enum { RT_RELU, RT_CLIP, RT_SIGMOID, RT_HARD_SIGMOID, RT_HARD_SWISH,\n"
-    "       RT_TANH, RT_SQRT, RT_EXP, RT_LOG, RT_ABS, RT_NEG, RT_RECIPROCAL,\n"
-    "       RT_COPY };\n\n"
-    "#define RT_ROW(OP, ia, ib)                                             "
-    "    \\\n"
-    "    for (long long j = 0; j < n; j++)                                  "
-    "    \\\n"
-    "        po[j] = OP(pa[j * (ia)], pb[j * (ib)])\n"
-    "#define RT_ROWS(OP)                                                    "
-    "    \\\n"
-    "    do {                                                               "
-    "    \\\n"
-    "        if (sa1 == 1 && sb1 == 1) RT_ROW(OP, 1, 1);                     "
-    "   \\\n"
-    "        else if (sa1 == 1 && sb1 == 0) RT_ROW(OP, 1, 0);                "
-    "   \\\n"
-    "        else if (sa1 == 0 && sb1 == 1) RT_ROW(OP, 0, 1);                "
-    "   \\\n"
-    "        else RT_ROW(OP, sa1, sb1);                                     "
-    "    \\\n"
-    "    } while (0)\n"
-    "#define RT_ADD_(x, y) ((x) + (y))\n#define RT_SUB_(x, y) ((x) - (y))\n"
-    "#define RT_MUL_(x, y) ((x) * (y))\n#define RT_DIV_(x, y) ((x) / (y))\n"
-    "#define RT_POW_(x, y) powf((x), (y))\n";
+    "    omp_set_num_threads(n);\n#else\n    (void)n;\n#endif\n}\n";
 
 /* The static functions that run untuned nodes; <model>_net.c has those
  * its run calls. */
-static const char rt_binary[] =
-    "/* o = a OP b over dims[nd] with numpy broadcasting: sa, sb are the\n"
-    " * element strides of a and b per output dim (0 where broadcast). */\n"
-    "static void\nrt_binary(int op, float *restrict o, const float *a, "
-    "const float *b, int nd,\n          const long long *dims, const long "
-    "long *sa, const long long *sb)\n{\n"
-    "    long long outer = 1, n = dims[nd - 1], sa1 = sa[nd - 1], sb1 = "
-    "sb[nd - 1];\n"
-    "    for (int d = 0; d < nd - 1; d++)\n        outer *= dims[d];\n"
-    "    for (long long i = 0; i < outer; i++) {\n"
-    "        long long oa = 0, ob = 0, r = i;\n"
-    "        for (int d = nd - 2; d >= 0; d--) {\n"
-    "            long long x = r % dims[d];\n            r /= dims[d];\n"
-    "            oa += x * sa[d];\n            ob += x * sb[d];\n        }\n"
-    "        const float *pa = a + oa, *pb = b + ob;\n"
-    "        float *restrict po = o + i * n;\n"
-    "        switch (op) {\n"
-    "        case RT_ADD: RT_ROWS(RT_ADD_); break;\n"
-    "        case RT_SUB: RT_ROWS(RT_SUB_); break;\n"
-    "        case RT_MUL: RT_ROWS(RT_MUL_); break;\n"
-    "        case RT_DIV: RT_ROWS(RT_DIV_); break;\n"
-    "        default: RT_ROWS(RT_POW_); break;\n        }\n    }\n}\n";
-
-static const char rt_unary[] =
-    "static void\nrt_unary(int op, float *restrict o, const float *x, long "
-    "long n, float p0,\n         float p1)\n{\n"
-    "    switch (op) {\n"
-    "    case RT_RELU: for (long long i = 0; i < n; i++) o[i] = x[i] > 0 ? "
-    "x[i] : 0; break;\n"
-    "    case RT_CLIP: for (long long i = 0; i < n; i++) o[i] = fminf(fmaxf"
-    "(x[i], p0), p1); break;\n"
-    "    case RT_SIGMOID: for (long long i = 0; i < n; i++) o[i] = 1 / (1 + "
-    "expf(-x[i])); break;\n"
-    "    case RT_HARD_SIGMOID: for (long long i = 0; i < n; i++) o[i] = "
-    "fminf(fmaxf(x[i] * p0 + p1, 0), 1); break;\n"
-    "    case RT_HARD_SWISH: for (long long i = 0; i < n; i++) o[i] = x[i] * "
-    "fminf(fmaxf(x[i] / 6 + 0.5f, 0), 1); break;\n"
-    "    case RT_TANH: for (long long i = 0; i < n; i++) o[i] = tanhf(x[i]); "
-    "break;\n"
-    "    case RT_SQRT: for (long long i = 0; i < n; i++) o[i] = sqrtf(x[i]); "
-    "break;\n"
-    "    case RT_EXP: for (long long i = 0; i < n; i++) o[i] = expf(x[i]); "
-    "break;\n"
-    "    case RT_LOG: for (long long i = 0; i < n; i++) o[i] = logf(x[i]); "
-    "break;\n"
-    "    case RT_ABS: for (long long i = 0; i < n; i++) o[i] = fabsf(x[i]); "
-    "break;\n"
-    "    case RT_NEG: for (long long i = 0; i < n; i++) o[i] = -x[i]; break;\n"
-    "    case RT_RECIPROCAL: for (long long i = 0; i < n; i++) o[i] = 1 / "
-    "x[i]; break;\n"
-    "    default: memcpy(o, x, (size_t)n * sizeof(float)); break;\n"
-    "    }\n}\n";
-
-static const char rt_affine[] =
-    "/* Batch norm: o = x * scale[c] + shift[c] over x[outer][C][inner]. */\n"
-    "static void\nrt_affine(float *restrict o, const float *x, const float "
-    "*scale,\n          const float *shift, long long outer, long long C, "
-    "long long inner)\n{\n"
-    "    for (long long i = 0; i < outer * C; i++) {\n"
-    "        float s = scale[i % C], t = shift[i % C];\n"
-    "        for (long long j = 0; j < inner; j++)\n"
-    "            o[i * inner + j] = x[i * inner + j] * s + t;\n    }\n}\n";
-
 static const char rt_transpose[] =
     "/* o[dims] from x read with strides sx (a permutation of x's). */\n"
     "static void\nrt_transpose(float *restrict o, const float *x, int nd, "
@@ -163,10 +74,11 @@ static const char rt_bilinear[] =
     "}\n";
 
 const struct kt_cc_rt_fn kt__cc_rt_fns[] = {
-    {"rt_binary", rt_binary},     {"rt_unary", rt_unary},
-    {"rt_affine", rt_affine},     {"rt_transpose", rt_transpose},
-    {"rt_rows", rt_rows},         {"rt_gather", rt_gather},
-    {"rt_bilinear", rt_bilinear}, {NULL, NULL},
+    {"rt_transpose", rt_transpose},
+    {"rt_rows", rt_rows},
+    {"rt_gather", rt_gather},
+    {"rt_bilinear", rt_bilinear},
+    {NULL, NULL},
 };
 
 /* DIR/<model>_infer.c after its first lines (which define NET_*): reads or

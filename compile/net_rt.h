@@ -3,11 +3,13 @@
 #ifndef KT_COMPILE_NET_RT_H
 #define KT_COMPILE_NET_RT_H
 
-/* The includes, thread-count helpers, enums and macros every
- * <model>_net.c starts with. */
+/* The includes and thread-count helpers every <model>_net.c starts
+ * with. */
 extern const char kt__cc_rt_prelude[];
-/* The static C functions for the untuned nodes (rt_binary, rt_unary,
- * rt_gather for nearest Resize, ...), by name; the last has name NULL. */
+/* The static C functions for the untuned layout nodes (rt_transpose,
+ * rt_gather for nearest Resize by other than whole factors, ...), by
+ * name; the last has name NULL.  Elementwise nodes are loops of their own
+ * (net_expr.c). */
 struct kt_cc_rt_fn {
     const char *name, *text;
 };

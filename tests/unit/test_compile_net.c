@@ -332,6 +332,107 @@ test_network_layout_ops(void **state)
     ts_rmrf(dir);
 }
 
+/* x[1,4,H,W], z[1,4,H/2,W/2] -> a = x + x * s[1,4,1,1] (output 1);
+ * out = conv1x1(sigmoid(clip(BN(a + resize2x(z)), -1, 1.5))) (output 0,
+ * 2 filters): two elementwise steps, the Mul inlined into the first, the
+ * Resize, Add, BN and Clip into the second. */
+static void
+reference_chains(int H, int W, const float *x, const float *z, float *out,
+                 float *a)
+{
+    float *sg = malloc(sizeof(float) * 4 * H * W);
+    int c, h, w, f;
+
+    for (c = 0; c < 4; c++)
+        for (h = 0; h < H; h++)
+            for (w = 0; w < W; w++) {
+                int i = (c * H + h) * W + w;
+                double b, k;
+                a[i] = x[i] + x[i] * F(c);
+                b = a[i] + z[(c * H / 2 + h / 2) * W / 2 + w / 2];
+                b = (b - F(c)) / sqrt(F(c) + 1e-5) * F(c) + F(c);
+                k = b < -1 ? -1 : b > 1.5 ? 1.5 : b;
+                sg[i] = (float)(1 / (1 + exp(-k)));
+            }
+    for (f = 0; f < 2; f++)
+        for (h = 0; h < H * W; h++) {
+            double y = 0;
+            for (c = 0; c < 4; c++)
+                y += F(f * 4 + c) * sg[c * H * W + h];
+            out[f * H * W + h] = (float)y;
+        }
+    free(sg);
+}
+
+static void
+check_chains(int H, int W)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    int nx = 4 * H * W, nz = nx / 4, nout = 2 * H * W + nx, i;
+    float *in = malloc(sizeof(float) * (size_t)(nx + nz));
+    float *want = malloc(sizeof(float) * (size_t)nout);
+    float *got = malloc(sizeof(float) * (size_t)nout);
+    char dir[4096], *text;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 4, H, W));
+    ktt_onnx_input(b, "z", 4, D(1, 4, H / 2, W / 2));
+    ktt_onnx_init(b, "s", 4, D(1, 4, 1, 1), NULL);
+    ktt_onnx_init(b, "sc", 1, D(4), (const float[]){1, 1, 2, 2});
+    ktt_onnx_init(b, "g", 1, D(4), NULL);
+    ktt_onnx_init(b, "bb", 1, D(4), NULL);
+    ktt_onnx_init(b, "mean", 1, D(4), NULL);
+    ktt_onnx_init(b, "var", 1, D(4), NULL);
+    ktt_onnx_scalar(b, "lo", -1);
+    ktt_onnx_scalar(b, "hi", 1.5f);
+    ktt_onnx_init(b, "w", 4, D(2, 4, 1, 1), NULL);
+    ktt_onnx_node(b, "Mul", "se", "x,s", "m");
+    ktt_onnx_node(b, "Add", "res", "x,m", "a");
+    n = ktt_onnx_node(b, "Resize", "up", "z,,sc", "r");
+    ktt_attr_str(n, "coordinate_transformation_mode", "asymmetric");
+    ktt_attr_str(n, "nearest_mode", "floor");
+    ktt_onnx_node(b, "Add", "lat", "a,r", "ab");
+    ktt_onnx_node(b, "BatchNormalization", "bn", "ab,g,bb,mean,var", "c");
+    ktt_onnx_node(b, "Clip", "clip", "c,lo,hi", "k");
+    ktt_onnx_node(b, "Sigmoid", "sig", "k", "sg");
+    ktt_onnx_node(b, "Conv", "conv", "sg,w", "out");
+    ktt_onnx_output(b, "out");
+    ktt_onnx_output(b, "a");
+    compile_model(b, dir);
+    text = manifest(dir);
+    assert_non_null(strstr(text, "\"untuned_nodes\":\t7"));
+    assert_non_null(strstr(text, "\"untuned_steps\":\t2"));
+    free(text);
+    text = ktt_slurp(dir, "lib/m_net.c", NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "/* Add 'res' + Mul 'se' */"));
+    assert_non_null(strstr(text, "/* Sigmoid 'sig' + Clip 'clip' + "
+                                 "BatchNormalization 'bn' + Add 'lat' + "
+                                 "Resize 'up' */"));
+    /* 32768 outputs and more run on all the run's threads */
+    assert_int_equal(strstr(text, "#pragma omp parallel") != NULL, nx >= 32768);
+    free(text);
+
+    for (i = 0; i < nx + nz; i++)
+        in[i] = (float)((i * 7 % 120) / 60.0 - 1);
+    reference_chains(H, W, in, in + nx, want, want + 2 * H * W);
+    infer_once(dir, in, (size_t)(nx + nz), got, (size_t)nout);
+    assert_near(got, want, nout);
+    ts_rmrf(dir);
+    free(in);
+    free(want);
+    free(got);
+}
+
+static void
+test_network_elementwise_chains(void **state)
+{
+    (void)state;
+    check_chains(4, 6);
+    check_chains(64, 128);
+}
+
 static void
 test_network_skipped(void **state)
 {
@@ -366,6 +467,7 @@ main(void)
         cmocka_unit_test(test_network_matches_loops),
         cmocka_unit_test(test_network_layout_ops),
         cmocka_unit_test(test_network_scalar_inputs),
+        cmocka_unit_test(test_network_elementwise_chains),
         cmocka_unit_test(test_network_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
