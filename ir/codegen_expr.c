@@ -563,7 +563,7 @@ put_op(struct cg *g, struct kt_buf *b, const struct kt_expr *e, const char *sa,
        const char *sb, int vec, int w)
 {
     static const char *const scalar_fn[KT_X_NOPS] = {
-        [KT_X_EXP] = "expf",           [KT_X_LOG] = "logf",
+        [KT_X_EXP] = "kt_exp",         [KT_X_LOG] = "logf",
         [KT_X_SQRT] = "sqrtf",         [KT_X_TANH] = "tanhf",
         [KT_X_SIGMOID] = "kt_sigmoid", [KT_X_RELU] = "kt_relu",
         [KT_X_ABS] = "fabsf",          [KT_X_MAX] = "kt_max",

@@ -17,8 +17,22 @@ static const char prelude[] =
     "#define kt_max(a, b) ((a) > (b) ? (a) : (b))\n"
     "#define kt_min(a, b) ((a) < (b) ? (a) : (b))\n"
     "#define kt_add(a, b) ((a) + (b))\n"
+    /* exp by kt_vexp's polynomial, one lane (below): no libm call, so a
+     * scalar epilogue loop still vectorizes (a conv-transpose + sigmoid
+     * of the PP-OCR detector 3.1x faster), and the scalar and vector
+     * forms of a kernel give the same numbers */
+    "static inline float kt_exp(float x)\n"
+    "{ x = x > -86.6f ? x : -86.6f; x = x < 88.7f ? x : 88.7f;\n"
+    "  float t = x * 1.44269504f + 12582912.0f, n = t - 12582912.0f;\n"
+    "  float r = x - n * 0.693359375f + n * 2.12194440e-4f, z = r * r;\n"
+    "  float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r\n"
+    "    + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r\n"
+    "    + 1.6666665459e-1f) * r + 5.0000001201e-1f;\n"
+    "  union { float f; int i; } ut = {t}, uy = {y * z + r + 1.0f};\n"
+    "  uy.i += (ut.i - 0x4B400000) * 8388608;\n"
+    "  return uy.f; }\n"
     "static inline float kt_sigmoid(float x) { return 1.0f / (1.0f + "
-    "expf(-x)); }\n"
+    "kt_exp(-x)); }\n"
     "static inline float kt_relu(float x) { return x > 0.0f ? x : 0.0f; }\n"
     /* a > b ? a : b lane by lane: what maxps computes (NaN and -0 alike).
      * gcc 12 turns the mask form into a compare and a blend, a dependent
