@@ -73,6 +73,9 @@ struct kt_cc_net {
     unsigned char *inlined; /* per node: computed in its consumer's step
                              * (net_expr.c) */
     int64_t *arena_off;     /* activation's byte offset in the arena, -1 */
+    int *alias_of;          /* the Concat output a value is placed in, -1 */
+    int64_t *alias_at;      /* its byte offset there */
+    char *has_alias;        /* some value is placed in this one */
     int64_t *act_bytes;     /* activation's size, 64-byte rounded */
     int64_t arena_bytes;    /* peak activation memory */
     uint64_t w_hash;        /* FNV-1a of w: init checks the file against it */
@@ -134,6 +137,11 @@ int64_t kt__cc_w_folded_bias(struct kt_cc_net *net,
  * -1 when the pads are not given explicitly. */
 int64_t kt__cc_w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
                        const struct kt_onnx_node *bn, const struct kt_lbuf *lb);
+/* net_arena.c: Concat n's axis (non-negative), the product of the output
+ * dims before it (rows) and after it (inner). */
+void kt__cc_concat_shape(const struct kt_onnx_graph *g,
+                         const struct kt_onnx_node *n, int64_t *axis,
+                         int64_t *rows, int64_t *inner);
 /* net_arena.c: each activation's offset in the arena (arena_off,
  * act_bytes, arena_bytes) from the steps. */
 void kt__cc_plan_arena(struct kt_cc_net *net);

@@ -335,6 +335,9 @@ kt__cc_net_plan(struct kt_cc *c, FILE *log, char *err, size_t errlen)
     net->w_of_value = kt_xmalloc((size_t)net->g->nvalues * sizeof(int64_t));
     net->arena_off = kt_xmalloc((size_t)net->g->nvalues * sizeof(int64_t));
     net->act_bytes = kt_xcalloc((size_t)net->g->nvalues, sizeof(int64_t));
+    net->alias_of = kt_xmalloc((size_t)net->g->nvalues * sizeof(int));
+    net->alias_at = kt_xcalloc((size_t)net->g->nvalues, sizeof(int64_t));
+    net->has_alias = kt_xcalloc((size_t)net->g->nvalues, 1);
     memset(net->w_of_value, 0xff, (size_t)net->g->nvalues * sizeof(int64_t));
     kt__cc_expr_plan(net);
     if (check_io(c) || build_steps(c)) {
@@ -368,5 +371,8 @@ kt__cc_net_free(struct kt_cc_net *n)
     free(n->inlined);
     free(n->arena_off);
     free(n->act_bytes);
+    free(n->alias_of);
+    free(n->alias_at);
+    free(n->has_alias);
     free(n);
 }

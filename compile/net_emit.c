@@ -176,19 +176,16 @@ emit_concat(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
 {
     const struct kt_onnx_node *n = &c->net->g->nodes[s->node];
     const struct kt_onnx_value *o = val(c, n->out[0]);
-    int64_t axis = kt_onnx_attr_int(n, "axis", 0), rows = 1, inner = 1, at = 0;
-    int d, i;
+    int64_t axis, rows, inner, at = 0;
+    int i;
 
-    if (axis < 0)
-        axis += o->ndim;
-    for (d = 0; d < o->ndim; d++) {
-        if (d < axis)
-            rows *= o->dims[d];
-        if (d > axis)
-            inner *= o->dims[d];
-    }
+    kt__cc_concat_shape(c->net->g, n, &axis, &rows, &inner);
     for (i = 0; i < s->nrefs - 1; i++) {
         int64_t row = val(c, n->in[i])->dims[axis] * inner;
+        if (c->net->alias_of[n->in[i]] == n->out[0]) {
+            at += row; /* written in place (net_arena.c) */
+            continue;
+        }
         kt_buf_puts(b, "    rt_rows(");
         kt__cc_put_ref(b, c, &s->refs[s->nrefs - 1]);
         kt_buf_printf(b, " + %lld, ", (long long)at);

@@ -433,6 +433,54 @@ test_network_elementwise_chains(void **state)
     check_chains(64, 128);
 }
 
+/* c = concat(x, relu(x), sigmoid(x)) on channels (output 0), conv 1x1
+ * of it (output 1): relu and sigmoid write their parts of c in place, the
+ * graph input x is copied (one rt_rows). */
+static void
+test_network_concat_in_place(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    char dir[4096], *text, *p;
+    float x[32], want[96 + 32], got[96 + 32];
+    int i, f, c, copies = 0;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 4, 4));
+    ktt_onnx_init(b, "w", 4, D(2, 6, 1, 1), NULL);
+    ktt_onnx_node(b, "Relu", "relu", "x", "r");
+    ktt_onnx_node(b, "Sigmoid", "sig", "x", "s");
+    ktt_attr_int(ktt_onnx_node(b, "Concat", "cat", "x,r,s", "c"), "axis", 1);
+    ktt_onnx_node(b, "Conv", "conv", "c,w", "y");
+    ktt_onnx_output(b, "c");
+    ktt_onnx_output(b, "y");
+    compile_model(b, dir);
+    text = ktt_slurp(dir, "lib/m_net.c", NULL);
+    assert_non_null(text);
+    for (p = strstr(text, "    rt_rows("); p != NULL;
+         p = strstr(p + 1, "    rt_rows("))
+        copies++;
+    assert_int_equal(copies, 1);
+    free(text);
+
+    for (i = 0; i < 32; i++) {
+        x[i] = (float)((i * 5 % 32) / 16.0 - 1);
+        want[i] = x[i];
+        want[32 + i] = x[i] > 0 ? x[i] : 0;
+        want[64 + i] = (float)(1 / (1 + exp(-(double)x[i])));
+    }
+    for (f = 0; f < 2; f++)
+        for (i = 0; i < 16; i++) {
+            double y = 0;
+            for (c = 0; c < 6; c++)
+                y += F(f * 6 + c) * want[c * 16 + i];
+            want[96 + f * 16 + i] = (float)y;
+        }
+    infer_once(dir, x, 32, got, 96 + 32);
+    assert_near(got, want, 96 + 32);
+    ts_rmrf(dir);
+}
+
 static void
 test_network_skipped(void **state)
 {
@@ -468,6 +516,7 @@ main(void)
         cmocka_unit_test(test_network_layout_ops),
         cmocka_unit_test(test_network_scalar_inputs),
         cmocka_unit_test(test_network_elementwise_chains),
+        cmocka_unit_test(test_network_concat_in_place),
         cmocka_unit_test(test_network_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
