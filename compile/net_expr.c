@@ -4,7 +4,8 @@
  * node of the chain runs as one loop over the output, each operand read
  * once through its broadcast strides or its nearest-neighbour index, with
  * the shapes in the code so that the compiler vectorizes it; large ones
- * are split among the run's threads (docs/compile.md, "Untuned nodes"). */
+ * are split among the run's threads (docs/compile.md, "Elementwise
+ * steps"). */
 #include "compile/compile_int.h"
 
 #include <string.h>
@@ -90,14 +91,15 @@ put_name(struct kt_buf *b, int h)
 static int
 leaf(struct walk *w, int value, int node, int which)
 {
-    int i;
+    int i, stored = w->nleaves <= MAX_LEAVES ? w->nleaves : MAX_LEAVES + 1;
 
-    for (i = 0; i < w->nleaves; i++)
+    /* past MAX_LEAVES only counted: kt__cc_expr_plan splits the chain */
+    for (i = 0; i < stored; i++)
         if (w->leaves[i].value == value && w->leaves[i].node == node &&
             w->leaves[i].which == which)
             return i;
-    if (w->nleaves <= MAX_LEAVES)
-        w->leaves[w->nleaves] = (struct leaf){value, node, which};
+    if (stored <= MAX_LEAVES)
+        w->leaves[stored] = (struct leaf){value, node, which};
     return w->nleaves++;
 }
 
@@ -268,7 +270,7 @@ kt__cc_expr_plan(struct kt_cc_net *net)
 {
     const struct kt_onnx_graph *g = net->g;
     struct walk w;
-    int i, j, m;
+    int i, j, m, changed;
 
     net->inlined = kt_xcalloc((size_t)g->nnodes + 1, 1);
     for (i = 0; i < g->nnodes; i++) {
@@ -286,16 +288,22 @@ kt__cc_expr_plan(struct kt_cc_net *net)
             continue;
         net->inlined[i] = 1;
     }
-    /* a step has at most MAX_LEAVES operands: a longer chain runs as one
-     * step per node */
-    for (i = 0; i < g->nnodes; i++)
-        if (kt__cc_expr_node(g, i) && !net->inlined[i]) {
+    /* a step has at most MAX_LEAVES operands and MAX_MEMBERS nodes: a
+     * longer chain runs as one step per node (its members' own chains are
+     * checked again) */
+    do {
+        changed = 0;
+        for (i = 0; i < g->nnodes; i++) {
+            if (!kt__cc_expr_node(g, i) || net->inlined[i])
+                continue;
             walk(&w, net, i, NULL);
             if (w.nleaves <= MAX_LEAVES && w.nmembers < MAX_MEMBERS)
                 continue;
-            for (m = 0; m < w.nmembers; m++)
+            for (m = 0; m < w.nmembers && m < MAX_MEMBERS; m++)
                 net->inlined[w.members[m]] = 0;
+            changed = 1;
         }
+    } while (changed);
 }
 
 int

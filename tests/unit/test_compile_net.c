@@ -137,6 +137,21 @@ manifest(const char *dir)
     return text;
 }
 
+/* dir/lib/manifest.json counts these untuned nodes, run in these steps
+ * (steps < 0: not checked). */
+static void
+assert_untuned(const char *dir, int nodes, int steps)
+{
+    char *text = manifest(dir), want[64];
+
+    snprintf(want, sizeof(want), "\"untuned_nodes\":\t%d,", nodes);
+    assert_non_null(strstr(text, want));
+    snprintf(want, sizeof(want), "\"untuned_steps\":\t%d,", steps);
+    if (steps >= 0)
+        assert_non_null(strstr(text, want));
+    free(text);
+}
+
 /* got[i] within 1e-5 relative (plus 1e-5) of want[i], i < n. */
 static void
 assert_near(const float *got, const float *want, int n)
@@ -183,8 +198,8 @@ test_network_matches_loops(void **state)
     compile_model(b, dir);
     text = manifest(dir);
     assert_non_null(strstr(text, "\"peak_activation_bytes\""));
-    assert_non_null(strstr(text, "\"untuned_nodes\":\t5"));
     free(text);
+    assert_untuned(dir, 5, -1);
 
     for (i = 0; i < 24; i++)
         x[i] = (float)((i * 7 % 24) / 12.0 - 1);
@@ -400,10 +415,7 @@ check_chains(int H, int W)
     ktt_onnx_output(b, "out");
     ktt_onnx_output(b, "a");
     compile_model(b, dir);
-    text = manifest(dir);
-    assert_non_null(strstr(text, "\"untuned_nodes\":\t7"));
-    assert_non_null(strstr(text, "\"untuned_steps\":\t2"));
-    free(text);
+    assert_untuned(dir, 7, 2);
     text = ktt_slurp(dir, "lib/m_net.c", NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "/* Add 'res' + Mul 'se' */"));
@@ -481,6 +493,47 @@ test_network_concat_in_place(void **state)
     ts_rmrf(dir);
 }
 
+/* out = x + c0 + c1 + ... + c59 (each c a [1,2,2,2] initializer): more
+ * operands than one step takes, so the chain runs a step per node. */
+static void
+test_network_long_chain(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    char dir[4096];
+    float x[8], want[8], got[8];
+    int i, k;
+    (void)state;
+
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, 2, 2, 2));
+    for (k = 0; k < 60; k++) {
+        char c[16], in[40], out[16];
+        snprintf(c, sizeof(c), "c%d", k);
+        ktt_onnx_init(b, c, 4, D(1, 2, 2, 2), NULL);
+        if (k == 0)
+            snprintf(in, sizeof(in), "x,%s", c);
+        else
+            snprintf(in, sizeof(in), "s%d,%s", k - 1, c);
+        snprintf(out, sizeof(out), "s%d", k);
+        if (k == 59)
+            strcpy(out, "out");
+        ktt_onnx_node(b, "Add", out, in, out);
+    }
+    ktt_onnx_output(b, "out");
+    compile_model(b, dir);
+    assert_untuned(dir, 60, 60);
+
+    for (i = 0; i < 8; i++) {
+        x[i] = (float)(i - 3);
+        want[i] = x[i];
+        for (k = 0; k < 60; k++)
+            want[i] += F(i);
+    }
+    infer_once(dir, x, 8, got, 8);
+    assert_near(got, want, 8);
+    ts_rmrf(dir);
+}
+
 static void
 test_network_skipped(void **state)
 {
@@ -517,6 +570,7 @@ main(void)
         cmocka_unit_test(test_network_scalar_inputs),
         cmocka_unit_test(test_network_elementwise_chains),
         cmocka_unit_test(test_network_concat_in_place),
+        cmocka_unit_test(test_network_long_chain),
         cmocka_unit_test(test_network_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
