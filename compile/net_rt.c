@@ -1,6 +1,6 @@
 /* net_rt.c - the fixed text of the compiled network: the plain C loops of
- * the untuned layout nodes, the weights file reader, the inference program and the
- * ONNX Runtime script (docs/compile.md). */
+ * the untuned layout nodes, the weights file reader, the inference program
+ * and the ONNX Runtime script (docs/compile.md). */
 #include "compile/net_rt.h"
 
 #include <stddef.h>
