@@ -428,6 +428,43 @@ whole_vector_axis(const struct kt_search *s, const struct sk_sketch *sk, int i,
            vector_registers(s);
 }
 
+/* Whether axis a of stage i is its vectorized spatial axis and whole
+ * vectors divide it: a uniform sample seldom gives it an innermost part of
+ * whole vectors (2 of the 10 parts of 160 up to 64), which the first,
+ * model-less rounds of a network's many small tasks need. */
+static int
+lane_multiple_axis(const struct kt_search *s, const struct sk_sketch *sk, int i,
+                   int a, const struct sk_factors *f)
+{
+    const struct kt_sstage *ss = &sk->base->stages[i];
+
+    return !ss->axes[a].reduce && f->n >= 2 &&
+           ss->axes[a].extent % widest_lanes(s) == 0 &&
+           sk_vector_axis(ss, &sk->plan[i]) == a;
+}
+
+/* A uniform pick among f's factorizations whose innermost part is whole
+ * vectors; NULL when there is none. */
+static const int32_t *
+lane_multiple_pick(const struct kt_search *s, struct kt_rng *r,
+                   const struct sk_factors *f)
+{
+    int64_t lanes = widest_lanes(s);
+    int j, n = 0, k;
+
+    for (j = 0; j < f->count; j++)
+        n += f->v[(size_t)j * (size_t)f->n + (size_t)f->n - 1] % lanes == 0;
+    if (n == 0)
+        return NULL;
+    k = (int)kt_rng_below(r, (uint64_t)n);
+    for (j = 0; j < f->count; j++) {
+        const int32_t *v = &f->v[(size_t)j * (size_t)f->n];
+        if (v[f->n - 1] % lanes == 0 && k-- == 0)
+            return v;
+    }
+    return NULL;
+}
+
 /* Samples tile lengths: a uniform factorization per axis; a matrix
  * product's reduction runs whole inside the register tile in 1 sample of
  * 4 (a uniform one seldom does: 1 of 11 factorizations of GEMM 1024^3's
@@ -446,6 +483,10 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
         const struct sk_factors *f = s->fac[g->sketch][slot][a];
         const int32_t *v =
             &f->v[(size_t)kt_rng_below(r, (uint64_t)f->count) * (size_t)f->n];
+        const int32_t *lv;
+        if (lane_multiple_axis(s, sk, i, a, f) && kt_rng_below(r, 2) == 0 &&
+            (lv = lane_multiple_pick(s, r, f)) != NULL)
+            v = lv;
         n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
         for (l = 0; l < SK_MAXP; l++)
             g->tiles[slot][a][l] = 1;
