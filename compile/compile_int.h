@@ -116,6 +116,7 @@ void kt__cc_net_free(struct kt_cc_net *n);
 struct kt_onnx_graph;
 struct kt_onnx_node;
 struct kt_onnx_kernel;
+struct kt_onnx_value;
 /* net_weights.c: the weights' floats.  Appends n floats (64-byte aligned)
  * to the weights; their offset. */
 int64_t kt__cc_w_alloc(struct kt_cc_net *net, int64_t n);
@@ -180,6 +181,8 @@ int kt__cc_layout_check(const struct kt_onnx_graph *g,
                         const struct kt_onnx_node *n, char *why, size_t len);
 void kt__cc_emit_layout(struct kt_buf *b, const struct kt_cc *c,
                         const struct kt_cc_step *s);
+/* net_layout.c: the row-major strides of v's dims, in elements. */
+void kt__cc_strides(const struct kt_onnx_value *v, int64_t *s);
 /* net_layout.c: 0 when nearest Resize n reads source index i * mul[d] /
  * div[d] for output index i along every dim d (a whole scale factor up or
  * down); -1 otherwise. */

@@ -122,18 +122,6 @@ kt__cc_net_header(struct kt_buf *h, const struct kt_cc *c)
 
 /* ---- Untuned nodes ------------------------------------------------------- */
 
-static void
-strides_of(const struct kt_onnx_value *v, int64_t *s)
-{
-    int64_t acc = 1;
-    int d;
-
-    for (d = v->ndim - 1; d >= 0; d--) {
-        s[d] = acc;
-        acc *= v->dims[d];
-    }
-}
-
 void
 kt__cc_put_ll(struct kt_buf *b, const int64_t *v, int n)
 {
@@ -157,7 +145,7 @@ emit_transpose(struct kt_buf *b, const struct kt_cc *c,
     if (kt_onnx_attr_ints(n, "perm", perm, KT_ONNX_MAX_DIMS) != in->ndim)
         for (d = 0; d < in->ndim; d++)
             perm[d] = in->ndim - 1 - d;
-    strides_of(in, sin);
+    kt__cc_strides(in, sin);
     for (d = 0; d < in->ndim; d++)
         sx[d] = sin[perm[d]];
     kt_buf_puts(b, "    rt_transpose(");

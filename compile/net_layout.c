@@ -32,8 +32,8 @@ in_val(const struct kt_onnx_graph *g, const struct kt_onnx_node *n, int i)
     return i < n->nin && n->in[i] >= 0 ? &g->values[n->in[i]] : NULL;
 }
 
-static void
-strides(const struct kt_onnx_value *v, int64_t *s)
+void
+kt__cc_strides(const struct kt_onnx_value *v, int64_t *s)
 {
     int64_t acc = 1;
     int d;
@@ -119,7 +119,7 @@ emit_slice(struct kt_buf *b, const struct kt_cc *c, const struct kt_cc_step *s)
     int d;
 
     slice_params(g, n, first, step);
-    strides(a, sa);
+    kt__cc_strides(a, sa);
     for (d = 0; d < a->ndim; d++) {
         base += first[d] * sa[d];
         sx[d] = step[d] * sa[d];
@@ -239,7 +239,7 @@ emit_nearest(struct kt_buf *b, const struct kt_cc *c,
     int64_t sa[KT_ONNX_MAX_DIMS], i;
     int d;
 
-    strides(a, sa);
+    kt__cc_strides(a, sa);
     kt_buf_puts(b, "    {\n");
     for (d = 0; d < o->ndim; d++) {
         kt_buf_printf(b, "        static const long long d%d[] = {", d);
