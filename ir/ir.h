@@ -552,6 +552,10 @@ int kt__codegen_reference(const struct kt_looptree *lt,
                           const struct kt_codegen_opts *o, const char *fname,
                           struct kt_buf *out, char *err, size_t errlen);
 
+/* Internal to ir/: kt_reference calling function `reference`,
+ * kt_set_threads and the marker KT_MODULE_SHARED_END. */
+void kt__codegen_shared_end(struct kt_buf *out, const char *reference);
+
 /* The shared prelude of generated code (includes, min/max and the vector
  * helpers kt_codegen_function's output uses); once per C file. */
 void kt_codegen_prelude(struct kt_buf *out);
@@ -589,6 +593,14 @@ int kt_codegen_module_lowered(const struct kt_looptree *ref,
                               const struct kt_dag *dag,
                               const struct kt_codegen_opts *o,
                               struct kt_buf *out, char *err, size_t errlen);
+/* A module with the same ABI whose kernel (and reference) is a loop of
+ * independent register-only vector FMAs of the target's width on every
+ * thread (at most the worker's CPUs): timed like a candidate, it measures
+ * the target's float FMA peak.  Each thread computes
+ * kt_peak_probe_flops(o) FLOP per call (also the module's kt_flops); the
+ * runner's kernel_threads note says how many ran. */
+void kt_codegen_peak_probe(const struct kt_codegen_opts *o, struct kt_buf *out);
+double kt_peak_probe_flops(const struct kt_codegen_opts *o);
 /* The naive loop tree of dag's unscheduled state (the reference). */
 int kt_lower_reference(const struct kt_dag *dag, struct kt_looptree **out,
                        char *err, size_t errlen);

@@ -215,6 +215,17 @@ packed_stored_elems(const struct kt_looptree *lt,
     return n;
 }
 
+void
+kt__codegen_shared_end(struct kt_buf *out, const char *reference)
+{
+    kt_buf_printf(out,
+                  "void kt_reference(float *const *bufs) { %s(bufs); }\n"
+                  "void kt_set_threads(int n)\n{\n#ifdef _OPENMP\n"
+                  "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
+                  "    (void)n;\n#endif\n}\n" KT_MODULE_SHARED_END,
+                  reference);
+}
+
 int
 kt_codegen_module_lowered(const struct kt_looptree *ref,
                           const struct kt_looptree *cand,
@@ -232,12 +243,8 @@ kt_codegen_module_lowered(const struct kt_looptree *ref,
     rc = kt__codegen_reference(ref, o, "kt__reference", out, err, errlen);
     if (rc != KT_OK)
         return rc;
-    kt_buf_puts(out, "void kt_reference(float *const *bufs) { "
-                     "kt__reference(bufs); }\n"
-                     "void kt_set_threads(int n)\n{\n#ifdef _OPENMP\n"
-                     "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
-                     "    (void)n;\n#endif\n}\n" KT_MODULE_SHARED_END
-                     "void kt_reference(float *const *bufs);\n");
+    kt__codegen_shared_end(out, "kt__reference");
+    kt_buf_puts(out, "void kt_reference(float *const *bufs);\n");
     if (cand != NULL)
         rc = kt_codegen_function(cand, o, "kt__kernel", out, err, errlen);
     if (rc != KT_OK)

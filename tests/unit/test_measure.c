@@ -7,6 +7,7 @@
  *       NaN on one worker that survives them all;
  *   (d) a wrong token and garbage streams beside a good worker;
  *   (e) compiler error and build timeout;
+ *   (f) the FMA peak probe on 1 and 2 threads;
  * plus rpc-status.  Every wait is bounded. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ir/ir.h"
 #include "measure/measure.h"
 
 #define CC "cc -O2"
@@ -116,6 +118,7 @@ struct env {
     char kv_signal[64][32];
     char requeued[64][96];
     char build_cpu_s[64][32];
+    char kernel_threads[64][16];
     double cost[64];
     double cv[64];
     int ncosts[64];
@@ -150,6 +153,8 @@ on_done(void *arg, const struct kt_result *res, int n)
                  kv(&res[i], "requeued_from"));
         snprintf(e->build_cpu_s[i], sizeof(e->build_cpu_s[i]), "%s",
                  kv(&res[i], "build_cpu_s"));
+        snprintf(e->kernel_threads[i], sizeof(e->kernel_threads[i]), "%s",
+                 kv(&res[i], "kernel_threads"));
         e->cost[i] = res[i].cost;
         e->cv[i] = res[i].cv;
         e->ncosts[i] = res[i].ncosts;
@@ -604,6 +609,50 @@ test_measure_build_errors(void **state)
     env_free(e);
 }
 
+/* ---- (f) ---------------------------------------------------------------- */
+
+/* The engine's FMA peak probe (ir/peak_probe.c) builds with OpenMP and
+ * without, passes the runner's check against its reference on 1 and 2
+ * threads, and the runner says how many threads ran it. */
+static void
+test_measure_peak_probe(void **state)
+{
+    struct env *e = env_new(1);
+    struct kt_codegen_opts cg;
+    struct kt_candidate c[2];
+    struct kt_measure_opts o;
+    struct kt_buf src;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads;
+
+    (void)state;
+    spawn(e, 1, "build,run");
+    kt_codegen_default_opts(&cg);
+    kt_buf_init(&src);
+    kt_codegen_peak_probe(&cg, &src);
+    assert_non_null(strstr(src.p, KT_MODULE_SHARED_END));
+    memset(c, 0, sizeof(c));
+    c[0].source = src.p;
+    c[0].cc = "cc -O2 -fopenmp";
+    c[1].source = src.p;
+    c[1].cc = CC;
+    for (threads = 1; threads <= 2; threads++) {
+        char want[24];
+        test_opts(&o);
+        o.threads = threads;
+        submit(e, c, 2, &o);
+        assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+        snprintf(want, sizeof(want), "%ld", threads < cpus ? threads : cpus);
+        if (e->err_no[0] != 0 || e->err_no[1] != 0)
+            fail_msg("probe: err_no %d (%s) / %d (%s)", e->err_no[0],
+                     e->err_text[0], e->err_no[1], e->err_text[1]);
+        assert_string_equal(e->kernel_threads[0], want);
+        assert_true(e->cost[0] > 0 && e->cost[1] > 0);
+    }
+    kt_buf_free(&src);
+    env_free(e);
+}
+
 static void
 write_script(const char *path, const char *text)
 {
@@ -866,6 +915,7 @@ main(void)
         cmocka_unit_test(test_measure_crashing_kernels),
         cmocka_unit_test(test_measure_bad_peers_refused),
         cmocka_unit_test(test_measure_build_errors),
+        cmocka_unit_test(test_measure_peak_probe),
         cmocka_unit_test(test_measure_build_budget_is_cpu_time),
         cmocka_unit_test(test_measure_rpc_status),
         cmocka_unit_test(test_measure_aarch64_board_under_qemu),
