@@ -111,7 +111,8 @@ void kt_task_sched_free(struct kt_task_sched *s); /* NULL is a no-op */
 struct kt_task_sched *kt_task_sched_clone(const struct kt_task_sched *s);
 
 /* The task to tune next, or -1 when done (see kt_task_sched_stopped).
- * Warm-up: every task not yet tuned, in index order.  Then gradient (the
+ * Warm-up: every task not yet tuned, the largest weight x flops first (ties
+ * in index order).  Then gradient (the
  * most negative gradient; all equal -> a seeded random live task) or
  * round-robin (the next live task).  Calling it twice without an update
  * returns the same task. */
@@ -138,6 +139,11 @@ int kt_task_sched_update(struct kt_task_sched *s, int i, double best_cost,
 int kt_task_sched_restore(struct kt_task_sched *s, int i, int64_t rounds,
                           int64_t best_round, const double *history,
                           double best_cost, int64_t trials);
+/* The target's measured float FMA peak in FLOP/s (0: unknown, the
+ * default): the gradient then expects no task's next best below
+ * flops / peak, so the rounds go where there is still room
+ * (docs/design.md 2.3). */
+void kt_task_sched_set_peak(struct kt_task_sched *s, double flops_per_s);
 enum kt_sched_stop kt_task_sched_stopped(const struct kt_task_sched *s);
 const char *kt_sched_stop_name(enum kt_sched_stop why);
 

@@ -7,7 +7,8 @@
  * difference; the all-equal tie picks among live tasks only; the options
  * max_failed_rounds (docs/design.md 2.5) and the per-task early stopping are 0 =
  * off; trial counts are exact rather than rounds x per_round; the warm-up
- * rounds take at most half the budget.
+ * rounds take at most half the budget and go largest task first; with the
+ * target's FMA peak known, the forward gradient has a roofline.
  *
  * Pure logic: no I/O, no clock, randomness from a seeded kt_rng. */
 #include "scheduler/scheduler.h"
@@ -26,6 +27,7 @@ struct kt_task_sched {
     int64_t per_round;
     int64_t warm_round; /* trials of a task's first round */
     double *weight, *flops, *best, *grad;
+    double peak_flops;   /* FLOP/s of the target's FMA peak; 0 = unknown */
     int64_t *rounds;     /* task_cts */
     int64_t *best_round; /* task_best_cts */
     int64_t *trials;     /* exact trials measured per task */
@@ -203,12 +205,30 @@ group_best_flops(const struct kt_task_sched *s, int g)
     return b;
 }
 
-/* docs/design.md 2.3: the gradient of task i (not dead). */
+/* The roofline of the gradient: the measured peak, or the fastest task's
+ * speed when that is higher (a peak timed under load is low), 0 without
+ * a measured peak. */
 static double
-gradient(const struct kt_task_sched *s, int i)
+roof_flops(const struct kt_task_sched *s)
+{
+    double r = s->peak_flops;
+    int i;
+
+    if (!(r > 0))
+        return 0;
+    for (i = 0; i < s->n; i++)
+        if (s->best[i] < VALID_LIMIT && s->flops[i] / s->best[i] > r)
+            r = s->flops[i] / s->best[i];
+    return r;
+}
+
+/* docs/design.md 2.3: the gradient of task i (not dead), with roofline
+ * peak (FLOP/s, 0 = none). */
+static double
+gradient(const struct kt_task_sched *s, int i, double peak)
 {
     int64_t t = s->rounds[i], w = s->o.backward_window_size;
-    double chain, backward = 0, g1, g2, forward, best = s->best[i];
+    double chain, backward = 0, g1, g2, forward, roof, best = s->best[i];
 
     /* chain_grad = df/dg_i.  Deviation: Ansor takes a finite difference
      * with delta 1e-4, which for the weighted sum is w_i up to rounding
@@ -218,8 +238,14 @@ gradient(const struct kt_task_sched *s, int i)
     if (t - 1 < s->hist_n[i] && t - 1 - w >= 0)
         backward = (s->hist[i][t - 1] - s->hist[i][t - 1 - w]) / (double)w;
     /* forward_grad: latency keeps falling like 1/t (g_next_1), or reaches
-     * beta times the best speed of a similar task (g_next_2). */
-    g1 = t > 0 ? best - best / (double)t : best;
+     * beta times the best speed of a similar task (g_next_2).  Deviation
+     * (docs/design.md 2.3): with the target's FMA peak known, what falls
+     * like 1/t is the part of the latency above the task's roofline
+     * flops / peak, not all of it. */
+    roof = peak > 0 ? s->flops[i] / peak : 0;
+    if (roof > best)
+        roof = best;
+    g1 = t > 0 ? best - (best - roof) / (double)t : best;
     g2 = s->o.beta * 1e30;
     if (s->group[i] >= 0 && s->group_size[s->group[i]] > 1) {
         double bf = group_best_flops(s, s->group[i]);
@@ -233,12 +259,12 @@ gradient(const struct kt_task_sched *s, int i)
 static int
 pick_gradient(struct kt_task_sched *s)
 {
-    double gmin = 0, gmax = 0;
+    double gmin = 0, gmax = 0, peak = roof_flops(s);
     int i, first = 1, arg = -1, nlive = 0;
     uint64_t k;
 
     for (i = 0; i < s->n; i++) {
-        double g = s->dead[i] ? 0 : gradient(s, i);
+        double g = s->dead[i] ? 0 : gradient(s, i, peak);
         s->grad[i] = g;
         if (first || g < gmin) {
             gmin = g;
@@ -274,14 +300,21 @@ kt_task_sched_next(struct kt_task_sched *s)
         return s->pending;
     if (s->stop != KT_SCHED_RUNNING)
         return -1;
-    /* docs/design.md 2.2 step 1: warm-up round robin over the untuned tasks
-     * (restored tasks skip it); the budget is not checked here. */
+    /* docs/design.md 2.2 step 1: warm-up over the untuned tasks (restored
+     * tasks skip it), the largest weight x flops first.  Deviation: Ansor
+     * goes in index order; the small tasks that keep only their warm-up's
+     * trials gain most from a trained model and from in-job seeds.  The
+     * budget is not checked here. */
     if (!s->warmed) {
-        for (i = 0; i < s->n; i++) {
-            if (s->rounds[i] == 0 && !s->dead[i]) {
-                s->pending = i;
-                return i;
-            }
+        int pick = -1;
+        for (i = 0; i < s->n; i++)
+            if (s->rounds[i] == 0 && !s->dead[i] &&
+                (pick < 0 ||
+                 s->weight[i] * s->flops[i] > s->weight[pick] * s->flops[pick]))
+                pick = i;
+        if (pick >= 0) {
+            s->pending = pick;
+            return pick;
         }
         s->warmed = 1;
         s->best_ct = s->ct;
@@ -413,6 +446,12 @@ kt_task_sched_restore(struct kt_task_sched *s, int i, int64_t rounds,
         check_dead(s, i);
     s->cur_score = score(s);
     return 0;
+}
+
+void
+kt_task_sched_set_peak(struct kt_task_sched *s, double flops_per_s)
+{
+    s->peak_flops = flops_per_s > 0 ? flops_per_s : 0;
 }
 
 enum kt_sched_stop

@@ -61,11 +61,34 @@ warm(struct kt_task_sched *s, const double *costs)
     }
 }
 
+/* Two tasks warmed up at costs (peak: the FMA peak in FLOP/s, 0 = none). */
+static struct kt_task_sched *
+warmed2(const double *w, const double *f, double peak, const double *costs,
+        const struct kt_task_sched_opts *o)
+{
+    struct kt_task_sched *s = mk(2, w, f, NULL, o);
+
+    if (peak > 0)
+        kt_task_sched_set_peak(s, peak);
+    warm(s, costs);
+    return s;
+}
+
+/* The next pick is task, and the gradients of tasks 0 and 1 are g0, g1. */
+static void
+assert_pick(struct kt_task_sched *s, int task, double g0, double g1)
+{
+    assert_int_equal(kt_task_sched_next(s), task);
+    assert_double_equal(kt_task_sched_gradient(s, 0), g0, 1e-12);
+    assert_double_equal(kt_task_sched_gradient(s, 1), g1, 1e-12);
+}
+
 static void
 test_task_sched_warmup_order(void **state)
 {
     struct kt_task_sched_opts o;
     struct kt_task_sched *s;
+    double w[3] = {1, 4, 1}, f[3] = {4e6, 1e6, 9e6};
     (void)state;
     opts(&o, 10000);
     s = mk(3, NULL, NULL, NULL, &o);
@@ -77,6 +100,15 @@ test_task_sched_warmup_order(void **state)
     assert_int_equal(kt_task_sched_next(s), 2);
     kt_task_sched_update(s, 2, 1e-3, 64);
     assert_int_equal(kt_task_sched_total_trials(s), 192);
+    kt_task_sched_free(s);
+    /* With FLOPs: the largest weight x flops first, ties in index order
+     * (4e6, 1e6 x 4 = 4e6, 9e6 -> 2, 0, 1). */
+    s = mk(3, w, f, NULL, &o);
+    assert_int_equal(kt_task_sched_next(s), 2);
+    kt_task_sched_update(s, 2, 1e-3, 64);
+    assert_int_equal(kt_task_sched_next(s), 0);
+    kt_task_sched_update(s, 0, 1e-3, 64);
+    assert_int_equal(kt_task_sched_next(s), 1);
     kt_task_sched_free(s);
 }
 
@@ -91,22 +123,50 @@ test_task_sched_dominant_latency(void **state)
     opts(&o, 10000);
     /* Equal weights: t = 1 so forward = -best; grad = 0.8 * -best:
      * task 0 -0.0008, task 1 -0.008 -> task 1. */
-    s = mk(2, NULL, NULL, NULL, &o);
-    warm(s, costs);
-    assert_int_equal(kt_task_sched_next(s), 1);
-    assert_double_equal(kt_task_sched_gradient(s, 0), -0.0008, 1e-12);
-    assert_double_equal(kt_task_sched_gradient(s, 1), -0.008, 1e-12);
+    s = warmed2(NULL, NULL, 0, costs, &o);
+    assert_pick(s, 1, -0.0008, -0.008);
     /* Round 2 of task 1 at 8 ms: t = 2, forward = 4 - 8 = -4 ms,
      * grad = -0.0032, still below task 0's -0.0008. */
     kt_task_sched_update(s, 1, 8e-3, 64);
-    assert_int_equal(kt_task_sched_next(s), 1);
-    assert_double_equal(kt_task_sched_gradient(s, 1), -0.0032, 1e-12);
+    assert_pick(s, 1, -0.0008, -0.0032);
     kt_task_sched_free(s);
     /* Weights 20 and 1: task 0 is 20 x 0.8 x -1 ms = -0.016 -> task 0. */
-    s = mk(2, w, NULL, NULL, &o);
-    warm(s, costs);
-    assert_int_equal(kt_task_sched_next(s), 0);
-    assert_double_equal(kt_task_sched_gradient(s, 0), -0.016, 1e-12);
+    s = warmed2(w, NULL, 0, costs, &o);
+    assert_pick(s, 0, -0.016, -0.008);
+    kt_task_sched_free(s);
+}
+
+/* docs/design.md 2.3, the roofline: with the target's FMA peak known, the
+ * part of a task's latency above flops / peak falls like 1/t. */
+static void
+test_task_sched_roofline(void **state)
+{
+    struct kt_task_sched_opts o;
+    struct kt_task_sched *s;
+    double costs[2] = {10e-3, 8e-3};
+    double f[2] = {1e9, 1e8}; /* 100 and 12.5 GFLOPS */
+    (void)state;
+    opts(&o, 10000);
+    /* Without a peak: forward = -best, task 0 (-8 ms) before task 1. */
+    s = warmed2(NULL, f, 0, costs, &o);
+    assert_pick(s, 0, -0.008, -0.0064);
+    kt_task_sched_free(s);
+    /* Peak 125 GFLOPS: task 0 cannot go below 8 ms, forward = -2 ms and
+     * grad 0.8 x -2 = -1.6 ms; task 1 could reach 0.8 ms: forward -7.2 ms,
+     * grad -5.76 ms -> task 1. */
+    s = warmed2(NULL, f, 125e9, costs, &o);
+    assert_pick(s, 1, -0.0016, -0.00576);
+    /* Round 2 of task 1 at 4 ms: t = 2, the 3.2 ms above its roof falls
+     * like 1/t: g1 = 4 - 3.2 / 2 = 2.4 ms, forward -1.6 ms, grad -1.28 ms
+     * (Ansor's -1.6 ms) -> task 0. */
+    kt_task_sched_update(s, 1, 4e-3, 64);
+    assert_pick(s, 0, -0.0016, -0.00128);
+    kt_task_sched_free(s);
+    /* A peak below a task's speed (timed under load) is raised to it:
+     * at 50 GFLOPS task 0 (100) is its own roof, forward 0; task 1's
+     * roof is 1 ms: grad 0.8 x -7 ms. */
+    s = warmed2(NULL, f, 50e9, costs, &o);
+    assert_pick(s, 1, 0, -0.0056);
     kt_task_sched_free(s);
 }
 
@@ -459,6 +519,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_task_sched_warmup_order),
         cmocka_unit_test(test_task_sched_dominant_latency),
+        cmocka_unit_test(test_task_sched_roofline),
         cmocka_unit_test(test_task_sched_backward_window),
         cmocka_unit_test(test_task_sched_similar_group),
         cmocka_unit_test(test_task_sched_leaves_group),
