@@ -539,6 +539,13 @@ kt__job_kick(struct kt_job *job)
      * random-model round would ignore the seeds decoded from them. */
     if (job->training != NULL && !job->model_ready)
         return;
+    /* A quiet job times the FMA peak alone before it searches
+     * (engine_peak.c). */
+    if (job->quiet_measure && !job->peak_probed && job->measuring == NULL &&
+        job->training == NULL)
+        kt__job_probe_peak(job);
+    if (job->quiet_measure && job->probe != NULL)
+        return;
     if (job->measuring == NULL) {
         t = kt_task_sched_next(job->sched);
         if (t < 0) {

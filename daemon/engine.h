@@ -120,6 +120,7 @@ struct kt_job_stats {
     int64_t records;         /* training records gathered */
     int64_t confirmed;       /* new bests timed again and kept */
     int64_t unconfirmed;     /* new bests whose re-timing failed (err_no 8) */
+    double peak_gflops;      /* the target's FMA peak; 0 = not measured */
 };
 void kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s);
 

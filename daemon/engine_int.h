@@ -174,6 +174,9 @@ struct kt_job {
     int train_again;
     int quiet_measure; /* kt_engine_opts.local_workers applies to it */
     struct kt_warm_job *warming;
+    struct kt_peak_probe *probe; /* out (engine_peak.c); only a quiet
+                                  * job's rounds wait for it */
+    int peak_probed;             /* the probe was submitted (or cannot be) */
     /* figures */
     double started;
     int64_t trials, errors, rounds;
@@ -182,6 +185,7 @@ struct kt_job {
     int64_t spec_hits, spec_misses;
     int64_t feature_errors, warm_skipped, trainings;
     int64_t confirmed, unconfirmed;
+    double peak_flops; /* the target's FMA peak, FLOP/s; 0 = not measured */
     struct kt_tasklog_train last_train;
     kt_job_end_cb end_cb;
     void *end_arg;
@@ -215,6 +219,11 @@ void kt__job_round_abandon(struct kt_job *job, struct kt_round *r, int n);
  * task's best; 1 while a re-timing is out (the round is committed when the
  * last one returns), 0 when nothing is left to time (engine_confirm.c). */
 int kt__job_confirm_next(struct kt_job *job, struct kt_round *r);
+/* Times the target's FMA peak on a worker of the job's key; the result
+ * goes to the task scheduler (engine_peak.c). */
+void kt__job_probe_peak(struct kt_job *job);
+/* The probe's result, if it still comes, is dropped (kt_job_free). */
+void kt__job_probe_detach(struct kt_job *job);
 /* The cost the search and the cost model learn from trial t: its cpu_cost
  * when the worker marked it contended (docs/measure.md), else its cost. */
 double kt__trial_learning_cost(const struct kt_trial *t);

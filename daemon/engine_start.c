@@ -395,6 +395,8 @@ kt_job_start(struct kt_engine *e, struct kt_model_conf *conf, int64_t trials,
     rc = job_start_warm(job, err, errlen);
     if (rc != KT_OK)
         goto fail;
+    if (!job->quiet_measure)
+        kt__job_probe_peak(job); /* a quiet one's waits for its pool work */
     e->njobs++;
     log_info("engine: job %s: %d tasks, %.3f GFLOP per inference, budget %lld "
              "trials (%lld done), target %s",
@@ -470,6 +472,7 @@ kt_job_free(struct kt_job *job)
 
     if (job == NULL)
         return;
+    kt__job_probe_detach(job);
     kt__job_round_free(job->ready);
     kt__job_release_tuning(job);
     for (i = 0; job->ts != NULL && i < job->tasks.n; i++)
@@ -532,6 +535,7 @@ kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
     s->records = job->nrecs + job->released_recs;
     s->confirmed = job->confirmed;
     s->unconfirmed = job->unconfirmed;
+    s->peak_gflops = job->peak_flops / 1e9;
 }
 
 void

@@ -140,17 +140,22 @@ print_summary(const struct kt_job *job, FILE *out)
     int i;
 
     kt_job_get_stats(job, &s);
-    fprintf(out, "\n%-40s %8s %12s %10s %8s\n", "task", "weight", "latency(ms)",
-            "GFLOPS", "trials");
+    fprintf(out, "\n%-40s %8s %12s %10s %8s %6s\n", "task", "weight",
+            "latency(ms)", "GFLOPS", "trials", "peak");
     for (i = 0; i < s.ntasks; i++) {
         struct kt_job_task_info ti;
         kt_job_task(job, i, &ti);
-        if (ti.latency_ms > 0)
-            fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld\n", ti.name,
-                    ti.weight, ti.latency_ms, ti.gflops, (long long)ti.trials);
+        if (ti.latency_ms > 0 && s.peak_gflops > 0)
+            fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld %5.0f%%\n",
+                    ti.name, ti.weight, ti.latency_ms, ti.gflops,
+                    (long long)ti.trials, 100 * ti.gflops / s.peak_gflops);
+        else if (ti.latency_ms > 0)
+            fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld %6s\n", ti.name,
+                    ti.weight, ti.latency_ms, ti.gflops, (long long)ti.trials,
+                    "-");
         else
-            fprintf(out, "%-40.40s %8.0f %12s %10s %8lld\n", ti.name, ti.weight,
-                    "-", "-", (long long)ti.trials);
+            fprintf(out, "%-40.40s %8.0f %12s %10s %8lld %6s\n", ti.name,
+                    ti.weight, "-", "-", (long long)ti.trials, "-");
     }
     fprintf(out, "\njob %s: %s", kt_job_name(job),
             kt_job_state_name(kt_job_state(job)));
@@ -170,6 +175,13 @@ print_summary(const struct kt_job *job, FILE *out)
             s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,
             (long long)s.speculation_hits,
             (long long)(s.speculation_hits + s.speculation_misses));
+    if (s.peak_gflops > 0)
+        fprintf(out,
+                "FMA peak of the target: %.1f GFLOPS (column peak: each "
+                "task's share of it)\n",
+                s.peak_gflops);
+    else
+        fprintf(out, "FMA peak of the target: not measured (see the log)\n");
     if (s.feature_errors > 0 || s.warm_skipped > 0)
         fprintf(out,
                 "not trained on: %lld measured programs without features, "

@@ -120,6 +120,7 @@ kt__daemon_ctl_handle(void *arg, const cJSON *req, cJSON *resp)
             cJSON_AddNumberToObject(o, "confirmed", (double)s.confirmed);
             cJSON_AddNumberToObject(o, "unconfirmed", (double)s.unconfirmed);
             cJSON_AddNumberToObject(o, "total_latency_ms", s.total_latency_ms);
+            cJSON_AddNumberToObject(o, "peak_gflops", s.peak_gflops);
             cJSON_AddNumberToObject(o, "used_s", s.elapsed_s);
             cJSON_AddStringToObject(o, "key",
                                     kt_job_conf(d->jobs[i].job)->target.key);

@@ -3,7 +3,8 @@
 # drops its local workers' connections on purpose, so neither the tracker
 # ("worker ... gone: tracker closing") nor the worker ("tracker closed the
 # connection") logs it as a warning.  Nor does a new database claim to be
-# an upgraded one (it is created through every schema migration).
+# an upgraded one (it is created through every schema migration).  The
+# target's FMA peak is measured and shown.
 set -u
 BIN=${KT_BIN_DIR:?}
 T=$(mktemp -d /tmp/kt-cleanend.XXXXXX)
@@ -17,6 +18,20 @@ rc=$?
 # it exits with its parent, so it is checked only for its level.
 grep -q "tracker: worker .* gone: tracker closing" "$T/tune.log" ||
     { echo "FAIL: the tracker never logged closing its worker"; tail -5 "$T/tune.log"; exit 1; }
+# The FMA peak probe went first to the workers: logged, and each task's
+# share of it in the summary.
+grep -Eq "INFO engine: job .*: FMA peak [0-9]+\.[0-9] GFLOPS on [0-9]+ threads? \(worker local-[0-9]+\)" "$T/tune.log" ||
+    { echo "FAIL: no FMA peak logged"; grep -i peak "$T/tune.log"; exit 1; }
+grep -Eq "^FMA peak of the target: [0-9]+\.[0-9] GFLOPS" "$T/tune.log" &&
+    grep -Eq " [0-9]+%$" "$T/tune.log" ||
+    { echo "FAIL: no FMA peak in the summary"; tail -12 "$T/tune.log"; exit 1; }
+# A job whose kernels take every CPU times the peak before its first
+# search, alone (the engine's quiet jobs), and still ends.
+sed 's/"threads": 1/"threads": 0/' "$here/models/tiny.json" > "$T/all.json"
+"$BIN/kerntune" tune "$T/all.json" --trials 5 --db "$T/all.db" > "$T/all.log" 2>&1 ||
+    { echo "FAIL: kerntune tune on every CPU exited $?"; tail -20 "$T/all.log"; exit 1; }
+grep -Eq "FMA peak [0-9]+\.[0-9] GFLOPS on $(nproc) threads? " "$T/all.log" ||
+    { echo "FAIL: no FMA peak on $(nproc) threads"; grep -i peak "$T/all.log"; exit 1; }
 if grep "schema upgraded" "$T/tune.log"; then
     echo "FAIL: a new database was logged as upgraded"
     exit 1
