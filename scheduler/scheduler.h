@@ -112,9 +112,8 @@ struct kt_task_sched *kt_task_sched_clone(const struct kt_task_sched *s);
 
 /* The task to tune next, or -1 when done (see kt_task_sched_stopped).
  * Warm-up: every task not yet tuned, the largest weight x flops first (ties
- * in index order).  Then gradient (the
- * most negative gradient; all equal -> a seeded random live task) or
- * round-robin (the next live task).  Calling it twice without an update
+ * in index order).  Then gradient (the most negative gradient; all equal
+ * -> a seeded random live task) or round-robin (the next live task).  Calling it twice without an update
  * returns the same task. */
 int kt_task_sched_next(struct kt_task_sched *s);
 /* Trials of a round after the warm-up: min(measures_per_round, trials / n). */
@@ -140,9 +139,9 @@ int kt_task_sched_restore(struct kt_task_sched *s, int i, int64_t rounds,
                           int64_t best_round, const double *history,
                           double best_cost, int64_t trials);
 /* The target's measured float FMA peak in FLOP/s (0: unknown, the
- * default): the gradient then expects no task's next best below
- * flops / peak, so the rounds go where there is still room
- * (docs/design.md 2.3). */
+ * default): only the part of a task's latency above flops / peak then
+ * counts as room to gain in the forward gradient, so the rounds go where
+ * there is room (docs/design.md 2.3). */
 void kt_task_sched_set_peak(struct kt_task_sched *s, double flops_per_s);
 enum kt_sched_stop kt_task_sched_stopped(const struct kt_task_sched *s);
 const char *kt_sched_stop_name(enum kt_sched_stop why);
