@@ -113,8 +113,8 @@ struct kt_task_sched *kt_task_sched_clone(const struct kt_task_sched *s);
 /* The task to tune next, or -1 when done (see kt_task_sched_stopped).
  * Warm-up: every task not yet tuned, the largest weight x flops first (ties
  * in index order).  Then gradient (the most negative gradient; all equal
- * -> a seeded random live task) or round-robin (the next live task).  Calling it twice without an update
- * returns the same task. */
+ * -> a seeded random live task) or round-robin (the next live task).
+ * Calling it twice without an update returns the same task. */
 int kt_task_sched_next(struct kt_task_sched *s);
 /* Trials of a round after the warm-up: min(measures_per_round, trials / n). */
 int64_t kt_task_sched_per_round(const struct kt_task_sched *s);
