@@ -272,7 +272,7 @@ result_key_cap(const char *k)
                                         "occupancies", "retimed",
                                         "contended",   "kernel_threads",
                                         "cpu_cost",    "numbers",
-                                        "calls"};
+                                        "calls",       "threads_bound"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)

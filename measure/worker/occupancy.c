@@ -46,8 +46,8 @@ process_threads(void)
 
 /* CPUs this process may run on: a worker pinned (taskset, cgroup cpuset)
  * to fewer CPUs than are online has its threads share those. */
-static long
-usable_cpus(void)
+long
+kt_usable_cpus(void)
 {
 #ifdef __linux__
     cpu_set_t set;
@@ -59,9 +59,8 @@ usable_cpus(void)
 }
 
 int
-kt_kernel_threads(int requested)
+kt_kernel_threads(int requested, long cpus)
 {
-    long cpus = usable_cpus();
     int n = process_threads();
 
     if (n < 1)

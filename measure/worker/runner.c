@@ -190,7 +190,30 @@ struct loaded {
     int nbufs;
     double check_s;   /* wall time of the checked (first) call */
     double check_cpu; /* its process CPU time */
+    long cpus;        /* kt_usable_cpus before the threads were bound */
 };
+
+/* A kernel whose threads take every CPU the runner may use has those CPUs
+ * to itself (the engine times such jobs one at a time), so its OpenMP
+ * threads are bound one per CPU: a team created right after the fork
+ * often starts with its second thread on its master's CPU and stays there
+ * for 10-40 ms while another CPU idles, half of a short timing
+ * (docs/measure.md, "Threads bound").  Set before dlopen loads libgomp,
+ * which reads them once; a binding the worker's environment already
+ * asks for is kept. */
+static void
+bind_whole_machine_team(const struct kt_run_req *r, long cpus,
+                        struct kt_msg *out)
+{
+    long threads = r->threads > 0 ? r->threads : cpus;
+
+    if (threads < 2 || threads != cpus || getenv("OMP_PROC_BIND") != NULL ||
+        getenv("OMP_PLACES") != NULL || getenv("GOMP_CPU_AFFINITY") != NULL)
+        return;
+    if (setenv("OMP_PROC_BIND", "close", 0) == 0 &&
+        setenv("OMP_PLACES", "threads", 0) == 0)
+        kt_msg_set(out, "threads_bound", "1");
+}
 
 /* Stage 1: limits, dlopen and the ABI symbols.  Returns 0 or fails out. */
 static int
@@ -208,6 +231,9 @@ run_load(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
         if (setrlimit(RLIMIT_AS, &rl) < 0)
             kt_msg_setf(out, "mem_limit", "setrlimit: %s", strerror(errno));
     }
+    /* counted first: a bound master thread's own mask is one CPU */
+    k->cpus = kt_usable_cpus();
+    bind_whole_machine_team(r, k->cpus, out);
     k->so = dlopen(r->so_path, RTLD_NOW | RTLD_LOCAL);
     if (k->so == NULL) {
         fail(out, KT_MERR_RUNTIME_DEVICE, "dlopen: %s", dlerror());
@@ -562,7 +588,7 @@ run_time(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out,
 
     memset(&tm, 0, sizeof(tm));
     tm.number = first_number(r, k);
-    tm.threads = kt_kernel_threads(r->threads);
+    tm.threads = kt_kernel_threads(r->threads, k->cpus);
     if (r->number <= 1 && !r->flush && r->repeat > 0 &&
         k->check_s * 1000 >= r->min_repeat_ms && r->min_repeat_ms > 0) {
         tm.s[tm.n].cost = tm.s[tm.n].wall = k->check_s;

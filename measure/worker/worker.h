@@ -257,9 +257,12 @@ const char *kt_signame(int sig);
 #define KT_DISTURBED_SLOWER 1.05
 /* Process CPU time (all threads) in seconds. */
 double kt_cpu_now(void);
+/* CPUs this process may run on (its affinity mask), else those online. */
+long kt_usable_cpus(void);
 /* The threads the kernel runs on in this process (counted after its first
- * call; requested when they cannot be counted), at most the CPUs online. */
-int kt_kernel_threads(int requested);
+ * call; requested when they cannot be counted), at most cpus (the
+ * process's kt_usable_cpus before its threads were bound). */
+int kt_kernel_threads(int requested, long cpus);
 /* cpu_s / (wall_s x threads): 1 while the kernel's threads own their CPUs;
  * 0 for a wall time of 0. */
 double kt_occupancy(double cpu_s, double wall_s, int threads);

@@ -119,6 +119,7 @@ struct env {
     char requeued[64][96];
     char build_cpu_s[64][32];
     char kernel_threads[64][16];
+    char threads_bound[64][8];
     double cost[64];
     double cv[64];
     int ncosts[64];
@@ -155,6 +156,8 @@ on_done(void *arg, const struct kt_result *res, int n)
                  kv(&res[i], "build_cpu_s"));
         snprintf(e->kernel_threads[i], sizeof(e->kernel_threads[i]), "%s",
                  kv(&res[i], "kernel_threads"));
+        snprintf(e->threads_bound[i], sizeof(e->threads_bound[i]), "%s",
+                 kv(&res[i], "threads_bound"));
         e->cost[i] = res[i].cost;
         e->cv[i] = res[i].cv;
         e->ncosts[i] = res[i].ncosts;
@@ -653,6 +656,80 @@ test_measure_peak_probe(void **state)
     env_free(e);
 }
 
+/* A kernel whose output is the widest CPU mask any of its OpenMP threads
+ * may run on: 1 when the runner bound them one per CPU. */
+static const char bound_probe_source[] =
+    "#define _GNU_SOURCE\n#include <sched.h>\n#include <omp.h>\n"
+    "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"
+    "const int kt_nbufs = 2;\n"
+    "const long long kt_buf_elems[] = {1, 1};\n"
+    "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+    "const double kt_flops = 1;\n"
+    "void kt_set_threads(int n) { omp_set_num_threads(n); }\n"
+    "void kt_reference(float *const *b) { b[1][0] = 1; }\n"
+    "void kt_kernel(float *const *b) {\n"
+    "  int widest = 0;\n"
+    "  #pragma omp parallel reduction(max: widest)\n"
+    "  { cpu_set_t s;\n"
+    "    if (sched_getaffinity(0, sizeof(s), &s) == 0) widest = CPU_COUNT(&s); }\n"
+    "  b[1][0] = (float)widest;\n}\n";
+
+/* One run of bound_probe_source on `threads` threads by e's worker. */
+static void
+run_bound_probe(struct env *e, int threads)
+{
+    struct kt_candidate c;
+    struct kt_measure_opts o;
+
+    memset(&c, 0, sizeof(c));
+    c.source = bound_probe_source;
+    c.cc = "cc -O2 -fopenmp";
+    test_opts(&o);
+    o.threads = threads;
+    submit(e, &c, 1, &o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+}
+
+/* A kernel that uses every CPU of the runner gets its OpenMP threads bound
+ * one per CPU (measure/worker/runner.c); one on fewer threads, or under a
+ * worker whose environment sets its own binding, is left alone. */
+static void
+test_measure_whole_machine_team_bound(void **state)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    char want[24];
+    struct env *e;
+
+    (void)state;
+    if (cpus < 2)
+        skip();
+    unsetenv("OMP_PROC_BIND");
+    unsetenv("OMP_PLACES");
+    unsetenv("GOMP_CPU_AFFINITY");
+    snprintf(want, sizeof(want), "%ld", cpus);
+    e = env_new(1);
+    spawn(e, 1, "build,run");
+    run_bound_probe(e, (int)cpus);
+    if (e->err_no[0] != 0)
+        fail_msg("bound team: err_no %d (%s)", e->err_no[0], e->err_text[0]);
+    assert_string_equal(e->threads_bound[0], "1");
+    /* counted from the CPUs before the binding, not the master's one */
+    assert_string_equal(e->kernel_threads[0], want);
+    run_bound_probe(e, 1);
+    assert_int_equal(e->err_no[0], KT_MERR_WRONG_ANSWER);
+    assert_string_equal(e->threads_bound[0], "");
+    env_free(e);
+
+    setenv("OMP_PROC_BIND", "false", 1);
+    e = env_new(1);
+    spawn(e, 1, "build,run");
+    unsetenv("OMP_PROC_BIND");
+    run_bound_probe(e, (int)cpus);
+    assert_int_equal(e->err_no[0], KT_MERR_WRONG_ANSWER);
+    assert_string_equal(e->threads_bound[0], "");
+    env_free(e);
+}
+
 static void
 write_script(const char *path, const char *text)
 {
@@ -916,6 +993,7 @@ main(void)
         cmocka_unit_test(test_measure_bad_peers_refused),
         cmocka_unit_test(test_measure_build_errors),
         cmocka_unit_test(test_measure_peak_probe),
+        cmocka_unit_test(test_measure_whole_machine_team_bound),
         cmocka_unit_test(test_measure_build_budget_is_cpu_time),
         cmocka_unit_test(test_measure_rpc_status),
         cmocka_unit_test(test_measure_aarch64_board_under_qemu),

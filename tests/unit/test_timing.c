@@ -252,7 +252,7 @@ test_timing_disturbed_rule(void **state)
     assert_true(kt_repeat_disturbed(2.0, 0.5, 1.0));
     assert_false(kt_repeat_disturbed(1.01, 0.5, 1.0));
     assert_false(kt_repeat_disturbed(2.0, 0.99, 1.0));
-    assert_in_range(kt_kernel_threads(0), 1, 4096);
+    assert_in_range(kt_kernel_threads(0, kt_usable_cpus()), 1, 4096);
 }
 
 static void *
@@ -285,7 +285,7 @@ test_timing_threads_capped_by_affinity(void **state)
         if (sched_setaffinity(0, sizeof(one), &one) != 0 ||
             pthread_create(&t, NULL, idle_thread, NULL) != 0)
             _exit(99);
-        _exit(kt_kernel_threads(2));
+        _exit(kt_kernel_threads(2, kt_usable_cpus()));
     }
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
