@@ -255,7 +255,8 @@ const char *kt_signame(int sig);
  * processes; it is if it is also KT_DISTURBED_SLOWER x the fastest. */
 #define KT_OCCUPANCY_MIN 0.9
 #define KT_DISTURBED_SLOWER 1.05
-/* Process CPU time (all threads) in seconds. */
+/* CPU time of all the process's threads, in seconds (each thread's own
+ * clock where /proc lists them: up to date for threads on other CPUs). */
 double kt_cpu_now(void);
 /* CPUs this process may run on (its affinity mask), else those online. */
 long kt_usable_cpus(void);
