@@ -13,7 +13,14 @@
  *
  *   bench_occupancy [--fifo] [SO THREADS ...]
  * Without SO: builds a 1-thread arithmetic kernel and the same with an
- * OpenMP loop (2 threads), with cc -O2 [-fopenmp]. */
+ * OpenMP loop (2 threads), with cc -O2 [-fopenmp].
+ *
+ *   bench_occupancy --short N
+ * Short repeats as a network's tuning times them (repeat 8, min_repeat_ms
+ * 5) of a kernel of about 0.5 ms: N forked runner children time it on
+ * every CPU.  The runner binds their threads one per CPU unless the
+ * environment sets OMP_PROC_BIND: run it once more with
+ * OMP_PROC_BIND=false to see them unbound (docs/measure.md). */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <sched.h>
 #include <signal.h>
@@ -27,21 +34,25 @@
 #include "bench/baseline.h"
 #include "measure/worker/worker.h"
 
-static const char
-    *source = "const char kt_workload_hash[17] = \"benchoccupancy00\";\n"
-              "const int kt_nbufs = 2;\n"
-              "const long long kt_buf_elems[] = {65536, 65536};\n"
-              "const unsigned char kt_buf_is_output[] = {0, 1};\n"
-              "const double kt_flops = 65536.0 * 400;\n"
-              "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
-              "void kt_set_threads(int n) {\n#ifdef _OPENMP\n"
-              "  if (n > 0) omp_set_num_threads(n);\n#endif\n  (void)n; }\n"
-              "void kt_reference(float *const *b) {\n"
-              "#pragma omp parallel for\n"
-              "  for (int i = 0; i < 65536; i++) { float s = b[0][i];\n"
-              "    for (int r = 0; r < 400; r++) s = s * 0.999f + 0.001f;\n"
-              "    b[1][i] = s; } }\n"
-              "void kt_kernel(float *const *b) { kt_reference(b); }\n";
+static const char *source =
+    "#ifdef SHORT\n#define ITERS 10\n#define HASH \"benchoccshort000\"\n"
+    "#else\n#define ITERS 400\n#define HASH \"benchoccupancy00\"\n#endif\n"
+    "const char kt_workload_hash[17] = HASH;\n"
+    "const int kt_nbufs = 2;\n"
+    "const long long kt_buf_elems[] = {65536, 65536};\n"
+    "const unsigned char kt_buf_is_output[] = {0, 1};\n"
+    "const double kt_flops = 65536.0 * ITERS;\n"
+    "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
+    "void kt_set_threads(int n) {\n#ifdef _OPENMP\n"
+    "  if (n > 0) omp_set_num_threads(n);\n#endif\n  (void)n; }\n"
+    "void kt_reference(float *const *b) {\n"
+    "#pragma omp parallel for\n"
+    "  for (int i = 0; i < 65536; i++) { float s = b[0][i];\n"
+    "    for (int r = 0; r < ITERS; r++) s = s * 0.999f + 0.001f;\n"
+    "    b[1][i] = s; } }\n"
+    "void kt_kernel(float *const *b) { kt_reference(b); }\n";
+
+static int short_repeats; /* --short: repeat 8, min_repeat_ms 5 */
 
 /* The runner child's result for so on threads, printed on one line. */
 static void
@@ -61,7 +72,8 @@ run(const char *label, const char *so, int threads, int fifo)
         struct sched_param sp = {1};
         static const char *const keys[] = {"cost",           "cpu_cost",
                                            "occupancy",      "occupancies",
-                                           "kernel_threads", "err_text"};
+                                           "kernel_threads", "threads_bound",
+                                           "err_text"};
         size_t i;
 
         if (fifo && sched_setscheduler(0, SCHED_FIFO, &sp) < 0) {
@@ -73,7 +85,7 @@ run(const char *label, const char *so, int threads, int fifo)
         r.cache_dir = "/tmp";
         r.number = 1;
         r.repeat = 8;
-        r.min_repeat_ms = 100;
+        r.min_repeat_ms = short_repeats ? 5 : 100;
         r.threads = threads;
         r.seed = 1;
         r.tol = 1e-3;
@@ -143,6 +155,23 @@ measure(const char *so, int threads, int fifo)
     }
 }
 
+/* --short N: N runs of so on every CPU with short repeats. */
+static void
+measure_short(const char *so, int runs)
+{
+    long cpus = kt_usable_cpus();
+    char label[64];
+    int i;
+
+    short_repeats = 1;
+    printf("OMP_PROC_BIND=%s; %ld CPUs\n",
+           getenv("OMP_PROC_BIND") ? getenv("OMP_PROC_BIND") : "(unset)", cpus);
+    for (i = 0; i < runs; i++) {
+        snprintf(label, sizeof(label), "run %d, %ld threads", i + 1, cpus);
+        run(label, so, (int)cpus, 0);
+    }
+}
+
 static int
 build(const char *dir, const char *flags, char *so, size_t len)
 {
@@ -150,7 +179,7 @@ build(const char *dir, const char *flags, char *so, size_t len)
     FILE *f;
 
     snprintf(src, sizeof(src), "%s/k.c", dir);
-    snprintf(so, len, "%s/k%s.so", dir, flags[0] ? "-omp" : "");
+    snprintf(so, len, "%s/k%zu.so", dir, strlen(flags));
     f = fopen(src, "w");
     if (f == NULL)
         return -1;
@@ -165,7 +194,7 @@ int
 main(int argc, char **argv)
 {
     char dir[] = "/tmp/kt-bench-occ.XXXXXX", so1[300], so2[300], cmd[340];
-    int i = 1, fifo = 0;
+    int i = 1, fifo = 0, short_runs = 0;
     char cpu[256];
 
     kt_bench_cpu_model(cpu, sizeof(cpu));
@@ -173,6 +202,9 @@ main(int argc, char **argv)
     if (i < argc && strcmp(argv[i], "--fifo") == 0) {
         fifo = 1;
         i++;
+    } else if (i + 1 < argc && strcmp(argv[i], "--short") == 0) {
+        short_runs = atoi(argv[i + 1]);
+        i += 2;
     }
     if (i < argc) {
         for (; i + 1 < argc; i += 2)
@@ -185,8 +217,15 @@ main(int argc, char **argv)
                 dir);
         return 1;
     }
-    measure(so1, 1, fifo);
-    measure(so2, 2, fifo);
+    if (short_runs > 0) {
+        /* 0.5 ms calls, as a network's small layers */
+        if (build(dir, "-fopenmp -DSHORT", so2, sizeof(so2)) < 0)
+            return 1;
+        measure_short(so2, short_runs);
+    } else {
+        measure(so1, 1, fifo);
+        measure(so2, 2, fifo);
+    }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : 1;
 }

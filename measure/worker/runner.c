@@ -197,8 +197,8 @@ struct loaded {
  * to itself (the engine times such jobs one at a time), so its OpenMP
  * threads are bound one per CPU: a team created right after the fork
  * often starts with its second thread on its master's CPU and stays there
- * for 10-40 ms while another CPU idles, half of a short timing
- * (docs/measure.md, "Threads bound").  Set before dlopen loads libgomp,
+ * for 5-25 ms while another CPU idles: the first repeats of a short timing
+ * ran at half speed (docs/measure.md, "Threads bound").  Set before dlopen loads libgomp,
  * which reads them once; a binding the worker's environment already
  * asks for is kept. */
 static void

@@ -671,7 +671,8 @@ static const char bound_probe_source[] =
     "  int widest = 0;\n"
     "  #pragma omp parallel reduction(max: widest)\n"
     "  { cpu_set_t s;\n"
-    "    if (sched_getaffinity(0, sizeof(s), &s) == 0) widest = CPU_COUNT(&s); }\n"
+    "    if (sched_getaffinity(0, sizeof(s), &s) == 0) widest = CPU_COUNT(&s); "
+    "}\n"
     "  b[1][0] = (float)widest;\n}\n";
 
 /* One run of bound_probe_source on `threads` threads by e's worker. */
