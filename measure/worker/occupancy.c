@@ -26,10 +26,10 @@ thread_cpu_clock(long tid)
 
 /* The process's threads' CPU clocks added up; -1 when /proc is missing.
  * CLOCK_PROCESS_CPUTIME_ID adds the time of a thread running on another
- * CPU only up to its last tick (4 ms at HZ 250), so over a 5 ms repeat
- * of a 2-thread kernel it read occupancies of 0.65-1.17 where the threads'
+ * CPU only up to its last tick (4 ms at HZ 250): over 5 ms repeats of
+ * 2-thread kernels it read occupancies of 0.62-1.29 where the threads'
  * own clocks, which the kernel brings up to date when read, read
- * 0.99-1.00 (docs/measure.md, Occupancy). */
+ * 0.91-1.01 (docs/measure.md, Occupancy). */
 static double
 threads_cpu_now(void)
 {

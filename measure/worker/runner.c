@@ -189,7 +189,7 @@ struct loaded {
     float *bufs[MAX_BUFS];
     int nbufs;
     double check_s;   /* wall time of the checked (first) call */
-    double check_cpu; /* its process CPU time */
+    double check_cpu; /* its CPU time (kt_cpu_now) */
     long cpus;        /* kt_usable_cpus before the threads were bound */
 };
 
@@ -197,10 +197,10 @@ struct loaded {
  * to itself (the engine times such jobs one at a time), so its OpenMP
  * threads are bound one per CPU: a team created right after the fork
  * often starts with its second thread on its master's CPU and stays there
- * for 5-25 ms while another CPU idles: the first repeats of a short timing
- * ran at half speed (docs/measure.md, "Threads bound").  Set before dlopen loads libgomp,
- * which reads them once; a binding the worker's environment already
- * asks for is kept. */
+ * for 5-25 ms while another CPU idles, and the first repeats of a short
+ * timing ran at half speed (docs/measure.md, "Threads bound").  Set
+ * before dlopen loads libgomp, which reads them once; a binding the
+ * worker's environment already asks for is kept. */
 static void
 bind_whole_machine_team(const struct kt_run_req *r, long cpus,
                         struct kt_msg *out)
