@@ -121,6 +121,8 @@ struct kt_job_stats {
     int64_t confirmed;       /* new bests timed again and kept */
     int64_t unconfirmed;     /* new bests whose re-timing failed (err_no 8) */
     double peak_gflops;      /* the target's FMA peak; 0 = not measured */
+    double roof_gflops;      /* the scheduler's roofline: the peak, or the
+                              * fastest task's speed above it */
 };
 void kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s);
 

@@ -536,6 +536,8 @@ kt_job_get_stats(const struct kt_job *job, struct kt_job_stats *s)
     s->confirmed = job->confirmed;
     s->unconfirmed = job->unconfirmed;
     s->peak_gflops = job->peak_flops / 1e9;
+    s->roof_gflops = job->sched != NULL ? kt_task_sched_roof(job->sched) / 1e9
+                                        : 0;
 }
 
 void

@@ -137,29 +137,18 @@ static void
 print_summary(const struct kt_job *job, FILE *out)
 {
     struct kt_job_stats s;
-    double roof, fastest = 0;
     int i;
 
     kt_job_get_stats(job, &s);
-    for (i = 0; i < s.ntasks; i++) {
-        struct kt_job_task_info ti;
-        kt_job_task(job, i, &ti);
-        if (ti.latency_ms > 0 && ti.gflops > fastest)
-            fastest = ti.gflops;
-    }
-    /* the task scheduler's roofline: a peak timed low is raised to the
-     * fastest task's speed (docs/design.md 2.3) */
-    roof = s.peak_gflops > 0 && fastest > s.peak_gflops ? fastest
-                                                        : s.peak_gflops;
     fprintf(out, "\n%-40s %8s %12s %10s %8s %6s\n", "task", "weight",
             "latency(ms)", "GFLOPS", "trials", "peak");
     for (i = 0; i < s.ntasks; i++) {
         struct kt_job_task_info ti;
         kt_job_task(job, i, &ti);
-        if (ti.latency_ms > 0 && roof > 0)
+        if (ti.latency_ms > 0 && s.roof_gflops > 0)
             fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld %5.0f%%\n",
                     ti.name, ti.weight, ti.latency_ms, ti.gflops,
-                    (long long)ti.trials, 100 * ti.gflops / roof);
+                    (long long)ti.trials, 100 * ti.gflops / s.roof_gflops);
         else if (ti.latency_ms > 0)
             fprintf(out, "%-40.40s %8.0f %12.4f %10.2f %8lld %6s\n", ti.name,
                     ti.weight, ti.latency_ms, ti.gflops, (long long)ti.trials,
@@ -186,12 +175,12 @@ print_summary(const struct kt_job *job, FILE *out)
             s.elapsed_s > 0 ? 100.0 * s.device_busy_s / s.elapsed_s : 0.0,
             (long long)s.speculation_hits,
             (long long)(s.speculation_hits + s.speculation_misses));
-    if (roof > s.peak_gflops)
+    if (s.roof_gflops > s.peak_gflops)
         fprintf(out,
                 "FMA peak of the target: %.1f GFLOPS measured, below the "
                 "fastest task's %.1f GFLOPS (column peak: each task's share "
                 "of the faster, the task scheduler's roofline)\n",
-                s.peak_gflops, roof);
+                s.peak_gflops, s.roof_gflops);
     else if (s.peak_gflops > 0)
         fprintf(out,
                 "FMA peak of the target: %.1f GFLOPS (column peak: each "

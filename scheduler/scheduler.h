@@ -143,6 +143,9 @@ int kt_task_sched_restore(struct kt_task_sched *s, int i, int64_t rounds,
  * counts as room to gain in the forward gradient, so the rounds go where
  * there is room (docs/design.md 2.3). */
 void kt_task_sched_set_peak(struct kt_task_sched *s, double flops_per_s);
+/* The roofline the gradient uses: that peak, raised to the fastest task's
+ * speed when one beats it; 0 without a peak. */
+double kt_task_sched_roof(const struct kt_task_sched *s);
 enum kt_sched_stop kt_task_sched_stopped(const struct kt_task_sched *s);
 const char *kt_sched_stop_name(enum kt_sched_stop why);
 

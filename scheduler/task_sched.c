@@ -448,6 +448,12 @@ kt_task_sched_restore(struct kt_task_sched *s, int i, int64_t rounds,
     return 0;
 }
 
+double
+kt_task_sched_roof(const struct kt_task_sched *s)
+{
+    return roof_flops(s);
+}
+
 void
 kt_task_sched_set_peak(struct kt_task_sched *s, double flops_per_s)
 {

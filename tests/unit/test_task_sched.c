@@ -150,12 +150,14 @@ test_task_sched_roofline(void **state)
     /* Without a peak: forward = -best, task 0 (-8 ms) before task 1. */
     s = warmed2(NULL, f, 0, costs, &o);
     assert_pick(s, 0, -0.008, -0.0064);
+    assert_true(kt_task_sched_roof(s) == 0);
     kt_task_sched_free(s);
     /* Peak 125 GFLOPS: task 0 cannot go below 8 ms, forward = -2 ms and
      * grad 0.8 x -2 = -1.6 ms; task 1 could reach 0.8 ms: forward -7.2 ms,
      * grad -5.76 ms -> task 1. */
     s = warmed2(NULL, f, 125e9, costs, &o);
     assert_pick(s, 1, -0.0016, -0.00576);
+    assert_true(kt_task_sched_roof(s) == 125e9);
     /* Round 2 of task 1 at 4 ms: t = 2, the 3.2 ms above its roof falls
      * like 1/t: g1 = 4 - 3.2 / 2 = 2.4 ms, forward -1.6 ms, grad -1.28 ms
      * (Ansor's -1.6 ms) -> task 0. */
@@ -167,6 +169,7 @@ test_task_sched_roofline(void **state)
      * roof is 1 ms: grad 0.8 x -7 ms. */
     s = warmed2(NULL, f, 50e9, costs, &o);
     assert_pick(s, 1, 0, -0.0056);
+    assert_float_equal(kt_task_sched_roof(s), 100e9, 1e-3);
     kt_task_sched_free(s);
 }
 
