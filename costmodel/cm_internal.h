@@ -39,6 +39,9 @@ struct kt__store_ctx {
     struct kt__let *lets; /* nvars */
     int64_t *alloc_outer; /* nbufs: loop product at the ALLOC, 0 none */
     const int *acc_count; /* nloops x nbufs: accesses inside a loop */
+    /* nvars: the loops the code generator unrolls as window loops
+     * (kt_codegen_window_loops), counted as annotated unroll */
+    const unsigned char *window;
     int nacc;
     struct kt__access acc[KT__MAX_ACC];
 };
@@ -52,6 +55,9 @@ int kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg,
 
 /* Extent of loop level l of the store. */
 int64_t kt__ext(const struct kt__store_ctx *c, int l);
+/* Annotation of loop level l as the generated code has it: a window loop
+ * is unrolled. */
+enum kt_annot kt__ann(const struct kt__store_ctx *c, int l);
 /* Elements of buffer a->buf touched by access a while loops l..depth-1 run
  * (loops outside l fixed): the bounding box, clipped to the shape. */
 double kt__footprint(const struct kt__store_ctx *c, const struct kt__access *a,

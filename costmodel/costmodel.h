@@ -24,7 +24,7 @@
  * One row of KT_FEATURE_LEN floats per store node of the loop tree.  Any
  * change of meaning or layout bumps KT_FEATURE_VERSION (models trained on
  * another version are refused by kt_xgb_load). */
-#define KT_FEATURE_VERSION 3
+#define KT_FEATURE_VERSION 4
 
 /* Group 2 has KT_F_NBUF blocks of KT_F_BUF_LEN (enum kt_feature_buf). */
 #define KT_F_NBUF 5

@@ -146,7 +146,7 @@ ann_block(const struct kt__store_ctx *c, enum kt_annot a, double *f)
     int l, pos = KT_FA_POS_NONE, p;
 
     for (l = 0; l < c->depth; l++) {
-        if (c->loops[l].n->ann != a)
+        if (kt__ann(c, l) != a)
             continue;
         num += 1;
         prod *= (double)kt__ext(c, l);
@@ -261,7 +261,7 @@ serial_loop(const struct kt__store_ctx *c, struct bufagg *ag, int nag,
     int l, i, j;
 
     for (l = c->depth - 1; l >= 0; l--) {
-        enum kt_annot a = c->loops[l].n->ann;
+        enum kt_annot a = kt__ann(c, l);
         if (a != KT_ANN_VECTORIZE && a != KT_ANN_UNROLL)
             break;
         body *= (double)kt__ext(c, l);

@@ -23,6 +23,14 @@ kt__ext(const struct kt__store_ctx *c, int l)
     return c->loops[l].n->extent;
 }
 
+enum kt_annot
+kt__ann(const struct kt__store_ctx *c, int l)
+{
+    const struct kt_node *n = c->loops[l].n;
+
+    return n->ann == KT_ANN_NONE && c->window[n->var] ? KT_ANN_UNROLL : n->ann;
+}
+
 static int
 check_affine(const struct kt_looptree *lt, const struct kt_affine *a,
              const struct kt_node *s, const char *what, char *err,
@@ -255,7 +263,9 @@ int
 kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg, char *err,
          size_t errlen)
 {
+    struct kt_codegen_opts o;
     struct walk *w;
+    unsigned char *window = NULL;
     int stack[KT__MAX_DEPTH];
     int i, rc;
 
@@ -285,6 +295,10 @@ kt__walk(const struct kt_looptree *lt, kt__store_fn fn, void *arg, char *err,
         w->c.var_level[i] = -1;
     w->c.lets = kt_xcalloc((size_t)lt->nvars + 1, sizeof(struct kt__let));
     w->c.alloc_outer = kt_xcalloc((size_t)lt->nbufs + 1, sizeof(int64_t));
+    window = kt_xcalloc((size_t)lt->nvars + 1, 1);
+    kt_codegen_default_opts(&o);
+    kt_codegen_window_loops(lt, &o, window);
+    w->c.window = window;
     w->nloops = 0;
     rc = pass2(w, lt->root, 1);
 out:
@@ -292,6 +306,7 @@ out:
     free(w->c.var_level);
     free(w->c.lets);
     free(w->c.alloc_outer);
+    free(window);
     free(w);
     return rc;
 }

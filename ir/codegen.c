@@ -172,8 +172,8 @@ loop_header_to(struct cg *g, const struct kt_node *n, int step, int64_t end)
     }
     if (n->ann == KT_ANN_PARALLEL)
         kt__cg_line(g, "#pragma omp parallel for schedule(static)");
-    else if (kt__cg_is_unrolled(g, n) && step == 1 &&
-             g->unroll_factor[n->var] > 1)
+    else if ((kt__cg_is_unrolled(g, n) || kt__cg_is_window(g, n)) &&
+             step == 1 && g->unroll_factor[n->var] > 1)
         kt__cg_line(g, "#pragma GCC unroll %d", g->unroll_factor[n->var]);
     if (step == 1)
         kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
@@ -467,6 +467,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     g.errlen = errlen;
     g.env = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.env));
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
+    g.window = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
                                  sizeof(*g.unroll_factor));
@@ -478,6 +479,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     if (!reference) {
         g.pins = kt_xcalloc(KT_CG_MAX_PINS, sizeof(*g.pins));
         mark_unroll(&g, root, 0);
+        kt__cg_mark_windows(&g, root);
         kt__cg_plan_unroll(&g, root);
     }
 
@@ -513,6 +515,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     kt__cg_line(&g, "}");
     free(g.env);
     free(g.unrolled);
+    free(g.window);
     free(g.inner);
     free(g.unroll_factor);
     free(g.var_max);
@@ -531,15 +534,36 @@ kt_codegen_block_size(const struct kt_looptree *lt,
     g.lt = lt;
     g.o = o;
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
+    g.window = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
                                  sizeof(*g.unroll_factor));
     mark_unroll(&g, lt->root, 0);
+    kt__cg_mark_windows(&g, lt->root);
     kt__cg_plan_unroll(&g, lt->root);
     free(g.unrolled);
+    free(g.window);
     free(g.unroll_factor);
     if (total_weight != NULL)
         *total_weight = g.total_weight;
     return g.max_block;
+}
+
+void
+kt_codegen_window_loops(const struct kt_looptree *lt,
+                        const struct kt_codegen_opts *o, unsigned char *window)
+{
+    struct cg g;
+
+    if (lt->root == NULL)
+        return;
+    memset(&g, 0, sizeof(g));
+    g.lt = lt;
+    g.o = o;
+    g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
+    g.window = window;
+    mark_unroll(&g, lt->root, 0);
+    kt__cg_mark_windows(&g, lt->root);
+    free(g.unrolled);
 }
 
 int

@@ -67,6 +67,7 @@ struct cg {
     int indent;
     struct binding *env;     /* per variable: substitution while expanding */
     unsigned char *unrolled; /* per loop variable: unroll by pragma */
+    unsigned char *window;   /* ... a window loop (codegen_window.c) */
     unsigned char *inner;    /* per variable: defined inside the kernel loop */
     int64_t *var_max; /* per variable: its largest value in the C, -1 unknown */
     int64_t *lane_limit; /* per vectorized loop: the lanes kept, 0 all
@@ -124,6 +125,9 @@ int kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n);
 int kt__cg_only_stores(const struct kt_node *n);
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */
 int64_t kt__cg_expand_count(const struct cg *g, const struct kt_node *n);
+/* 1 if the kids of n all expand within the statement budget (n is a
+ * micro-kernel's kernel loop, codegen_kernel.c). */
+int kt__cg_body_expands(const struct cg *g, const struct kt_node *n);
 
 /* Emits the kids of n (init nests folded into the kernels after them). */
 void kt__cg_emit_kids(struct cg *g, const struct kt_node *n);
@@ -156,6 +160,16 @@ int kt__cg_pins_pay(const struct cg *g);
  * loads them in place). */
 int kt__cg_pin_load(struct cg *g, struct kt_buf *b, int buf,
                     const struct kt_affine *addr, int w);
+
+/* ---- ir/codegen_window.c ---------------------------------------------- */
+
+/* Marks the window loops under n: loops at or above a micro-kernel's
+ * kernel loop whose iterations read what the kernel's expanded body reads
+ * at other positions (a depthwise conv's kernel rows over a tile of output
+ * rows), unrolled by pragma so that each vector is loaded once. */
+void kt__cg_mark_windows(struct cg *g, const struct kt_node *n);
+/* Whether loop n was marked a window loop. */
+int kt__cg_is_window(const struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_size.c ------------------------------------------------- */
 

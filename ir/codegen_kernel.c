@@ -182,9 +182,8 @@ kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
     kt__cg_clear_regs(g);
 }
 
-/* 1 if the kids of n all expand within the statement budget. */
-static int
-body_expands(const struct cg *g, const struct kt_node *n)
+int
+kt__cg_body_expands(const struct cg *g, const struct kt_node *n)
 {
     int64_t count = 0, c;
     int k;
@@ -210,7 +209,7 @@ nest_kernel(const struct cg *g, const struct kt_node *n)
 {
     const struct kt_node *cur = n;
 
-    while (!body_expands(g, cur)) {
+    while (!kt__cg_body_expands(g, cur)) {
         if (cur->nkids != 1 || cur->kids[0]->kind != KT_N_LOOP ||
             cur->kids[0]->ann == KT_ANN_PARALLEL ||
             kt__cg_is_vector_loop(g, cur->kids[0]))
@@ -246,7 +245,7 @@ kt__cg_kernel_of(struct cg *g, const struct kt_node *n)
     if (n->ann != KT_ANN_PARALLEL && (kern = nest_kernel(g, n)) != NULL &&
         kern != n && hoist_pays(g, n, kern))
         return kern;
-    return body_expands(g, n) ? n : NULL;
+    return kt__cg_body_expands(g, n) ? n : NULL;
 }
 
 /* Whether n holds only constant stores (an init nest) and expands to at

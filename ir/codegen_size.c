@@ -225,7 +225,7 @@ plan(struct cg *g, const struct kt_node *n)
             g->total_weight += peel_weight(g, n, g->total_weight - before);
     }
     g->unroll_factor[n->var] = 1;
-    if (kt__cg_is_unrolled(g, n) && !holds_alloc(n))
+    if ((kt__cg_is_unrolled(g, n) || kt__cg_is_window(g, n)) && !holds_alloc(n))
         g->unroll_factor[n->var] = pick_factor(n->extent, sub, budget);
     g->total_weight = before +
                       (g->total_weight - before) * g->unroll_factor[n->var];

@@ -539,6 +539,15 @@ int64_t kt_codegen_block_size(const struct kt_looptree *lt,
                               const struct kt_codegen_opts *o,
                               int64_t *total_weight);
 
+/* Marks in window[var] (lt->nvars + 1 entries, zeroed by the caller) the
+ * loops of lt's kernel the generator unrolls as window loops: their
+ * iterations read vectors the micro-kernel below them reads at other
+ * positions (docs/schedule.md, Generated C).  The cost model counts them
+ * with the loops annotated unroll. */
+void kt_codegen_window_loops(const struct kt_looptree *lt,
+                             const struct kt_codegen_opts *o,
+                             unsigned char *window);
+
 /* Appends "static void fname(float *const *args) {...}" for lt (and, when
  * lt has a pack routine, its storage and "static void fname_pack(...)"
  * before it).  Errors (KT_ESCHEDULE) mean the tree uses something the

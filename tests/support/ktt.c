@@ -496,3 +496,34 @@ ktt_slurp(const char *dir, const char *name, size_t *len)
         *len = b.len;
     return kt_buf_take(&b);
 }
+
+char *
+ktt_checked_c(const struct kt_dag *dag, struct kt_state *st, uint64_t seed)
+{
+    int gen = 0, skipped = 0;
+    char *src = ktt_module_many(dag, &st, 1, &gen, &skipped), *body = NULL;
+
+    if (src != NULL && skipped == 0 &&
+        ktt_check_many(dag, &st, 1, seed, &skipped) == 0 && skipped == 0 &&
+        (body = strstr(src, "cand_0(")) != NULL)
+        body = strdup(body);
+    else
+        body = NULL;
+    free(src);
+    return body;
+}
+
+struct kt_state *
+ktt_replay_json(const struct kt_dag *dag, const char *json)
+{
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    char err[512];
+    int n = 0;
+
+    if (kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fprintf(stderr, "%s: %s\n", json, err);
+    free(steps);
+    return st;
+}

@@ -73,6 +73,17 @@ extern int ktt_gcc_miscompiles;
 int ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
                    int ncand, uint64_t seed, int *skipped);
 
+/* The state of dag after the steps of a schedule's JSON form: NULL when
+ * they do not parse or replay (the message on stderr).  Caller frees. */
+struct kt_state *ktt_replay_json(const struct kt_dag *dag, const char *json);
+
+/* The C of one candidate (from its function "cand_0(" on), generated
+ * by ktt_module_many and checked by ktt_check_many with seed: NULL when
+ * it did not generate or did not match (described on stderr).  Caller
+ * frees. */
+char *ktt_checked_c(const struct kt_dag *dag, struct kt_state *st,
+                    uint64_t seed);
+
 /* A square conv2d with batch 1 (H = W, R = S, the same stride, padding and
  * dilation in both directions) for the table-driven tests; returns what
  * kt_op_conv2d returns. */

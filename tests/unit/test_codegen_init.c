@@ -22,34 +22,23 @@ static void
 build(const char *json, struct kt_dag **dag, struct kt_state **st)
 {
     struct kt_op_def d;
-    struct kt_step *steps = NULL;
     char err[512];
-    int n = 0;
 
     assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
-    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK ||
-        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(*dag, steps, n, st, err, sizeof(err)) != KT_OK)
-        fail_msg("%s: %s", json, err);
-    free(steps);
+    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    *st = ktt_replay_json(*dag, json);
+    assert_non_null(*st);
 }
 
 /* The candidate's C (checked against the interpreter); caller frees. */
 static char *
 candidate_c(const struct kt_dag *dag, struct kt_state *st)
 {
-    int gen = 0, skipped = 0;
-    char *src = ktt_module_many(dag, &st, 1, &gen, &skipped), *body;
+    char *c = ktt_checked_c(dag, st, 11);
 
-    assert_non_null(src);
-    assert_int_equal(skipped, 0);
-    assert_int_equal(ktt_check_many(dag, &st, 1, 11, &skipped), 0);
-    assert_int_equal(skipped, 0);
-    body = strstr(src, "cand_0(");
-    assert_non_null(body);
-    body = strdup(body);
-    free(src);
-    return body;
+    assert_non_null(c);
+    return c;
 }
 
 /* The first reduction loop under n (depth first) and its parent. */

@@ -251,17 +251,12 @@ static int
 pack_points(const char *json, int *cand)
 {
     struct kt_dag *dag = bmm_attn();
-    struct kt_step *steps = NULL;
-    struct kt_state *st = NULL;
-    char err[512];
-    int n = 0;
+    struct kt_state *st = ktt_replay_json(dag, json);
+    int n;
 
-    if (kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
-        fail_msg("%s: %s", json, err);
+    assert_non_null(st);
     n = sk_pack_attach_points(&st->stages[1], st->stages[0].out, 0, cand);
     kt_state_free(st);
-    free(steps);
     kt_dag_free(dag);
     return n;
 }
