@@ -1,9 +1,11 @@
-/* test_codegen_window.c - window loops (ir/codegen_window.c): a loop at or
- * above a micro-kernel's kernel loop whose iterations read vectors the
- * kernel's expanded body reads at other positions is unrolled by pragma
- * (a depthwise conv's r loop over a tile of output rows); loops whose
- * iterations read new vectors are not (its s loop, one element apart
- * under whole vectors; a GEMM's k loops).  Every schedule is compiled and
+/* test_codegen_window.c - window loops (ir/codegen_window.c): a reduction
+ * loop at or above a micro-kernel's kernel loop whose iterations read
+ * vectors the kernel's expanded body reads at other positions is unrolled
+ * by pragma (a depthwise conv's r loop over a tile of output rows); loops
+ * whose iterations read new vectors are not (its s loop, one element
+ * apart under whole vectors; a GEMM's k loops), nor are loops over a
+ * vector the body's copies share already (a dense conv's input row, read
+ * once for all the output channels of its tile).  Every schedule is compiled and
  * checked against the interpreter.  The cost model's features count
  * window loops as unrolled. */
 #include <setjmp.h>
@@ -109,8 +111,9 @@ unrolled_loops(const char *c, long extent)
     return n;
 }
 
-/* Stride 1: r is a window (rows y + r of the 4 rows), s is not (columns
- * one element apart, read as whole-row vectors). */
+/* Strides 1 and 2: r is a window (input row y*S + r: row 1 of output row
+ * 0 is row 0 of output row 1 at stride 1, row 2 at stride 2), s is not
+ * (columns one element apart, read as whole-row vectors). */
 static void
 test_codegen_window_depthwise_rows(void **state)
 {
@@ -147,6 +150,33 @@ test_codegen_window_needs_expanded_rows(void **state)
     char *c = candidate_c(dag, st);
     (void)state;
 
+    assert_int_equal(unrolled_loops(c, 3), 0);
+    free(c);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
+/* A dense conv's tile of 4 output channels x 2 rows x 16 columns reads
+ * each input row once for the 4 channels: its r loop is no window.
+ * Axes n f y x c r s; loops n f0 y0 x0 c r s f1 y1 x1. */
+static void
+test_codegen_window_shared_load_is_none(void **state)
+{
+    struct kt_conv2d_params p = {1, 8, 16, 16, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0};
+    struct kt_op_def d;
+    struct kt_dag *dag;
+    struct kt_state *st;
+    char *c;
+    (void)state;
+
+    assert_int_equal(kt_op_conv2d(&d, &p), KT_OK);
+    dag = built(&d);
+    st = replay(dag, "{\"v\":1,\"steps\":[[\"SP\",1,1,[4]],"
+                     "[\"SP\",1,3,[2]],[\"SP\",1,5,[16]],"
+                     "[\"RE\",1,[0,1,3,5,7,8,9,2,4,6]],"
+                     "[\"AN\",1,7,\"unroll\"],[\"AN\",1,8,\"unroll\"],"
+                     "[\"AN\",1,9,\"vectorize\"]]}");
+    c = candidate_c(dag, st);
     assert_int_equal(unrolled_loops(c, 3), 0);
     free(c);
     kt_state_free(st);
@@ -208,6 +238,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codegen_window_depthwise_rows),
         cmocka_unit_test(test_codegen_window_needs_expanded_rows),
+        cmocka_unit_test(test_codegen_window_shared_load_is_none),
         cmocka_unit_test(test_codegen_window_gemm_k_is_none),
         cmocka_unit_test(test_codegen_window_in_features),
     };
