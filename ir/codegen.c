@@ -71,6 +71,15 @@ mark_unroll(struct cg *g, const struct kt_node *n, int max_step)
         mark_unroll(g, n->kids[i], max_step);
 }
 
+/* The loops under root unrolled by pragma: auto-unrolled ones, then the
+ * window loops (codegen_window.c), which depend on the first. */
+static void
+mark_unrolled_loops(struct cg *g, const struct kt_node *root)
+{
+    mark_unroll(g, root, 0);
+    kt__cg_mark_windows(g, root);
+}
+
 int
 kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n)
 {
@@ -478,8 +487,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     kt__cg_note_ranges(&g, root);
     if (!reference) {
         g.pins = kt_xcalloc(KT_CG_MAX_PINS, sizeof(*g.pins));
-        mark_unroll(&g, root, 0);
-        kt__cg_mark_windows(&g, root);
+        mark_unrolled_loops(&g, root);
         kt__cg_plan_unroll(&g, root);
     }
 
@@ -537,8 +545,7 @@ kt_codegen_block_size(const struct kt_looptree *lt,
     g.window = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
                                  sizeof(*g.unroll_factor));
-    mark_unroll(&g, lt->root, 0);
-    kt__cg_mark_windows(&g, lt->root);
+    mark_unrolled_loops(&g, lt->root);
     kt__cg_plan_unroll(&g, lt->root);
     free(g.unrolled);
     free(g.window);
@@ -561,8 +568,7 @@ kt_codegen_window_loops(const struct kt_looptree *lt,
     g.o = o;
     g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.window = window;
-    mark_unroll(&g, lt->root, 0);
-    kt__cg_mark_windows(&g, lt->root);
+    mark_unrolled_loops(&g, lt->root);
     free(g.unrolled);
 }
 
