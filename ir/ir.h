@@ -291,6 +291,41 @@ int kt_op_conv2d_transpose(struct kt_op_def *d,
                            const struct kt_conv_t_params *p, int64_t *ch,
                            int64_t *cw);
 
+/* Winograd's minimal filtering F(m, r) along a convolution's rows
+ * (docs/compute.md, "Winograd convolutions"): y = AT [(G g) . (BT d)]
+ * computes the m outputs y_i = sum_j g_j d_(i+j) of an r-tap filter g over
+ * alpha = m + r - 1 inputs d with alpha products. */
+#define KT_WINO_MAX_ALPHA 8
+struct kt_winograd {
+    int m, r, alpha;
+    double at[KT_WINO_MAX_ALPHA][KT_WINO_MAX_ALPHA]; /* m x alpha */
+    double g[KT_WINO_MAX_ALPHA][KT_WINO_MAX_ALPHA];  /* alpha x r */
+    double bt[KT_WINO_MAX_ALPHA][KT_WINO_MAX_ALPHA]; /* alpha x alpha */
+};
+/* KT_EINVAL when m + r - 1 > KT_WINO_MAX_ALPHA or m, r < 1. */
+int kt_winograd_matrices(int m, int r, struct kt_winograd *w);
+/* The row tile m of p's Winograd form, or 0 when it has none (groups,
+ * stride or dilation along the rows, no tile of 4 or 2 rows divides the
+ * output rows). */
+int kt_winograd_tile(const struct kt_conv2d_params *p);
+/* The row tile when p is worth computing in Winograd form: its FLOPs, the
+ * transforms included, at most KT_WINO_MAX_WORK of the direct form's (the
+ * transforms run below the products' share of the FMA peak), and the
+ * direct form at least KT_WINO_MIN_MFLOP per call (three stages cost more
+ * on small layers than they save); else 0. */
+#define KT_WINO_MAX_WORK 0.7
+#define KT_WINO_MIN_MFLOP 100.0
+int kt_winograd_choose(const struct kt_conv2d_params *p);
+/* p as Winograd F(m, R) along the rows: inputs I, the transformed weights
+ * U [K, C, m+R-1, S] (kt_winograd_weights), BT and AT (kt_winograd_matrices
+ * as floats, row-major); the output O [N, K, OH/m, m, OW] is NCHW's memory.
+ * Named as kt_op_conv2d's layer with "_wino<m>" appended. */
+int kt_op_conv2d_winograd(struct kt_op_def *d, const struct kt_conv2d_params *p,
+                          int m);
+/* U[f,c,e,s] = sum_j G[e,j] W[f,c,j,s] for W [K, C, r, S]. */
+void kt_winograd_weights(const struct kt_winograd *w, int64_t K, int64_t C,
+                         int64_t S, const float *W, float *U);
+
 /* Appends a fused epilogue to d: d's output O is renamed Y, then 'stages'
  * (statements that read Y and write O last) and the shapes of their extra
  * inputs are added.  KT_ETOOBIG when the text or shapes do not fit. */

@@ -37,8 +37,9 @@ kt__op_add_shape(struct kt_op_def *d, const char *name, int ndim,
 
 /* A layer's weights are the same on every call: their layout may be
  * rewritten once, outside the timed kernel (cache_read + layout_rewrite). */
-static void
-add_weight(struct kt_op_def *d, const char *name, int ndim, const int64_t *dims)
+void
+kt__op_add_weight(struct kt_op_def *d, const char *name, int ndim,
+                  const int64_t *dims)
 {
     kt__op_add_shape(d, name, ndim, dims);
     d->is_const[d->nshapes - 1] = 1;
@@ -86,8 +87,9 @@ hw_label(int64_t h, int64_t w)
 
 /* The last stage's value with the epilogue applied: "T[idx] + B[bidx]"
  * and/or "max(..., 0)". */
-static void
-put_epilogue(struct kt_op_def *d, int epi, const char *idx, const char *bidx)
+void
+kt__op_put_epilogue(struct kt_op_def *d, int epi, const char *idx,
+                    const char *bidx)
 {
     kt__op_put(d, "\nO[%s] = ", idx);
     if (epi & KT_EPI_RELU)
@@ -207,12 +209,12 @@ kt_op_dense(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int epilogue)
                     (long long)K, epilogue & KT_EPI_BIAS ? "_bias" : "",
                     epilogue & KT_EPI_RELU ? "_relu" : "");
     kt__op_add_shape(d, "A", 2, (int64_t[]){M, K});
-    add_weight(d, "W", 2, (int64_t[]){N, K});
+    kt__op_add_weight(d, "W", 2, (int64_t[]){N, K});
     if (epilogue & KT_EPI_BIAS)
         kt__op_add_shape(d, "B", 1, (int64_t[]){N});
     if (epilogue) {
         int padded = put_product_into(d, "T", "i,j", "A[i,k]", "W[j,k]", M, N);
-        put_epilogue(d, epilogue, "i,j", "j");
+        kt__op_put_epilogue(d, epilogue, "i,j", "j");
         if (padded)
             put_unpadding(d, M, N);
     } else {
@@ -234,7 +236,7 @@ matmul(struct kt_op_def *d, int64_t M, int64_t N, int64_t K, int const_b)
                     (long long)K, const_b ? "_constb" : "");
     kt__op_add_shape(d, "A", 2, (int64_t[]){M, K});
     if (const_b)
-        add_weight(d, "B", 2, (int64_t[]){K, N});
+        kt__op_add_weight(d, "B", 2, (int64_t[]){K, N});
     else
         kt__op_add_shape(d, "B", 2, (int64_t[]){K, N});
     put_product(d, "i,j", "i,k", "B", "k,j", M, N);
@@ -340,23 +342,23 @@ put_pointwise(struct kt_op_def *d, const struct kt_conv2d_params *p,
 
     if (G == 1) {
         kt__op_add_shape(d, "I", 3, (int64_t[]){p->N, p->C, P});
-        add_weight(d, "W", 2, (int64_t[]){p->K, p->C});
+        kt__op_add_weight(d, "W", 2, (int64_t[]){p->K, p->C});
         kt__op_add_shape(d, res, 3, (int64_t[]){p->N, p->K, P});
         if (p->epilogue & KT_EPI_BIAS)
             kt__op_add_shape(d, "B", 1, (int64_t[]){p->K});
         kt__op_put(d, "%s[n,f,p] += I[n,c,p] * W[f,c]", res);
         if (p->epilogue)
-            put_epilogue(d, p->epilogue, "n,f,p", "f");
+            kt__op_put_epilogue(d, p->epilogue, "n,f,p", "f");
         return KT_OK;
     }
     kt__op_add_shape(d, "I", 4, (int64_t[]){p->N, G, p->C / G, P});
-    add_weight(d, "W", 3, (int64_t[]){G, p->K / G, p->C / G});
+    kt__op_add_weight(d, "W", 3, (int64_t[]){G, p->K / G, p->C / G});
     kt__op_add_shape(d, res, 4, (int64_t[]){p->N, G, p->K / G, P});
     if (p->epilogue & KT_EPI_BIAS)
         kt__op_add_shape(d, "B", 2, (int64_t[]){G, p->K / G});
     kt__op_put(d, "%s[n,g,f,p] += I[n,g,c,p] * W[g,f,c]", res);
     if (p->epilogue)
-        put_epilogue(d, p->epilogue, "n,g,f,p", "g,f");
+        kt__op_put_epilogue(d, p->epilogue, "n,g,f,p", "g,f");
     return KT_OK;
 }
 
@@ -427,24 +429,25 @@ conv2d(struct kt_op_def *d, const struct kt_conv2d_params *p, int64_t out_h,
         return put_pointwise(d, p, res);
     if (G == 1) {
         kt__op_add_shape(d, "I", 4, (int64_t[]){p->N, p->C, p->H, p->W});
-        add_weight(d, "W", 4, (int64_t[]){p->K, p->C, p->R, p->S});
+        kt__op_add_weight(d, "W", 4, (int64_t[]){p->K, p->C, p->R, p->S});
         kt__op_add_shape(d, res, 4, (int64_t[]){p->N, p->K, OH, OW});
         if (p->epilogue & KT_EPI_BIAS)
             kt__op_add_shape(d, "B", 1, (int64_t[]){p->K});
         kt__op_put(d, "%s[n,f,y,x] += I[n,c,%s,%s] * W[f,c,r,s]", res, iy, ix);
         if (p->epilogue)
-            put_epilogue(d, p->epilogue, "n,f,y,x", "f");
+            kt__op_put_epilogue(d, p->epilogue, "n,f,y,x", "f");
         return KT_OK;
     }
     kt__op_add_shape(d, "I", 5, (int64_t[]){p->N, G, p->C / G, p->H, p->W});
-    add_weight(d, "W", 5, (int64_t[]){G, p->K / G, p->C / G, p->R, p->S});
+    kt__op_add_weight(d, "W", 5,
+                      (int64_t[]){G, p->K / G, p->C / G, p->R, p->S});
     kt__op_add_shape(d, res, 5, (int64_t[]){p->N, G, p->K / G, OH, OW});
     if (p->epilogue & KT_EPI_BIAS)
         kt__op_add_shape(d, "B", 2, (int64_t[]){G, p->K / G});
     kt__op_put(d, "%s[n,g,f,y,x] += I[n,g,c,%s,%s] * W[g,f,c,r,s]", res, iy,
                ix);
     if (p->epilogue)
-        put_epilogue(d, p->epilogue, "n,g,f,y,x", "g,f");
+        kt__op_put_epilogue(d, p->epilogue, "n,g,f,y,x", "g,f");
     return KT_OK;
 }
 

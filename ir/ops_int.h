@@ -14,6 +14,13 @@ int kt__op_bad(struct kt_op_def *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void kt__op_add_shape(struct kt_op_def *d, const char *name, int ndim,
                       const int64_t *dims);
+/* A layer's weights (d->is_const): the same on every call, so their layout
+ * may be rewritten once, outside the timed kernel. */
+void kt__op_add_weight(struct kt_op_def *d, const char *name, int ndim,
+                       const int64_t *dims);
+/* Appends "O[idx] = T[idx] + B[bidx]" with the relu of KT_EPI_* bits epi. */
+void kt__op_put_epilogue(struct kt_op_def *d, int epi, const char *idx,
+                         const char *bidx);
 /* Appends formatted text to d->text. */
 void kt__op_put(struct kt_op_def *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

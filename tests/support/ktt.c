@@ -442,6 +442,52 @@ ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
     return kt_op_conv2d_grid(d, &p);
 }
 
+static int64_t
+conv_out_size(int64_t in, int64_t pad, int64_t dil, int64_t win, int64_t stride)
+{
+    return (in + 2 * pad - dil * (win - 1) - 1) / stride + 1;
+}
+
+void
+ktt_naive_conv(const struct kt_conv2d_params *p, const float *in,
+               const float *w, const float *bias, float *out)
+{
+    int64_t OH = conv_out_size(p->H, p->pad_h, p->dilation_h, p->R,
+                               p->stride_h);
+    int64_t OW = conv_out_size(p->W, p->pad_w, p->dilation_w, p->S,
+                               p->stride_w);
+    int64_t cg = p->C / p->groups, kg = p->K / p->groups;
+    int64_t n, k, y, x, c, r, s, iy, ix, ic;
+    double acc;
+
+    for (n = 0; n < p->N; n++)
+        for (k = 0; k < p->K; k++)
+            for (y = 0; y < OH; y++)
+                for (x = 0; x < OW; x++) {
+                    acc = 0;
+                    for (c = 0; c < cg; c++)
+                        for (r = 0; r < p->R; r++)
+                            for (s = 0; s < p->S; s++) {
+                                iy = y * p->stride_h + r * p->dilation_h -
+                                     p->pad_h;
+                                ix = x * p->stride_w + s * p->dilation_w -
+                                     p->pad_w;
+                                if (iy < 0 || iy >= p->H || ix < 0 ||
+                                    ix >= p->W)
+                                    continue;
+                                ic = (k / kg) * cg + c;
+                                acc += in[((n * p->C + ic) * p->H + iy) * p->W +
+                                          ix] *
+                                       w[((k * cg + c) * p->R + r) * p->S + s];
+                            }
+                    if (p->epilogue & KT_EPI_BIAS)
+                        acc += bias[k];
+                    if ((p->epilogue & KT_EPI_RELU) && acc < 0)
+                        acc = 0;
+                    out[((n * p->K + k) * OH + y) * OW + x] = (float)acc;
+                }
+}
+
 static double
 unscale(float v)
 {

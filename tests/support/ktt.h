@@ -95,6 +95,11 @@ int ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                       int64_t R, int64_t stride, int64_t pad, int64_t dil,
                       int64_t groups, int epi);
 
+/* conv p computed directly in double (groups, strides, dilations, the
+ * KT_EPI_* epilogue), NCHW in and out, weights [K, C/groups, R, S]. */
+void ktt_naive_conv(const struct kt_conv2d_params *p, const float *in,
+                    const float *w, const float *bias, float *out);
+
 /* A synthetic cost in seconds for training the model in tests and
  * benchmarks that have no measurements: the floating-point work of the
  * feature rows (nrows x KT_FEATURE_LEN, costmodel.h) over the vector length

@@ -299,6 +299,8 @@ random_tiles(struct kt_state *st, struct kt_rng *r, const int *attach_to,
     int64_t tile[KT_MAX_STAGES][KT_MAX_AXES];
     int s, p, a;
 
+    memset(tile, 0, sizeof(tile)); /* 0: the consumer has no tile there */
+
     for (s = st->nstages - 1; s >= 0; s--) {
         const struct kt_sstage *ss = &st->stages[s];
         int consumer = 0, nsp = ss->nspatial;
@@ -323,7 +325,8 @@ random_tiles(struct kt_state *st, struct kt_rng *r, const int *attach_to,
                 /* Inner lengths must tile the consumer's tile. */
                 int c = attach_to[s];
                 for (a = 0; a < nsp; a++)
-                    lim[a] = tile[c][a];
+                    if (tile[c][a] > 0)
+                        lim[a] = tile[c][a];
             }
             tile_random(st, r, s, lim, attach_to[s] >= 0);
         }

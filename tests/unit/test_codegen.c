@@ -183,6 +183,25 @@ test_codegen_conv2d_fused(void **state)
     conv(8, 56, 8, 3, 1, 1, 1, 8, KT_EPI_BIAS | KT_EPI_RELU, 17); /* 56x56 dw */
 }
 
+/* Winograd F(4,3) and F(2,3) along the rows (ir/winograd.c). */
+static void
+test_codegen_conv2d_winograd(void **state)
+{
+    struct kt_conv2d_params p = {1, 8, 16, 14, 16,
+                                 3, 3, 1,  1,  1,
+                                 1, 1, 1,  1,  KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_op_def d;
+
+    (void)state;
+    assert_int_equal(kt_op_conv2d_winograd(&d, &p, 4), KT_OK);
+    sweep_def(&d, 19);
+    p.H = 6;
+    p.stride_w = 2;
+    p.epilogue = 0;
+    assert_int_equal(kt_op_conv2d_winograd(&d, &p, 2), KT_OK);
+    sweep_def(&d, 20);
+}
+
 static void
 test_codegen_pool(void **state)
 {
@@ -895,6 +914,7 @@ main(void)
         cmocka_unit_test(test_codegen_conv2d),
         cmocka_unit_test(test_codegen_conv2d_groups),
         cmocka_unit_test(test_codegen_conv2d_fused),
+        cmocka_unit_test(test_codegen_conv2d_winograd),
         cmocka_unit_test(test_codegen_pool),
         cmocka_unit_test(test_codegen_elementwise),
         cmocka_unit_test(test_codegen_softmax),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "tests/support/ktt.h"
 
 enum op_kind { DENSE, MATMUL, BMM, CONV, POOL, GAP, ELEM, SOFTMAX };
 
@@ -342,44 +343,6 @@ test_ops_layouts(void **state)
 
 /* Naive NCHW grouped convolution, written independently of the DAG. */
 static void
-naive_conv(const struct kt_conv2d_params *p, const float *in, const float *w,
-           const float *bias, float *out)
-{
-    int64_t OH = osz(p->H, p->pad_h, p->dilation_h, p->R, p->stride_h);
-    int64_t OW = osz(p->W, p->pad_w, p->dilation_w, p->S, p->stride_w);
-    int64_t cg = p->C / p->groups, kg = p->K / p->groups;
-    int64_t n, k, y, x, c, r, s, iy, ix, ic;
-    double acc;
-
-    for (n = 0; n < p->N; n++)
-        for (k = 0; k < p->K; k++)
-            for (y = 0; y < OH; y++)
-                for (x = 0; x < OW; x++) {
-                    acc = 0;
-                    for (c = 0; c < cg; c++)
-                        for (r = 0; r < p->R; r++)
-                            for (s = 0; s < p->S; s++) {
-                                iy = y * p->stride_h + r * p->dilation_h -
-                                     p->pad_h;
-                                ix = x * p->stride_w + s * p->dilation_w -
-                                     p->pad_w;
-                                if (iy < 0 || iy >= p->H || ix < 0 ||
-                                    ix >= p->W)
-                                    continue;
-                                ic = (k / kg) * cg + c;
-                                acc += in[((n * p->C + ic) * p->H + iy) * p->W +
-                                          ix] *
-                                       w[((k * cg + c) * p->R + r) * p->S + s];
-                            }
-                    if (p->epilogue & KT_EPI_BIAS)
-                        acc += bias[k];
-                    if ((p->epilogue & KT_EPI_RELU) && acc < 0)
-                        acc = 0;
-                    out[((n * p->K + k) * OH + y) * OW + x] = (float)acc;
-                }
-}
-
-static void
 test_ops_conv_against_naive(void **state)
 {
     static const struct kt_conv2d_params ps[] = {
@@ -418,7 +381,8 @@ test_ops_conv_against_naive(void **state)
         n = kt_tensor_elems(&d->tensors[o]);
         want = malloc((size_t)n * sizeof(float));
         assert_non_null(want);
-        naive_conv(&ps[i], bufs[ii], bufs[wi], bi >= 0 ? bufs[bi] : NULL, want);
+        ktt_naive_conv(&ps[i], bufs[ii], bufs[wi], bi >= 0 ? bufs[bi] : NULL,
+                       want);
         for (int64_t e = 0; e < n; e++)
             if (fabsf(want[e] - bufs[o][e]) > 1e-4f)
                 fail_msg("%s: element %lld is %g, want %g", od.name,
