@@ -537,6 +537,25 @@ plan_rfactor(struct gen *G, struct kt_state *st, const struct sk_plan *plan,
     }
 }
 
+/* The plans of a state with a stage inserted at s (a pack or a cache
+ * write's local stage): later plans move up one, and so do the stage
+ * numbers they hold (a fused stage's partner, planned before: stages are
+ * planned last to first). */
+static void
+plans_with_stage_at(const struct sk_plan *plan, int s, struct sk_plan *p2)
+{
+    int i;
+
+    memset(p2, 0, sizeof(*p2) * KT_MAX_STAGES);
+    memcpy(p2, plan, sizeof(*plan) * (size_t)s);
+    memcpy(p2 + s + 1, plan + s,
+           sizeof(*plan) * (size_t)(KT_MAX_STAGES - s - 1));
+    p2[s].partner = -1;
+    for (i = 0; i < KT_MAX_STAGES; i++)
+        if (i != s && p2[i].partner >= s)
+            p2[i].partner++;
+}
+
 static void
 gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
           const char *desc)
@@ -579,11 +598,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
         if (kt_state_apply(cr, &step, err, sizeof(err)) == KT_OK) {
             struct sk_plan p2[KT_MAX_STAGES];
             char d2[160];
-            memcpy(p2, plan, sizeof(*plan) * (size_t)s);
-            memcpy(p2 + s + 1, plan + s,
-                   sizeof(*plan) * (size_t)(KT_MAX_STAGES - s - 1));
-            memset(&p2[s], 0, sizeof(p2[s]));
-            p2[s].partner = -1;
+            plans_with_stage_at(plan, s, p2);
             with_desc(d2, sizeof(d2), desc, cr->stages[s].name);
             gen_stage(G, cr, p2, s + 1, d2);
             kt_state_free(cr);
@@ -603,10 +618,7 @@ gen_stage(struct gen *G, struct kt_state *st, struct sk_plan *plan, int s,
             step.kind = KT_STEP_CACHE_WRITE;
             if (kt_state_apply(cw, &step, err, sizeof(err)) == KT_OK) {
                 struct sk_plan p2[KT_MAX_STAGES];
-                memset(p2, 0, sizeof(p2));
-                memcpy(p2, plan, sizeof(*plan) * (size_t)s);
-                memcpy(p2 + s + 1, plan + s,
-                       sizeof(*plan) * (size_t)(KT_MAX_STAGES - s - 1));
+                plans_with_stage_at(plan, s, p2);
                 plan_mlt_kinds(G, cw, p2, s, s + 1, desc, 1, vec, plain);
             }
             kt_state_free(cw);

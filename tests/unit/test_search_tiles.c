@@ -609,6 +609,53 @@ test_search_padded_rows_read_in_place(void **state)
     kt_dag_free(dag);
 }
 
+/* A stage tiled to hold its fused producer follows that producer's tiles
+ * even when a lower stage, planned after the pair (stages are planned
+ * last to first), inserts a pack or a cache write below them: in a
+ * Winograd convolution (three tiled stages) the epilogue follows the
+ * output transform, and the products' weight pack and local stage come
+ * later.  With the pair's stage numbers left unshifted the epilogue
+ * followed the products' tiles: no sample of this layer built. */
+static void
+test_search_follow_after_insert(void **state)
+{
+    struct kt_conv2d_params p = {1, 256, 14, 14, 256,
+                                 3, 3,   1,  1,  1,
+                                 1, 1,   1,  1,  KT_EPI_BIAS | KT_EPI_RELU};
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    char err[512];
+    int k, i, follows = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_conv2d_winograd(&d, &p, 2), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    random_batch(dag, 5, 64, &s, &b);
+    for (k = 0; k < s->nsketches; k++) {
+        const struct sk_sketch *sk = &s->sk[k];
+        for (i = 0; i < sk->base->nstages; i++) {
+            const struct sk_plan *pl = &sk->plan[i];
+            if (pl->role != SK_FOLLOW)
+                continue;
+            follows++;
+            assert_true(pl->partner >= 0 && pl->partner < i);
+            assert_int_equal(sk->plan[pl->partner].role, SK_MLT);
+            assert_int_equal(sk->plan[pl->partner].partner, i);
+            assert_true(kt_expr_reads(sk->base->stages[i].body,
+                                      sk->base->stages[pl->partner].out));
+        }
+    }
+    assert_true(follows > 0);
+    if (b.n < 32)
+        fail_msg("%d of 64 samples built", b.n);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -623,6 +670,7 @@ main(void)
         cmocka_unit_test(test_search_outer_part_neighbours),
         cmocka_unit_test(test_search_padded_pack_not_rebuilt),
         cmocka_unit_test(test_search_padded_rows_read_in_place),
+        cmocka_unit_test(test_search_follow_after_insert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
