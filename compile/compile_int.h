@@ -138,6 +138,15 @@ int64_t kt__cc_w_folded_bias(struct kt_cc_net *net,
  * -1 when the pads are not given explicitly. */
 int64_t kt__cc_w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
                        const struct kt_onnx_node *bn, const struct kt_lbuf *lb);
+/* A Winograd kernel's transformed weight U (its argument lb), bn folded
+ * in; -1 when lb does not fit a's weight. */
+int64_t kt__cc_w_winograd(struct kt_cc_net *net, const struct kt_onnx_node *a,
+                          const struct kt_onnx_node *bn,
+                          const struct kt_lbuf *lb);
+/* Its transform BT (which 0) or AT (1) over alpha rows for an r-row
+ * window; -1 when there is none. */
+int64_t kt__cc_w_winograd_matrix(struct kt_cc_net *net, int64_t alpha,
+                                 int64_t r, int which);
 /* net_arena.c: Concat n's axis (non-negative), the product of the output
  * dims before it (rows) and after it (inner). */
 void kt__cc_concat_shape(const struct kt_onnx_graph *g,

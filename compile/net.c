@@ -99,6 +99,32 @@ extra_ref(struct kt_cc_net *net, const struct kt_onnx_kernel *k, int v)
     return value_ref(net, v);
 }
 
+/* A Winograd convolution's transformed weight U and its transforms BT
+ * and AT (kt_op_conv2d_winograd). */
+static int
+winograd_arg(struct kt_cc *c, const struct kt_onnx_kernel *k,
+             const struct kt_onnx_node *bn, const struct kt_lbuf *lb,
+             struct kt_cc_ref *r)
+{
+    struct kt_cc_net *net = c->net;
+    const struct kt_onnx_node *a = &net->g->nodes[k->anchor];
+    const struct kt_onnx_value *wv = &net->g->values[a->in[1]];
+
+    if (strcmp(lb->name, "U") == 0)
+        r->at = kt__cc_w_winograd(net, a, bn, lb);
+    else if (lb->ndim == 2 && wv->ndim == 4)
+        r->at = kt__cc_w_winograd_matrix(net, lb->shape[1], wv->dims[2],
+                                         strcmp(lb->name, "AT") == 0);
+    else
+        r->at = -1;
+    if (r->at < 0)
+        return skip(c,
+                    "kernel %s: argument %s does not fit a Winograd "
+                    "transform of its weight",
+                    k->name, lb->name);
+    return 0;
+}
+
 /* The source of kernel k's argument lb. */
 static int
 kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k,
@@ -138,6 +164,9 @@ kernel_arg(struct kt_cc *c, const struct kt_onnx_kernel *k,
                         k->name);
         return 0;
     }
+    if (is_op(a, "Conv") && (strcmp(name, "U") == 0 ||
+                             strcmp(name, "BT") == 0 || strcmp(name, "AT") == 0))
+        return winograd_arg(c, k, bn, lb, r);
     if (strcmp(name, "W") == 0 || (matmul && strcmp(name, "B") == 0)) {
         if (bn != NULL && !is_op(a, "Conv"))
             return skip(c, "kernel %s: a batch norm folded into %s", k->name,

@@ -199,3 +199,49 @@ kt__cc_w_phase(struct kt_cc_net *net, const struct kt_onnx_kernel *k,
     free(w);
     return at;
 }
+
+/* The transformed weight U [K, C, alpha, S] of a Winograd kernel
+ * (kt_op_conv2d_winograd, docs/compile.md "Weights"), batch norm bn folded
+ * in first; -1 when lb is not shaped like one for a's weight. */
+int64_t
+kt__cc_w_winograd(struct kt_cc_net *net, const struct kt_onnx_node *a,
+                  const struct kt_onnx_node *bn, const struct kt_lbuf *lb)
+{
+    const struct kt_onnx_value *wv = &net->g->values[a->in[1]];
+    struct kt_winograd wg;
+    int64_t at;
+    float *w;
+
+    if (lb->ndim != 4 || wv->ndim != 4 || lb->shape[0] != wv->dims[0] ||
+        lb->shape[1] != wv->dims[1] || lb->shape[3] != wv->dims[3] ||
+        kt_winograd_matrices((int)(lb->shape[2] - wv->dims[2] + 1),
+                             (int)wv->dims[2], &wg) != KT_OK)
+        return -1;
+    at = kt__cc_w_alloc(net, kt_onnx_value_elems(wv) / wg.r * wg.alpha);
+    w = weight_data(net->g, a, bn);
+    kt_winograd_weights(&wg, wv->dims[0], wv->dims[1], wv->dims[3], w,
+                        net->w + at);
+    free(w);
+    return at;
+}
+
+/* The input transform BT (which 0) or the output transform AT (1) of a
+ * Winograd kernel over alpha rows for a window of r rows; -1 when there
+ * is no such transform. */
+int64_t
+kt__cc_w_winograd_matrix(struct kt_cc_net *net, int64_t alpha, int64_t r,
+                         int which)
+{
+    struct kt_winograd wg;
+    int64_t at, i, j, rows;
+
+    if (kt_winograd_matrices((int)(alpha - r + 1), (int)r, &wg) != KT_OK)
+        return -1;
+    rows = which ? wg.m : wg.alpha;
+    at = kt__cc_w_alloc(net, rows * wg.alpha);
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < wg.alpha; j++)
+            net->w[at + i * wg.alpha + j] = (float)(which ? wg.at[i][j]
+                                                          : wg.bt[i][j]);
+    return at;
+}

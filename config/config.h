@@ -152,6 +152,9 @@ struct kt_model_conf {
     int ninputs; /* "inputs": shapes of ONNX graph inputs */
     struct kt_task_shape *inputs;
     int onnx_partial; /* "partial": unsupported nodes run untuned */
+    int winograd;     /* "winograd": convolutions in Winograd form where
+                         kt_winograd_choose says it pays; -1 unset: for
+                         onnx models only */
 };
 
 /* Name of a layer op ("conv2d", ...) or "?". */

@@ -48,6 +48,12 @@ static const struct kt__key model_keys[] = {
      "false", NULL,
      "ONNX: import a model with unsupported operators; "
      "those nodes run untuned."},
+    {"winograd", KT_K_BOOL, offsetof(struct kt_model_conf, winograd), NOLIM,
+     "null", NULL,
+     "Convolutions with stride 1 along the rows in Winograd form where that "
+     "pays (docs/compute.md). null: true for an onnx model (the compiled "
+     "network transforms the weights), false for layers (a library kernel "
+     "would take transformed weights)."},
 };
 
 static const char *const target_kinds[] = {"cpu", NULL};

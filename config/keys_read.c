@@ -25,7 +25,9 @@ set_default(const struct kt__key *k, void *base)
     switch (k->type) {
     case KT_K_INT: *(int64_t *)(void *)f = (int64_t)v->valuedouble; break;
     case KT_K_NUM: *(double *)(void *)f = v->valuedouble; break;
-    case KT_K_BOOL: *(int *)(void *)f = cJSON_IsTrue(v); break;
+    case KT_K_BOOL: /* a null default: unset, -1 */
+        *(int *)(void *)f = cJSON_IsNull(v) ? -1 : cJSON_IsTrue(v);
+        break;
     case KT_K_STR:
         *(char **)(void *)f = cJSON_IsString(v) ? kt_xstrdup(v->valuestring)
                                                 : NULL;

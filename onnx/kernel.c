@@ -52,8 +52,11 @@ def_conv(struct kt__ox *x, struct kt_onnx_kernel *k, int bits, int grid)
              win.pb[1],  win.d[0],
              win.d[1],   kt_onnx_attr_int(n, "group", 1),
              bits};
+        int m = (x->flags & KT_ONNX_WINOGRAD) ? kt_winograd_choose(&p) : 0;
         if (win.pb[0] != win.pe[0] || win.pb[1] != win.pe[1])
             return kt_op_conv2d_sized(&k->def, &p, win.out[0], win.out[1]);
+        if (m > 0)
+            return kt_op_conv2d_winograd(&k->def, &p, m);
         return grid ? kt_op_conv2d_grid(&k->def, &p)
                     : kt_op_conv2d(&k->def, &p);
     }

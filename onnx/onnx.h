@@ -131,7 +131,8 @@ struct kt_onnx_input {
 };
 
 enum kt_onnx_flags {
-    KT_ONNX_PARTIAL = 1 /* unsupported nodes run untuned */
+    KT_ONNX_PARTIAL = 1, /* unsupported nodes run untuned */
+    KT_ONNX_WINOGRAD = 2 /* convolutions in Winograd form where it pays */
 };
 
 /* Reads, decodes and partitions the ONNX model at path.  inputs fix the

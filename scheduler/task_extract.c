@@ -90,10 +90,11 @@ fuse_after(struct inst *v, int n, int p)
 }
 
 static int
-make_def(const struct kt_layer *l, int epi, struct kt_op_def *d)
+make_def(const struct kt_layer *l, int epi, int winograd, struct kt_op_def *d)
 {
     struct kt_conv2d_params c;
     int64_t s[4];
+    int m;
     switch (l->op) {
     case KT_LAYER_CONV2D:
         memset(&c, 0, sizeof(c));
@@ -112,7 +113,8 @@ make_def(const struct kt_layer *l, int epi, struct kt_op_def *d)
         c.dilation_w = l->dilation[1];
         c.groups = l->groups;
         c.epilogue = epi;
-        return kt_op_conv2d(d, &c);
+        m = winograd ? kt_winograd_choose(&c) : 0;
+        return m > 0 ? kt_op_conv2d_winograd(d, &c, m) : kt_op_conv2d(d, &c);
     case KT_LAYER_DENSE: return kt_op_dense(d, l->M, l->N, l->K, epi);
     case KT_LAYER_MATMUL:
         return l->const_b ? kt_op_matmul_const_b(d, l->M, l->N, l->K)
@@ -223,7 +225,7 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
         if (v[i].fused)
             continue;
         d = kt_xmalloc(sizeof(*d));
-        rc = make_def(v[i].l, v[i].epilogue, d);
+        rc = make_def(v[i].l, v[i].epilogue, m->winograd == 1, d);
         if (rc == 0)
             rc = kt_op_build(d, &dag, msg, sizeof(msg));
         else
@@ -259,7 +261,9 @@ kt_tasks_import_onnx(const struct kt_model_conf *m, struct kt_onnx_graph **g,
         in[i].dims = m->inputs[i].dims;
     }
     rc = kt_onnx_import(m->onnx, in, m->ninputs,
-                        m->onnx_partial ? KT_ONNX_PARTIAL : 0, g, err, errlen);
+                        (m->onnx_partial ? KT_ONNX_PARTIAL : 0) |
+                            (m->winograd != 0 ? KT_ONNX_WINOGRAD : 0),
+                        g, err, errlen);
     free(in);
     return rc;
 }

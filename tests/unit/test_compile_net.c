@@ -534,6 +534,64 @@ test_network_long_chain(void **state)
     ts_rmrf(dir);
 }
 
+/* x [1,64,40,40] -> conv 3x3 pad 1 (bias) -> batch norm -> relu -> + x:
+ * the conv (118 MFLOP) of an ONNX model is F(4,3) along the rows by
+ * default, its weights transformed with the batch norm folded in
+ * (docs/compute.md). */
+static void
+test_network_winograd(void **state)
+{
+    enum { C = 64, H = 40, N = C * H * H, NW = C * C * 9 };
+    struct kt_conv2d_params p = {1, C, H, H, C, 3, 3,          1,
+                                 1, 1, 1, 1, 1, 1, KT_EPI_BIAS};
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct ktt_onnx_node *n;
+    static float x[N], w[NW], cb[C], want[N], got[N];
+    char dir[4096], *text;
+    int i, c;
+    (void)state;
+
+    for (i = 0; i < NW; i++)
+        w[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    for (i = 0; i < C; i++)
+        cb[i] = (float)(i % 5) * 0.25f - 0.5f;
+    for (i = 0; i < N; i++)
+        x[i] = (float)((i * 13) % 23) / 11.0f - 1.0f;
+    ts_tmpdir(dir, sizeof(dir));
+    ktt_onnx_input(b, "x", 4, D(1, C, H, H));
+    ktt_onnx_init(b, "w", 4, D(C, C, 3, 3), w);
+    ktt_onnx_init(b, "cb", 1, D(C), cb);
+    ktt_onnx_init(b, "s", 1, D(C), NULL);
+    ktt_onnx_init(b, "bb", 1, D(C), NULL);
+    ktt_onnx_init(b, "mean", 1, D(C), NULL);
+    ktt_onnx_init(b, "var", 1, D(C), NULL);
+    n = ktt_onnx_node(b, "Conv", "conv", "x,w,cb", "y");
+    ktt_attr_ints(n, "pads", 4, D(1, 1, 1, 1));
+    ktt_onnx_node(b, "BatchNormalization", "bn", "y,s,bb,mean,var", "z");
+    ktt_onnx_node(b, "Relu", "relu", "z", "r");
+    ktt_onnx_node(b, "Add", "add", "r,x", "out");
+    ktt_onnx_output(b, "out");
+    compile_model(b, dir);
+    text = ktt_slurp(dir, "lib/m_kernels.c", NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "_wino4"));
+    free(text);
+
+    ktt_naive_conv(&p, x, w, cb, want);
+    for (i = 0; i < N; i++) {
+        double v;
+        c = i / (H * H);
+        v = (want[i] - fill(c)) / sqrt(fill(c) + 1e-5) * fill(c) + fill(c);
+        want[i] = (float)((v > 0 ? v : 0) + x[i]);
+    }
+    infer_once(dir, x, N, got, N);
+    /* the transforms round otherwise than the direct sums (docs/compute.md):
+     * the error is relative to the whole output, not to each element */
+    if (ktt_rel_l2(got, want, N) > 1e-5)
+        fail_msg("relative L2 error %g", ktt_rel_l2(got, want, N));
+    ts_rmrf(dir);
+}
+
 static void
 test_network_skipped(void **state)
 {
@@ -571,6 +629,7 @@ main(void)
         cmocka_unit_test(test_network_elementwise_chains),
         cmocka_unit_test(test_network_concat_in_place),
         cmocka_unit_test(test_network_long_chain),
+        cmocka_unit_test(test_network_winograd),
         cmocka_unit_test(test_network_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

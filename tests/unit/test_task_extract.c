@@ -277,6 +277,38 @@ test_task_extract_explicit_merges(void **state)
     kt_model_conf_free(m);
 }
 
+/* "winograd": true puts a 3x3 conv worth it in Winograd form; a 3-channel
+ * one and a stride-2 one stay direct, as does everything by default. */
+static void
+test_task_extract_winograd(void **state)
+{
+    static const char *const layers =
+        "\"layers\": [{\"op\": \"conv2d\", \"C\": 64, \"H\": 56, "
+        "\"W\": 56, \"K\": 64, \"R\": 3, \"S\": 3, \"pad\": 1, "
+        "\"epilogue\": [\"bias\", \"relu\"]}, {\"op\": \"conv2d\", "
+        "\"C\": 3, \"H\": 56, \"W\": 56, \"K\": 16, \"R\": 3, "
+        "\"S\": 3, \"pad\": 1}, {\"op\": \"conv2d\", \"C\": 64, "
+        "\"H\": 56, \"W\": 56, \"K\": 64, \"R\": 3, \"S\": 3, "
+        "\"pad\": 1, \"stride\": 2}]";
+    struct kt_model_conf *m;
+    struct kt_tasks t;
+    char text[1024];
+    int on;
+    (void)state;
+    for (on = 0; on < 2; on++) {
+        snprintf(text, sizeof(text), "{%s%s}", layers,
+                 on ? ", \"winograd\": true" : "");
+        m = parse(text);
+        extract(m, &t);
+        assert_int_equal(t.n, 3);
+        assert_int_equal(strstr(t.v[0].name, "_bias_relu_wino4") != NULL, on);
+        assert_null(strstr(t.v[1].name, "wino"));
+        assert_null(strstr(t.v[2].name, "wino"));
+        kt_tasks_free(&t);
+        kt_model_conf_free(m);
+    }
+}
+
 static void
 test_task_extract_errors(void **state)
 {
@@ -304,6 +336,7 @@ main(void)
         cmocka_unit_test(test_task_extract_tiny),
         cmocka_unit_test(test_task_extract_fusion_rules),
         cmocka_unit_test(test_task_extract_explicit_merges),
+        cmocka_unit_test(test_task_extract_winograd),
         cmocka_unit_test(test_task_extract_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
