@@ -398,6 +398,8 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
             apply(st, step(KT_STEP_COMPUTE_INLINE, s, 0));
     }
     random_attach_targets(st, r, attach_to);
+    for (s = 0; s < KT_MAX_STAGES; s++)
+        attach_at[s] = -1;
     random_tiles(st, r, attach_to, attach_at);
     /* Attach producers, readers first (a stage's other readers must be
      * in place before it attaches next to them). */
@@ -407,7 +409,10 @@ ktt_random_schedule(const struct kt_dag *dag, struct kt_rng *r)
         if (c < 0)
             continue;
         ca.v[0] = c;
-        if (st->stages[s].is_pad || st->stages[s].cache_read)
+        /* a consumer left untiled (a pack that went into its own reader)
+         * has no attach point of its own: any of its loops */
+        if (st->stages[s].is_pad || st->stages[s].cache_read ||
+            attach_at[c] < 0)
             ca.v[1] = (int)kt_rng_below(r, (uint64_t)st->stages[c].niters);
         else
             ca.v[1] = attach_at[c];
