@@ -224,5 +224,11 @@ void kt__cc_emit_expr(struct kt_buf *b, const struct kt_cc *c,
 const struct kt_lbuf *kt__cc_arg(const struct kt_cc_task *t, int i);
 /* 1 when argument i of t is an output. */
 int kt__cc_arg_is_output(const struct kt_cc_task *t, int i);
+/* A Winograd kernel's <fname>_winograd() (emit_wino.c): its declaration
+ * (upper_fname names the macros) and its definition; nothing for other
+ * tasks. */
+void kt__cc_wino_header(struct kt_buf *h, const struct kt_cc_task *t,
+                        const char *upper_fname);
+void kt__cc_wino_kernel(struct kt_buf *k, const struct kt_cc_task *t);
 
 #endif /* KT_COMPILE_INT_H */

@@ -190,6 +190,7 @@ header_task(struct kt_buf *h, const struct kt_cc *c, int i)
         put_pack_params(h, t);
         kt_buf_puts(h, ");\n");
     }
+    kt__cc_wino_header(h, t, up);
     kt_buf_puts(h, "\n");
     kt_buf_free(&def);
 }
@@ -264,6 +265,7 @@ emit_kernels(struct kt_buf *k, const struct kt_cc *c, char *err, size_t errlen)
             put_args(k, t, 1);
             kt_buf_printf(k, "    %s_pack(args);\n}\n", fn);
         }
+        kt__cc_wino_kernel(k, t);
     }
     kt_buf_printf(k,
                   "\nvoid\n%s_set_threads(int n)\n{\n#ifdef _OPENMP\n    if "

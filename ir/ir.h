@@ -215,6 +215,7 @@ struct kt_op_def {
     int nshapes;
     struct kt_shape shapes[KT_MAX_TENSORS];
     int is_const[KT_MAX_TENSORS]; /* shapes[i] is a layer's weight */
+    int wino_m, wino_r; /* Winograd F(m, r) (kt_op_conv2d_winograd), else 0 */
 };
 
 struct kt_conv2d_params {

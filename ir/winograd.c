@@ -196,6 +196,8 @@ kt_op_conv2d_winograd(struct kt_op_def *d, const struct kt_conv2d_params *p,
     snprintf(name, sizeof(name), "%s", d->name);
     memset(d, 0, sizeof(*d));
     kt__op_set_name(d, "%s_wino%d", name, m);
+    d->wino_m = m;
+    d->wino_r = (int)p->R;
     /* the padded input columns the taps of one output row read */
     XW = (OW - 1) * p->stride_w + (p->S - 1) * p->dilation_w + 1;
     kt__op_add_shape(d, "I", 4, (int64_t[]){p->N, p->C, p->H, p->W});

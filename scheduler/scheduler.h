@@ -23,8 +23,10 @@ struct kt_task {
     char tag[64];       /* similarity group tag; "" = no group */
     struct kt_dag *dag; /* owned */
     double weight;
-    double flops;    /* per call, = dag->flops */
-    int first_layer; /* layers[] index it came from, -1 = tasks[] */
+    double flops;       /* per call, = dag->flops */
+    int first_layer;    /* layers[] index it came from, -1 = tasks[] */
+    int wino_m, wino_r; /* a convolution in Winograd F(m, r) form, else 0:
+                         * its weight argument is U = G W (ir/ir.h) */
 };
 
 struct kt_tasks {

@@ -158,7 +158,8 @@ layer_tag(const struct kt_layer *l, int epi, double flops, char *out, size_t n)
 /* Adds dag as a task or merges it into an equal one (takes dag). */
 static void
 add_task(struct kt_tasks *t, int *cap, struct kt_dag *dag, double weight,
-         const char *name, const char *tag, int layer)
+         const char *name, const char *tag, int layer,
+         const struct kt_op_def *def)
 {
     int i, k;
     for (i = 0; i < t->n; i++) {
@@ -189,6 +190,10 @@ add_task(struct kt_tasks *t, int *cap, struct kt_dag *dag, double weight,
     t->v[t->n].weight = weight;
     t->v[t->n].flops = dag->flops;
     t->v[t->n].first_layer = layer;
+    if (def != NULL) {
+        t->v[t->n].wino_m = def->wino_m;
+        t->v[t->n].wino_r = def->wino_r;
+    }
     t->n++;
 }
 
@@ -241,7 +246,7 @@ extract_layers(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
         add_task(out, cap, dag, 1.0,
                  v[i].l->name != NULL && v[i].l->repeat == 1 ? v[i].l->name
                                                              : d->name,
-                 tag, v[i].l->index);
+                 tag, v[i].l->index, d);
         free(d);
     }
     free(v);
@@ -302,7 +307,8 @@ extract_onnx(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
                       g->kernels[i].name, msg);
             break;
         }
-        add_task(out, cap, dag, 1.0, g->kernels[i].name, g->kernels[i].tag, -1);
+        add_task(out, cap, dag, 1.0, g->kernels[i].name, g->kernels[i].tag, -1,
+                 &g->kernels[i].def);
     }
     kt_onnx_free(g);
     return rc;
@@ -337,7 +343,7 @@ extract_tasks(const struct kt_model_conf *m, struct kt_tasks *out, int *cap,
                              "%s",
                              m->path, i, tc->name, msg);
         add_task(out, cap, dag, tc->weight, tc->name,
-                 tc->group != NULL ? tc->group : "", -1);
+                 tc->group != NULL ? tc->group : "", -1, NULL);
     }
     return 0;
 }
