@@ -228,6 +228,13 @@ emit_header(struct kt_buf *h, const struct kt_cc *c)
                   "calls (omp_set_num_threads;\n * n <= 0 leaves it as it "
                   "is). */\nvoid %s_set_threads(int n);\n\n",
                   c->model);
+    kt_buf_printf(h,
+                  "/* Kernels keep the scratch memory of their intermediates "
+                  "between calls (at\n * most 8 blocks, shared by all "
+                  "kernels of this library, freed at exit);\n * this frees "
+                  "it now.  Not while a kernel runs. */\nvoid "
+                  "%s_free_scratch(void);\n\n",
+                  c->model);
     kt__cc_net_header(h, c);
     kt_buf_printf(h, "#ifdef __cplusplus\n}\n#endif\n\n#endif /* KT_%s_H */\n",
                   up);
@@ -270,8 +277,9 @@ emit_kernels(struct kt_buf *k, const struct kt_cc *c, char *err, size_t errlen)
     kt_buf_printf(k,
                   "\nvoid\n%s_set_threads(int n)\n{\n#ifdef _OPENMP\n    if "
                   "(n > 0)\n        omp_set_num_threads(n);\n#else\n    "
-                  "(void)n;\n#endif\n}\n",
-                  c->model);
+                  "(void)n;\n#endif\n}\n\nvoid\n%s_free_scratch(void)\n{\n"
+                  "    kt_pool_drain();\n}\n",
+                  c->model, c->model);
     return KT_OK;
 }
 

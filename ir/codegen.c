@@ -398,8 +398,8 @@ emit_node(struct cg *g, const struct kt_node *n)
         kt__cg_line(g, "{");
         g->indent++;
         if (heap) {
-            kt__cg_line(g, "float *restrict t_%s = aligned_alloc(64, %lld);",
-                        b->name, (long long)((elems * 4 + 63) / 64 * 64));
+            kt__cg_line(g, "float *restrict t_%s = kt_scratch(%lld);", b->name,
+                        (long long)((elems * 4 + 63) / 64 * 64));
             kt__cg_line(g, "if (t_%s == NULL) abort();", b->name);
         } else {
             kt__cg_line(g, "float t_%s[%lld] __attribute__((aligned(64)));",
@@ -408,7 +408,7 @@ emit_node(struct cg *g, const struct kt_node *n)
         emit_zero_padding(g, b);
         emit_kids(g, n);
         if (heap)
-            kt__cg_line(g, "free(t_%s);", b->name);
+            kt__cg_line(g, "kt_scratch_free(t_%s);", b->name);
         g->indent--;
         kt__cg_line(g, "}");
         break;
@@ -505,8 +505,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
         const struct kt_lbuf *b = &lt->bufs[i];
         if (b->scope != KT_BUF_HEAP)
             continue;
-        kt__cg_line(&g, "float *restrict t_%s = aligned_alloc(64, %lld);",
-                    b->name,
+        kt__cg_line(&g, "float *restrict t_%s = kt_scratch(%lld);", b->name,
                     (long long)((kt__cg_buf_elems(&g, b) * 4 + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
         emit_zero_padding(&g, b);
@@ -518,7 +517,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     emit_node(&g, root);
     for (i = 0; !pack && i < lt->nbufs; i++)
         if (lt->bufs[i].scope == KT_BUF_HEAP)
-            kt__cg_line(&g, "free(t_%s);", lt->bufs[i].name);
+            kt__cg_line(&g, "kt_scratch_free(t_%s);", lt->bufs[i].name);
     g.indent = 0;
     kt__cg_line(&g, "}");
     free(g.env);
