@@ -22,7 +22,7 @@ static const char prelude[] =
     /* Scratch buffers (a kernel's intermediates and padded copies) come
      * from a pool of blocks kept across calls, as TVM's workspace pool:
      * with malloc/free per call glibc maps and faults in a fresh 4 MB for
-     * each of a kernel's first calls (a Winograd layer: 2.3-3.4 ms for
+     * each of a kernel's first calls (a Winograd layer: 2.2-3.4 ms for
      * its first 6 calls, 0.74 ms after).  A caller takes the smallest
      * pooled block that fits, else allocates; a returned block takes an
      * empty slot or replaces the smallest smaller one.  The size is kept
