@@ -374,6 +374,12 @@ sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
     t = g->tiles[slot][v][nS - 1];
     if (t % lanes != 0)
         return 0;
+    /* no vector divides the axis: its whole extent fills the most lanes
+     * per vector (10 = 8 + 1 + 1, 5 = 4 + 1), so the tile takes all of it
+     * where the innermost bound allows */
+    if (lanes == 1 && t != ss->axes[v].extent &&
+        ss->axes[v].extent <= s->fac[g->sketch][slot][v]->maxin)
+        return 0;
     for (a = 0; a < ss->nspatial; a++)
         if (a != v && g->tiles[slot][a][nS - 1] > 1 && moves_all_operands(ss, a))
             return 0;
