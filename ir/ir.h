@@ -315,7 +315,7 @@ int kt_winograd_tile(const struct kt_conv2d_params *p);
  * direct form at least KT_WINO_MIN_MFLOP per call (three stages cost more
  * on small layers than they save); else 0. */
 #define KT_WINO_MAX_WORK 0.7
-#define KT_WINO_MIN_MFLOP 10.0
+#define KT_WINO_MIN_MFLOP 50.0
 int kt_winograd_choose(const struct kt_conv2d_params *p);
 /* p as Winograd F(m, R) along the rows: inputs I, the transformed weights
  * U [K, C, m+R-1, S] (kt_winograd_weights), BT and AT (kt_winograd_matrices
