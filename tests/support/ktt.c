@@ -396,9 +396,9 @@ ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
     return rc;
 }
 
-static struct kt_conv2d_params
-square_conv(int64_t C, int64_t H, int64_t K, int64_t R, int64_t stride,
-            int64_t pad, int64_t dil, int64_t groups, int epi)
+struct kt_conv2d_params
+ktt_square_conv(int64_t C, int64_t H, int64_t K, int64_t R, int64_t stride,
+                int64_t pad, int64_t dil, int64_t groups, int epi)
 {
     struct kt_conv2d_params p = {
         .N = 1,
@@ -425,8 +425,8 @@ int
 ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
              int64_t stride, int64_t pad, int64_t dil, int64_t groups, int epi)
 {
-    struct kt_conv2d_params p = square_conv(C, H, K, R, stride, pad, dil,
-                                            groups, epi);
+    struct kt_conv2d_params p = ktt_square_conv(C, H, K, R, stride, pad, dil,
+                                                groups, epi);
 
     return kt_op_conv2d(d, &p);
 }
@@ -436,8 +436,8 @@ ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                   int64_t R, int64_t stride, int64_t pad, int64_t dil,
                   int64_t groups, int epi)
 {
-    struct kt_conv2d_params p = square_conv(C, H, K, R, stride, pad, dil,
-                                            groups, epi);
+    struct kt_conv2d_params p = ktt_square_conv(C, H, K, R, stride, pad, dil,
+                                                groups, epi);
 
     return kt_op_conv2d_grid(d, &p);
 }

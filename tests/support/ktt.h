@@ -85,8 +85,11 @@ char *ktt_checked_c(const struct kt_dag *dag, struct kt_state *st,
                     uint64_t seed);
 
 /* A square conv2d with batch 1 (H = W, R = S, the same stride, padding and
- * dilation in both directions) for the table-driven tests; returns what
- * kt_op_conv2d returns. */
+ * dilation in both directions) for the table-driven tests. */
+struct kt_conv2d_params ktt_square_conv(int64_t C, int64_t H, int64_t K,
+                                        int64_t R, int64_t stride, int64_t pad,
+                                        int64_t dil, int64_t groups, int epi);
+/* Its definition; returns what kt_op_conv2d returns. */
 int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                  int64_t R, int64_t stride, int64_t pad, int64_t dil,
                  int64_t groups, int epi);

@@ -106,21 +106,8 @@ compile_library(const char *dir, char *out, size_t outlen)
 static void
 test_library_winograd(void **state)
 {
-    const struct kt_conv2d_params p = {.N = 1,
-                                       .C = C,
-                                       .H = H,
-                                       .W = H,
-                                       .K = K,
-                                       .R = 3,
-                                       .S = 3,
-                                       .stride_h = 1,
-                                       .stride_w = 1,
-                                       .pad_h = 1,
-                                       .pad_w = 1,
-                                       .dilation_h = 1,
-                                       .dilation_w = 1,
-                                       .groups = 1,
-                                       .epilogue = KT_EPI_BIAS | KT_EPI_RELU};
+    const struct kt_conv2d_params p = ktt_square_conv(C, H, K, 3, 1, 1, 1, 1,
+                                                      KT_EPI_BIAS | KT_EPI_RELU);
     static float in[NI], w[NW], bias[K], want[NO], u_net[NU];
     struct kt_winograd wg;
     char dir[4096], lib[4200], cmd[1024], *h;
