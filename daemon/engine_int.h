@@ -26,6 +26,7 @@ struct kt_cand {
     float *rows; /* cost-model features, nrows x KT_FEATURE_LEN */
     int nrows;
     char seed_of[17]; /* kt_search_cand.seed_of, stored as a kvs note */
+    int transfer;     /* ... named transfer_of instead */
 };
 
 struct kt_round {
@@ -126,6 +127,8 @@ struct kt_feedback {
     double cost;
     int other; /* a schedule of another workload: cost is its seconds per
                 * FLOP there (kt_search_seed_other) */
+    const struct kt_dag *from; /* other: that workload's DAG when it is a
+                                * task of the job (kt__job_dag), else NULL */
 };
 
 struct kt_task_state {

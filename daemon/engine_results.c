@@ -23,7 +23,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
 
     r->nres = n < r->ncand ? n : r->ncand;
     for (i = 0; i < r->nres; i++)
-        nkv += res[i].nkvs + 1 + KT_CONFIRM_NOTES; /* + seed_of */
+        nkv += res[i].nkvs + 1 + KT_CONFIRM_NOTES; /* + seed_of/transfer_of */
     r->trials = kt_xcalloc((size_t)(r->nres ? r->nres : 1), sizeof(*r->trials));
     r->kvs = kt_xcalloc((size_t)(nkv ? nkv : 1), sizeof(*r->kvs));
     r->confirmed = kt_xcalloc((size_t)(r->nres ? r->nres : 1), 1);
@@ -54,7 +54,7 @@ build_trials(struct kt_job *job, struct kt_round *r,
         tr->result.kvs = kv;
         nkv += res[i].nkvs;
         if (r->c[i].seed_of[0] != '\0') {
-            r->kvs[nkv].k = "seed_of";
+            r->kvs[nkv].k = r->c[i].transfer ? "transfer_of" : "seed_of";
             r->kvs[nkv++].v = r->c[i].seed_of;
             tr->result.nkvs++;
         }
@@ -99,6 +99,7 @@ kt__task_queue_feedback(struct kt_task_state *ts, struct kt_step *steps,
     f->nsteps = nsteps;
     f->cost = cost;
     f->other = 0;
+    f->from = NULL;
 }
 
 void
@@ -110,6 +111,7 @@ kt__task_queue_other(struct kt_task_state *ts, const struct kt_feedback *f)
     memcpy(steps, f->steps, size);
     kt__task_queue_feedback(ts, steps, f->nsteps, f->cost);
     ts->pending[ts->npending - 1].other = 1;
+    ts->pending[ts->npending - 1].from = f->from;
 }
 
 /* The search learns of the result at its next run (see kt_feedback). */
@@ -136,6 +138,7 @@ share_best(struct kt_job *job, int task, const struct kt_feedback *best)
     if (!(flops > 0))
         return;
     other.cost = best->cost / flops;
+    other.from = kt__job_dag(job, task);
     for (t = 0; t < job->tasks.n; t++)
         if (t != task)
             kt__task_queue_other(&job->ts[t], &other);

@@ -66,7 +66,7 @@ kt__engine_search_work(uv_work_t *w)
         const struct kt_feedback *f = &r->feedback[i];
         if (f->other)
             kt_search_seed_other(r->search, f->steps, f->nsteps,
-                                 f->cost * dag->flops);
+                                 f->cost * dag->flops, f->from);
         else
             kt_search_record(r->search, f->steps, f->nsteps, f->cost);
     }
@@ -88,6 +88,7 @@ kt__engine_search_work(uv_work_t *w)
         c->config = kt_buf_take(&j);
         memcpy(c->hash, sc->hash, sizeof(c->hash));
         memcpy(c->seed_of, sc->seed_of, sizeof(c->seed_of));
+        c->transfer = sc->transfer;
         /* the candidate owns what the search built from here */
         c->steps = sc->steps;
         c->nsteps = sc->nsteps;

@@ -235,7 +235,10 @@ struct kt_search_cand {
     float score;       /* predicted; random-model score if none */
     int from_random;   /* an eps-greedy random pick */
     char seed_of[17];  /* "" or the schedule hash of the measured program
-                        * (this run's or a stored one) it was mutated from */
+                        * (this run's or a stored one) it was mutated from,
+                        * or with transfer set, the other workload's
+                        * program it was carried over from */
+    int transfer;      /* carried over from another workload's program */
 };
 
 struct kt_search_batch {
@@ -267,6 +270,8 @@ struct kt_search_stats {
     int skipped_same_program; /* picks that lower to a program already
                                  proposed or measured */
     int picked_best, picked_random;
+    int picked_transfer; /* of picked_best: other workloads' schedules
+                            carried over (kt_search_seed_other) */
     float best_score;
     double sample_s, evo_s, score_s, total_s;
     int ngenerations; /* iters + 1 (the initial population), at
@@ -302,8 +307,14 @@ int kt_search_record(struct kt_search *s, const struct kt_step *steps,
  * this workload's extents), it seeds later populations like a measured
  * program, cost being what it would take here at the other workload's
  * throughput.  It is not marked measured: the same program may still be
- * proposed for this workload.  Returns 1 if it seeds the search. */
+ * proposed for this workload.  Otherwise, given the other workload's DAG
+ * (from; NULL: not known), each stage of it that computes what a tiled
+ * stage of this workload computes (the same convolution with or without
+ * a bias and relu after it) lends its genes to a genome of each sketch
+ * that has such a stage, and a next batch measures the best predicted of
+ * them as it is (at most 1 in 4 of a batch are such).  Returns 1 if it
+ * seeds the search either way. */
 int kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
-                         int nsteps, double cost);
+                         int nsteps, double cost, const struct kt_dag *from);
 
 #endif /* KT_SCHEDULER_H */

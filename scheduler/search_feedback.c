@@ -228,9 +228,50 @@ add_measured(struct kt_search *s, const struct sk_member *m, double cost)
     s->meas_tput[s->nmeas++] = 1.0 / cost;
 }
 
+/* Queues the transfers of another workload's schedule (hash origin) that
+ * are new, in place of those of that workload's earlier programs not
+ * measured yet (a task offers each new best: the latest is the one to
+ * try): 1 if any. */
+static int
+queue_transfers(struct kt_search *s, const struct kt_dag *from,
+                const struct kt_step *steps, int nsteps, uint64_t origin)
+{
+    struct sk_member *t = kt_xcalloc((size_t)s->nsketches + 1, sizeof(*t));
+    int n = sk_transfer(s, from, steps, nsteps, t), i, j, queued = 0;
+
+    if (n == 0) {
+        free(t);
+        return 0;
+    }
+    if (s->xfer == NULL)
+        s->xfer = kt_xcalloc(SK_MAX_TRANSFERS, sizeof(*s->xfer));
+    for (i = j = 0; i < s->nxfer; i++)
+        if (s->xfer[i].from != from)
+            s->xfer[j++] = s->xfer[i];
+    s->nxfer = j;
+    for (i = 0; i < n; i++) {
+        if (sk_seen_has(&s->proposed, t[i].hash))
+            continue;
+        for (j = 0; j < s->nxfer && s->xfer[j].m.hash != t[i].hash; j++)
+            ;
+        if (j < s->nxfer)
+            continue;
+        if (s->nxfer == SK_MAX_TRANSFERS) {
+            s->nxfer--;
+            memmove(s->xfer, s->xfer + 1, sizeof(*s->xfer) * (size_t)s->nxfer);
+        }
+        t[i].origin = origin; /* its candidate's seed_of */
+        s->xfer[s->nxfer].m = t[i];
+        s->xfer[s->nxfer++].from = from;
+        queued = 1;
+    }
+    free(t);
+    return queued;
+}
+
 int
 kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
-                     int nsteps, double cost)
+                     int nsteps, double cost, const struct kt_dag *from)
 {
     struct sk_member m;
     char hex[17];
@@ -248,6 +289,8 @@ kt_search_seed_other(struct kt_search *s, const struct kt_step *steps,
         /* not marked proposed: it was never measured on this workload */
         add_measured(s, &m, cost);
         seeded = 1;
+    } else if (i == s->nmeas && from != NULL && from != s->dag) {
+        seeded = queue_transfers(s, from, steps, nsteps, h);
     }
     pthread_mutex_unlock(&s->lock);
     return seeded;

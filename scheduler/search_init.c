@@ -76,8 +76,8 @@ get_factors(struct kt_search *s, int64_t extent, int n, int64_t maxin)
     return f;
 }
 
-static int
-nparts_of(const struct sk_plan *p, int reduce)
+int
+sk_nparts(const struct sk_plan *p, int reduce)
 {
     const char *c = sk_structures[p->structure];
     int n = 0;
@@ -139,7 +139,7 @@ sk_prepare_factors(struct kt_search *s)
             const struct kt_sstage *ss = &sk->base->stages[i];
             for (a = 0; a < ss->naxes; a++) {
                 struct sk_factors *f;
-                int n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
+                int n = sk_nparts(&sk->plan[i], ss->axes[a].reduce);
                 int64_t maxin = innermost_bound(s, &sk->plan[i], &ss->axes[a]);
                 if (ss->axes[a].extent > INT32_MAX)
                     return KT_EINVAL;
@@ -177,7 +177,7 @@ sk_reg_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
-    int nS = nparts_of(&sk->plan[i], 0), a;
+    int nS = sk_nparts(&sk->plan[i], 0), a;
     int64_t p = 1;
 
     for (a = 0; a < ss->nspatial; a++)
@@ -202,7 +202,7 @@ rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
-    int nR = nparts_of(&sk->plan[i], 1), r = ss->naxes - 1;
+    int nR = sk_nparts(&sk->plan[i], 1), r = ss->naxes - 1;
     int64_t lanes = widest_lanes(s);
 
     if (sk->plan[i].structure != SK_STRUCT_RF ||
@@ -275,7 +275,7 @@ panel_steps(const struct kt_search *s, const struct sk_genome *g, int slot,
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
     const char *c = sk_structures[sk->plan[i].structure];
-    int sp = nparts_of(&sk->plan[i], 0) - 1, rp = nparts_of(&sk->plan[i], 1);
+    int sp = sk_nparts(&sk->plan[i], 0) - 1, rp = sk_nparts(&sk->plan[i], 1);
     int pos, a, tile = 1;
     int64_t p = 1;
 
@@ -360,7 +360,7 @@ sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
-    int nS = nparts_of(&sk->plan[i], 0), a, v;
+    int nS = sk_nparts(&sk->plan[i], 0), a, v;
     int64_t lanes, acc, vecs, t, space = 1, total, steps;
 
     if (sk->plan[i].structure == SK_STRUCT_RF)
@@ -493,7 +493,7 @@ fill_tiles(struct kt_search *s, struct kt_rng *r, struct sk_genome *g, int slot)
         if (lane_multiple_axis(s, sk, i, a, f) && kt_rng_below(r, 2) == 0 &&
             (lv = lane_multiple_pick(s, r, f)) != NULL)
             v = lv;
-        n = nparts_of(&sk->plan[i], ss->axes[a].reduce);
+        n = sk_nparts(&sk->plan[i], ss->axes[a].reduce);
         for (l = 0; l < SK_MAXP; l++)
             g->tiles[slot][a][l] = 1;
         /* a one-part table (no factorization fits the bound) puts all
@@ -562,7 +562,7 @@ red_unroll_fits(const struct kt_search *s, const struct sk_genome *g, int slot,
             last = a;
     if (last < 0)
         return 0;
-    run = g->tiles[slot][last][nparts_of(&sk->plan[i], 1) - 1];
+    run = g->tiles[slot][last][sk_nparts(&sk->plan[i], 1) - 1];
     return run > u && run % u == 0 &&
            tile_vectors(s, g, slot) * u <= SK_RED_UNROLL_STMTS;
 }
@@ -599,11 +599,18 @@ sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
 void
 sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
+    sk_sample_sketch(s, r, (int)kt_rng_below(r, (uint64_t)s->nsketches), g);
+}
+
+void
+sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
+                 struct sk_genome *g)
+{
     const struct sk_sketch *sk;
     int slot, i, tries, blocked[SK_MAX_MLT] = {0};
 
     memset(g, 0, sizeof(*g));
-    g->sketch = (int32_t)kt_rng_below(r, (uint64_t)s->nsketches);
+    g->sketch = (int32_t)k;
     sk = &s->sk[g->sketch];
     for (slot = 0; slot < sk->nslots; slot++) {
         /* most samples are register-blocked, the others uniform (the

@@ -146,6 +146,10 @@ struct kt_search {
     int nmeas, capmeas;
     struct sk_member *meas;
     double *meas_tput;
+    /* other workloads' schedules carried over (sk_transfer), to be
+     * measured as they are, oldest first */
+    int nxfer;
+    struct sk_transfer *xfer;
 };
 
 /* ---- search_sketch.c ---- */
@@ -168,6 +172,12 @@ int sk_prepare_factors(struct kt_search *s);
 void sk_free_factors(struct kt_search *s);
 /* A random genome of a random sketch (the init rules). */
 void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+/* The same for sketch k. */
+void sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
+                      struct sk_genome *g);
+/* Parts of a spatial (reduce 0) or reduction axis in MLT plan p's
+ * structure. */
+int sk_nparts(const struct sk_plan *p, int reduce);
 /* Floats in slot's register tile (the innermost spatial tile). */
 int64_t sk_reg_tile(const struct kt_search *s, const struct sk_genome *g,
                     int slot);
@@ -216,6 +226,22 @@ int sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
  * sketches that builds exactly these steps; 1 and *out (valid) if found. */
 int sk_decode(const struct kt_search *s, const struct kt_step *steps,
               int nsteps, uint64_t hash, struct sk_member *out);
+/* Another workload's schedule (steps over DAG from) carried over stage by
+ * stage: for each of s's sketches with a tiled stage that computes what a
+ * stage of from computes, a genome with the genes of every such stage
+ * (tile levels fitted to the sketch's) and a fresh sample's elsewhere,
+ * into out (room for s->nsketches), valid and unscored; their count. */
+int sk_transfer(struct kt_search *s, const struct kt_dag *from,
+                const struct kt_step *steps, int nsteps, struct sk_member *out);
+/* At most 1 in SK_TRANSFER_SHARE candidates of a batch (and at least one)
+ * is a transfer not yet measured, one per program carried over. */
+#define SK_TRANSFER_SHARE 4
+/* Transfers waiting to be measured, at most (oldest dropped). */
+#define SK_MAX_TRANSFERS (2 * SK_MAX_SKETCHES)
+struct sk_transfer {
+    struct sk_member m;        /* origin: the program carried over */
+    const struct kt_dag *from; /* its workload */
+};
 
 /* ---- search_pack.c ---- */
 /* 1 if tensor t is an input's zero-padded copy that only extends past the

@@ -83,6 +83,7 @@ kt_search_free(struct kt_search *s)
     free(s->prop);
     free(s->meas);
     free(s->meas_tput);
+    free(s->xfer);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -223,6 +224,63 @@ take_neighbours(struct sk_round *R, const struct sk_member *fastest,
     return rc;
 }
 
+/* Other workloads' schedules carried over (kt_search_seed_other), measured
+ * as they are, best predicted first: one per program carried over (its
+ * other sketches' genomes are dropped: the fastest program's siblings
+ * reach them if it wins) and at most 1 in SK_TRANSFER_SHARE of the batch;
+ * the rest wait for the next batch.  One measured meanwhile or not
+ * building is dropped. */
+static int
+take_transfers(struct sk_round *R, struct kt_search_batch *out, int n)
+{
+    struct kt_search *s = R->s;
+    int cap = out->n + n / SK_TRANSFER_SHARE + 1, i, j, kept = 0, rc;
+    int nx = s->nxfer, ndone = 0;
+    struct sk_member *m;
+    struct sk_transfer *keep;
+    uint64_t *done;
+
+    if (nx == 0)
+        return KT_OK;
+    m = kt_xcalloc((size_t)nx, sizeof(*m));
+    for (i = 0; i < nx; i++)
+        m[i] = s->xfer[i].m;
+    rc = sk_score(&R->sc, m, nx, R->err, R->errlen);
+    if (rc != KT_OK) {
+        free(m);
+        return rc;
+    }
+    keep = kt_xcalloc((size_t)nx, sizeof(*keep));
+    done = kt_xcalloc((size_t)nx, sizeof(*done));
+    while (nx > 0) {
+        int best = 0;
+        for (i = 1; i < nx; i++)
+            if (sk_cmp_score_desc(&m[i], &m[best]) < 0)
+                best = i;
+        for (j = 0; j < ndone && done[j] != m[best].origin; j++)
+            ;
+        if (j == ndone && m[best].valid && sk_is_new(R, m[best].hash)) {
+            if (out->n >= cap || out->n >= n) {
+                keep[kept].m = m[best];
+                keep[kept++].from = s->xfer[best].from;
+            } else if (take(R, &m[best], 0, out, n)) {
+                out->v[out->n - 1].transfer = 1;
+                sk_remember(s, &m[best]);
+                R->st->picked_transfer++;
+                done[ndone++] = m[best].origin;
+            }
+        }
+        m[best] = m[--nx];
+        s->xfer[best] = s->xfer[nx];
+    }
+    memcpy(s->xfer, keep, sizeof(*keep) * (size_t)kept);
+    s->nxfer = kept;
+    free(keep);
+    free(done);
+    free(m);
+    return KT_OK;
+}
+
 /* Sketch policies: the evolutionary search from the initial population
  * and the measured seeds, then the picks (the fastest measured program's
  * neighbours, near a measured program, best predicted, eps-greedy
@@ -251,6 +309,9 @@ pick_evolved(struct sk_round *R, struct round_pools *P, int iters, int n,
     if (rc != KT_OK)
         return rc;
     stats->evo_s = kt_now() - t1;
+    rc = take_transfers(R, out, n);
+    if (rc != KT_OK)
+        return rc;
     if (stats->measured_seeds > 0) {
         rc = take_neighbours(R, &P->init[P->ninit - stats->measured_seeds], out,
                              n);

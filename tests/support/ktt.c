@@ -1,6 +1,7 @@
 /* ktt.c - see ktt.h. */
 #include "tests/support/ktt.h"
 #include "costmodel/costmodel.h"
+#include "scheduler/scheduler.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -572,4 +573,22 @@ ktt_replay_json(const struct kt_dag *dag, const char *json)
         fprintf(stderr, "%s: %s\n", json, err);
     free(steps);
     return st;
+}
+
+struct kt_search *
+ktt_sketch_search(const struct kt_dag *dag, uint64_t seed, double mutation_prob)
+{
+    struct kt_search_opts o;
+    struct kt_search *s = NULL;
+    char err[512];
+
+    kt_search_opts_default(&o);
+    o.policy = KT_POLICY_SKETCH_RANDOM;
+    o.population = 256;
+    o.seed = seed;
+    if (mutation_prob >= 0)
+        o.mutation_prob = mutation_prob;
+    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
+        fprintf(stderr, "%s: %s\n", dag->key, err);
+    return s;
 }

@@ -26,18 +26,9 @@ static struct kt_search *
 new_search_mutating(const struct kt_dag *dag, uint64_t seed,
                     double mutation_prob)
 {
-    struct kt_search_opts o;
-    struct kt_search *s = NULL;
-    char err[512];
+    struct kt_search *s = ktt_sketch_search(dag, seed, mutation_prob);
 
-    kt_search_opts_default(&o);
-    o.policy = KT_POLICY_SKETCH_RANDOM;
-    o.population = 256;
-    o.seed = seed;
-    if (mutation_prob >= 0)
-        o.mutation_prob = mutation_prob;
-    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
-        fail_msg("%s: %s", dag->key, err);
+    assert_non_null(s);
     return s;
 }
 
@@ -219,16 +210,17 @@ test_search_seed_other_workload(void **state)
                      KT_OK);
     for (i = 0; i < bc.n; i++)
         assert_int_equal(kt_search_seed_other(sb, bc.v[i].steps, bc.v[i].nsteps,
-                                              1e-3),
+                                              1e-3, NULL),
                          0);
     for (i = 0; i < b.n; i++) {
         /* a failed schedule never seeds */
         assert_int_equal(kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps,
-                                              0),
+                                              0, NULL),
                          0);
         seeded += kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps,
-                                       1e-3 * (i + 1));
-        again += kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps, 1e-3);
+                                       1e-3 * (i + 1), NULL);
+        again += kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps, 1e-3,
+                                      NULL);
     }
     assert_true(seeded >= b.n / 4); /* 64 divides into most tiles of 128 */
     assert_int_equal(again, 0);
@@ -238,7 +230,8 @@ test_search_seed_other_workload(void **state)
     assert_int_equal(st.measured_seeds, seeded);
     /* not marked measured: measuring one here still decodes and counts */
     for (i = 0; i < b.n && !recorded; i++)
-        if (kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps, 1e-3) == 0)
+        if (kt_search_seed_other(sb, b.v[i].steps, b.v[i].nsteps, 1e-3, NULL) ==
+            0)
             recorded = kt_search_record(sb, b.v[i].steps, b.v[i].nsteps, 1e-3);
     assert_int_equal(recorded, 1);
     kt_search_batch_free(&b2);
