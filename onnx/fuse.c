@@ -381,13 +381,15 @@ finish_kernels(struct part *p)
             const struct kt_onnx_value *w = &g->values[a->in[1]];
             int64_t grp = kt_onnx_attr_int(a, "group", 1), s[2] = {1, 1};
             kt_onnx_attr_ints(a, "strides", s, 2);
-            snprintf(k->tag, sizeof(k->tag), "conv2d_%lldx%lld_s%lld_%s_e%d_%d",
+            /* the nodes fused after it left out, as for layers
+             * (scheduler/task_extract.c) */
+            snprintf(k->tag, sizeof(k->tag), "conv2d_%lldx%lld_s%lld_%s_%d",
                      (long long)w->dims[2], (long long)w->dims[3],
                      (long long)s[0],
                      grp == 1                             ? "g1"
                      : grp == g->values[a->in[0]].dims[1] ? "dw"
                                                           : "g",
-                     k->nnodes - 1, bucket);
+                     bucket);
         } else {
             snprintf(k->tag, sizeof(k->tag), "%.30s_e%d_%d",
                      k->kind == KT_ONNX_K_LAYER_NORM    ? "layer_norm"

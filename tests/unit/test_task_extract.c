@@ -277,6 +277,31 @@ test_task_extract_explicit_merges(void **state)
     kt_model_conf_free(m);
 }
 
+/* The same convolution with and without bias + relu: two tasks, one
+ * similarity group (the epilogue is not in the tag); another stride is
+ * another group. */
+static void
+test_task_extract_epilogue_same_group(void **state)
+{
+    struct kt_model_conf *m;
+    struct kt_tasks t;
+    (void)state;
+    m = parse("{\"layers\": [{\"op\": \"conv2d\", \"C\": 32, \"H\": 28, "
+              "\"W\": 28, \"K\": 32, \"R\": 3, \"S\": 3, \"pad\": 1, "
+              "\"epilogue\": [\"bias\", \"relu\"]}, {\"op\": \"conv2d\", "
+              "\"C\": 32, \"H\": 28, \"W\": 28, \"K\": 32, \"R\": 3, "
+              "\"S\": 3, \"pad\": 1}, {\"op\": \"conv2d\", \"C\": 32, "
+              "\"H\": 56, \"W\": 56, \"K\": 32, \"R\": 3, \"S\": 3, "
+              "\"pad\": 1, \"stride\": 2}]}");
+    extract(m, &t);
+    assert_int_equal(t.n, 3);
+    assert_string_not_equal(t.v[0].dag->key, t.v[1].dag->key);
+    assert_string_equal(t.v[0].tag, t.v[1].tag);
+    assert_string_not_equal(t.v[0].tag, t.v[2].tag);
+    kt_tasks_free(&t);
+    kt_model_conf_free(m);
+}
+
 /* "winograd": true puts a 3x3 conv worth it in Winograd form; a 3-channel
  * one and a stride-2 one stay direct, as does everything by default. */
 static void
@@ -336,6 +361,7 @@ main(void)
         cmocka_unit_test(test_task_extract_tiny),
         cmocka_unit_test(test_task_extract_fusion_rules),
         cmocka_unit_test(test_task_extract_explicit_merges),
+        cmocka_unit_test(test_task_extract_epilogue_same_group),
         cmocka_unit_test(test_task_extract_winograd),
         cmocka_unit_test(test_task_extract_errors),
     };
