@@ -146,8 +146,8 @@ struct kt_search {
     int nmeas, capmeas;
     struct sk_member *meas;
     double *meas_tput;
-    /* other workloads' schedules carried over (sk_transfer), to be
-     * measured as they are, oldest first */
+    /* other workloads' schedules carried over (sk_transfer), waiting to
+     * be measured as they are (search_policy.c, take_transfers) */
     int nxfer;
     struct sk_transfer *xfer;
 };
