@@ -576,7 +576,8 @@ ktt_replay_json(const struct kt_dag *dag, const char *json)
 }
 
 struct kt_search *
-ktt_sketch_search(const struct kt_dag *dag, uint64_t seed, double mutation_prob)
+ktt_sketch_search(const struct kt_dag *dag, int population, uint64_t seed,
+                  double mutation_prob)
 {
     struct kt_search_opts o;
     struct kt_search *s = NULL;
@@ -584,7 +585,7 @@ ktt_sketch_search(const struct kt_dag *dag, uint64_t seed, double mutation_prob)
 
     kt_search_opts_default(&o);
     o.policy = KT_POLICY_SKETCH_RANDOM;
-    o.population = 256;
+    o.population = population;
     o.seed = seed;
     if (mutation_prob >= 0)
         o.mutation_prob = mutation_prob;

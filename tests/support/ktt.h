@@ -9,11 +9,11 @@
 typedef void (*ktt_kernel_fn)(float *const *bufs);
 
 struct kt_search;
-/* A search of dag with the sketch-random policy, population 256, the
- * given seed and mutation probability (< 0: the default); NULL (the
- * reason on stderr) if it cannot be made. */
-struct kt_search *ktt_sketch_search(const struct kt_dag *dag, uint64_t seed,
-                                    double mutation_prob);
+/* A search of dag with the sketch-random policy, the given population,
+ * seed and mutation probability (< 0: the default); NULL (the reason on
+ * stderr) if it cannot be made. */
+struct kt_search *ktt_sketch_search(const struct kt_dag *dag, int population,
+                                    uint64_t seed, double mutation_prob);
 
 /* Compiles C source into a shared object with the host compiler
  * (gcc -O3 -march=native -fopenmp -shared -fPIC unless $KT_TEST_CC /

@@ -26,7 +26,7 @@ static struct kt_search *
 new_search_mutating(const struct kt_dag *dag, uint64_t seed,
                     double mutation_prob)
 {
-    struct kt_search *s = ktt_sketch_search(dag, seed, mutation_prob);
+    struct kt_search *s = ktt_sketch_search(dag, 256, seed, mutation_prob);
 
     assert_non_null(s);
     return s;

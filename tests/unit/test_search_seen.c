@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "scheduler/search_int.h"
+#include "tests/support/ktt.h"
 
 /* Distinct, well spread, never 0. */
 static uint64_t
@@ -63,16 +64,9 @@ test_seen_bounded_no_false_negative(void **state)
 static struct kt_search *
 new_search(const struct kt_dag *dag)
 {
-    struct kt_search_opts o;
-    struct kt_search *s = NULL;
-    char err[512];
+    struct kt_search *s = ktt_sketch_search(dag, 128, 3, -1);
 
-    kt_search_opts_default(&o);
-    o.policy = KT_POLICY_SKETCH_RANDOM;
-    o.population = 128;
-    o.seed = 3;
-    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    assert_non_null(s);
     return s;
 }
 

@@ -22,7 +22,7 @@
 static struct kt_search *
 new_search(const struct kt_dag *dag, uint64_t seed)
 {
-    struct kt_search *s = ktt_sketch_search(dag, seed, -1);
+    struct kt_search *s = ktt_sketch_search(dag, 256, seed, -1);
 
     assert_non_null(s);
     return s;
