@@ -77,6 +77,7 @@ struct kt_measure_conf {
     double tolerance;  /* relative error allowed against the reference */
     double stop_ratio; /* early stop above this x the task's best; 0 off */
     double settle;     /* repeat 3: two repeats this close end the timing */
+    double placement_wait_s; /* longest hold per spell of CPUs apart */
 };
 
 enum kt_layer_op {

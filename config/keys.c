@@ -166,6 +166,14 @@ static const struct kt__key measure_keys[] = {
      "lies between the first two: when those two differ by at most this "
      "fraction the third is not timed (cost = their mean, off by at most "
      "half this; kvs note settled); 0 times all three."},
+    {"placement_wait_s", KT_K_NUM,
+     offsetof(struct kt_measure_conf, placement_wait_s), 0, 3600, "0", NULL,
+     "While a host's CPUs sit apart (a cache line between the kernel's "
+     "first two CPUs takes over twice its quiet time: a VM's vCPUs on "
+     "different CCXs), its results are marked contended; with this > 0 its "
+     "runs are held instead and those candidates timed again once the CPUs "
+     "are close, for at most this many seconds per spell (docs/measure.md, "
+     "Thread placement)."},
     {"build_timeout_s", KT_K_NUM,
      offsetof(struct kt_measure_conf, build_timeout_s), 0.1, 3600, "15", NULL,
      "Compiler CPU time per candidate, seconds (err_no 6 after; wall time "

@@ -173,6 +173,7 @@ job_init_target(struct kt_job *job, const struct kt_model_conf *conf)
     job->mo.repeat = (int)conf->measure.repeat;
     job->mo.min_repeat_ms = (int)conf->measure.min_repeat_ms;
     job->mo.settle = conf->measure.settle;
+    job->mo.placement_wait_s = conf->measure.placement_wait_s;
     job->mo.stop_ratio = conf->measure.stop_ratio;
     job->mo.cooldown_ms = (int)conf->measure.cooldown_ms;
     job->mo.flush_cache = conf->measure.flush_cache;

@@ -151,6 +151,7 @@ kt__dispatch(struct kt_tracker *t)
     struct kt__conn *w;
     struct kt__batch *b;
     int i, ser = t->o.serialize_hosts;
+    double now = kt_now();
 
     if (t->closing)
         return;
@@ -171,7 +172,7 @@ kt__dispatch(struct kt_tracker *t)
             for (w = t->conns; w != NULL; w = w->next) {
                 int hi;
                 if (!usable(w, b, KT_ROLE_RUN) || w->nrun || w->nbuild ||
-                    avoided(t, c, w))
+                    avoided(t, c, w) || kt__place_held(t, w->host, now))
                     continue;
                 hi = host_of(&h, w->host);
                 if (ser && (h.runs[hi] || h.builds[hi])) {

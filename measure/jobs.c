@@ -122,7 +122,8 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         o->min_repeat_ms < 0 || o->cooldown_ms < 0 || o->build_timeout_ms < 1 ||
         o->run_timeout_ms < 1 || o->threads < 0 || o->mem_mb < 0 ||
         !(o->tolerance >= 0) || !(o->settle >= 0 && o->settle <= 1) ||
-        !(o->stop_ratio >= 0) || !(o->stop_above_s >= 0))
+        !(o->stop_ratio >= 0) || !(o->stop_above_s >= 0) ||
+        !(o->placement_wait_s >= 0))
         return kt_seterr(err, errlen, KT_EINVAL,
                          "submit: measure options out of range (number>=1,"
                          " 1<=repeat<=%d, timeouts>=1 ms, 0<=settle<=1,"
@@ -272,7 +273,8 @@ result_key_cap(const char *k)
                                         "occupancies", "retimed",
                                         "contended",   "kernel_threads",
                                         "cpu_cost",    "numbers",
-                                        "calls",       "threads_bound"};
+                                        "calls",       "threads_bound",
+                                        "xcpu_ns"};
     size_t i;
 
     if (strcmp(k, "compiler_output") == 0)
@@ -346,6 +348,47 @@ keep_result_kvs(struct kt__cand *c, const struct kt_msg *m)
     }
 }
 
+/* Back to the queue, to be timed again once its host's CPUs are close
+ * (hold.c); not a retry of a lost worker's job. */
+static void
+requeue_held(struct kt__cand *c)
+{
+    const char *held = kt_msg_get(&c->kvs, "placement_held");
+
+    c->w->nrun--;
+    c->w = NULL;
+    c->state = KT__JOB_QUEUED;
+    c->attempts--;
+    kt_msg_setf(&c->kvs, "placement_held", "%d",
+                (held != NULL ? atoi(held) : 0) + 1);
+}
+
+/* Where the run's threads sat (hold.c): KT__PLACE_HOLD has requeued c;
+ * KT__PLACE_APART results are taken marked contended. */
+static int
+judge_placement(struct kt__cand *c, struct kt__conn *w, const struct kt_msg *m,
+                double *quiet_ns)
+{
+    const char *held = kt_msg_get(&c->kvs, "placement_held");
+    double wait_s = c->b->o.placement_wait_s, xcpu = 0;
+    /* a worker whose round trips swing back and forth does not hold one
+     * candidate for ever: no more holds than wait_s takes */
+    int got, place, max_holds = 8 + (int)(wait_s * 1000 / KT__HOLD_MAX_MS);
+    char err[160];
+
+    *quiet_ns = 0;
+    got = kt_msg_get_double(m, "xcpu_ns", 0, 0, 0, 1e9, &xcpu, err,
+                            sizeof(err));
+    if (got < 0 || !(xcpu > 0))
+        return KT__PLACE_NEAR;
+    place = kt__place_judge(w->t, w->host, xcpu, wait_s, kt_now(), quiet_ns);
+    if (place == KT__PLACE_HOLD && held != NULL && atoi(held) >= max_holds)
+        place = KT__PLACE_APART;
+    if (place == KT__PLACE_HOLD)
+        requeue_held(c);
+    return place;
+}
+
 void
 kt__on_result(struct kt__conn *w, const struct kt_msg *m)
 {
@@ -354,6 +397,8 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
     const char *text = kt_msg_get(m, "err_text");
     struct kt__cand *c = id ? find_active(t, w, id) : NULL;
     char err[200], why[160];
+    double quiet_ns = 0;
+    int place = KT__PLACE_NEAR;
     long long e;
 
     if (c == NULL || stage == NULL ||
@@ -369,6 +414,11 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
     }
     w->done++;
     t->results++;
+    if (c->stage == KT__STAGE_RUN && e == 0 &&
+        (place = judge_placement(c, w, m, &quiet_ns)) == KT__PLACE_HOLD) {
+        kt__dispatch(t);
+        return;
+    }
     keep_result_kvs(c, m);
     if (c->stage == KT__STAGE_BUILD) {
         (void)kt_msg_get_double(m, "build_s", 0, 0, 0, 1e9, &c->res.build_s,
@@ -401,6 +451,10 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
                                  &c->res.cv);
                 if (c->b->best_s <= 0 || c->res.cost < c->b->best_s)
                     c->b->best_s = c->res.cost;
+                if (place == KT__PLACE_APART) {
+                    kt_msg_set(&c->kvs, "contended", "1");
+                    kt_msg_setf(&c->kvs, "xcpu_quiet_ns", "%.0f", quiet_ns);
+                }
             } else {
                 log_warnx("tracker: worker %s, job %s: %s; err_no 8", w->name,
                           c->id, why);

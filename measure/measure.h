@@ -35,6 +35,10 @@ struct kt_measure_opts {
                            * cost measured so far in the batch; 0 = off */
     double settle;        /* repeat 3: the first two repeats this close
                            * (relative) end the timing; 0 = off */
+    /* Runs held at most this long per spell of the host's CPUs apart; 0:
+     * none, results marked contended (docs/measure.md, "Thread
+     * placement"). */
+    double placement_wait_s;
 };
 /* number 1, repeat 3, min_repeat_ms 100, timeouts 15 s / 10 s, threads 0,
  * mem_mb 2048, tolerance 1e-4, seed 1. */

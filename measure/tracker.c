@@ -125,6 +125,8 @@ on_tick(uv_timer_t *h)
     }
     kt__check_deadlines(t, now);
     kt__local_tick(t, now);
+    if (kt__place_release(t, now))
+        kt__dispatch(t);
 }
 
 int

@@ -45,6 +45,24 @@ struct kt__conn {
     unsigned long done;
 };
 
+/* Where a host's kernels' threads sit (hold.c, docs/measure.md, "Thread
+ * placement"): the cache line round trip between its first two CPUs
+ * while quiet, and the hold on its runs while they are far apart. */
+#define KT__MAX_HOSTS 64
+#define KT__XCPU_WINDOW_S 300.0 /* the quiet level forgets after 2 windows */
+#define KT__XCPU_APART 2.0      /* this many times the quiet level: apart */
+#define KT__HOLD_MIN_MS 500
+#define KT__HOLD_MAX_MS 2000
+
+struct kt__host_place {
+    char host[64];
+    double quiet_ns[2]; /* lowest round trip of this window, the last one */
+    double window_start;
+    double apart_since; /* > 0: the threads' CPUs are apart since then */
+    double hold_until;  /* > 0: no run is sent to the host before then */
+    int hold_ms;        /* the next hold's length (doubles) */
+};
+
 struct kt__batch;
 
 struct kt__cand {
@@ -137,6 +155,8 @@ struct kt_tracker {
     int nkeyabi;
     struct kt__key_builder keybuild[KT__MAX_KEY_TOKENS];
     int nkeybuild;
+    struct kt__host_place place[KT__MAX_HOSTS];
+    int nplace;
 };
 
 /* tracker.c: <0 closes the connection (err says why) */
@@ -156,6 +176,17 @@ int kt__on_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
                  size_t errlen);
 /* dispatch.c */
 void kt__dispatch(struct kt_tracker *t);
+/* hold.c: a successful run's round trip xcpu_ns on host: NEAR (take it),
+ * HOLD (time it again later: the host's runs are held a while) or APART
+ * (take it, marked contended: wait_s is 0 or spent for this spell);
+ * quiet_ns is the host's quiet level when not NEAR. */
+enum { KT__PLACE_NEAR, KT__PLACE_HOLD, KT__PLACE_APART };
+int kt__place_judge(struct kt_tracker *t, const char *host, double xcpu_ns,
+                    double wait_s, double now, double *quiet_ns);
+/* 1 while no run may be sent to host. */
+int kt__place_held(struct kt_tracker *t, const char *host, double now);
+/* Ends the holds that are over: 1 when one did (runs may be sent). */
+int kt__place_release(struct kt_tracker *t, double now);
 /* jobs.c */
 void kt__on_result(struct kt__conn *c, const struct kt_msg *m);
 void kt__worker_lost(struct kt__conn *c, const char *why);

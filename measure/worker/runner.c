@@ -222,7 +222,15 @@ run_load(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
     const int *pn;
     const double *flops;
     threads_fn fthr;
+    int cpu[2];
 
+    /* First: no team spins on the CPUs yet, and a bound master thread's
+     * own mask will be one CPU (docs/measure.md, "Thread placement"). */
+    if (r->threads != 1 && kt_first_two_cpus(cpu)) {
+        double ns = kt_xcpu_round_trip_ns(cpu);
+        if (ns > 0)
+            kt_msg_setf(out, "xcpu_ns", "%.0f", ns);
+    }
     if (r->mem_mb > 0) {
         struct rlimit rl;
         unsigned long long lim = vm_size() + (unsigned long long)r->mem_mb *

@@ -250,6 +250,17 @@ void kt_run_summarize(const double *costs, int n, double *cost, double *cv);
 /* "SIGSEGV" and so on. */
 const char *kt_signame(int sig);
 
+/* ---- placement (placement.c, docs/measure.md) ------------------------- */
+/* The first two CPUs of the calling thread's affinity mask (where a team
+ * bound one thread per CPU puts its first two threads): 1, or 0 with
+ * fewer than two or where threads cannot be pinned.  Read it before
+ * OpenMP binds the thread to one CPU. */
+int kt_first_two_cpus(int cpu[2]);
+/* Nanoseconds for one cache line to go from CPU cpu[0] to cpu[1] and back
+ * (the fastest of short batches between two threads pinned there); 0
+ * where it cannot be measured. */
+double kt_xcpu_round_trip_ns(const int cpu[2]);
+
 /* ---- occupancy (occupancy.c, docs/measure.md) ------------------------- */
 /* Below this occupancy a repeat may have been disturbed by other
  * processes; it is if it is also KT_DISTURBED_SLOWER x the fastest. */

@@ -138,6 +138,77 @@ stop_worker(pid_t p)
     assert_int_equal(waitpid(p, &status, 0), p);
 }
 
+/* A worker of key with the token, as far as the handshake: returns the
+ * connected fd with the session in *s, or <0. */
+static inline int
+fake_join(int port, const char *name, const char *key, struct kt_session *s,
+          char *err, size_t errlen)
+{
+    struct kt_msg hello, welcome;
+    struct kt_peer_hello ph;
+    int fd, rc;
+
+    fd = kt_wire_connect("127.0.0.1", port, err, errlen);
+    if (fd < 0)
+        return fd;
+    kt_msg_init(&hello, "hello");
+    kt_msg_set(&hello, "name", name);
+    kt_msg_set(&hello, "key", key);
+    kt_msg_set(&hello, "roles", "build,run");
+    kt_msg_set(&hello, "host", "fake-host");
+    ph.token = TOKEN;
+    ph.kind = "worker";
+    ph.hello = &hello;
+    rc = kt_session_connect(fd, &ph, &welcome, s, err, errlen);
+    kt_msg_free(&hello);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    kt_msg_free(&welcome);
+    return fd;
+}
+
+/* A fake worker's job loop on fd: answer(fd, s, job, i, arg) for every
+ * job, i the run's index or -1 for a build, until nruns runs were
+ * answered or the tracker goes quiet for 20 s. */
+typedef void (*fake_answer_fn)(int fd, struct kt_session *s,
+                               const struct kt_msg *job, int run, void *arg);
+
+static inline void
+fake_serve(int fd, struct kt_session *s, int nruns, fake_answer_fn answer,
+           void *arg, char *err, size_t errlen)
+{
+    struct kt_msg m;
+    int runs = 0;
+
+    while (runs < nruns &&
+           kt_wire_recv_sealed(fd, &m, &s->rx, 20000, err, errlen) == 0) {
+        if (strcmp(kt_msg_type(&m), "build") == 0)
+            answer(fd, s, &m, -1, arg);
+        else if (strcmp(kt_msg_type(&m), "run") == 0)
+            answer(fd, s, &m, runs++, arg);
+        kt_msg_free(&m);
+    }
+}
+
+/* A worker of key "fake" named name: joins port and answers its jobs
+ * (fake_serve) until nruns runs were answered; 0, or <0 when it could
+ * not join (err says why). */
+static inline int
+fake_worker(int port, const char *name, int nruns, fake_answer_fn answer,
+            void *arg, char *err, size_t errlen)
+{
+    struct kt_session s;
+    int fd = fake_join(port, name, "fake", &s, err, errlen);
+
+    if (fd < 0)
+        return fd;
+    fake_serve(fd, &s, nruns, answer, arg, err, errlen);
+    close(fd);
+    return 0;
+}
+
 struct batch {
     int done;
     int n;

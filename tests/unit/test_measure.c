@@ -120,6 +120,7 @@ struct env {
     char build_cpu_s[64][32];
     char kernel_threads[64][16];
     char threads_bound[64][8];
+    char xcpu_ns[64][16];
     double cost[64];
     double cv[64];
     int ncosts[64];
@@ -158,6 +159,8 @@ on_done(void *arg, const struct kt_result *res, int n)
                  kv(&res[i], "kernel_threads"));
         snprintf(e->threads_bound[i], sizeof(e->threads_bound[i]), "%s",
                  kv(&res[i], "threads_bound"));
+        snprintf(e->xcpu_ns[i], sizeof(e->xcpu_ns[i]), "%s",
+                 kv(&res[i], "xcpu_ns"));
         e->cost[i] = res[i].cost;
         e->cv[i] = res[i].cv;
         e->ncosts[i] = res[i].ncosts;
@@ -651,6 +654,12 @@ test_measure_peak_probe(void **state)
                      e->err_text[0], e->err_no[1], e->err_text[1]);
         assert_string_equal(e->kernel_threads[0], want);
         assert_true(e->cost[0] > 0 && e->cost[1] > 0);
+        /* the placement probe runs for kernels on two threads or more
+         * (docs/measure.md, "Thread placement") */
+        if (threads == 1 || cpus < 2)
+            assert_string_equal(e->xcpu_ns[0], "");
+        else if (!(atof(e->xcpu_ns[0]) > 0 && atof(e->xcpu_ns[0]) < 5000))
+            fail_msg("xcpu_ns '%s' on %d threads", e->xcpu_ns[0], threads);
     }
     kt_buf_free(&src);
     env_free(e);

@@ -1,0 +1,155 @@
+/* placement.c - how far apart the CPUs of a kernel's threads are: the
+ * round trip of one cache line between threads pinned to the first two
+ * CPUs the runner may use (docs/measure.md, "Thread placement").  A VM's
+ * two vCPUs on one CCX hand a line back and forth in ~50 ns; when the
+ * host moves one to another CCX (or socket) it takes ~300 ns, and a
+ * kernel whose threads exchange data through a shared cache runs up to
+ * 2.4x slower while its single-thread speed and every cache's bandwidth
+ * stay the same.  The minimum over short batches is taken so that a
+ * thread merely descheduled for a while (the occupancy's business) does
+ * not read as a placement. */
+#ifdef __linux__
+#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
+#include <sched.h>
+#endif
+#include "measure/worker/worker.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#define BATCHES 24
+#define TRIPS 32
+#define GIVE_UP_S 0.05
+
+struct pingpong {
+    /* even: the first thread's turn, odd: the other's */
+    _Alignas(64) atomic_long turn;
+    _Alignas(64) atomic_int ready;
+    atomic_int stop;
+    int cpu[2];
+    double best_ns;
+};
+
+static double
+mono_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void
+pin_self(int cpu)
+{
+#ifdef __linux__
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+#else
+    (void)cpu;
+#endif
+}
+
+/* Waits until turn == want; 0 when told to stop instead. */
+static int
+await_turn(struct pingpong *p, long want)
+{
+    while (atomic_load_explicit(&p->turn, memory_order_acquire) != want)
+        if (atomic_load_explicit(&p->stop, memory_order_relaxed))
+            return 0;
+    return 1;
+}
+
+static void *
+responder(void *arg)
+{
+    struct pingpong *p = arg;
+    long t;
+
+    pin_self(p->cpu[1]);
+    atomic_store(&p->ready, 1);
+    for (t = 1;; t += 2) {
+        if (!await_turn(p, t))
+            break;
+        atomic_store_explicit(&p->turn, t + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static void *
+initiator(void *arg)
+{
+    struct pingpong *p = arg;
+    double start, t0, per;
+    long t = 0;
+    int b, i;
+
+    pin_self(p->cpu[0]);
+    while (!atomic_load(&p->ready))
+        ;
+    start = mono_now();
+    for (b = 0; b < BATCHES && mono_now() - start < GIVE_UP_S; b++) {
+        t0 = mono_now();
+        for (i = 0; i < TRIPS; i++, t += 2) {
+            atomic_store_explicit(&p->turn, t + 1, memory_order_release);
+            if (!await_turn(p, t + 2))
+                return NULL;
+        }
+        per = (mono_now() - t0) / TRIPS * 1e9;
+        if (p->best_ns == 0 || per < p->best_ns)
+            p->best_ns = per;
+    }
+    atomic_store(&p->stop, 1);
+    return NULL;
+}
+
+int
+kt_first_two_cpus(int cpu[2])
+{
+#ifdef __linux__
+    cpu_set_t set;
+    int i, n = 0;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 0;
+    for (i = 0; i < CPU_SETSIZE && n < 2; i++)
+        if (CPU_ISSET(i, &set))
+            cpu[n++] = i;
+    return n == 2;
+#else
+    (void)cpu;
+    return 0;
+#endif
+}
+
+double
+kt_xcpu_round_trip_ns(const int cpu[2])
+{
+    struct pingpong p;
+    pthread_t th[2];
+
+    memset(&p, 0, sizeof(p));
+    if (cpu[0] < 0 || cpu[1] < 0 || cpu[0] == cpu[1])
+        return 0;
+    p.cpu[0] = cpu[0];
+    p.cpu[1] = cpu[1];
+    atomic_init(&p.turn, 0);
+    atomic_init(&p.ready, 0);
+    atomic_init(&p.stop, 0);
+    if (pthread_create(&th[1], NULL, responder, &p) != 0)
+        return 0;
+    if (pthread_create(&th[0], NULL, initiator, &p) != 0) {
+        atomic_store(&p.stop, 1);
+        pthread_join(th[1], NULL);
+        return 0;
+    }
+    pthread_join(th[0], NULL);
+    atomic_store(&p.stop, 1);
+    pthread_join(th[1], NULL);
+    return p.best_ns;
+}
