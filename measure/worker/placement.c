@@ -7,7 +7,7 @@
  * 2.4x slower while its single-thread speed and every cache's bandwidth
  * stay the same.  The minimum over short batches is taken so that a
  * thread merely descheduled for a while (the occupancy's business) does
- * not read as a placement. */
+ * not read as a placement; the whole probe gives up after 50 ms. */
 #ifdef __linux__
 #define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include <sched.h>
@@ -29,6 +29,7 @@ struct pingpong {
     _Alignas(64) atomic_int ready;
     atomic_int stop;
     int cpu[2];
+    double give_up_at; /* the initiator's deadline (mono_now) */
     double best_ns;
 };
 
@@ -55,13 +56,22 @@ pin_self(int cpu)
 #endif
 }
 
-/* Waits until turn == want; 0 when told to stop instead. */
+/* Waits until turn == want; 0 when told to stop instead, or (deadline >
+ * 0) past it: a partner that does not get its CPU (valgrind runs one
+ * thread at a time; a real-time hog) must not hang the runner. */
 static int
-await_turn(struct pingpong *p, long want)
+await_turn(struct pingpong *p, long want, double deadline)
 {
-    while (atomic_load_explicit(&p->turn, memory_order_acquire) != want)
+    unsigned spins = 0;
+
+    while (atomic_load_explicit(&p->turn, memory_order_acquire) != want) {
         if (atomic_load_explicit(&p->stop, memory_order_relaxed))
             return 0;
+        if (deadline > 0 && ++spins % 1024 == 0 && mono_now() > deadline) {
+            atomic_store(&p->stop, 1);
+            return 0;
+        }
+    }
     return 1;
 }
 
@@ -74,7 +84,7 @@ responder(void *arg)
     pin_self(p->cpu[1]);
     atomic_store(&p->ready, 1);
     for (t = 1;; t += 2) {
-        if (!await_turn(p, t))
+        if (!await_turn(p, t, 0))
             break;
         atomic_store_explicit(&p->turn, t + 1, memory_order_release);
     }
@@ -90,14 +100,16 @@ initiator(void *arg)
     int b, i;
 
     pin_self(p->cpu[0]);
-    while (!atomic_load(&p->ready))
-        ;
     start = mono_now();
+    p->give_up_at = start + GIVE_UP_S;
+    while (!atomic_load(&p->ready))
+        if (mono_now() > p->give_up_at)
+            return NULL;
     for (b = 0; b < BATCHES && mono_now() - start < GIVE_UP_S; b++) {
         t0 = mono_now();
         for (i = 0; i < TRIPS; i++, t += 2) {
             atomic_store_explicit(&p->turn, t + 1, memory_order_release);
-            if (!await_turn(p, t + 2))
+            if (!await_turn(p, t + 2, p->give_up_at))
                 return NULL;
         }
         per = (mono_now() - t0) / TRIPS * 1e9;

@@ -208,18 +208,24 @@ test_placement_marked_without_wait(void **state)
 }
 
 /* The worker's probe: two threads pinned to two CPUs hand a line back and
- * forth in well under a microsecond on any machine with two CPUs. */
+ * forth in well under a microsecond on any machine with two CPUs, and the
+ * probe ends within its 50 ms even where they cannot (valgrind runs one
+ * thread at a time: there it may measure nothing, 0). */
 static void
 test_placement_probe(void **state)
 {
     int cpu[2];
-    double ns;
+    double ns, t0, took;
 
     (void)state;
     if (!kt_first_two_cpus(cpu))
         skip();
+    t0 = kt_now();
     ns = kt_xcpu_round_trip_ns(cpu);
-    if (!(ns > 1 && ns < 5000))
+    took = kt_now() - t0;
+    if (took > 1.0)
+        fail_msg("the probe took %.3f s", took);
+    if (!(ns > 1 && ns < 5000) && !(getenv("KT_VALGRIND") && ns == 0))
         fail_msg("round trip %.1f ns between CPUs %d and %d", ns, cpu[0],
                  cpu[1]);
     cpu[1] = cpu[0];
