@@ -1,6 +1,7 @@
-/* hold.c - runs held while a host's threads sit far apart (docs/measure.md,
- * "Thread placement").  A worker reports with each 2-thread run how long a
- * cache line took between the kernel's first two CPUs (xcpu_ns).  On a VM
+/* hold.c - results marked, or runs held, while a host's CPUs sit far apart
+ * (docs/measure.md, "Thread placement").  A worker reports with each run
+ * on two threads or more how long a cache line took between the kernel's
+ * first two CPUs (xcpu_ns).  On a VM
  * whose host moves one vCPU to another CCX for a minute or two, that goes
  * from ~60 ns to ~300 ns and kernels that pass data between their threads
  * through the shared cache run up to 2.4x slower, while nothing else (the
@@ -44,18 +45,21 @@ quiet_level(const struct kt__host_place *p)
     return a > 0 ? a : b;
 }
 
+/* Starts a new window when the current one is over. */
 static void
-note_round_trip(struct kt__host_place *p, double ns, double now)
+rotate_windows(struct kt__host_place *p, double now)
 {
     if (p->window_start == 0)
         p->window_start = now;
-    if (now - p->window_start > KT__XCPU_WINDOW_S) {
-        p->quiet_ns[1] = p->quiet_ns[0];
-        p->quiet_ns[0] = 0;
-        p->window_start = now;
-    }
-    if (p->quiet_ns[0] == 0 || ns < p->quiet_ns[0])
-        p->quiet_ns[0] = ns;
+    if (now - p->window_start <= KT__XCPU_WINDOW_S)
+        return;
+    /* after a quiet while (a daemon between jobs) both windows are over:
+     * nothing is remembered */
+    p->quiet_ns[1] = now - p->window_start > 2 * KT__XCPU_WINDOW_S
+                         ? 0
+                         : p->quiet_ns[0];
+    p->quiet_ns[0] = 0;
+    p->window_start = now;
 }
 
 int
@@ -68,8 +72,10 @@ kt__place_judge(struct kt_tracker *t, const char *host, double xcpu_ns,
     *quiet_ns = 0;
     if (p == NULL || !(xcpu_ns > 0))
         return KT__PLACE_NEAR;
+    rotate_windows(p, now);
     quiet = quiet_level(p);
-    note_round_trip(p, xcpu_ns, now);
+    if (p->quiet_ns[0] == 0 || xcpu_ns < p->quiet_ns[0])
+        p->quiet_ns[0] = xcpu_ns;
     if (quiet == 0 || xcpu_ns <= KT__XCPU_APART * quiet) {
         if (p->apart_since > 0)
             log_warnx("tracker: host %s: its CPUs are close again (%.0f ns "

@@ -5,9 +5,10 @@
  * host moves one to another CCX (or socket) it takes ~300 ns, and a
  * kernel whose threads exchange data through a shared cache runs up to
  * 2.4x slower while its single-thread speed and every cache's bandwidth
- * stay the same.  The minimum over short batches is taken so that a
- * thread merely descheduled for a while (the occupancy's business) does
- * not read as a placement; the whole probe gives up after 50 ms. */
+ * stay the same.  Round trips are timed four at a time and the fastest
+ * four kept, so that threads descheduled for a while (a loaded machine:
+ * the occupancy's business) do not read as a placement as long as they
+ * share a moment on their CPUs; the whole probe gives up after 50 ms. */
 #ifdef __linux__
 #define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include <sched.h>
@@ -19,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#define BATCHES 24
-#define TRIPS 32
+#define TRIPS 1000
+#define TIMED_TOGETHER 4 /* round trips per clock read: ~5 ns of it each */
 #define GIVE_UP_S 0.05
 
 struct pingpong {
@@ -95,26 +96,25 @@ static void *
 initiator(void *arg)
 {
     struct pingpong *p = arg;
-    double start, t0, per;
-    long t = 0;
-    int b, i;
+    double t0, trip;
+    long t;
+    int i;
 
     pin_self(p->cpu[0]);
-    start = mono_now();
-    p->give_up_at = start + GIVE_UP_S;
+    p->give_up_at = mono_now() + GIVE_UP_S;
     while (!atomic_load(&p->ready))
         if (mono_now() > p->give_up_at)
             return NULL;
-    for (b = 0; b < BATCHES && mono_now() - start < GIVE_UP_S; b++) {
+    for (t = 0; t < 2 * TRIPS && mono_now() < p->give_up_at;) {
         t0 = mono_now();
-        for (i = 0; i < TRIPS; i++, t += 2) {
+        for (i = 0; i < TIMED_TOGETHER; i++, t += 2) {
             atomic_store_explicit(&p->turn, t + 1, memory_order_release);
             if (!await_turn(p, t + 2, p->give_up_at))
                 return NULL;
         }
-        per = (mono_now() - t0) / TRIPS * 1e9;
-        if (p->best_ns == 0 || per < p->best_ns)
-            p->best_ns = per;
+        trip = (mono_now() - t0) * 1e9 / TIMED_TOGETHER;
+        if (p->best_ns == 0 || trip < p->best_ns)
+            p->best_ns = trip;
     }
     atomic_store(&p->stop, 1);
     return NULL;

@@ -257,8 +257,8 @@ const char *kt_signame(int sig);
  * OpenMP binds the thread to one CPU. */
 int kt_first_two_cpus(int cpu[2]);
 /* Nanoseconds for one cache line to go from CPU cpu[0] to cpu[1] and back
- * (the fastest of short batches between two threads pinned there); 0
- * where it cannot be measured. */
+ * (the fastest of up to 1000 between two threads pinned there); 0 where
+ * it cannot be measured. */
 double kt_xcpu_round_trip_ns(const int cpu[2]);
 
 /* ---- occupancy (occupancy.c, docs/measure.md) ------------------------- */

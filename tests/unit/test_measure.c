@@ -655,11 +655,17 @@ test_measure_peak_probe(void **state)
         assert_string_equal(e->kernel_threads[0], want);
         assert_true(e->cost[0] > 0 && e->cost[1] > 0);
         /* the placement probe runs for kernels on two threads or more
-         * (docs/measure.md, "Thread placement") */
-        if (threads == 1 || cpus < 2)
+         * (docs/measure.md, "Thread placement"); a loaded machine may
+         * leave one run without a moment for both probe threads (no
+         * note), so one of the two runs must have it */
+        if (threads == 1 || cpus < 2) {
             assert_string_equal(e->xcpu_ns[0], "");
-        else if (!(atof(e->xcpu_ns[0]) > 0 && atof(e->xcpu_ns[0]) < 5000))
-            fail_msg("xcpu_ns '%s' on %d threads", e->xcpu_ns[0], threads);
+            assert_string_equal(e->xcpu_ns[1], "");
+        } else if (!(atof(e->xcpu_ns[0]) > 0 && atof(e->xcpu_ns[0]) < 5000) &&
+                   !(atof(e->xcpu_ns[1]) > 0 && atof(e->xcpu_ns[1]) < 5000)) {
+            fail_msg("xcpu_ns '%s', '%s' on %d threads", e->xcpu_ns[0],
+                     e->xcpu_ns[1], threads);
+        }
     }
     kt_buf_free(&src);
     env_free(e);

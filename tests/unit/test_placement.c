@@ -8,6 +8,7 @@
 #include "security_env.h"
 
 #include "common/common.h"
+#include "measure/tracker_int.h" /* kt__place_judge */
 
 #define RUNS_MAX 16
 
@@ -207,25 +208,61 @@ test_placement_marked_without_wait(void **state)
     assert_true(o.quiet[2] == 0);
 }
 
+/* The quiet level over time (synthetic clock): the lowest round trip of
+ * the last two 5-minute windows, so a spell longer than that becomes the
+ * new normal, and after a longer pause nothing is remembered. */
+static void
+test_placement_quiet_level_windows(void **state)
+{
+    struct kt_tracker *t = kt_xcalloc(1, sizeof(*t));
+    double q;
+
+    (void)state;
+    assert_int_equal(kt__place_judge(t, "h", 60, 0, 1, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 2, &q), KT__PLACE_APART);
+    assert_true(q == 60);
+    assert_int_equal(kt__place_judge(t, "other", 300, 0, 2, &q),
+                     KT__PLACE_NEAR); /* another host knows nothing yet */
+    /* the next window still remembers 60 */
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 303, &q), KT__PLACE_APART);
+    assert_true(q == 60);
+    /* the one after only the spell's 300 */
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 604, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 130, 0, 605, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 606, &q), KT__PLACE_APART);
+    assert_true(q == 130);
+    /* two windows without a result: forgotten */
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1300, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 120, 0, 1301, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 250, 0, 1302, &q),
+                     KT__PLACE_APART);
+    free(t);
+}
+
 /* The worker's probe: two threads pinned to two CPUs hand a line back and
- * forth in well under a microsecond on any machine with two CPUs, and the
- * probe ends within its 50 ms even where they cannot (valgrind runs one
- * thread at a time: there it may measure nothing, 0). */
+ * forth in well under a microsecond on any machine with two CPUs; every
+ * call ends within its 50 ms even where they cannot (valgrind runs one
+ * thread at a time: there it may measure nothing, 0), and a loaded
+ * machine may leave one call without a moment for both, so up to ten are
+ * made. */
 static void
 test_placement_probe(void **state)
 {
-    int cpu[2];
-    double ns, t0, took;
+    int cpu[2], i, measured = 0;
+    double ns = 0, t0, took;
 
     (void)state;
     if (!kt_first_two_cpus(cpu))
         skip();
-    t0 = kt_now();
-    ns = kt_xcpu_round_trip_ns(cpu);
-    took = kt_now() - t0;
-    if (took > 1.0)
-        fail_msg("the probe took %.3f s", took);
-    if (!(ns > 1 && ns < 5000) && !(getenv("KT_VALGRIND") && ns == 0))
+    for (i = 0; i < 10 && !measured; i++) {
+        t0 = kt_now();
+        ns = kt_xcpu_round_trip_ns(cpu);
+        took = kt_now() - t0;
+        if (took > 1.0)
+            fail_msg("the probe took %.3f s", took);
+        measured = ns > 1 && ns < 5000;
+    }
+    if (!measured && !(getenv("KT_VALGRIND") && ns == 0))
         fail_msg("round trip %.1f ns between CPUs %d and %d", ns, cpu[0],
                  cpu[1]);
     cpu[1] = cpu[0];
@@ -239,6 +276,7 @@ main(void)
         cmocka_unit_test(test_placement_held_and_timed_again),
         cmocka_unit_test(test_placement_wait_spent),
         cmocka_unit_test(test_placement_marked_without_wait),
+        cmocka_unit_test(test_placement_quiet_level_windows),
         cmocka_unit_test(test_placement_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
