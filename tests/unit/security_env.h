@@ -1,6 +1,8 @@
-/* security_env.h - what test_security.c and test_worker_limits.c share: a
- * tracker on 127.0.0.1 with a token, its loop, real kerntune-rpc worker
- * processes, and a batch callback that keeps each result's text and kvs.
+/* security_env.h - what test_security.c, test_worker_limits.c and
+ * test_placement.c share: a tracker on 127.0.0.1 with a token, its loop,
+ * real kerntune-rpc worker processes, fake workers that answer jobs as a
+ * test scripts them, and a batch callback that keeps each result's text
+ * and kvs.
  * Header-only (static inline) so each test binary takes what it uses. */
 #ifndef KT_TESTS_SECURITY_ENV_H
 #define KT_TESTS_SECURITY_ENV_H
