@@ -7,13 +7,7 @@
 # 0.05) has two and the note settled=1; every other success has all three.
 # Then with "settle": 0 and "stop_ratio": 0 every success has three.
 set -u
-bin=${KT_BIN_DIR:-build}
-kt=$bin/kerntune
-[ -x "$kt" ] || { echo "no $kt"; exit 1; }
-command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/db_common.inc"
 
 cat >"$tmp/m.json" <<'JSON'
 {"name": "early", "target": {"threads": 1},

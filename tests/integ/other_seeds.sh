@@ -16,13 +16,7 @@
 # and they are the only measured ones it has, whatever the gradient does
 # with two tasks near the FMA peak afterwards.
 set -u
-bin=${KT_BIN_DIR:-build}
-kt=$bin/kerntune
-[ -x "$kt" ] || { echo "no $kt"; exit 1; }
-command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/db_common.inc"
 . "$(cd "$(dirname "$0")" && pwd)/seeds_common.inc"
 
 task() { # task NAME M N K [WEIGHT]

@@ -6,13 +6,7 @@
 # records: trials whose kvs note seed_of names the schedule hash of a
 # successful trial of the first run, checked in the database.
 set -u
-bin=${KT_BIN_DIR:-build}
-kt=$bin/kerntune
-[ -x "$kt" ] || { echo "no $kt"; exit 1; }
-command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/db_common.inc"
 . "$(cd "$(dirname "$0")" && pwd)/seeds_common.inc"
 
 model() { # model SEED

@@ -6,13 +6,7 @@
 # unknown task or trial and a workload without trials give clear errors
 # without creating or changing the database.
 set -u
-bin=${KT_BIN_DIR:-build}
-kt=$bin/kerntune
-[ -x "$kt" ] || { echo "no $kt"; exit 1; }
-command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/db_common.inc"
 
 expect() { # expect CODE PATTERN ARGS...
     code=$1; pat=$2; shift 2

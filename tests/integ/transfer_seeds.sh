@@ -8,13 +8,7 @@
 # the plain task must carry the kvs note transfer_of naming a program
 # measured before for the fused task, and at most one per program.
 set -u
-bin=${KT_BIN_DIR:-build}
-kt=$bin/kerntune
-[ -x "$kt" ] || { echo "no $kt"; exit 1; }
-command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(cd "$(dirname "$0")" && pwd)/db_common.inc"
 
 cat >"$tmp/pair.json" <<JSON
 {"name": "pair", "target": {"threads": 0},
