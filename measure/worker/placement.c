@@ -15,10 +15,11 @@
 #endif
 #include "measure/worker/worker.h"
 
+#include "common/common.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #define TRIPS 1000
 #define TIMED_TOGETHER 4 /* round trips per clock read: ~5 ns of it each */
@@ -30,18 +31,9 @@ struct pingpong {
     _Alignas(64) atomic_int ready;
     atomic_int stop;
     int cpu[2];
-    double give_up_at; /* the initiator's deadline (mono_now) */
+    double give_up_at; /* the initiator's deadline (kt_now) */
     double best_ns;
 };
-
-static double
-mono_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void
 pin_self(int cpu)
@@ -68,7 +60,7 @@ await_turn(struct pingpong *p, long want, double deadline)
     while (atomic_load_explicit(&p->turn, memory_order_acquire) != want) {
         if (atomic_load_explicit(&p->stop, memory_order_relaxed))
             return 0;
-        if (deadline > 0 && ++spins % 1024 == 0 && mono_now() > deadline) {
+        if (deadline > 0 && ++spins % 1024 == 0 && kt_now() > deadline) {
             atomic_store(&p->stop, 1);
             return 0;
         }
@@ -101,18 +93,18 @@ initiator(void *arg)
     int i;
 
     pin_self(p->cpu[0]);
-    p->give_up_at = mono_now() + GIVE_UP_S;
+    p->give_up_at = kt_now() + GIVE_UP_S;
     while (!atomic_load(&p->ready))
-        if (mono_now() > p->give_up_at)
+        if (kt_now() > p->give_up_at)
             return NULL;
-    for (t = 0; t < 2 * TRIPS && mono_now() < p->give_up_at;) {
-        t0 = mono_now();
+    for (t = 0; t < 2 * TRIPS && kt_now() < p->give_up_at;) {
+        t0 = kt_now();
         for (i = 0; i < TIMED_TOGETHER; i++, t += 2) {
             atomic_store_explicit(&p->turn, t + 1, memory_order_release);
             if (!await_turn(p, t + 2, p->give_up_at))
                 return NULL;
         }
-        trip = (mono_now() - t0) * 1e9 / TIMED_TOGETHER;
+        trip = (kt_now() - t0) * 1e9 / TIMED_TOGETHER;
         if (p->best_ns == 0 || trip < p->best_ns)
             p->best_ns = trip;
     }
