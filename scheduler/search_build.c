@@ -49,6 +49,17 @@ level_axis(const struct kt_sstage *ss, int k, int last_spatial, int vec_axis)
     return k >= vec_axis ? k + 1 : k;
 }
 
+/* The k-th axis of the outer level when axis first (>= 0) goes first. */
+static int
+outer_axis(int k, int first)
+{
+    if (first < 0)
+        return k;
+    if (k == 0)
+        return first;
+    return k <= first ? k - 1 : k;
+}
+
 /* Expands u steps of the reduction loop at iterator j (the innermost one
  * around a register tile) into the micro-kernel: a split whose inner part
  * of u is unrolled.  Loops that u does not divide stay as they are. */
@@ -69,11 +80,12 @@ fail:
 
 /* Multi-level tiling of stage i; red_unroll: the factor of
  * unroll_reduction for the last reduction level when a spatial level
- * (the register tile) follows it. */
+ * (the register tile) follows it; first: the spatial axis whose outer
+ * part goes first (search_align.c), -1 for the stage's order. */
 static int
 tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
-         const char *structure, int vec_axis, int red_unroll, char *err,
-         size_t errlen)
+         const char *structure, int vec_axis, int red_unroll, int first,
+         char *err, size_t errlen)
 {
     struct kt_step re;
     int nS = count_kind(structure, 'S'), nR = count_kind(structure, 'R');
@@ -105,6 +117,8 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
             const struct kt_sstage *ss = &st->stages[i];
             int j;
             a = level_axis(ss, k, !red && lev == nS - 1, vec_axis);
+            if (!red && lev == 0 && nS > 1)
+                a = outer_axis(k, first);
             if (ss->axes[a].reduce != red)
                 continue;
             if (ss->axes[a].extent <= 1 && lev != 0)
@@ -128,13 +142,14 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
 }
 
 /* Splits consumer i like its fused producer's spatial tiles down to level
- * 'level'; returns the index of the last iterator of level - 1. */
+ * 'level', axis first's outer part first (-1: none); returns the index of
+ * the last iterator of level - 1. */
 static int
 tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
-            int level, char *err, size_t errlen)
+            int level, int first, char *err, size_t errlen)
 {
     struct kt_step re;
-    int a, l, nsp = st->stages[i].nspatial, ap = -1;
+    int a, k, l, nsp = st->stages[i].nspatial, ap = -1;
 
     for (a = nsp - 1; a >= 0; a--) {
         struct kt_step sp;
@@ -158,9 +173,10 @@ tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
     re.kind = KT_STEP_REORDER;
     re.stage = i;
     for (l = 0; l <= level; l++) {
-        for (a = 0; a < nsp; a++) {
+        for (k = 0; k < nsp; k++) {
             const struct kt_sstage *ss = &st->stages[i];
             int j;
+            a = l == 0 ? outer_axis(k, first) : k;
             if (ss->axes[a].extent <= 1 && l != 0)
                 continue;
             j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : l);
@@ -177,6 +193,34 @@ tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
     if (kt_state_apply(st, &re, err, errlen) != KT_OK)
         return -1;
     return ap;
+}
+
+/* Plain stage i's spatial axis a split into an outer part of length e,
+ * which goes first (search_align.c). */
+static int
+split_first(struct kt_state *st, int i, int a, int64_t e, char *err,
+            size_t errlen)
+{
+    const struct kt_sstage *ss = &st->stages[i];
+    struct kt_step re;
+    int j, k;
+
+    if (ss->transformed || e <= 1 || ss->axes[a].extent % e != 0)
+        return 0;
+    if (e < ss->axes[a].extent)
+        APPLY(st, {KT_STEP_SPLIT, i, a, 1, {ss->axes[a].extent / e}});
+    memset(&re, 0, sizeof(re));
+    re.kind = KT_STEP_REORDER;
+    re.stage = i;
+    re.v[re.n++] = a;
+    for (j = 0, k = st->stages[i].niters; j < k; j++)
+        if (j != a)
+            re.v[re.n++] = j;
+    if (kt_state_apply(st, &re, err, errlen) != KT_OK)
+        return -1;
+    return 0;
+fail:
+    return -1;
 }
 
 /* A stage that is not tiled and ends in a reduction loop (a row sum or
@@ -302,7 +346,10 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
     const struct sk_sketch *k = &s->sk[g->sketch];
     struct kt_state *st = kt_state_clone(k->base);
     int ap[KT_MAX_STAGES], par_on[KT_MAX_STAGES] = {0};
+    struct sk_aligned al;
     int i, j, n = st->nstages;
+
+    sk_align(s, g, &al);
 
     for (i = n - 1; i >= 0; i--) {
         const struct sk_plan *p = &k->plan[i];
@@ -348,19 +395,22 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             }
         }
         if (p->role == SK_MLT &&
-            tile_mlt(st, i, g->tiles[p->slot], sk_structures[p->structure],
+            tile_mlt(st, i, al.tiles[p->slot], sk_structures[p->structure],
                      p->vec_axis1 - 1,
                      sk_red_unroll_values[g->red_unroll[i] % SK_RED_UNROLLS],
-                     err, errlen) != 0)
+                     al.first[i], err, errlen) != 0)
             goto fail;
         if (p->role == SK_FOLLOW) {
             const struct sk_plan *pp = &k->plan[p->partner];
-            ap_pre = tile_follow(st, i, g->tiles[pp->slot],
+            ap_pre = tile_follow(st, i, al.tiles[pp->slot],
                                  count_kind(sk_structures[pp->structure], 'S'),
-                                 p->level, err, errlen);
+                                 p->level, al.first[i], err, errlen);
             if (ap_pre < 0)
                 goto fail;
         }
+        if (tgt < 0 && p->role == SK_PLAIN && al.first[i] >= 0 &&
+            split_first(st, i, al.first[i], al.outer[i], err, errlen) != 0)
+            goto fail;
         if (tgt < 0) {
             const struct kt_sstage *ss = &st->stages[i];
             for (m = 0; m < ss->niters && ss->iters[m].reduce == 0; m++)

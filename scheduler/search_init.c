@@ -653,5 +653,9 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
             g->red_unroll[i] = (uint8_t)(v > 0 ? v : 0);
         }
     }
+    /* most samples split a pipeline's stages alike (search_align.c):
+     * about as fast on CPUs that share a cache, much faster on ones
+     * that do not */
+    g->align = kt_rng_below(r, 4) != 0;
     sk_pack_sample(sk, r, g);
 }

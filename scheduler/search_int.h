@@ -74,6 +74,9 @@ struct sk_genome {
     uint8_t red_unroll[KT_MAX_STAGES]; /* index into sk_red_unroll_values */
     /* cache_read stages: 0 no pack, 1 in the kernel, 2 layout rewrite */
     uint8_t pack[KT_MAX_STAGES];
+    /* 1: the root stages of a pipeline split along one axis (sk_align) */
+    uint8_t align;
+    uint8_t unused_[3]; /* zero: genomes compare with memcmp */
 };
 
 /* Factorizations of one extent into n ordered parts (outer first) whose
@@ -166,6 +169,19 @@ int sk_vector_axis(const struct kt_sstage *ss, const struct sk_plan *p);
 /* Builds the state of genome g; NULL with err on a schedule error. */
 struct kt_state *sk_build(const struct kt_search *s, const struct sk_genome *g,
                           char *err, size_t errlen);
+/* ---- search_align.c ---- */
+/* How a genome builds: its tiles (g's, or with g->align the pipeline's
+ * shared axis given one outer length in every stage that has it) and per
+ * stage the spatial axis whose outer part goes first (-1: the stage's
+ * order) and that part's length (a plain stage's split). */
+struct sk_aligned {
+    int first[KT_MAX_STAGES];
+    int64_t outer[KT_MAX_STAGES];
+    int32_t tiles[SK_MAX_MLT][KT_MAX_AXES][SK_MAXP];
+};
+/* Fills al for g; 1 when g->align changed anything. */
+int sk_align(const struct kt_search *s, const struct sk_genome *g,
+             struct sk_aligned *al);
 
 /* ---- search_init.c ---- */
 int sk_prepare_factors(struct kt_search *s);

@@ -108,6 +108,20 @@ pick_stage(const struct sk_sketch *sk, struct kt_rng *r, int want)
     return n ? cand[kt_rng_below(r, (uint64_t)n)] : -1;
 }
 
+/* Flips g's align gene; -1 (g unchanged) where it changes nothing. */
+static int
+flip_align(const struct kt_search *s, struct sk_genome *g)
+{
+    struct sk_aligned al;
+    struct sk_genome on = *g;
+
+    on.align = 1;
+    if (!sk_align(s, &on, &al))
+        return -1;
+    g->align ^= 1;
+    return 0;
+}
+
 int
 sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
@@ -159,6 +173,8 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         g->loc[i] = v;
         return 0;
     }
+    if (u < 0.995 && flip_align(s, g) == 0) /* MutateAlign */
+        return 0;
     i = pick_stage(sk, r, 2); /* MutateParallel */
     if (i < 0)
         return -1;
@@ -363,6 +379,9 @@ sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
     {
         struct sk_genome g = m->g;
         if (sk_pack_mutate(sk, r, &g) == 0)
+            n = add_neighbour(m, &g, out, n, cap);
+        g = m->g;
+        if (flip_align(s, &g) == 0)
             n = add_neighbour(m, &g, out, n, cap);
     }
     for (i = 0; i < sk->nslots; i++)

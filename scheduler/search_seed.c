@@ -210,29 +210,39 @@ decode_sketch(const struct kt_search *s, int k, const struct kt_step *steps,
     struct kt_state *st;
     char hex[17];
     uint64_t h = 0;
-    int j, i;
+    int j, i, align;
 
     if (nsteps < sk->base->nsteps)
         return 0;
     for (j = 0; j < sk->base->nsteps; j++)
         if (!step_eq(&sk->base->steps[j], &steps[j]))
             return 0;
-    memset(g, 0, sizeof(*g));
-    g->sketch = (int32_t)k;
-    if (read_genes(sk, steps, nsteps, sk->base->nsteps, NULL, g, needs_loc) < 0)
-        return 0;
-    for (i = 0; i < sk->base->nstages; i++)
-        if (needs_loc[i] &&
-            find_loc(s, g, i, find_step(steps, nsteps, KT_STEP_COMPUTE_AT, i)) <
-                0)
+    /* the align gene shows only in the tiles and the outer order: both
+     * values are tried (aligned tiles decode as the genome's own) */
+    for (align = 0; align < 2; align++) {
+        memset(g, 0, sizeof(*g));
+        g->sketch = (int32_t)k;
+        g->align = (uint8_t)align;
+        if (read_genes(sk, steps, nsteps, sk->base->nsteps, NULL, g,
+                       needs_loc) < 0)
             return 0;
-    st = sk_build(s, g, NULL, 0);
-    if (st == NULL)
-        return 0;
-    kt_steps_hash(st->steps, st->nsteps, hex);
-    kt_state_free(st);
-    kt_hash_parse(hex, &h);
-    return h == hash;
+        for (i = 0; i < sk->base->nstages; i++)
+            if (needs_loc[i] &&
+                find_loc(s, g, i,
+                         find_step(steps, nsteps, KT_STEP_COMPUTE_AT, i)) < 0)
+                break;
+        if (i < sk->base->nstages)
+            continue;
+        st = sk_build(s, g, NULL, 0);
+        if (st == NULL)
+            continue;
+        kt_steps_hash(st->steps, st->nsteps, hex);
+        kt_state_free(st);
+        kt_hash_parse(hex, &h);
+        if (h == hash)
+            return 1;
+    }
+    return 0;
 }
 
 int
