@@ -201,7 +201,8 @@ valgrind-run: all $(UNIT_BINS)
 
 # Every benchmark program built, none run: CI checks they still compile.
 .PHONY: bench-build
-bench-build: all $(BENCH_BINS) $(BUILD)/bench/suite_time $(BUILD)/bench/fake_worker
+bench-build: all $(BENCH_BINS) $(BUILD)/bench/suite_time $(BUILD)/bench/fake_worker \
+             $(BUILD)/bench/placement_time
 
 bench: OPT := -O3 -march=native
 bench: all $(BENCH_BINS)
