@@ -184,6 +184,8 @@ kt__job_round_free(struct kt_round *r)
     free(r->kvs);
     free(r->confirmed);
     kt__feedback_free(r->feedback, r->nfeedback);
+    kt__revisit_free(r->revisit, r->nrevisit);
+    free(r->revisit);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);
     free(r);
@@ -212,6 +214,8 @@ kt__job_release_tuning(struct kt_job *job)
         kt__feedback_free(ts->pending, ts->npending);
         ts->pending = NULL;
         ts->npending = ts->cappending = 0;
+        kt__revisit_free(ts->revisit, ts->nrevisit);
+        ts->nrevisit = 0;
     }
     for (i = 0; i < job->nrecs; i++)
         record_release(job->recs[i]);
@@ -495,6 +499,7 @@ start_search(struct kt_job *job, int task, int speculative)
     r->nfeedback = ts->npending;
     ts->pending = NULL;
     ts->npending = ts->cappending = 0;
+    kt__revisit_take(job, r);
     if (kt__job_queue_work(job, &r->work, kt__engine_search_work, search_done,
                            err, sizeof(err)) != 0) {
         kt__job_round_free(r);

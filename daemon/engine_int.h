@@ -27,6 +27,15 @@ struct kt_cand {
     int nrows;
     char seed_of[17]; /* kt_search_cand.seed_of, stored as a kvs note */
     int transfer;     /* ... named transfer_of instead */
+    int revisit;      /* ... revisit_of: seed_of is the trial_no timed apart */
+};
+
+/* A program timed while its host's CPUs sat apart that could be its
+ * task's best timed close (engine_revisit.c). */
+#define KT_MAX_REVISITS 8
+struct kt_revisit {
+    char *config; /* canonical schedule JSON, owned */
+    int64_t trial_no;
 };
 
 struct kt_round {
@@ -45,6 +54,8 @@ struct kt_round {
     struct kt_feedback *feedback; /* measured results the search learns
                                     * first (moved from the task state) */
     int nfeedback;
+    struct kt_revisit *revisit; /* timed again as extra candidates */
+    int nrevisit;
     /* outputs */
     int rc;
     int feature_errors;    /* candidates whose features failed */
@@ -141,6 +152,8 @@ struct kt_task_state {
     void *search;                /* struct kt_search *, created lazily */
     struct kt_feedback *pending; /* for the task's next search work */
     int npending, cappending;
+    struct kt_revisit revisit[KT_MAX_REVISITS]; /* oldest first */
+    int nrevisit;
 };
 
 struct kt_engine {
@@ -193,7 +206,8 @@ struct kt_job {
     kt_job_end_cb end_cb;
     void *end_arg;
     int ended;
-    int abandoned; /* results still to come are not stored */
+    int abandoned;  /* results still to come are not stored */
+    int cpus_apart; /* most of the last round's results were timed apart */
 };
 
 /* Shared between engine.c (rounds), engine_results.c (measured batches),
@@ -230,6 +244,17 @@ void kt__job_probe_detach(struct kt_job *job);
 /* The cost the search and the cost model learn from trial t: its cpu_cost
  * when the worker marked it contended (docs/measure.md), else its cost. */
 double kt__trial_learning_cost(const struct kt_trial *t);
+
+/* engine_revisit.c: the placement of round r's results and its programs
+ * worth timing again once the CPUs are close (after the task's best is
+ * updated); moves some into the task's next round r while they are close
+ * (loop thread); appends them to r's candidates (its search work); frees
+ * n of them. */
+void kt__revisit_collect(struct kt_job *job, struct kt_round *r, double best);
+void kt__revisit_take(struct kt_job *job, struct kt_round *r);
+void kt__revisit_add_cands(struct kt_round *r, const struct kt_dag *dag,
+                           const struct kt_looptree *ref);
+void kt__revisit_free(struct kt_revisit *v, int n);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
 void kt__engine_search_work(uv_work_t *w);

@@ -54,7 +54,9 @@ build_trials(struct kt_job *job, struct kt_round *r,
         tr->result.kvs = kv;
         nkv += res[i].nkvs;
         if (r->c[i].seed_of[0] != '\0') {
-            r->kvs[nkv].k = r->c[i].transfer ? "transfer_of" : "seed_of";
+            r->kvs[nkv].k = r->c[i].transfer  ? "transfer_of"
+                            : r->c[i].revisit ? "revisit_of"
+                                              : "seed_of";
             r->kvs[nkv++].v = r->c[i].seed_of;
             tr->result.nkvs++;
         }
@@ -180,6 +182,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
     }
     if (new_best >= 0 && kt__job_uses_model(job))
         share_best(job, r->task, &ts->pending[new_best]);
+    kt__revisit_collect(job, r, best);
     ts->next_trial_no += r->nres;
     job->rounds++;
     kt_task_sched_update(job->sched, r->task, round_best, r->nres);

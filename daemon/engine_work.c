@@ -48,6 +48,46 @@ candidate_source(const struct kt_dag *dag, const struct kt_looptree *ref,
     return rc;
 }
 
+/* The round's revisits (engine_revisit.c) as extra candidates, rebuilt
+ * from their stored schedules; one that no longer builds is dropped. */
+static void
+add_revisits(struct kt_round *r, const struct kt_dag *dag,
+             const struct kt_looptree *ref)
+{
+    int i;
+
+    for (i = 0; i < r->nrevisit; i++) {
+        struct kt_cand *c = &r->c[r->ncand];
+        struct kt_state *st = NULL;
+        struct kt_looptree *lt = NULL;
+        char err[512];
+        if (kt_steps_from_json(r->revisit[i].config, &c->steps, &c->nsteps, err,
+                               sizeof(err)) != KT_OK ||
+            kt_state_replay(dag, c->steps, c->nsteps, &st, err, sizeof(err)) !=
+                KT_OK ||
+            kt_lower(st, &lt, err, sizeof(err)) != KT_OK ||
+            candidate_source(dag, ref, lt, &r->cg, &c->source, err,
+                             sizeof(err)) != KT_OK) {
+            free(c->steps);
+            free(c->source);
+            memset(c, 0, sizeof(*c));
+        } else {
+            if (kt_features_extract(lt, &c->rows, &c->nrows, err,
+                                    sizeof(err)) != KT_OK)
+                c->rows = NULL;
+            kt_steps_hash(c->steps, c->nsteps, c->hash);
+            c->config = r->revisit[i].config;
+            r->revisit[i].config = NULL; /* the candidate owns it now */
+            snprintf(c->seed_of, sizeof(c->seed_of), "%lld",
+                     (long long)r->revisit[i].trial_no);
+            c->revisit = 1;
+            r->ncand++;
+        }
+        kt_looptree_free(lt);
+        kt_state_free(st);
+    }
+}
+
 void
 kt__engine_search_work(uv_work_t *w)
 {
@@ -74,9 +114,9 @@ kt__engine_search_work(uv_work_t *w)
                                  r->want, &batch, &st, r->err, sizeof(r->err));
     if (r->rc != KT_OK)
         return;
-    r->c = kt_xcalloc((size_t)(batch.n ? batch.n : 1), sizeof(*r->c));
+    r->c = kt_xcalloc((size_t)(batch.n + r->nrevisit + 1), sizeof(*r->c));
     r->ncand = batch.n;
-    if (batch.n > 0)
+    if (batch.n + r->nrevisit > 0)
         ref_rc = kt_lower_reference(dag, &ref, ref_err, sizeof(ref_err));
     for (i = 0; i < batch.n; i++) {
         struct kt_search_cand *sc = &batch.v[i];
@@ -108,6 +148,8 @@ kt__engine_search_work(uv_work_t *w)
                          sc->feature_err ? sc->feature_err : "no rows");
         }
     }
+    if (ref_rc == KT_OK)
+        add_revisits(r, dag, ref);
     kt_looptree_free(ref);
     kt_search_batch_free(&batch);
     r->search_s = kt_now() - t0;

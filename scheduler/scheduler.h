@@ -297,8 +297,9 @@ int kt_search_next_batch(struct kt_search *s, struct kt_xgb_model *model,
  * later initial populations, and so is a successful schedule measured
  * elsewhere (a stored record after a restart) whose steps decode into a
  * genome of this search (scheduler/search_seed.c); any schedule is never
- * proposed again.  Returns 1 if it seeds the search, 0 if only its hash
- * was recorded. */
+ * proposed again.  A measured program recorded again keeps the faster of
+ * its costs (measured again once its host's CPUs were close).  Returns 1
+ * if it seeds the search, 0 if only its hash was recorded. */
 int kt_search_record(struct kt_search *s, const struct kt_step *steps,
                      int nsteps, double cost);
 

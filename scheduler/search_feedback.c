@@ -350,6 +350,13 @@ kt_search_record(struct kt_search *s, const struct kt_step *steps, int nsteps,
         s->nprop--;
         break;
     }
+    /* a program measured again (timed first while its host was loaded
+     * or its CPUs apart) keeps its faster timing */
+    for (i = 0; !found && cost > 0 && isfinite(cost) && i < s->nmeas; i++)
+        if (s->meas[i].hash == h && 1.0 / cost > s->meas_tput[i]) {
+            s->meas_tput[i] = 1.0 / cost;
+            found = 1;
+        }
     pthread_mutex_unlock(&s->lock);
     return found;
 }

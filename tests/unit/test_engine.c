@@ -44,6 +44,8 @@ struct fake {
     int retime_fails;       /* re-timings end in RUNTIME_DEVICE */
     int contended;          /* candidate 1 of each batch reports a load spike */
     int contention_retimes; /* its re-timings (one candidate, no avoid) */
+    int apart_submits;      /* the first rounds' results come timed with the
+                        * CPUs apart (twice as slow), the rest close */
     int nsubmits;           /* rounds' batches */
     int nretimes;           /* re-timings of a new best (avoid_worker set) */
     int retiming;           /* the batch in flight is one */
@@ -105,10 +107,21 @@ fake_deliver(uv_timer_t *t)
             r->nkvs = 1;
             r->kvs = notes;
         } else {
+            /* the tracker's placement notes (measure/hold.c) */
+            static const struct kt_kv apart[] = {{"xcpu_ns", "300"},
+                                                 {"contended", "1"},
+                                                 {"xcpu_quiet_ns", "60"}};
+            static const struct kt_kv close[] = {{"xcpu_ns", "60"}};
+            int is_apart = f->nsubmits <= f->apart_submits;
             r->ncosts = 3;
             for (k = 0; k < 3; k++)
-                r->costs[k] = 1e-4 * (1 + (f->nsubmits * 7 + i) % 5);
+                r->costs[k] = 1e-4 * (1 + (f->nsubmits * 7 + i) % 5) *
+                              (is_apart ? 2 : 1);
             r->cost = r->costs[1];
+            if (f->apart_submits > 0 && !f->retiming) {
+                r->kvs = is_apart ? apart : close;
+                r->nkvs = is_apart ? 3 : 1;
+            }
         }
     }
     f->n = 0;
@@ -324,6 +337,50 @@ test_engine_runs_budget_and_stores_every_trial(void **state)
                                     "'{\"A\": [16, 16], \"B\": [16, 16], "
                                     "\"O\": [16, 16]}'"),
                      1);
+    run_close(&r);
+}
+
+/* Results timed with the CPUs apart that could beat the task's best at
+ * the slowdown apart are measured again once a round is timed close:
+ * each a trial of the budget naming the first in revisit_of, with its
+ * schedule, timed close. */
+static void
+test_engine_revisits_programs_timed_apart(void **state)
+{
+    struct run r;
+    long long revisits;
+
+    (void)state;
+    run_open(&r);
+    r.fake.apart_submits = 3;
+    run_start(&r, one_task_conf, 56);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_true(r.ended);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 56);
+    revisits = count_rows(&r,
+                          "SELECT count(*) FROM kvs WHERE k = 'revisit_of'");
+    assert_true(revisits >= 2);
+    /* each names a trial of the same schedule timed apart ... */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs k"
+                                    " JOIN logs l ON l.id = k.log_id"
+                                    " JOIN logs o ON o.trial_no = CAST(k.v AS "
+                                    "INTEGER)"
+                                    " AND o.sched_hash = l.sched_hash"
+                                    " JOIN kvs q ON q.log_id = o.id"
+                                    " AND q.k = 'xcpu_quiet_ns'"
+                                    " WHERE k.k = 'revisit_of'"),
+                     revisits);
+    /* ... in the first three rounds; it was timed close, after them */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs k"
+                                    " JOIN kvs q ON q.log_id = k.log_id"
+                                    " AND q.k = 'xcpu_quiet_ns'"
+                                    " WHERE k.k = 'revisit_of'"),
+                     0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs k"
+                                    " JOIN logs l ON l.id = k.log_id"
+                                    " WHERE k.k = 'revisit_of'"
+                                    " AND l.trial_no < 24"),
+                     0);
     run_close(&r);
 }
 
@@ -1254,6 +1311,7 @@ main(void)
         cmocka_unit_test(test_engine_counts_feature_failures),
         cmocka_unit_test(test_engine_new_best_is_timed_again),
         cmocka_unit_test(test_engine_contended_result_is_timed_again),
+        cmocka_unit_test(test_engine_revisits_programs_timed_apart),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
         cmocka_unit_test(test_engine_quiet_measure_with_local_workers),
     };

@@ -521,6 +521,52 @@ test_search_pending_once_per_schedule(void **state)
     kt_dag_free(dag);
 }
 
+/* A program measured again (first timed with its host's CPUs apart)
+ * keeps its faster cost: it leads the measured seeds. */
+static void
+test_search_measured_again_keeps_faster(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct sk_member seeds[16];
+    char err[512];
+    int i, n;
+
+    (void)state;
+    assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d.name, err);
+    s = new_search(dag, 5);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 8, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    assert_true(b.n >= 2);
+    for (i = 0; i < b.n; i++)
+        kt_search_record(s, b.v[i].steps, b.v[i].nsteps, 1e-3 * (1 + i));
+    n = sk_measured_seeds(s, seeds, 16);
+    assert_true(n >= 2);
+    assert_true(seeds[0].hash != seeds[n - 1].hash);
+    /* the slowest, measured again 10x faster */
+    assert_int_equal(kt_search_record(s, b.v[b.n - 1].steps,
+                                      b.v[b.n - 1].nsteps, 1e-4),
+                     1);
+    assert_true(sk_measured_seeds(s, seeds, 16) == n);
+    {
+        char hex[17];
+        uint64_t h = 0;
+        kt_steps_hash(b.v[b.n - 1].steps, b.v[b.n - 1].nsteps, hex);
+        kt_hash_parse(hex, &h);
+        assert_true(seeds[0].hash == h);
+    }
+    /* measured again slower: nothing changes */
+    assert_int_equal(kt_search_record(s, b.v[0].steps, b.v[0].nsteps, 1.0), 0);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -528,6 +574,7 @@ main(void)
         cmocka_unit_test(test_search_seed_gemm),
         cmocka_unit_test(test_search_neighbours_of_fastest),
         cmocka_unit_test(test_search_pending_once_per_schedule),
+        cmocka_unit_test(test_search_measured_again_keeps_faster),
         cmocka_unit_test(test_search_seed_dense_epilogue),
         cmocka_unit_test(test_search_seed_conv2d),
         cmocka_unit_test(test_search_seed_foreign),
