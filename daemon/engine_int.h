@@ -245,15 +245,13 @@ void kt__job_probe_detach(struct kt_job *job);
  * when the worker marked it contended (docs/measure.md), else its cost. */
 double kt__trial_learning_cost(const struct kt_trial *t);
 
-/* engine_revisit.c: the placement of round r's results and its programs
- * worth timing again once the CPUs are close (after the task's best is
- * updated); moves some into the task's next round r while they are close
- * (loop thread); appends them to r's candidates (its search work); frees
- * n of them. */
+/* engine_revisit.c (loop thread): notes where round r's results were
+ * timed and keeps its programs worth timing again once the CPUs are
+ * close (best: the task's best after r); moves some into the task's next
+ * round r while they are close (its search work appends them to its
+ * candidates, engine_work.c); frees n of them. */
 void kt__revisit_collect(struct kt_job *job, struct kt_round *r, double best);
 void kt__revisit_take(struct kt_job *job, struct kt_round *r);
-void kt__revisit_add_cands(struct kt_round *r, const struct kt_dag *dag,
-                           const struct kt_looptree *ref);
 void kt__revisit_free(struct kt_revisit *v, int n);
 
 /* Work callbacks (engine_work.c); they touch only their own struct. */
