@@ -211,6 +211,40 @@ fake_worker(int port, const char *name, int nruns, fake_answer_fn answer,
     return 0;
 }
 
+/* fake_worker on a thread of its own, started by fake_worker_start (the
+ * caller joins th); err says why it could not join. */
+struct fake_thread {
+    pthread_t th;
+    int port, nruns;
+    const char *name;
+    fake_answer_fn answer;
+    void *arg;
+    char err[256];
+};
+
+static inline void *
+fake_thread_main(void *p)
+{
+    struct fake_thread *t = p;
+
+    (void)fake_worker(t->port, t->name, t->nruns, t->answer, t->arg, t->err,
+                      sizeof(t->err));
+    return NULL;
+}
+
+static inline void
+fake_worker_start(struct fake_thread *t, int port, const char *name, int nruns,
+                  fake_answer_fn answer, void *arg)
+{
+    memset(t, 0, sizeof(*t));
+    t->port = port;
+    t->name = name;
+    t->nruns = nruns;
+    t->answer = answer;
+    t->arg = arg;
+    assert_int_equal(pthread_create(&t->th, NULL, fake_thread_main, t), 0);
+}
+
 struct batch {
     int done;
     int n;

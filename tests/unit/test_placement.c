@@ -13,13 +13,10 @@
 #define RUNS_MAX 16
 
 struct scripted {
-    int port;
-    const double *xcpu; /* the round trip reported with run i */
-    int nruns;
+    struct fake_thread worker;
+    const double *xcpu;       /* the round trip reported with run i */
     double sent_at[RUNS_MAX]; /* when run i was received */
     char run_id[RUNS_MAX][24];
-    volatile int finished;
-    char err[256];
 };
 
 static int
@@ -58,17 +55,6 @@ answer_scripted(int fd, struct kt_session *s, const struct kt_msg *job, int run,
     w->sent_at[run] = kt_now();
     snprintf(w->run_id[run], sizeof(w->run_id[run]), "%s", id);
     (void)reply(fd, s, id, "run", w->xcpu[run]);
-}
-
-static void *
-scripted_worker(void *arg)
-{
-    struct scripted *w = arg;
-
-    (void)fake_worker(w->port, "scripted", w->nruns, answer_scripted, w, w->err,
-                      sizeof(w->err));
-    w->finished = 1;
-    return NULL;
 }
 
 struct outcome {
@@ -112,16 +98,14 @@ run_script(const double *xcpu, int nruns, double wait_s, struct scripted *w,
     struct env *e = env_new(NULL);
     struct kt_candidate c[3];
     struct kt_measure_opts o;
-    pthread_t th;
     char err[256];
     int i;
 
     memset(w, 0, sizeof(*w));
     memset(out, 0, sizeof(*out));
-    w->port = kt_tracker_port(e->t);
     w->xcpu = xcpu;
-    w->nruns = nruns;
-    assert_int_equal(pthread_create(&th, NULL, scripted_worker, w), 0);
+    fake_worker_start(&w->worker, kt_tracker_port(e->t), "scripted", nruns,
+                      answer_scripted, w);
     memset(c, 0, sizeof(c));
     for (i = 0; i < 3; i++) {
         c[i].source = "int x;";
@@ -133,9 +117,9 @@ run_script(const double *xcpu, int nruns, double wait_s, struct scripted *w,
                           sizeof(err)) < 0)
         fail_msg("submit: %s", err);
     spin(e, WAIT_S, &out->done);
-    pthread_join(th, NULL);
+    pthread_join(w->worker.th, NULL);
     if (!out->done)
-        fail_msg("batch not done after %d runs (%s)", nruns, w->err);
+        fail_msg("batch not done after %d runs (%s)", nruns, w->worker.err);
     for (i = 0; i < 3; i++)
         assert_int_equal(out->err_no[i], 0);
     env_free(e);

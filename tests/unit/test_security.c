@@ -513,13 +513,10 @@ test_security_log_injection(void **state)
 /* ---- results that cannot be faked -------------------------------------- */
 
 struct fake_worker {
-    int port;
+    struct fake_thread worker;
     const char *const *costs; /* the costs answered to run job i */
     double stop_above[6];     /* the bound run job i was sent, 0 none */
-    int nruns;
-    int lied; /* sent the result of a job it was not given */
-    volatile int finished;
-    char err[256];
+    int lied;                 /* sent the result of a job it was not given */
 };
 
 static int
@@ -575,19 +572,6 @@ answer_with_costs(int fd, struct kt_session *s, const struct kt_msg *job,
     (void)fake_reply(fd, s, id, "run", f->costs[run]);
 }
 
-/* A worker with the token that lies: a result for a job it was never
- * given, then the given costs for each run job. */
-static void *
-fake_worker_thread(void *arg)
-{
-    struct fake_worker *f = arg;
-
-    (void)fake_worker(f->port, "liar", f->nruns, answer_with_costs, f, f->err,
-                      sizeof(f->err));
-    f->finished = 1;
-    return NULL;
-}
-
 /* A fake worker answers run job i with costs[i] (claiming early_stop=1
  * and settled=1 on each); the tracker asked for repeat 3, `settle` and
  * `stop_ratio`.  A result is refused with why[i] in its text, or accepted
@@ -602,17 +586,17 @@ fake_costs_run(const char *const *costs, const char *const *why, int n,
     struct kt_candidate c[6];
     struct kt_measure_opts o;
     struct batch b;
-    pthread_t th;
     unsigned results;
     char err[256];
     int i;
 
     assert_true(n <= 6);
     memset(&f, 0, sizeof(f));
-    f.port = kt_tracker_port(e->t);
     f.costs = costs;
-    f.nruns = n;
-    assert_int_equal(pthread_create(&th, NULL, fake_worker_thread, &f), 0);
+    /* a worker with the token that lies: a result for a job it was never
+     * given, then the given costs for each run job */
+    fake_worker_start(&f.worker, kt_tracker_port(e->t), "liar", n,
+                      answer_with_costs, &f);
     memset(c, 0, sizeof(c));
     for (i = 0; i < n; i++) {
         c[i].source = "int x;";
@@ -628,7 +612,7 @@ fake_costs_run(const char *const *costs, const char *const *why, int n,
         fail_msg("submit: %s", err);
     spin(e, WAIT_S, &b.done);
     spin(e, 0.5, NULL); /* the duplicate of the last result */
-    pthread_join(th, NULL);
+    pthread_join(f.worker.th, NULL);
     assert_true(b.done);
     for (i = 0; i < n; i++) {
         if (why[i][0] == '\0') {
