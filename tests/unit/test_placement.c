@@ -225,10 +225,12 @@ test_placement_quiet_level_windows(void **state)
 
 /* The worker's probe: two threads pinned to two CPUs hand a line back and
  * forth in well under a microsecond on any machine with two CPUs; every
- * call ends within its 50 ms even where they cannot (valgrind runs one
- * thread at a time: there it may measure nothing, 0), and a loaded
+ * call ends soon after its 50 ms even where they cannot (valgrind runs
+ * one thread at a time: there it may measure nothing, 0), and a loaded
  * machine may leave one call without a moment for both, so up to ten are
- * made. */
+ * made.  The bound is a hang's, not a timing: under valgrind beside a
+ * CI build, starting and joining the pinned threads took 1.8 s; the
+ * probe's first form took 21 s there. */
 static void
 test_placement_probe(void **state)
 {
@@ -242,7 +244,7 @@ test_placement_probe(void **state)
         t0 = kt_now();
         ns = kt_xcpu_round_trip_ns(cpu);
         took = kt_now() - t0;
-        if (took > 1.0)
+        if (took > 5.0)
             fail_msg("the probe took %.3f s", took);
         measured = ns > 1 && ns < 5000;
     }
