@@ -17,7 +17,8 @@
 
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
- * (padding) read weighs its checks at every lane.  Its edge lanes are a
+ * (padding) read weighs its checks at every lane, or, strided and masked
+ * at the edges, its loads twice with their checks.  Its edge lanes are a
  * masked load or a loop now (ir/codegen_expr.c), which gcc builds
  * quicker than this weight says, but weighed as that loop (its loads and the checks of
  * its ends and of one lane) the search found slower classifier kernels:
@@ -40,6 +41,9 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return 1;
         if ((!e->guarded || g->bare) && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
             return c;
+        if (c >= 2 && w == g->o->vector_bytes / 4 &&
+            kt__cg_guard_masks(e, lane_var, c))
+            return 2 * c * one; /* its loads, then masked at the edges */
         return w * one;
     }
     sum += load_weight(g, e->a, lane_var, w);

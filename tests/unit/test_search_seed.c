@@ -262,7 +262,8 @@ inlines_pad(const struct kt_search_cand *c)
     return 0;
 }
 
-/* The split steps of c, in order, as JSON text (the tiling). */
+/* The split steps of c, in order, as JSON text (the tiling), but those
+ * of stage 0, the padding: only the kind that keeps it can split it. */
 static void
 splits_of(const struct kt_search_cand *c, struct kt_buf *b)
 {
@@ -270,7 +271,7 @@ splits_of(const struct kt_search_cand *c, struct kt_buf *b)
     int i, n = 0;
 
     for (i = 0; i < c->nsteps && n < 64; i++)
-        if (c->steps[i].kind == KT_STEP_SPLIT)
+        if (c->steps[i].kind == KT_STEP_SPLIT && c->steps[i].stage != 0)
             sp[n++] = c->steps[i];
     kt_buf_reset(b);
     kt_steps_to_json(sp, n, b);
