@@ -410,14 +410,16 @@ sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
 }
 
 /* Whether axis a of stage i is its vectorized axis, no full vector
- * divides it, it is longer than the innermost bound, which it may pass
- * only whole (innermost_bound), and a register tile of as many such rows
- * as the code generator pins shared vectors for (KT_CODEGEN_PIN_MIN_USES)
- * fits the register file: a 1x1
+ * divides it, it is longer than one vector, and a register tile of as
+ * many such rows as the code generator pins shared vectors for
+ * (KT_CODEGEN_PIN_MIN_USES) fits the register file: a 1x1
  * convolution's 100 pixels (10 x 10) as one row of 7 vectors, 3 output
  * channels deep, ran 14-17% faster than the 20-pixel rows (16 + 4 lanes)
- * that uniform samples give (docs/performance.md); 196 pixels (14 x 14,
- * 13 vectors) fit one row only. */
+ * that uniform samples give, and they pass the innermost bound only
+ * whole (innermost_bound); a stride-2 depthwise convolution's 28 output
+ * columns, in local rows padded to 32, are two 16-lane vectors where its
+ * tiles of 4 columns took 4-lane ones (1.36x faster, docs/performance.md);
+ * 196 pixels (14 x 14, 13 vectors) fit one row only. */
 static int
 whole_vector_axis(const struct kt_search *s, const struct sk_sketch *sk, int i,
                   int a, const struct sk_factors *f)
@@ -426,7 +428,7 @@ whole_vector_axis(const struct kt_search *s, const struct sk_sketch *sk, int i,
     int64_t e = ss->axes[a].extent, vecs;
 
     if (ss->axes[a].reduce || f->n < 2 || e > f->maxin ||
-        e <= s->o.max_innermost_factor || e % widest_lanes(s) == 0 ||
+        e <= widest_lanes(s) || e % widest_lanes(s) == 0 ||
         sk_vector_axis(ss, &sk->plan[i]) != a)
         return 0;
     vecs = kt_vector_chunks(s->o.vector_bytes, e);
