@@ -249,8 +249,8 @@ kt_lbuf_pitch(const struct kt_lbuf *b, int d, int vector_bytes)
     int64_t e = b->shape[d];
     int64_t w = vector_bytes / 4;
 
-    if (d != b->ndim - 1 || b->ndim < 2 || w < 4 || e <= w / 2 ||
-        e % w == 0 || b->scope == KT_BUF_ARG)
+    if (d != b->ndim - 1 || b->ndim < 2 || w < 4 || e <= w / 2 || e % w == 0 ||
+        b->scope == KT_BUF_ARG)
         return e;
     return (e + w - 1) / w * w;
 }

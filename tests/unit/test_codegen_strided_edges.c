@@ -19,19 +19,19 @@
 
 #include "tests/support/ktt.h"
 
-/* MobileNet-V2's depthwise 3x3 stride 2 (56 x 56 -> 28 x 28, pad 1, bias
- * + relu) with 16 channels: stage 0 pads I, 1 is T (the convolution), 2
- * the epilogue into O. */
+/* MobileNet-V2's depthwise 3x3 stride 2 (side x side -> side / 2, pad 1,
+ * bias + relu) with 16 channels: stage 0 pads I, 1 is T (the
+ * convolution), 2 the epilogue into O. */
 static struct kt_dag *
-depthwise_s2(void)
+depthwise_s2(int64_t side)
 {
     struct kt_op_def d;
     struct kt_dag *dag = NULL;
     char err[512];
 
-    assert_int_equal(
-        ktt_conv_def(&d, 16, 56, 16, 3, 2, 1, 1, 16, KT_EPI_BIAS | KT_EPI_RELU),
-        KT_OK);
+    assert_int_equal(ktt_conv_def(&d, 16, side, 16, 3, 2, 1, 1, 16,
+                                  KT_EPI_BIAS | KT_EPI_RELU),
+                     KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     return dag;
@@ -39,11 +39,11 @@ depthwise_s2(void)
 
 /* The form the search found for the suite's dwconv_s2 (W packed, the
  * padding inlined, T in a local tile per block of 8 channels, the
- * epilogue after it), its register tile rows x cols over output rows x
- * columns (cols dividing 28: the last x split). */
+ * epilogue after it) over out x out outputs, its register tile rows x
+ * cols over output rows x columns (the last y and x splits). */
 #define DW_S2_TILE                                                             \
-    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"CI\",0],[\"SP\",3,4,[28]],"          \
-    "[\"SP\",3,3,[28]],[\"SP\",3,1,[8]],[\"RE\",3,[0,1,3,4,6,2,5,7]],"         \
+    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"CI\",0],[\"SP\",3,4,[%d]],"          \
+    "[\"SP\",3,3,[%d]],[\"SP\",3,1,[8]],[\"RE\",3,[0,1,3,4,6,2,5,7]],"         \
     "[\"FU\",3,0,5],[\"SP\",2,7,[1]],[\"SP\",2,6,[1]],"                        \
     "[\"SP\",2,4,[%d,1,%d]],[\"SP\",2,3,[%d,1,%d]],[\"SP\",2,1,[8,1,1]],"      \
     "[\"RE\",2,[0,1,5,6,10,2,7,11,14,15,17,3,8,12,16,18,4,9,13]],"             \
@@ -53,12 +53,13 @@ depthwise_s2(void)
 
 /* The checked C of the tile, generated for 16-lane vectors; caller frees. */
 static char *
-tile_c(struct kt_dag *dag, int rows, int cols)
+tile_c(struct kt_dag *dag, int out, int rows, int cols)
 {
     struct kt_state *st;
     char json[1024], *c;
 
-    snprintf(json, sizeof(json), DW_S2_TILE, 28 / cols, cols, 28 / rows, rows);
+    snprintf(json, sizeof(json), DW_S2_TILE, out, out, out / cols, cols,
+             out / rows, rows);
     st = ktt_replay_json(dag, json);
     assert_non_null(st);
     ktt_vector_bytes = 64;
@@ -75,13 +76,31 @@ tile_c(struct kt_dag *dag, int rows, int cols)
 static void
 test_strided_edges_whole_rows(void **state)
 {
-    struct kt_dag *dag = depthwise_s2();
-    char *c = tile_c(dag, 7, 28);
+    struct kt_dag *dag = depthwise_s2(56);
+    char *c = tile_c(dag, 28, 7, 28);
     (void)state;
 
     assert_non_null(strstr(c, "kt_v16 r13 = "));
     assert_null(strstr(c, "kt_v16 r14 = "));
     assert_null(strstr(c, "kt_v4 r"));
+    assert_non_null(strstr(c, "__builtin_shufflevector(kt_ldm16(&t_I["));
+    assert_null(strstr(c, "gl_"));
+    free(c);
+    kt_dag_free(dag);
+}
+
+/* 14 output columns (28 x 28 -> 14 x 14): local rows longer than half a
+ * vector are padded to a whole one (ir/codegen_lanes.c), so the tile of
+ * 7 rows is 7 vectors of 16 lanes, not 14 scalars each. */
+static void
+test_strided_edges_half_vector_rows(void **state)
+{
+    struct kt_dag *dag = depthwise_s2(28);
+    char *c = tile_c(dag, 14, 7, 14);
+    (void)state;
+
+    assert_non_null(strstr(c, "kt_v16 r6 = "));
+    assert_null(strstr(c, "kt_v16 r7 = "));
     assert_non_null(strstr(c, "__builtin_shufflevector(kt_ldm16(&t_I["));
     assert_null(strstr(c, "gl_"));
     free(c);
@@ -94,8 +113,8 @@ test_strided_edges_whole_rows(void **state)
 static void
 test_strided_edges_narrow_keeps_loop(void **state)
 {
-    struct kt_dag *dag = depthwise_s2();
-    char *c = tile_c(dag, 14, 4);
+    struct kt_dag *dag = depthwise_s2(56);
+    char *c = tile_c(dag, 28, 14, 4);
     (void)state;
 
     assert_non_null(strstr(c, "kt_v4 r13 = "));
@@ -110,7 +129,7 @@ test_strided_edges_narrow_keeps_loop(void **state)
 static void
 test_strided_edges_size(void **state)
 {
-    struct kt_dag *dag = depthwise_s2();
+    struct kt_dag *dag = depthwise_s2(56);
     struct kt_state *st;
     struct kt_looptree *lt = NULL;
     struct kt_codegen_opts o;
@@ -118,7 +137,7 @@ test_strided_edges_size(void **state)
     char json[1024], err[512];
     (void)state;
 
-    snprintf(json, sizeof(json), DW_S2_TILE, 1, 28, 4, 7);
+    snprintf(json, sizeof(json), DW_S2_TILE, 28, 28, 1, 28, 4, 7);
     st = ktt_replay_json(dag, json);
     assert_non_null(st);
     if (kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
@@ -139,6 +158,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strided_edges_whole_rows),
+        cmocka_unit_test(test_strided_edges_half_vector_rows),
         cmocka_unit_test(test_strided_edges_narrow_keeps_loop),
         cmocka_unit_test(test_strided_edges_size),
     };

@@ -283,9 +283,10 @@ test_search_narrow_axis_whole(void **state)
  * to 32 hold it as two 16-lane vectors, docs/schedule.md) runs whole in
  * 1 of 4 tile samples: 143 of 256 random samples of seed 13 have all 28
  * innermost, 37 without the rule (a uniform choice gives it to 1 of 18
- * factorizations; those fit a register-blocked tile more often).  A stride-2 depthwise convolution 56x56 -> 28x28
- * found its 4 x 28 tile (2 threads: 60.9 GFLOPS) with the rule, stayed on
- * 14 x 4 (44.8) without (docs/performance.md). */
+ * factorizations; those fit a register-blocked tile more often).  A
+ * stride-2 depthwise convolution 56x56 -> 28x28 found its 4 x 28 tile
+ * (2 threads: 60.9 GFLOPS) with the rule, stayed on 14 x 4 (44.8)
+ * without (docs/performance.md). */
 static void
 test_search_padded_row_whole(void **state)
 {
