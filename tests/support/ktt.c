@@ -560,6 +560,26 @@ ktt_checked_c(const struct kt_dag *dag, struct kt_state *st, uint64_t seed)
     return body;
 }
 
+int64_t
+ktt_code_weight(const struct kt_state *st, int vector_bytes, int64_t *bound)
+{
+    struct kt_looptree *lt = NULL;
+    struct kt_codegen_opts o;
+    int64_t total = -1;
+    char err[512];
+
+    kt_codegen_default_opts(&o);
+    o.vector_bytes = vector_bytes;
+    *bound = 2 * (int64_t)o.max_unrolled_stmts;
+    if (kt_lower(st, &lt, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "lowering: %s\n", err);
+        return -1;
+    }
+    kt_codegen_block_size(lt, &o, &total);
+    kt_looptree_free(lt);
+    return total;
+}
+
 struct kt_state *
 ktt_replay_json(const struct kt_dag *dag, const char *json)
 {

@@ -84,6 +84,12 @@ int ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
  * they do not parse or replay (the message on stderr).  Caller frees. */
 struct kt_state *ktt_replay_json(const struct kt_dag *dag, const char *json);
 
+/* The weight of st's generated code for vector_bytes (kt_codegen_block_size's
+ * total), -1 when it does not lower; *bound gets the search's bound on it
+ * (twice max_unrolled_stmts, scheduler/search_evo.c). */
+int64_t ktt_code_weight(const struct kt_state *st, int vector_bytes,
+                        int64_t *bound);
+
 /* The C of one candidate (from its function "cand_0(" on), generated
  * by ktt_module_many and checked by ktt_check_many with seed: NULL when
  * it did not generate or did not match (described on stderr).  Caller
