@@ -70,9 +70,12 @@ kt__cg_lanes_for(const struct cg *g, int64_t e)
 static int
 guard_masks_along_rows(const struct kt_expr *e, int var)
 {
-    int64_t c = kt_aff_coef(&e->idx[e->ndim - 1], var);
+    int64_t c;
     int d;
 
+    if (e->ndim < 1)
+        return 0;
+    c = kt_aff_coef(&e->idx[e->ndim - 1], var);
     for (d = 0; d < e->ndim - 1; d++)
         if (kt_aff_coef(&e->idx[d], var) != 0)
             return 0;
