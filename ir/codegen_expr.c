@@ -311,18 +311,17 @@ put_load_scalar(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_free(&checks);
 }
 
-int
-kt__cg_guard_masks(const struct kt_expr *e, int lane_var, int64_t c)
+int64_t
+kt__cg_row_step(const struct kt_expr *e, int var)
 {
     int d;
 
-    if (c < 2 || c > KT_CG_MAX_SHUFFLE_STRIDE || e->ndim < 1 ||
-        kt_aff_coef(&e->idx[e->ndim - 1], lane_var) != c)
+    if (e->ndim < 1)
         return 0;
     for (d = 0; d < e->ndim - 1; d++)
-        if (kt_aff_coef(&e->idx[d], lane_var) != 0)
+        if (kt_aff_coef(&e->idx[d], var) != 0)
             return 0;
-    return 1;
+    return kt_aff_coef(&e->idx[e->ndim - 1], var);
 }
 
 /* The bounds mask of the w elements from addr + at of guarded read e,
@@ -532,7 +531,7 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     /* strided: masked loads at the target's width only; a stride-2
      * depthwise convolution's 4-lane reads ran 7% slower with them than
      * with the loop, which its rare edges (a fifth of its vectors) enter */
-    if (w == g->o->vector_bytes / 4 && kt__cg_guard_masks(e, lane_var, c)) {
+    if (w == g->o->vector_bytes / 4 && kt__cg_row_step(e, lane_var) == c) {
         put_strided_load(g, b, e->src, addr, c, w, e, row_var, row);
         return;
     }

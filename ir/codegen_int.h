@@ -210,11 +210,11 @@ void kt__cg_put_lane_mask(struct cg *g, struct kt_buf *b, int *nparts,
                           int64_t extent);
 /* Closes a conjunction of masks: every lane when none was needed. */
 void kt__cg_end_mask(struct kt_buf *b, int nparts);
-/* Whether guarded read e, at flat stride c (2 to 4) along lane_var,
- * moves along its last dimension only: its edge vectors at the target's
- * width are then masked loads and shuffles rather than a loop over the
- * lanes (contiguous ones always are). */
-int kt__cg_guard_masks(const struct kt_expr *e, int lane_var, int64_t c);
+/* The step of read e's last index along var when no other index moves
+ * with it, else 0.  A guarded read stepping 2 to 4 along its rows reads
+ * its edge vectors at the target's width as masked loads and shuffles
+ * rather than a loop over the lanes (contiguous ones always are masked). */
+int64_t kt__cg_row_step(const struct kt_expr *e, int var);
 /* Fills g->var_max from the loops and lets under n. */
 void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
 /* The C loop of var runs from 0 below end by step: its largest value. */

@@ -65,20 +65,13 @@ kt__cg_lanes_for(const struct cg *g, int64_t e)
 
 /* Whether guarded read e moves with var along its last dimension only,
  * at a stride of 1 to 4: every lane is checked, and its edge vectors are
- * masked loads (kt__cg_guard_masks), so lanes past the loop's extent read
+ * masked loads (kt__cg_row_step), so lanes past the loop's extent read
  * padding and touch nothing outside the buffer. */
 static int
 guard_masks_along_rows(const struct kt_expr *e, int var)
 {
-    int64_t c;
-    int d;
+    int64_t c = kt__cg_row_step(e, var);
 
-    if (e->ndim < 1)
-        return 0;
-    c = kt_aff_coef(&e->idx[e->ndim - 1], var);
-    for (d = 0; d < e->ndim - 1; d++)
-        if (kt_aff_coef(&e->idx[d], var) != 0)
-            return 0;
     return c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE;
 }
 

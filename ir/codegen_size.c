@@ -41,8 +41,8 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return 1;
         if ((!e->guarded || g->bare) && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
             return c;
-        if (c >= 2 && w == g->o->vector_bytes / 4 &&
-            kt__cg_guard_masks(e, lane_var, c))
+        if (c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE &&
+            w == g->o->vector_bytes / 4 && kt__cg_row_step(e, lane_var) == c)
             return 2 * c * one; /* its loads, then masked at the edges */
         return w * one;
     }
