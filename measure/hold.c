@@ -64,7 +64,7 @@ rotate_windows(struct kt__host_place *p, double now)
 
 int
 kt__place_judge(struct kt_tracker *t, const char *host, double xcpu_ns,
-                double wait_s, double now, double *quiet_ns)
+                double wait_s, int may_hold, double now, double *quiet_ns)
 {
     struct kt__host_place *p = place_of(t, host);
     double quiet;
@@ -102,7 +102,7 @@ kt__place_judge(struct kt_tracker *t, const char *host, double xcpu_ns,
                       "instead)",
                       host, xcpu_ns, xcpu_ns / quiet, quiet);
     }
-    if (!(wait_s > 0) || now - p->apart_since >= wait_s)
+    if (!may_hold || !(wait_s > 0) || now - p->apart_since >= wait_s)
         return KT__PLACE_APART;
     p->hold_ms = p->hold_ms == 0                    ? KT__HOLD_MIN_MS
                  : p->hold_ms * 2 > KT__HOLD_MAX_MS ? KT__HOLD_MAX_MS

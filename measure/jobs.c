@@ -381,9 +381,11 @@ judge_placement(struct kt__cand *c, struct kt__conn *w, const struct kt_msg *m,
                             sizeof(err));
     if (got < 0 || !(xcpu > 0))
         return KT__PLACE_NEAR;
-    place = kt__place_judge(w->t, w->host, xcpu, wait_s, kt_now(), quiet_ns);
-    if (place == KT__PLACE_HOLD && held != NULL && atoi(held) >= max_holds)
-        place = KT__PLACE_APART;
+    /* a candidate at its cap is taken without holding its host's other
+     * runs for it */
+    place = kt__place_judge(w->t, w->host, xcpu, wait_s,
+                            held == NULL || atoi(held) < max_holds, kt_now(),
+                            quiet_ns);
     if (place == KT__PLACE_HOLD)
         requeue_held(c);
     return place;

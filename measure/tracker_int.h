@@ -178,11 +178,12 @@ int kt__on_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
 void kt__dispatch(struct kt_tracker *t);
 /* hold.c: a successful run's round trip xcpu_ns on host: NEAR (take it),
  * HOLD (time it again later: the host's runs are held a while) or APART
- * (take it, marked contended: wait_s is 0 or spent for this spell);
- * quiet_ns is the host's quiet level when not NEAR. */
+ * (take it, marked contended: wait_s is 0 or spent for this spell, or the
+ * run may not be held again, may_hold 0, which leaves the host's hold as
+ * it was); quiet_ns is the host's quiet level when not NEAR. */
 enum { KT__PLACE_NEAR, KT__PLACE_HOLD, KT__PLACE_APART };
 int kt__place_judge(struct kt_tracker *t, const char *host, double xcpu_ns,
-                    double wait_s, double now, double *quiet_ns);
+                    double wait_s, int may_hold, double now, double *quiet_ns);
 /* 1 while no run may be sent to host. */
 int kt__place_held(struct kt_tracker *t, const char *host, double now);
 /* Ends the holds that are over: 1 when one did (runs may be sent). */

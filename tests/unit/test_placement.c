@@ -202,24 +202,59 @@ test_placement_quiet_level_windows(void **state)
     double q;
 
     (void)state;
-    assert_int_equal(kt__place_judge(t, "h", 60, 0, 1, &q), KT__PLACE_NEAR);
-    assert_int_equal(kt__place_judge(t, "h", 300, 0, 2, &q), KT__PLACE_APART);
+    assert_int_equal(kt__place_judge(t, "h", 60, 0, 1, 1, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1, 2, &q),
+                     KT__PLACE_APART);
     assert_true(q == 60);
-    assert_int_equal(kt__place_judge(t, "other", 300, 0, 2, &q),
+    assert_int_equal(kt__place_judge(t, "other", 300, 0, 1, 2, &q),
                      KT__PLACE_NEAR); /* another host knows nothing yet */
     /* the next window still remembers 60 */
-    assert_int_equal(kt__place_judge(t, "h", 300, 0, 303, &q), KT__PLACE_APART);
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1, 303, &q),
+                     KT__PLACE_APART);
     assert_true(q == 60);
     /* the one after only the spell's 300 */
-    assert_int_equal(kt__place_judge(t, "h", 300, 0, 604, &q), KT__PLACE_NEAR);
-    assert_int_equal(kt__place_judge(t, "h", 130, 0, 605, &q), KT__PLACE_NEAR);
-    assert_int_equal(kt__place_judge(t, "h", 300, 0, 606, &q), KT__PLACE_APART);
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1, 604, &q),
+                     KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 130, 0, 1, 605, &q),
+                     KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1, 606, &q),
+                     KT__PLACE_APART);
     assert_true(q == 130);
     /* two windows without a result: forgotten */
-    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1300, &q), KT__PLACE_NEAR);
-    assert_int_equal(kt__place_judge(t, "h", 120, 0, 1301, &q), KT__PLACE_NEAR);
-    assert_int_equal(kt__place_judge(t, "h", 250, 0, 1302, &q),
+    assert_int_equal(kt__place_judge(t, "h", 300, 0, 1, 1300, &q),
+                     KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 120, 0, 1, 1301, &q),
+                     KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 250, 0, 1, 1302, &q),
                      KT__PLACE_APART);
+    free(t);
+}
+
+/* A run that may not be held again (its candidate at the cap of holds
+ * jobs.c allows) is taken apart without holding the host's other runs:
+ * the hold it would have started would have made them wait for nothing
+ * (synthetic clock, placement_wait_s 30). */
+static void
+test_placement_capped_run_holds_nothing(void **state)
+{
+    struct kt_tracker *t = kt_xcalloc(1, sizeof(*t));
+    double q;
+
+    (void)state;
+    assert_int_equal(kt__place_judge(t, "h", 60, 30, 1, 1, &q), KT__PLACE_NEAR);
+    assert_int_equal(kt__place_judge(t, "h", 300, 30, 1, 2, &q),
+                     KT__PLACE_HOLD);
+    assert_true(kt__place_held(t, "h", 2.4));
+    assert_false(kt__place_held(t, "h", 2.6));
+    assert_int_equal(kt__place_judge(t, "h", 300, 30, 0, 3, &q),
+                     KT__PLACE_APART);
+    assert_true(q == 60);
+    assert_false(kt__place_held(t, "h", 3.01));
+    /* another candidate's run may still hold it: the next, longer hold */
+    assert_int_equal(kt__place_judge(t, "h", 300, 30, 1, 4, &q),
+                     KT__PLACE_HOLD);
+    assert_true(kt__place_held(t, "h", 4.9));
+    assert_false(kt__place_held(t, "h", 5.1));
     free(t);
 }
 
@@ -260,6 +295,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_placement_held_and_timed_again),
+        cmocka_unit_test(test_placement_capped_run_holds_nothing),
         cmocka_unit_test(test_placement_wait_spent),
         cmocka_unit_test(test_placement_marked_without_wait),
         cmocka_unit_test(test_placement_quiet_level_windows),
