@@ -2,12 +2,14 @@
 #include "bench/baseline.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Wall-clock seconds, or with KT_BENCH_CLOCK=cpu the CPU time of the whole
  * process: on a shared machine the time a 1-thread kernel spends preempted
@@ -343,4 +345,56 @@ kt_bench_cpu_model(char *buf, size_t size)
         snprintf(buf, size, "%s (family %s, model %s, stepping %s)",
                  name[0] != '\0' ? name : "unknown CPU", family, model,
                  stepping);
+}
+
+static int
+core_in(const char *core, const char *const *names)
+{
+    for (; *names != NULL; names++)
+        if (strcmp(core, *names) == 0)
+            return 1;
+    return 0;
+}
+
+void
+kt_bench_openblas_widest(char **argv)
+{
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake",
+                                         "SapphireRapids", NULL};
+    static const char *const avx2[] = {"Haswell",        "Zen",
+                                       "SkylakeX",       "Cooperlake",
+                                       "SapphireRapids", NULL};
+    const char *core = openblas_get_corename(), *want = NULL;
+
+    if (getenv("OPENBLAS_CORETYPE") != NULL || core == NULL)
+        return;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && !core_in(core, avx512))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             !core_in(core, avx2))
+        want = "Haswell";
+    if (want == NULL)
+        return;
+    fprintf(stderr,
+            "bench: OpenBLAS chose its %s kernels on this CPU; running again "
+            "with OPENBLAS_CORETYPE=%s (its kernels for this CPU's vectors)\n",
+            core, want);
+    fflush(NULL);
+    if (setenv("OPENBLAS_CORETYPE", want, 1) == 0)
+        execv("/proc/self/exe", argv);
+    fprintf(stderr, "bench: cannot run again (%s): OpenBLAS keeps %s\n",
+            strerror(errno), core);
+}
+
+void
+kt_bench_openblas_describe(char *buf, size_t size)
+{
+    const char *config = openblas_get_config(), *core = openblas_get_corename();
+
+    snprintf(buf, size, "%s, %s kernels%s", config ? config : "OpenBLAS",
+             core ? core : "?",
+             getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : "");
 }

@@ -43,6 +43,18 @@ double kt_bench_env_double(const char *name, double def);
 /* This process's CPU seconds (all threads). */
 double kt_bench_cpu_now(void);
 
+/* Makes OpenBLAS use kernels for this CPU's widest vectors: Debian's
+ * 0.3.21 does not know newer CPUs (an Emerald Rapids Xeon, family 6 model
+ * 207) and falls back to its Prescott (SSE3) kernels, 5x slower there
+ * than its SkylakeX ones, which makes a poor baseline.  When
+ * OPENBLAS_CORETYPE is unset and the kernels OpenBLAS chose lack AVX-512
+ * (or AVX2) the CPU has, runs this program again (argv) with
+ * OPENBLAS_CORETYPE=SkylakeX (or Haswell), saying so on stderr.  Call it
+ * first in main.  A user's own OPENBLAS_CORETYPE is kept. */
+void kt_bench_openblas_widest(char **argv);
+/* "OpenBLAS 0.3.21 ... SkylakeX" (its build) and the kernels it runs. */
+void kt_bench_openblas_describe(char *buf, size_t size);
+
 /* Writes "MODEL NAME (family F, model M, stepping S)" of this machine's
  * first CPU (as bench/cpu.sh does) into buf: one name may stand for
  * several generations under a hypervisor ("AMD EPYC"). */

@@ -92,6 +92,7 @@ main(int argc, char **argv)
     double tc[3], tg[3], kc, kg;
     int i, t;
 
+    kt_bench_openblas_widest(argv);
     in = kt_xaligned(64, sizeof(float) * C * H * W);
     wt = kt_xaligned(64, sizeof(float) * K * C * R * R);
     bias = kt_xaligned(64, sizeof(float) * DN);

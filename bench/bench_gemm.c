@@ -33,6 +33,16 @@ typedef void (*kfn)(float *const *);
 static float *A, *B, *C;
 
 static void
+print_openblas(void)
+{
+    char cpu[256], blas[256];
+
+    kt_bench_cpu_model(cpu, sizeof(cpu));
+    kt_bench_openblas_describe(blas, sizeof(blas));
+    printf("CPU: %s\n%s\n", cpu, blas);
+}
+
+static void
 run_blas(void *arg)
 {
     (void)arg;
@@ -214,6 +224,8 @@ main(int argc, char **argv)
     char err[4096];
     int threads, t, i, r, nk = 0, best[3];
 
+    kt_bench_openblas_widest(argv);
+    print_openblas();
     A = kt_xaligned(64, sizeof(float) * N * N);
     B = kt_xaligned(64, sizeof(float) * N * N);
     C = kt_xaligned(64, sizeof(float) * N * N);

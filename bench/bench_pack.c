@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/baseline.h"
 #include "tests/support/ktt.h"
 
 void openblas_set_num_threads(int);
@@ -228,6 +229,7 @@ main(int argc, char **argv)
 {
     int a, k;
 
+    kt_bench_openblas_widest(argv);
     if (argc < 2) {
         fprintf(stderr, "usage: %s THREADS:DB [THREADS:DB ...]\n", argv[0]);
         return 2;

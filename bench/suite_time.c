@@ -645,8 +645,9 @@ json_str(FILE *f, const char *key, const char *v)
     fputc('"', f);
 }
 
-/* The machine's CPU (kt_bench_cpu_model), printed and in every JSON line. */
-static char cpu_model[256];
+/* The machine's CPU (kt_bench_cpu_model) and OpenBLAS's build and
+ * kernels, printed and in every JSON line. */
+static char cpu_model[256], openblas[256];
 
 static void
 write_json(FILE *f, const struct task_result *r, int t, const char *date)
@@ -655,6 +656,7 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
 
     fprintf(f, "{\"date\":\"%s\",\"task\":\"%s\"", date, r->name);
     json_str(f, "cpu", cpu_model);
+    json_str(f, "openblas", openblas);
     json_str(f, "db", r->db);
     fprintf(f, ",\"threads\":%d,\"flops\":%.0f", t, r->flops);
     fprintf(f,
@@ -703,8 +705,10 @@ print_machine(const char *date)
         load[strcspn(load, "\n")] = '\0';
     if (f != NULL)
         fclose(f);
-    printf("%s; CPU: %s, %ld threads online; load (1/5/15 min, ...): %s\n",
-           date, cpu_model, sysconf(_SC_NPROCESSORS_ONLN), load);
+    kt_bench_openblas_describe(openblas, sizeof(openblas));
+    printf("%s; CPU: %s, %ld threads online; load (1/5/15 min, ...): %s\n"
+           "%s\n",
+           date, cpu_model, sysconf(_SC_NPROCESSORS_ONLN), load, openblas);
 }
 
 /* Raises fma_peak[] to this measurement where it is higher: on a shared
@@ -731,6 +735,7 @@ main(int argc, char **argv)
     FILE *json = NULL;
     int i, t, first = 1, n = 0;
 
+    kt_bench_openblas_widest(argv);
     if (argc > 2 && strcmp(argv[1], "--json") == 0) {
         json_path = argv[2];
         first = 3;
