@@ -365,7 +365,16 @@ kt__cg_emit_kids(struct cg *g, const struct kt_node *n)
 
 #define STACK_TILE_BYTES (256 * 1024)
 
-/* Zeros in the padding of b's rows, which vectors running along whole
+/* The floats allocated after b's last row (kt__cg_plan_slack). */
+static int64_t
+alloc_slack(const struct cg *g, const struct kt_lbuf *b)
+{
+    return g->slack != NULL && g->slack[b - g->lt->bufs]
+               ? kt__cg_buf_slack(g, (int)(b - g->lt->bufs))
+               : 0;
+}
+
+/* Zeros in the padding of b's rows and in its slack, which vectors running along whole
  * rows read (ROWS_PADDED): stack or heap garbage there would be
  * arithmetic on denormals, which is slow.  Packed weights get theirs from
  * the pack routine (a library's caller allocates them). */
@@ -373,11 +382,17 @@ static void
 emit_zero_padding(struct cg *g, const struct kt_lbuf *b)
 {
     int64_t e = b->shape[b->ndim - 1], p = kt__cg_pitch(g, b, b->ndim - 1);
+    int64_t elems = kt__cg_buf_elems(g, b);
 
-    if (p == e || g->reference)
+    if (g->reference)
         return;
-    kt__cg_line(g, "for (long r = 0; r < %lld; r++)",
-                (long long)(kt__cg_buf_elems(g, b) / p));
+    if (alloc_slack(g, b) > 0)
+        kt__cg_line(g, "for (long c = %lld; c < %lld; c++) t_%s[c] = 0.0f;",
+                    (long long)elems, (long long)(elems + alloc_slack(g, b)),
+                    b->name);
+    if (p == e)
+        return;
+    kt__cg_line(g, "for (long r = 0; r < %lld; r++)", (long long)(elems / p));
     kt__cg_line(g, "    for (long c = %lld; c < %lld; c++)", (long long)e,
                 (long long)p);
     kt__cg_line(g, "        t_%s[r * %lld + c] = 0.0f;", b->name, (long long)p);
@@ -393,7 +408,7 @@ emit_node(struct cg *g, const struct kt_node *n)
     case KT_N_STORE: kt__cg_emit_store(g, n, -1, 1); break;
     case KT_N_ALLOC: {
         const struct kt_lbuf *b = &g->lt->bufs[n->buf];
-        int64_t elems = kt__cg_buf_elems(g, b);
+        int64_t elems = kt__cg_buf_elems(g, b) + alloc_slack(g, b);
         int heap = elems * 4 > STACK_TILE_BYTES;
         kt__cg_line(g, "{");
         g->indent++;
@@ -464,6 +479,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
              char *err, size_t errlen)
 {
     const struct kt_node *root = pack ? lt->pack_root : lt->root;
+    unsigned char *need_slack;
     struct cg g;
     int i;
 
@@ -485,11 +501,14 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     for (i = 0; i <= lt->nvars; i++)
         g.var_max[i] = -1;
     kt__cg_note_ranges(&g, root);
+    need_slack = kt_xcalloc((size_t)lt->nbufs + 1, 1);
     if (!reference) {
         g.pins = kt_xcalloc(KT_CG_MAX_PINS, sizeof(*g.pins));
         mark_unrolled_loops(&g, root);
         kt__cg_plan_unroll(&g, root);
+        kt__cg_plan_slack(&g, root, need_slack);
     }
+    g.slack = need_slack;
 
     kt__cg_line(&g, "static void\n%s%s(float *const *args)\n{", fname,
                 pack ? "_pack" : "");
@@ -506,7 +525,10 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
         if (b->scope != KT_BUF_HEAP)
             continue;
         kt__cg_line(&g, "float *restrict t_%s = kt_scratch(%lld);", b->name,
-                    (long long)((kt__cg_buf_elems(&g, b) * 4 + 63) / 64 * 64));
+                    (long long)(((kt__cg_buf_elems(&g, b) + alloc_slack(&g, b)) *
+                                     4 +
+                                 63) /
+                                64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
         emit_zero_padding(&g, b);
     }
@@ -526,6 +548,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     free(g.inner);
     free(g.unroll_factor);
     free(g.var_max);
+    free(g.slack);
     free(g.lane_limit);
     free(g.pins);
     return g.rc;
@@ -536,6 +559,7 @@ kt_codegen_block_size(const struct kt_looptree *lt,
                       const struct kt_codegen_opts *o, int64_t *total_weight)
 {
     struct cg g;
+    int i;
 
     memset(&g, 0, sizeof(g));
     g.lt = lt;
@@ -544,11 +568,16 @@ kt_codegen_block_size(const struct kt_looptree *lt,
     g.window = kt_xcalloc((size_t)lt->nvars + 1, 1);
     g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
                                  sizeof(*g.unroll_factor));
+    g.var_max = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.var_max));
+    for (i = 0; i <= lt->nvars; i++)
+        g.var_max[i] = -1;
+    kt__cg_note_ranges(&g, lt->root);
     mark_unrolled_loops(&g, lt->root);
     kt__cg_plan_unroll(&g, lt->root);
     free(g.unrolled);
     free(g.window);
     free(g.unroll_factor);
+    free(g.var_max);
     if (total_weight != NULL)
         *total_weight = g.total_weight;
     return g.max_block;

@@ -70,7 +70,9 @@ struct cg {
     unsigned char *window;   /* ... a window loop (codegen_window.c) */
     unsigned char *inner;    /* per variable: defined inside the kernel loop */
     int64_t *var_max; /* per variable: its largest value in the C, -1 unknown */
-    int64_t *lane_limit; /* per vectorized loop: the lanes kept, 0 all
+    unsigned char *slack; /* per buffer: a vector of zeros after its last
+                           * row (kt__cg_plan_slack); NULL: any may have */
+    int64_t *lane_limit;  /* per vectorized loop: the lanes kept, 0 all
                           * (a peeled last tile, codegen_peel.c) */
     int nregs;
     struct reg regs[KT_CG_MAX_REGS];
@@ -121,6 +123,14 @@ int64_t kt__cg_chunks(const struct cg *g, const struct kt_node *n);
  * buffers padded to whole vectors) and b's elements so laid out. */
 int64_t kt__cg_pitch(const struct cg *g, const struct kt_lbuf *b, int d);
 int64_t kt__cg_buf_elems(const struct cg *g, const struct kt_lbuf *b);
+/* The floats after buffer b's last row that reads along its rows may run
+ * into (a vector for a local or intermediate buffer that has them, or
+ * may: g->slack NULL), and the buffers that need them: those a read of
+ * a vectorized loop under n taking whole vectors into its rows' padding
+ * runs past the end of (marked in need, one byte per buffer). */
+int64_t kt__cg_buf_slack(const struct cg *g, int b);
+void kt__cg_plan_slack(const struct cg *g, const struct kt_node *n,
+                       unsigned char *need);
 int kt__cg_is_unrolled(const struct cg *g, const struct kt_node *n);
 int kt__cg_only_stores(const struct kt_node *n);
 /* Statements n expands to when fully unrolled, or -1 if it cannot be. */

@@ -121,19 +121,63 @@ enum rows {
                   * padding (40 = 16 + 16 + 16 in rows of 48) */
 };
 
+int64_t
+kt__cg_buf_slack(const struct cg *g, int b)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[b];
+
+    if ((buf->scope != KT_BUF_LOCAL && buf->scope != KT_BUF_HEAP) ||
+        (g->slack != NULL && !g->slack[b]))
+        return 0;
+    return g->o->vector_bytes / 4;
+}
+
+/* How far past the end of its row (its pitch) read row of buffer b
+ * reaches when loop top runs whole vectors of w lanes over it: the
+ * largest offset of the row's other terms (a 3x3 window's column tap s in
+ * I_pad[r][c + s]) plus the lanes' end, in *over; 0 when v is not the
+ * row's contiguous index or an offset's range is unknown. */
+static int
+read_overrun(const struct cg *g, const struct kt_node *top, int b,
+             const struct kt_affine *row, int w, int64_t *over)
+{
+    const struct kt_lbuf *buf = &g->lt->bufs[b];
+    int64_t hi = row->c;
+    int i;
+
+    if (kt_aff_coef(row, top->var) != 1 || g->var_max == NULL)
+        return 0;
+    for (i = 0; i < row->n; i++) {
+        if (row->var[i] == top->var || row->k[i] <= 0)
+            continue;
+        if (g->var_max[row->var[i]] < 0)
+            return 0;
+        hi += row->k[i] * g->var_max[row->var[i]];
+    }
+    *over = hi + (top->extent + w - 1) / w * w -
+            kt__cg_pitch(g, buf, buf->ndim - 1);
+    return 1;
+}
+
 /* The rows access idx of buffer b makes along the variable v of
  * vectorized loop top, with vectors of w lanes: padded when the loop
  * runs along whole rows, indexed by v alone, whose padding holds a whole
  * vector (rows then start on whole vectors; the padding starts as zeros,
- * emit_zero_padding).  A broadcast (v absent) reads no rows; a lane
- * reduction's target is no row. */
+ * emit_zero_padding).  A read of a local or intermediate buffer may
+ * also be at an offset along its rows or in rows longer than the loop:
+ * its lanes past the loop's extent read on into the row's padding, the
+ * next row or the slack after the last row (kt__cg_buf_slack), never
+ * past it, and their results only reach the store's padding (a 3 x 3
+ * depthwise convolution's 56-wide rows, read at column taps 0-2 of a
+ * padded copy 58 wide, as 4 x 16 lanes instead of 7 x 8).  A broadcast
+ * (v absent) reads no rows; a lane reduction's target is no row. */
 static enum rows
 access_rows(const struct cg *g, const struct kt_node *top, int b,
             const struct kt_affine *idx, int w, int store)
 {
     const struct kt_lbuf *buf = &g->lt->bufs[b];
     const struct kt_affine *row = &idx[buf->ndim - 1];
-    int64_t e = top->extent;
+    int64_t e = top->extent, over;
     int d;
 
     for (d = 0; d < buf->ndim - 1; d++)
@@ -141,8 +185,15 @@ access_rows(const struct cg *g, const struct kt_node *top, int b,
             return ROWS_NARROW;
     if (kt_aff_coef(row, top->var) == 0)
         return store ? ROWS_NARROW : ROWS_PADDED;
-    if (buf->scope == KT_BUF_ARG || row->n != 1 || row->k[0] != 1 ||
-        row->c != 0 || buf->shape[buf->ndim - 1] != e ||
+    if (buf->scope == KT_BUF_ARG)
+        return ROWS_NARROW;
+    if (!store)
+        return read_overrun(g, top, b, row, w, &over) &&
+                       over <= kt__cg_buf_slack(g, b)
+                   ? ROWS_PADDED
+                   : ROWS_NARROW;
+    if (row->n != 1 || row->k[0] != 1 || row->c != 0 ||
+        buf->shape[buf->ndim - 1] != e ||
         (e + w - 1) / w * w > kt__cg_pitch(g, buf, buf->ndim - 1))
         return ROWS_NARROW;
     return ROWS_PADDED;
@@ -183,6 +234,40 @@ loop_rows(const struct cg *g, const struct kt_node *top,
     for (k = 0; k < n->nkids && r != ROWS_NARROW; k++)
         r = min_rows(r, loop_rows(g, top, n->kids[k]));
     return r;
+}
+
+/* Marks in need the buffers a read under vectorized loop top runs past
+ * the end of (read_overrun). */
+static void
+mark_overruns(const struct cg *g, const struct kt_node *top,
+              const struct kt_expr *e, unsigned char *need)
+{
+    int64_t over;
+
+    if (e == NULL)
+        return;
+    if (e->op == KT_X_LOAD && !e->guarded &&
+        g->lt->bufs[e->src].scope != KT_BUF_ARG &&
+        read_overrun(g, top, e->src, &e->idx[g->lt->bufs[e->src].ndim - 1],
+                     g->o->vector_bytes / 4, &over) &&
+        over > 0)
+        need[e->src] = 1;
+    mark_overruns(g, top, e->a, need);
+    mark_overruns(g, top, e->b, need);
+}
+
+void
+kt__cg_plan_slack(const struct cg *g, const struct kt_node *n,
+                  unsigned char *need)
+{
+    int k;
+
+    if (n->kind == KT_N_LOOP && n->ann == KT_ANN_VECTORIZE &&
+        kt__cg_only_stores(n) && kt__cg_lane_rule(g, n) == KT_CG_LANES_PADDED)
+        for (k = 0; k < n->nkids; k++)
+            mark_overruns(g, n, n->kids[k]->expr, need);
+    for (k = 0; k < n->nkids; k++)
+        kt__cg_plan_slack(g, n->kids[k], need);
 }
 
 int
