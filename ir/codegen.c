@@ -374,9 +374,9 @@ alloc_slack(const struct cg *g, const struct kt_lbuf *b)
                : 0;
 }
 
-/* Zeros in the padding of b's rows and in its slack, which vectors running along whole
- * rows read (ROWS_PADDED): stack or heap garbage there would be
- * arithmetic on denormals, which is slow.  Packed weights get theirs from
+/* Zeros in the padding of b's rows and in its slack, which vectors
+ * running along whole rows read (ROWS_PADDED): stack or heap garbage
+ * there would be arithmetic on denormals, which is slow.  Packed weights get theirs from
  * the pack routine (a library's caller allocates them). */
 static void
 emit_zero_padding(struct cg *g, const struct kt_lbuf *b)
@@ -522,13 +522,12 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
      * kernel's intermediates are not its business */
     for (i = 0; !pack && i < lt->nbufs; i++) {
         const struct kt_lbuf *b = &lt->bufs[i];
+        int64_t bytes;
         if (b->scope != KT_BUF_HEAP)
             continue;
+        bytes = (kt__cg_buf_elems(&g, b) + alloc_slack(&g, b)) * 4;
         kt__cg_line(&g, "float *restrict t_%s = kt_scratch(%lld);", b->name,
-                    (long long)(((kt__cg_buf_elems(&g, b) + alloc_slack(&g, b)) *
-                                     4 +
-                                 63) /
-                                64 * 64));
+                    (long long)((bytes + 63) / 64 * 64));
         kt__cg_line(&g, "if (t_%s == NULL) abort();", b->name);
         emit_zero_padding(&g, b);
     }
