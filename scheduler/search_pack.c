@@ -98,6 +98,26 @@ iter_unindexed_extent(const struct kt_sstage *cs, int j, int t)
     return e;
 }
 
+/* Whether attach point j builds the same tile as an offered point further
+ * out: no loop from that point's body down to j indexes t, so the tile is
+ * the same there, built fewer times.  The best stored attention batch
+ * matmul of 197 tokens transposed each batch's B inside a row-block loop,
+ * 4 times over. */
+static int
+built_further_out(const struct kt_sstage *cs, int t, const int64_t *repeat,
+                  int64_t bound, int j)
+{
+    int k;
+
+    for (k = j; k > 0; k--) {
+        if (iter_unindexed_extent(cs, k, t) != cs->iters[k].extent)
+            return 0;
+        if (repeat[k - 1] >= 0 && repeat[k - 1] <= bound)
+            return 1;
+    }
+    return 0;
+}
+
 /* Where the pack of tensor t may be attached: loops of its consumer but
  * the innermost tile level of each axis, where the packed tile is reused
  * by an inner loop that does not index it and is built at most 4 times
@@ -138,7 +158,8 @@ attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand,
     if (bound < 4)
         bound = 4;
     for (j = 0; j < cs->niters; j++)
-        if (repeat[j] >= 0 && repeat[j] <= bound)
+        if (repeat[j] >= 0 && repeat[j] <= bound &&
+            !built_further_out(cs, t, repeat, bound, j))
             cand[n++] = j;
     return n;
 }

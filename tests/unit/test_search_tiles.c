@@ -343,6 +343,25 @@ test_search_pack_counts_fused_repeats(void **state)
     assert_int_equal(cand[0], 1);
 }
 
+/* A loop that does not index B (the row blocks i0) would only rebuild
+ * the tile the batch loop b0 builds: b0 i0 b1 j0 i1 k i2 j1 offers b0
+ * and j0, not i0 (offered before, a tile rebuilt 4 times over). */
+static void
+test_search_pack_skips_rebuilding_points(void **state)
+{
+    int cand[KT_MAX_ITERS];
+    (void)state;
+
+    assert_int_equal(pack_points("{\"v\":1,\"steps\":[[\"CHR\",0,1],"
+                                 "[\"SP\",1,0,[2]],[\"SP\",1,2,[2,16]],"
+                                 "[\"SP\",1,5,[16]],"
+                                 "[\"RE\",1,[0,2,1,5,3,7,4,6]]]}",
+                                 cand),
+                     2);
+    assert_int_equal(cand[0], 0);
+    assert_int_equal(cand[1], 3);
+}
+
 /* Whether cand unrolls the reduction loop around its register tile: the
  * builder's split of that loop right after the tiling's reorder, whose
  * inner part of 4 is unrolled (search_build.c). */
@@ -720,6 +739,7 @@ main(void)
         cmocka_unit_test(test_search_narrow_axis_whole),
         cmocka_unit_test(test_search_padded_row_whole),
         cmocka_unit_test(test_search_pack_counts_fused_repeats),
+        cmocka_unit_test(test_search_pack_skips_rebuilding_points),
         cmocka_unit_test(test_search_reduction_unroll),
         cmocka_unit_test(test_search_tile_neighbours),
         cmocka_unit_test(test_search_outer_part_neighbours),
