@@ -471,6 +471,44 @@ declare_packed(struct cg *g, const char *kname)
     }
 }
 
+/* A generator over lt: its per-variable tables, the loops' ranges under
+ * root noted (g->var_max). */
+static void
+cg_open(struct cg *g, const struct kt_looptree *lt,
+        const struct kt_codegen_opts *o, const struct kt_node *root)
+{
+    size_t n = (size_t)lt->nvars + 1;
+    int i;
+
+    memset(g, 0, sizeof(*g));
+    g->lt = lt;
+    g->o = o;
+    g->env = kt_xcalloc(n, sizeof(*g->env));
+    g->unrolled = kt_xcalloc(n, 1);
+    g->window = kt_xcalloc(n, 1);
+    g->inner = kt_xcalloc(n, 1);
+    g->unroll_factor = kt_xcalloc(n, sizeof(*g->unroll_factor));
+    g->var_max = kt_xcalloc(n, sizeof(*g->var_max));
+    g->lane_limit = kt_xcalloc(n, sizeof(*g->lane_limit));
+    for (i = 0; i <= lt->nvars; i++)
+        g->var_max[i] = -1;
+    kt__cg_note_ranges(g, root);
+}
+
+static void
+cg_close(struct cg *g)
+{
+    free(g->env);
+    free(g->unrolled);
+    free(g->window);
+    free(g->inner);
+    free(g->unroll_factor);
+    free(g->var_max);
+    free(g->slack);
+    free(g->lane_limit);
+    free(g->pins);
+}
+
 /* The kernel (pack = 0, from lt->root) or its pack routine "<fname>_pack"
  * (pack = 1, from lt->pack_root). */
 static int
@@ -483,24 +521,11 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
     struct cg g;
     int i;
 
-    memset(&g, 0, sizeof(g));
-    g.lt = lt;
-    g.o = o;
+    cg_open(&g, lt, o, root);
     g.out = out;
     g.reference = reference;
     g.err = err;
     g.errlen = errlen;
-    g.env = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.env));
-    g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.window = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.inner = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
-                                 sizeof(*g.unroll_factor));
-    g.var_max = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.var_max));
-    g.lane_limit = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.lane_limit));
-    for (i = 0; i <= lt->nvars; i++)
-        g.var_max[i] = -1;
-    kt__cg_note_ranges(&g, root);
     need_slack = kt_xcalloc((size_t)lt->nbufs + 1, 1);
     if (!reference) {
         g.pins = kt_xcalloc(KT_CG_MAX_PINS, sizeof(*g.pins));
@@ -541,15 +566,7 @@ gen_function(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
             kt__cg_line(&g, "kt_scratch_free(t_%s);", lt->bufs[i].name);
     g.indent = 0;
     kt__cg_line(&g, "}");
-    free(g.env);
-    free(g.unrolled);
-    free(g.window);
-    free(g.inner);
-    free(g.unroll_factor);
-    free(g.var_max);
-    free(g.slack);
-    free(g.lane_limit);
-    free(g.pins);
+    cg_close(&g);
     return g.rc;
 }
 
@@ -558,25 +575,11 @@ kt_codegen_block_size(const struct kt_looptree *lt,
                       const struct kt_codegen_opts *o, int64_t *total_weight)
 {
     struct cg g;
-    int i;
 
-    memset(&g, 0, sizeof(g));
-    g.lt = lt;
-    g.o = o;
-    g.unrolled = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.window = kt_xcalloc((size_t)lt->nvars + 1, 1);
-    g.unroll_factor = kt_xcalloc((size_t)lt->nvars + 1,
-                                 sizeof(*g.unroll_factor));
-    g.var_max = kt_xcalloc((size_t)lt->nvars + 1, sizeof(*g.var_max));
-    for (i = 0; i <= lt->nvars; i++)
-        g.var_max[i] = -1;
-    kt__cg_note_ranges(&g, lt->root);
+    cg_open(&g, lt, o, lt->root);
     mark_unrolled_loops(&g, lt->root);
     kt__cg_plan_unroll(&g, lt->root);
-    free(g.unrolled);
-    free(g.window);
-    free(g.unroll_factor);
-    free(g.var_max);
+    cg_close(&g);
     if (total_weight != NULL)
         *total_weight = g.total_weight;
     return g.max_block;
