@@ -432,6 +432,24 @@ ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K, int64_t R,
     return kt_op_conv2d(d, &p);
 }
 
+struct kt_dag *
+ktt_depthwise3x3(int64_t side, int64_t stride)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    snprintf(err, sizeof(err), "kt_op_conv2d refused it");
+    if (ktt_conv_def(&d, 16, side, 16, 3, stride, 1, 1, 16,
+                     KT_EPI_BIAS | KT_EPI_RELU) != KT_OK ||
+        kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "ktt_depthwise3x3(%lld, %lld): %s\n", (long long)side,
+                (long long)stride, err);
+        abort();
+    }
+    return dag;
+}
+
 int
 ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                   int64_t R, int64_t stride, int64_t pad, int64_t dil,

@@ -106,6 +106,10 @@ struct kt_conv2d_params ktt_square_conv(int64_t C, int64_t H, int64_t K,
 int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                  int64_t R, int64_t stride, int64_t pad, int64_t dil,
                  int64_t groups, int epi);
+/* A 3 x 3 depthwise convolution over 16 channels of side x side, pad 1,
+ * bias + relu (stage 0 pads I, 1 is T, 2 the epilogue into O); aborts,
+ * saying why on stderr, when it does not build. */
+struct kt_dag *ktt_depthwise3x3(int64_t side, int64_t stride);
 /* The same with y and x apart when it is pointwise (kt_op_conv2d_grid). */
 int ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                       int64_t R, int64_t stride, int64_t pad, int64_t dil,

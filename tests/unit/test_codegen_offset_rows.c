@@ -17,23 +17,6 @@
 
 #include "tests/support/ktt.h"
 
-/* A 3 x 3 depthwise convolution, stride 1, pad 1, bias + relu, on 16
- * channels of side x side: stage 0 pads I, 1 is T, 2 the epilogue. */
-static struct kt_dag *
-depthwise_s1(int64_t side)
-{
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    char err[512];
-
-    assert_int_equal(ktt_conv_def(&d, 16, side, 16, 3, 1, 1, 1, 16,
-                                  KT_EPI_BIAS | KT_EPI_RELU),
-                     KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    return dag;
-}
-
 /* The form the search found for the suite's dwconv_s1 on an Intel Xeon
  * (a copy of 4 padded input rows per 2 output rows, T in registers
  * across the 3 x 3 window), its output row split [side / rows, rows]. */
@@ -72,7 +55,7 @@ rows_c(struct kt_dag *dag, int side, int rows, int vector_bytes)
 static void
 test_offset_rows_whole_vectors(void **state)
 {
-    struct kt_dag *dag = depthwise_s1(56);
+    struct kt_dag *dag = ktt_depthwise3x3(56, 1);
     char *c = rows_c(dag, 56, 2, 64);
     (void)state;
 
@@ -90,7 +73,7 @@ test_offset_rows_whole_vectors(void **state)
 static void
 test_offset_rows_dividing_no_slack(void **state)
 {
-    struct kt_dag *dag = depthwise_s1(56);
+    struct kt_dag *dag = ktt_depthwise3x3(56, 1);
     char *c = rows_c(dag, 56, 2, 32);
     (void)state;
 
@@ -105,7 +88,7 @@ test_offset_rows_dividing_no_slack(void **state)
 static void
 test_offset_rows_short_rows(void **state)
 {
-    struct kt_dag *dag = depthwise_s1(14);
+    struct kt_dag *dag = ktt_depthwise3x3(14, 1);
     char *c = rows_c(dag, 14, 7, 64);
     (void)state;
 

@@ -19,24 +19,6 @@
 
 #include "tests/support/ktt.h"
 
-/* MobileNet-V2's depthwise 3x3 stride 2 (side x side -> side / 2, pad 1,
- * bias + relu) with 16 channels: stage 0 pads I, 1 is T (the
- * convolution), 2 the epilogue into O. */
-static struct kt_dag *
-depthwise_s2(int64_t side)
-{
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    char err[512];
-
-    assert_int_equal(ktt_conv_def(&d, 16, side, 16, 3, 2, 1, 1, 16,
-                                  KT_EPI_BIAS | KT_EPI_RELU),
-                     KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    return dag;
-}
-
 /* The form the search found for the suite's dwconv_s2 (W packed, the
  * padding inlined, T in a local tile per block of 8 channels, the
  * epilogue after it) over out x out outputs, its register tile rows x
@@ -76,7 +58,7 @@ tile_c(struct kt_dag *dag, int out, int rows, int cols)
 static void
 test_strided_edges_whole_rows(void **state)
 {
-    struct kt_dag *dag = depthwise_s2(56);
+    struct kt_dag *dag = ktt_depthwise3x3(56, 2);
     char *c = tile_c(dag, 28, 7, 28);
     (void)state;
 
@@ -95,7 +77,7 @@ test_strided_edges_whole_rows(void **state)
 static void
 test_strided_edges_half_vector_rows(void **state)
 {
-    struct kt_dag *dag = depthwise_s2(28);
+    struct kt_dag *dag = ktt_depthwise3x3(28, 2);
     char *c = tile_c(dag, 14, 7, 14);
     (void)state;
 
@@ -113,7 +95,7 @@ test_strided_edges_half_vector_rows(void **state)
 static void
 test_strided_edges_narrow_keeps_loop(void **state)
 {
-    struct kt_dag *dag = depthwise_s2(56);
+    struct kt_dag *dag = ktt_depthwise3x3(56, 2);
     char *c = tile_c(dag, 28, 14, 4);
     (void)state;
 
@@ -129,7 +111,7 @@ test_strided_edges_narrow_keeps_loop(void **state)
 static void
 test_strided_edges_size(void **state)
 {
-    struct kt_dag *dag = depthwise_s2(56);
+    struct kt_dag *dag = ktt_depthwise3x3(56, 2);
     struct kt_state *st;
     int64_t total, bound;
     char json[1024];
