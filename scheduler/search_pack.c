@@ -98,6 +98,18 @@ iter_unindexed_extent(const struct kt_sstage *cs, int j, int t)
     return e;
 }
 
+/* Whether loop it runs the innermost tile level of one of its axes. */
+static int
+holds_innermost_level(const struct kt_sstage *cs, const struct kt_iter *it)
+{
+    int q;
+
+    for (q = 0; q < it->nparts; q++)
+        if (it->parts[q].part == cs->nparts[it->parts[q].axis] - 1)
+            return 1;
+    return 0;
+}
+
 /* Whether attach point j builds the same tile as an offered point further
  * out: no loop from that point's body down to j indexes t, so the tile is
  * the same there, built fewer times.  The best stored attention batch
@@ -137,8 +149,7 @@ attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand,
         const struct kt_iter *it = &cs->iters[j];
         int64_t reuse = 1;
         repeat[j] = -1;
-        if (it->extent <= 1 || it->nparts != 1 ||
-            it->parts[0].part == cs->nparts[it->parts[0].axis] - 1)
+        if (it->extent <= 1 || holds_innermost_level(cs, it))
             continue;
         repeat[j] = 1;
         for (k = 0; k < cs->niters; k++) {
