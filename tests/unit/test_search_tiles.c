@@ -298,8 +298,8 @@ test_search_padded_row_whole(void **state)
                  tiled);
 }
 
-/* The points where B's pack (stage 0) may be attached in O (stage 1)
- * after steps: count and the first two in cand. */
+/* The points where the pack of stage 0 may be attached in stage consumer
+ * of dag after steps (dag freed): count, and the points in cand. */
 static int
 pack_points_of(struct kt_dag *dag, int consumer, const char *json, int *cand)
 {
