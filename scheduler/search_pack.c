@@ -131,15 +131,15 @@ built_further_out(const struct kt_sstage *cs, int t, const int64_t *repeat,
 }
 
 /* Where the pack of tensor t may be attached: loops of its consumer that
- * run no innermost tile level (a loop fused for parallel too), where the packed tile is reused
- * by an inner loop that does not index it and is built at most 4 times
- * over (loops outside that do not index t repeat the same copy, and so do
- * the parts of a fused loop that do not) - or, when no loop is built
- * that seldom, as seldom as any is (a pack inlined instead may be
- * gathered lane by lane).  A layout rewrite (rewrite != 0) builds every
- * tile once, before the kernel, so no repeat bound applies to it.  A
- * point that only rebuilds an offered point's tile is left out
- * (built_further_out). */
+ * run no innermost tile level (a loop fused for parallel too), where the
+ * packed tile is reused by an inner loop that does not index it and is
+ * built at most 4 times over (loops outside that do not index t repeat
+ * the same copy, and so do the parts of a fused loop that do not) - or,
+ * when no loop is built that seldom, as seldom as any is (a pack inlined
+ * instead may be gathered lane by lane).  A layout rewrite (rewrite !=
+ * 0) builds every tile once, before the kernel, so no repeat bound
+ * applies to it.  A point that only rebuilds an offered point's tile is
+ * left out (built_further_out). */
 static int
 attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand,
               int64_t *least)
