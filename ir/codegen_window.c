@@ -58,17 +58,6 @@ steps_meet(const struct cg *g, const struct kt_node *l, int64_t a,
     return 0;
 }
 
-static int
-load_reads_var(const struct kt_expr *e, int var)
-{
-    int d;
-
-    for (d = 0; d < e->ndim; d++)
-        if (kt_aff_coef(&e->idx[d], var) != 0)
-            return 1;
-    return 0;
-}
-
 /* Whether load e reads a new element in every copy of the body under n:
  * every loop there (of more than one iteration) is in its indexes.  A
  * load some copies share (a conv's input row, the same for every output
@@ -82,7 +71,8 @@ load_is_unshared(const struct kt_expr *e, const struct kt_node *n)
 
     for (k = 0; k < n->nkids; k++) {
         const struct kt_node *c = n->kids[k];
-        if (c->kind == KT_N_LOOP && c->extent > 1 && !load_reads_var(e, c->var))
+        if (c->kind == KT_N_LOOP && c->extent > 1 &&
+            !kt_expr_load_uses(e, c->var))
             return 0;
         if (!load_is_unshared(e, c))
             return 0;

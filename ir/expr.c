@@ -73,6 +73,17 @@ kt_aff_coef(const struct kt_affine *a, int var)
 }
 
 int
+kt_expr_load_uses(const struct kt_expr *e, int var)
+{
+    int d;
+
+    for (d = 0; d < e->ndim; d++)
+        if (kt_aff_coef(&e->idx[d], var) != 0)
+            return 1;
+    return 0;
+}
+
+int
 kt_xop_arity(enum kt_xop op)
 {
     switch (op) {

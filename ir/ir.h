@@ -88,6 +88,8 @@ const char *kt_xop_name(enum kt_xop op);
 struct kt_expr *kt_expr_new(enum kt_xop op);
 struct kt_expr *kt_expr_clone(const struct kt_expr *e);
 void kt_expr_free(struct kt_expr *e); /* NULL is a no-op */
+/* Whether load e's indexes use variable var. */
+int kt_expr_load_uses(const struct kt_expr *e, int var);
 /* Replaces every variable v of e's load indexes by rep[v] (v < nrep),
  * composing the affine forms.  KT_EINVAL for a variable >= nrep,
  * KT_ETOOBIG when a result has too many terms. */

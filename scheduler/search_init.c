@@ -237,8 +237,9 @@ vector_lanes(const struct kt_search *s, int64_t extent)
  * SK_MIN_PANEL_STEPS iterations (each accumulator vector is loaded and
  * stored once per SK_MIN_PANEL_STEPS FMAs, and the operand panels are
  * read from cache that long), and it spans no axis that moves every
- * operand (moves_all_operands()).  A tile the stage's shape cannot give
- * passes. */
+ * operand (moves_all_operands()): SK_TILE_BLOCKED; SK_TILE_REUSING when
+ * besides each operand load serves 2 or more accumulators
+ * (operand_reused()).  A tile the stage's shape cannot give passes. */
 #define SK_MIN_ACC_VECTORS 8
 #define SK_MIN_PANEL_STEPS 64
 
@@ -316,27 +317,79 @@ operand_registers(int64_t vecs)
     return vecs + 1;
 }
 
-/* Over the loads in e that read some reduction axis of ss (the operands
- * of a product): *n counts them, *moving those whose index uses axis a. */
+/* Whether e is a load reading some reduction axis of ss: an operand of
+ * the product. */
+static int
+is_operand(const struct kt_sstage *ss, const struct kt_expr *e)
+{
+    int r;
+
+    if (e->op != KT_X_LOAD)
+        return 0;
+    for (r = ss->nspatial; r < ss->naxes; r++)
+        if (kt_expr_load_uses(e, r))
+            return 1;
+    return 0;
+}
+
+/* Over the operands in e (is_operand()): *n counts them, *moving those
+ * whose index uses axis a. */
 static void
 count_operands(const struct kt_sstage *ss, const struct kt_expr *e, int a,
                int *n, int *moving)
 {
-    int d, r, reduces = 0, uses = 0;
-
     if (e == NULL)
         return;
-    if (e->op == KT_X_LOAD) {
-        for (d = 0; d < e->ndim; d++) {
-            uses |= kt_aff_coef(&e->idx[d], a) != 0;
-            for (r = ss->nspatial; r < ss->naxes; r++)
-                reduces |= kt_aff_coef(&e->idx[d], r) != 0;
-        }
-        *n += reduces;
-        *moving += reduces && uses;
+    if (is_operand(ss, e)) {
+        *n += 1;
+        *moving += kt_expr_load_uses(e, a);
     }
     count_operands(ss, e->a, a, n, moving);
     count_operands(ss, e->b, a, n, moving);
+}
+
+/* Length of n elements of axis a in the register tile's terms: vectors
+ * along the vectorized axis v, elements along the others. */
+static int64_t
+tile_span(const struct kt_search *s, int a, int v, int64_t n)
+{
+    return a == v ? kt_vector_chunks(s->o.vector_bytes, n) : n;
+}
+
+/* Whether operand e is read once for 2 or more of the tile's
+ * accumulators wherever the stage lets it be: the tile spans 2 or more
+ * along some spatial axis e does not index (tile_span()), or the stage
+ * has no such axis that long.  A GEMM tile of 16 rows x 1 vector loads a
+ * broadcast of A per FMA: it ran at 137.6 GFLOPS on 1 thread where 8 x 2
+ * vectors ran at 163.3 (bench/bench_gemm.c, docs/performance.md). */
+static int
+operand_reused(const struct kt_search *s, const struct kt_sstage *ss,
+               const int32_t *tile, int v, const struct kt_expr *e)
+{
+    int a, room = 0;
+
+    for (a = 0; a < ss->nspatial; a++) {
+        if (kt_expr_load_uses(e, a) ||
+            tile_span(s, a, v, ss->axes[a].extent) < 2)
+            continue;
+        if (tile_span(s, a, v, tile[a]) >= 2)
+            return 1;
+        room = 1;
+    }
+    return !room;
+}
+
+/* Whether every operand in e is reused (operand_reused()). */
+static int
+operands_reused(const struct kt_search *s, const struct kt_sstage *ss,
+                const int32_t *tile, int v, const struct kt_expr *e)
+{
+    if (e == NULL)
+        return 1;
+    if (is_operand(ss, e) && !operand_reused(s, ss, tile, v, e))
+        return 0;
+    return operands_reused(s, ss, tile, v, e->a) &&
+           operands_reused(s, ss, tile, v, e->b);
 }
 
 /* Whether spatial axis a moves every operand (the batch of a batch
@@ -353,46 +406,50 @@ moves_all_operands(const struct kt_sstage *ss, int a)
     return n > 0 && moving == n;
 }
 
-int
-sk_register_blocked(const struct kt_search *s, const struct sk_genome *g,
-                    int slot)
+enum sk_tile_grade
+sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
     const struct kt_sstage *ss = &sk->base->stages[i];
     int nS = sk_nparts(&sk->plan[i], 0), a, v;
     int64_t lanes, acc, vecs, t, space = 1, total, steps;
+    int32_t tile[KT_MAX_AXES];
 
     if (sk->plan[i].structure == SK_STRUCT_RF)
-        return 1; /* rf_vectorizes() and sk_reg_tile() see to it */
+        return SK_TILE_REUSING; /* rf_vectorizes(), sk_reg_tile() see to it */
     for (a = 0; a < ss->nspatial; a++)
         space *= ss->axes[a].extent;
     v = sk_vector_axis(ss, &sk->plan[i]);
     if (v < 0 || s->fac[g->sketch][slot][v]->n < nS)
-        return 1;
+        return SK_TILE_REUSING;
     lanes = vector_lanes(s, ss->axes[v].extent);
     t = g->tiles[slot][v][nS - 1];
     if (t % lanes != 0)
-        return 0;
+        return SK_TILE_LOOSE;
     /* no vector divides the axis: its whole extent fills the most lanes
      * per vector (10 = 8 + 1 + 1, 5 = 4 + 1), so the tile takes all of it
      * where the innermost bound allows */
     if (lanes == 1 && t != ss->axes[v].extent &&
         ss->axes[v].extent <= s->fac[g->sketch][slot][v]->maxin)
-        return 0;
+        return SK_TILE_LOOSE;
     for (a = 0; a < ss->nspatial; a++)
         if (a != v && g->tiles[slot][a][nS - 1] > 1 && moves_all_operands(ss, a))
-            return 0;
+            return SK_TILE_LOOSE;
     steps = panel_steps(s, g, slot, &total);
     if (steps < SK_MIN_PANEL_STEPS && steps < total)
-        return 0;
+        return SK_TILE_LOOSE;
     /* the code generator's vectors per row of the tile: 197 lanes are
      * 14 (12 x 16 + 4 + 1) */
     vecs = kt_vector_chunks(s->o.vector_bytes, t);
     acc = sk_reg_tile(s, g, slot) / t * vecs;
-    if (acc + operand_registers(vecs) > vector_registers(s))
-        return 0;
-    return acc >= SK_MIN_ACC_VECTORS || space / lanes < SK_MIN_ACC_VECTORS;
+    if (acc + operand_registers(vecs) > vector_registers(s) ||
+        (acc < SK_MIN_ACC_VECTORS && space / lanes >= SK_MIN_ACC_VECTORS))
+        return SK_TILE_LOOSE;
+    for (a = 0; a < ss->nspatial; a++)
+        tile[a] = g->tiles[slot][a][nS - 1];
+    return operands_reused(s, ss, tile, v, ss->body) ? SK_TILE_REUSING
+                                                     : SK_TILE_BLOCKED;
 }
 
 /* Whether axis a of stage i may run whole inside the register tile: the
@@ -615,9 +672,10 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
     g->sketch = (int32_t)k;
     sk = &s->sk[g->sketch];
     for (slot = 0; slot < sk->nslots; slot++) {
-        /* most samples are register-blocked, the others uniform (the
-         * tile mutations leave both kinds) */
-        int fits = 0;
+        /* most samples are register-blocked, of the best grade their
+         * tries find, the others uniform (the tile mutations leave both
+         * kinds) */
+        int best = -1, grade;
         int32_t fit[KT_MAX_AXES][SK_MAXP];
         blocked[slot] = kt_rng_below(r, 4) != 0;
         for (tries = 0; tries < SK_TILE_TRIES; tries++) {
@@ -627,12 +685,15 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
                                                : s->o.max_register_tile) ||
                 !rf_vectorizes(s, g, slot))
                 continue;
-            if (!blocked[slot] || sk_register_blocked(s, g, slot))
+            if (!blocked[slot] ||
+                (grade = (int)sk_grade_tile(s, g, slot)) == SK_TILE_REUSING)
                 break;
-            memcpy(fit, g->tiles[slot], sizeof(fit));
-            fits = 1;
+            if (grade >= best) { /* the last of the best */
+                memcpy(fit, g->tiles[slot], sizeof(fit));
+                best = grade;
+            }
         }
-        if (tries == SK_TILE_TRIES && fits)
+        if (tries == SK_TILE_TRIES && best >= 0)
             memcpy(g->tiles[slot], fit, sizeof(fit));
     }
     for (i = 0; i < sk->base->nstages; i++) {

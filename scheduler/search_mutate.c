@@ -55,9 +55,10 @@ move_tile_divisor(struct kt_search *s, struct kt_rng *r, struct sk_genome *g,
     return -1;
 }
 
-/* MutateTileSize.  A mutant of a register-blocked tile that is no longer
- * one is refused 3 times in 4: most of the population stays micro-kernels
- * (uniform moves break them almost always), some explore around them. */
+/* MutateTileSize.  A mutant whose register tile grade drops
+ * (sk_grade_tile) is refused 3 times in 4: most of the population
+ * stays micro-kernels (uniform moves break them almost always), some
+ * explore around them. */
 static int
 mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
@@ -68,15 +69,14 @@ mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         return -1;
     for (tries = 0; tries < 16; tries++) {
         int32_t before[KT_MAX_AXES][SK_MAXP];
-        int was_blocked;
+        enum sk_tile_grade was;
         slot = (int)kt_rng_below(r, (uint64_t)sk->nslots);
         memcpy(before, g->tiles[slot], sizeof(before));
-        was_blocked = sk_register_blocked(s, g, slot);
+        was = sk_grade_tile(s, g, slot);
         if (move_tile_divisor(s, r, g, slot) != 0)
             continue;
         if (sk_reg_tile(s, g, slot) <= sk_register_tile_limit(s) &&
-            (!was_blocked || sk_register_blocked(s, g, slot) ||
-             kt_rng_below(r, 4) == 0)) {
+            (sk_grade_tile(s, g, slot) >= was || kt_rng_below(r, 4) == 0)) {
             sk_shrink_red_unroll(s, g, slot);
             return 0;
         }
@@ -289,11 +289,11 @@ move_outer_part(const struct kt_search *s, struct sk_genome *g, int slot, int a,
  * (8 x 32 <-> 4 x 64) and each one a divisor larger or smaller along one
  * axis (4 x 48 <-> 8 x 48: runs that settled early on the smaller tile of
  * a classifier layer stayed there, 0.83x-0.85x of oneDNN against
- * 1.07x-1.10x), within the register bound and register-blocked if it
- * was, and the
- * cache tiles around an unchanged register tile with an outer part, or
- * its smallest divisor, moved into the next part (a GEMM chunk 128
- * columns wide rather than 64, holding all rows, packs B once). */
+ * 1.07x-1.10x), within the register bound and of no lower grade
+ * (sk_grade_tile), and the cache tiles around an unchanged register tile
+ * with an outer part, or its smallest divisor, moved into the next part
+ * (a GEMM chunk 128 columns wide rather than 64, holding all rows, packs
+ * B once). */
 static int
 tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
                 struct sk_member *out, int n, int cap)
@@ -301,7 +301,7 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
     const struct sk_sketch *sk = &s->sk[m->g.sketch];
     int i = sk->slot_stage[slot], a, b, l, whole, grow;
     const struct kt_sstage *ss = &sk->base->stages[i];
-    int blocked = sk_register_blocked(s, &m->g, slot);
+    enum sk_tile_grade grade = sk_grade_tile(s, &m->g, slot);
 
     for (a = ss->nspatial; a < ss->naxes; a++) {
         const struct sk_factors *f = s->fac[m->g.sketch][slot][a];
@@ -319,7 +319,7 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             struct sk_genome g = m->g;
             if (a == b || exchange_register_divisor(s, &g, slot, a, b) != 0 ||
                 sk_reg_tile(s, &g, slot) > sk_register_tile_limit(s) ||
-                (blocked && !sk_register_blocked(s, &g, slot)))
+                sk_grade_tile(s, &g, slot) < grade)
                 continue;
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
@@ -329,7 +329,7 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             struct sk_genome g = m->g;
             if (resize_register_part(s, &g, slot, a, grow) != 0 ||
                 sk_reg_tile(s, &g, slot) > sk_register_tile_limit(s) ||
-                (blocked && !sk_register_blocked(s, &g, slot)))
+                sk_grade_tile(s, &g, slot) < grade)
                 continue;
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
