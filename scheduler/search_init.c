@@ -239,7 +239,9 @@ vector_lanes(const struct kt_search *s, int64_t extent)
  * read from cache that long), and it spans no axis that moves every
  * operand (moves_all_operands()): SK_TILE_BLOCKED; SK_TILE_REUSING when
  * besides each operand load serves 2 or more accumulators
- * (operand_reused()).  A tile the stage's shape cannot give passes. */
+ * (operand_reused()).  A tile the stage's shape cannot give passes.
+ * SK_TILE_SPILLING: the accumulators and the operand vectors they share
+ * (held_registers()) outnumber the vector registers. */
 #define SK_MIN_ACC_VECTORS 8
 #define SK_MIN_PANEL_STEPS 64
 
@@ -379,6 +381,30 @@ operand_reused(const struct kt_search *s, const struct kt_sstage *ss,
     return !room;
 }
 
+/* Vector registers the operands in e hold while the tile's FMAs run: one
+ * read along the vectorized axis v and reused by the tile's other rows
+ * (a spatial axis it does not index spans 2 or more) keeps its row of
+ * vecs vectors, any other one a register at a time (a broadcast, or a
+ * vector feeding a single FMA). */
+static int64_t
+held_registers(const struct kt_sstage *ss, const int32_t *tile, int v,
+               int64_t vecs, const struct kt_expr *e)
+{
+    int a;
+
+    if (e == NULL)
+        return 0;
+    if (is_operand(ss, e)) {
+        if (kt_expr_load_uses(e, v))
+            for (a = 0; a < ss->nspatial; a++)
+                if (a != v && tile[a] >= 2 && !kt_expr_load_uses(e, a))
+                    return vecs;
+        return 1;
+    }
+    return held_registers(ss, tile, v, vecs, e->a) +
+           held_registers(ss, tile, v, vecs, e->b);
+}
+
 /* Whether every operand in e is reused (operand_reused()). */
 static int
 operands_reused(const struct kt_search *s, const struct kt_sstage *ss,
@@ -425,6 +451,14 @@ sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
         return SK_TILE_REUSING;
     lanes = vector_lanes(s, ss->axes[v].extent);
     t = g->tiles[slot][v][nS - 1];
+    for (a = 0; a < ss->nspatial; a++)
+        tile[a] = g->tiles[slot][a][nS - 1];
+    /* the code generator's vectors per row of the tile: 197 lanes are
+     * 14 (12 x 16 + 4 + 1) */
+    vecs = kt_vector_chunks(s->o.vector_bytes, t);
+    acc = sk_reg_tile(s, g, slot) / t * vecs;
+    if (acc + held_registers(ss, tile, v, vecs, ss->body) > vector_registers(s))
+        return SK_TILE_SPILLING;
     if (t % lanes != 0)
         return SK_TILE_LOOSE;
     /* no vector divides the axis: its whole extent fills the most lanes
@@ -439,15 +473,9 @@ sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
     steps = panel_steps(s, g, slot, &total);
     if (steps < SK_MIN_PANEL_STEPS && steps < total)
         return SK_TILE_LOOSE;
-    /* the code generator's vectors per row of the tile: 197 lanes are
-     * 14 (12 x 16 + 4 + 1) */
-    vecs = kt_vector_chunks(s->o.vector_bytes, t);
-    acc = sk_reg_tile(s, g, slot) / t * vecs;
     if (acc + operand_registers(vecs) > vector_registers(s) ||
         (acc < SK_MIN_ACC_VECTORS && space / lanes >= SK_MIN_ACC_VECTORS))
         return SK_TILE_LOOSE;
-    for (a = 0; a < ss->nspatial; a++)
-        tile[a] = g->tiles[slot][a][nS - 1];
     return operands_reused(s, ss, tile, v, ss->body) ? SK_TILE_REUSING
                                                      : SK_TILE_BLOCKED;
 }
@@ -673,8 +701,8 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
     sk = &s->sk[g->sketch];
     for (slot = 0; slot < sk->nslots; slot++) {
         /* most samples are register-blocked, of the best grade their
-         * tries find, the others uniform (the tile mutations leave both
-         * kinds) */
+         * tries find, the others uniform but for spilling tiles (the
+         * tile mutations leave both kinds) */
         int best = -1, grade;
         int32_t fit[KT_MAX_AXES][SK_MAXP];
         blocked[slot] = kt_rng_below(r, 4) != 0;
@@ -685,8 +713,9 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
                                                : s->o.max_register_tile) ||
                 !rf_vectorizes(s, g, slot))
                 continue;
-            if (!blocked[slot] ||
-                (grade = (int)sk_grade_tile(s, g, slot)) == SK_TILE_REUSING)
+            grade = (int)sk_grade_tile(s, g, slot);
+            if (blocked[slot] ? grade == SK_TILE_REUSING
+                              : grade != SK_TILE_SPILLING)
                 break;
             if (grade >= best) { /* the last of the best */
                 memcpy(fit, g->tiles[slot], sizeof(fit));

@@ -204,10 +204,17 @@ int64_t sk_register_tile_limit(const struct kt_search *s);
 int sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
                       const struct sk_factors *f);
 /* How well slot's tile suits a register micro-kernel, in increasing
- * order: none, a blocked tile (its accumulators and operands fit the
- * register file, it runs a long reduction), one whose operand loads
- * each serve 2 or more accumulators besides. */
-enum sk_tile_grade { SK_TILE_LOOSE, SK_TILE_BLOCKED, SK_TILE_REUSING };
+ * order: one whose accumulators and the operand vectors they share
+ * outnumber the vector registers (the compiler spills them), none, a
+ * blocked tile (its accumulators and operands fit the register file, it
+ * runs a long reduction), one whose operand loads each serve 2 or more
+ * accumulators besides. */
+enum sk_tile_grade {
+    SK_TILE_SPILLING,
+    SK_TILE_LOOSE,
+    SK_TILE_BLOCKED,
+    SK_TILE_REUSING
+};
 enum sk_tile_grade sk_grade_tile(const struct kt_search *s,
                                  const struct sk_genome *g, int slot);
 /* Whether stage plan p has a reduction loop around its register tile

@@ -58,7 +58,9 @@ move_tile_divisor(struct kt_search *s, struct kt_rng *r, struct sk_genome *g,
 /* MutateTileSize.  A mutant whose register tile grade drops
  * (sk_grade_tile) is refused 3 times in 4: most of the population
  * stays micro-kernels (uniform moves break them almost always), some
- * explore around them. */
+ * explore around them; one that drops to a spilling tile always is (a
+ * GEMM's 8 x 32 tile grown to 8 x 64 ran at 0.77x of it on 1 thread,
+ * docs/search.md). */
 static int
 mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
@@ -69,14 +71,16 @@ mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
         return -1;
     for (tries = 0; tries < 16; tries++) {
         int32_t before[KT_MAX_AXES][SK_MAXP];
-        enum sk_tile_grade was;
+        enum sk_tile_grade was, now;
         slot = (int)kt_rng_below(r, (uint64_t)sk->nslots);
         memcpy(before, g->tiles[slot], sizeof(before));
         was = sk_grade_tile(s, g, slot);
         if (move_tile_divisor(s, r, g, slot) != 0)
             continue;
+        now = sk_grade_tile(s, g, slot);
         if (sk_reg_tile(s, g, slot) <= sk_register_tile_limit(s) &&
-            (sk_grade_tile(s, g, slot) >= was || kt_rng_below(r, 4) == 0)) {
+            (now >= was ||
+             (now != SK_TILE_SPILLING && kt_rng_below(r, 4) == 0))) {
             sk_shrink_red_unroll(s, g, slot);
             return 0;
         }
