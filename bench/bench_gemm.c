@@ -4,13 +4,14 @@
  * better library.  Also times code generation (lowering + printing C) of
  * one GEMM candidate.
  *
- *   build/bench/bench_gemm [SCHEDULE ...]
+ *   build/bench/bench_gemm [--rounds N] [--only-schedules] [SCHEDULE ...]
  *
  * SCHEDULE: a schedule of the matmul_1024x1024x1024 task as JSON (the
  * "schedule:" line of `kerntune show`), given inline or as a file; timed
- * next to the hand-written tiles below.  Every implementation is timed in
- * ROUNDS interleaved rounds and keeps its best (a shared machine's load
- * then hits all of them alike). */
+ * next to the hand-written tiles below (--only-schedules: without them).
+ * Every implementation is timed in N interleaved rounds (default 3) and
+ * keeps its best: a shared machine's load then hits all of them alike,
+ * and more rounds let each catch a quiet moment. */
 #include <cblas.h>
 #include <dlfcn.h>
 #include <omp.h>
@@ -23,7 +24,6 @@
 #include "tests/support/ktt.h"
 
 #define N 1024
-#define ROUNDS 3
 #define MAX_KERNELS 32
 
 void openblas_set_num_threads(int);
@@ -222,9 +222,23 @@ main(int argc, char **argv)
     struct kt_op_def d;
     struct kt_dag *dag;
     char err[4096];
-    int threads, t, i, r, nk = 0, best[3];
+    int threads, t, i, r, nk = 0, best[3], rounds = 3, tiles_too = 1;
 
-    kt_bench_openblas_widest(argv);
+    kt_bench_openblas_widest(argv); /* runs again with the same argv */
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc &&
+            (rounds = atoi(argv[i + 1])) > 0) {
+            i++;
+        } else if (strcmp(argv[i], "--only-schedules") == 0) {
+            tiles_too = 0;
+        } else {
+            fprintf(stderr, "usage: bench_gemm [--rounds N] "
+                            "[--only-schedules] [SCHEDULE ...]\n");
+            return 2;
+        }
+    }
+    argv += i - 1;
+    argc -= i - 1;
     print_openblas();
     A = kt_xaligned(64, sizeof(float) * N * N);
     B = kt_xaligned(64, sizeof(float) * N * N);
@@ -240,7 +254,7 @@ main(int argc, char **argv)
     }
     codegen_time(dag);
 
-    for (t = 0; t < (int)KT_ARRAY_LEN(tiles); t++) {
+    for (t = 0; t < (int)KT_ARRAY_LEN(tiles) * tiles_too; t++) {
         struct kt_state *st = kt_state_new(dag);
         snprintf(ks[nk].name, sizeof(ks[nk].name), "tile i%d j%d k%d",
                  tiles[t][0], tiles[t][1], tiles[t][2]);
@@ -254,7 +268,7 @@ main(int argc, char **argv)
      * columns at the column loop: the form that matched oneDNN on 1 and
      * 2 threads (docs/performance.md). */
     snprintf(ks[nk].name, sizeof(ks[nk].name), "i8 j32 k1024 B packed");
-    {
+    if (tiles_too) {
         struct kt_state *st = schedule_arg(dag, WHOLE_K_PACKED);
         if (st == NULL || build_kernel(&ks[nk], dag, st) != 0)
             return 1;
@@ -275,13 +289,17 @@ main(int argc, char **argv)
         nk++;
     }
 
+    if (nk == 0) {
+        fprintf(stderr, "bench_gemm: --only-schedules and no SCHEDULE\n");
+        return 2;
+    }
     for (threads = 1; threads <= 2; threads++) {
         openblas_set_num_threads(threads);
         omp_set_num_threads(threads);
         for (t = 0; t < nk; t++)
             ((void (*)(int))dlsym(ks[t].h, "kt_set_threads"))(threads);
         tb[threads] = td[threads] = 1e30;
-        for (r = 0; r < ROUNDS; r++) {
+        for (r = 0; r < rounds; r++) {
             double x = kt_bench_time(run_blas, NULL, 3);
             tb[threads] = x < tb[threads] ? x : tb[threads];
             x = kt_bench_time(run_dnnl, NULL, 3);
@@ -303,7 +321,7 @@ main(int argc, char **argv)
     tn = kt_bench_time(run_naive, NULL, 1);
     printf("\n1024x1024x1024 fp32 GEMM (best of %d interleaved rounds of 3 "
            "timed batches each, measured in this run)\n",
-           ROUNDS);
+           rounds);
     printf("%-40s %10s %12s\n", "", "GFLOPS", "vs better lib");
     for (threads = 1; threads <= 2; threads++) {
         double lib = tb[threads] < td[threads] ? tb[threads] : td[threads];
