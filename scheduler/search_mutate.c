@@ -59,8 +59,8 @@ move_tile_divisor(struct kt_search *s, struct kt_rng *r, struct sk_genome *g,
  * (sk_grade_tile) is refused 3 times in 4: most of the population
  * stays micro-kernels (uniform moves break them almost always), some
  * explore around them; one that drops to a spilling tile always is (a
- * GEMM's 8 x 32 tile grown to 8 x 64 ran at 0.77x of it on 1 thread,
- * docs/search.md). */
+ * GEMM's 8 x 32 tile grown to 8 x 64 ran at 0.76x-0.80x of it on 1
+ * thread, docs/search.md). */
 static int
 mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {

@@ -207,8 +207,8 @@ gemm_tile_spills(const struct kt_search *s, const struct sk_genome *g)
 
 /* No sample of GEMM 1024^3 spills its register tile, nor does a mutant
  * of one that does not: 8 x 64 (32 accumulators and 5 operand vectors)
- * ran at 0.77x of 8 x 32 on 1 thread, and mutations grew 8 x 32 into it
- * (docs/search.md).  Without the rule 72 of these 4096 samples spill
+ * ran at 0.76x-0.80x of 8 x 32 on 1 thread, and mutations grew 8 x 32
+ * into it (docs/search.md).  Without the rule 72 of these 4096 samples spill
  * and 94 of the mutants of the others. */
 static void
 test_search_tile_no_spills(void **state)
