@@ -142,22 +142,30 @@ test_search_prime_extent_in_register_tile(void **state)
     kt_dag_free(dag);
 }
 
+static struct kt_dag *
+gemm1024(void)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    return dag;
+}
+
 /* Of n random samples of GEMM 1024^3 (seed 7), how many have a register
  * tile of 8 or more accumulator vectors that loads an operand per FMA:
  * 1 vector wide (a broadcast of A each) or 1 row (a vector of B each). */
 static int
 starved_gemm_tiles(int n)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
+    struct kt_dag *dag = gemm1024();
     struct kt_search *s;
     struct kt_search_batch b;
-    char err[512];
     int i, starved = 0;
 
-    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
     random_batch(dag, 7, n, &s, &b);
     for (i = 0; i < b.n; i++) {
         const struct kt_sstage *ss = tiled_stage(b.v[i].state, 0);
@@ -213,8 +221,7 @@ gemm_tile_spills(const struct kt_search *s, const struct sk_genome *g)
 static void
 test_search_tile_no_spills(void **state)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
+    struct kt_dag *dag = gemm1024();
     struct kt_search *s = NULL;
     struct kt_search_opts o;
     struct kt_rng r;
@@ -222,9 +229,6 @@ test_search_tile_no_spills(void **state)
     int n, spilled = 0, grown = 0;
     (void)state;
 
-    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
     kt_search_opts_default(&o);
     o.vector_bytes = 64;
     assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
