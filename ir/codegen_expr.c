@@ -138,6 +138,20 @@ inside_by_ranges(const struct cg *g, const struct kt_affine *a, int64_t step,
 }
 
 int
+kt__cg_inside(const struct cg *g, const struct kt_affine *a, int64_t extent)
+{
+    return inside_by_ranges(g, a, 0, 1, extent);
+}
+
+int
+kt__cg_outside(const struct cg *g, const struct kt_affine *a, int64_t extent)
+{
+    int64_t lo, hi;
+
+    return range_by_ranges(g, a, 0, 1, &lo, &hi) && (hi < 0 || lo >= extent);
+}
+
+int
 kt__cg_put_bound(struct cg *g, struct kt_buf *b, int *nchecks,
                  const struct kt_affine *a, int64_t step, const char *lane_text,
                  int lanes, int64_t extent)

@@ -144,8 +144,9 @@ void kt__cg_emit_kids(struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_peel.c ------------------------------------------------- */
 
-/* Whether loop n's last iteration is emitted apart, with narrower vectors
- * where its vectorized loops' stores keep only some lanes. */
+/* Whether loop n's last iteration is emitted apart: with narrower vectors
+ * where its vectorized loops' stores keep only some lanes, or because
+ * bounds checks below it hold for every iteration but the last. */
 int kt__cg_peels(struct cg *g, const struct kt_node *n);
 /* Emits loop n without its last iteration, then that iteration. */
 void kt__cg_emit_peeled(struct cg *g, const struct kt_node *n);
@@ -227,6 +228,13 @@ void kt__cg_end_mask(struct kt_buf *b, int nparts);
 int64_t kt__cg_row_step(const struct kt_expr *e, int var);
 /* Fills g->var_max from the loops and lets under n. */
 void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
+/* Whether a stays inside [0, extent) for every value the C gives its
+ * variables (g->var_max). */
+int kt__cg_inside(const struct cg *g, const struct kt_affine *a,
+                  int64_t extent);
+/* Whether a stays outside [0, extent) for every such value. */
+int kt__cg_outside(const struct cg *g, const struct kt_affine *a,
+                   int64_t extent);
 /* The C loop of var runs from 0 below end by step: its largest value. */
 void kt__cg_loop_range(struct cg *g, int var, int64_t step, int64_t end);
 /* Whether a and b are the same affine expression (codegen_regs.c). */

@@ -6,7 +6,9 @@
  * covering the kept lanes (8), the guarded stores dropping the rest as
  * before.  On cores that split a 16-lane FMA in two (AMD Zen 4) the
  * narrow tile costs half; elsewhere it is as many instructions.  The
- * loop before it then never reaches the edge: its stores need no checks. */
+ * loop before it then never reaches the edge: its stores need no checks.
+ * A loop is peeled for that alone where bounds checks below it hold for
+ * every iteration but its last (a padded product's last row tile). */
 #include "ir/codegen_int.h"
 
 /* The lanes of vectorized loop v's stores still inside their buffers at
@@ -125,20 +127,97 @@ walk(struct cg *g, const struct kt_node *n, const struct kt_node *m, int set,
     return count;
 }
 
+/* Whether a bounds check of index idx against extent uses loop n's
+ * variable and holds for all of n's iterations but the last (the loops
+ * around and inside it at their ranges), not for all of them. */
+static int
+holds_short(struct cg *g, const struct kt_node *n, const struct kt_affine *idx,
+            int64_t extent)
+{
+    struct kt_affine a;
+    int64_t was = g->var_max[n->var];
+    int all, short_of_last;
+
+    kt__cg_subst(g, idx, -1, &a);
+    if (kt_aff_coef(&a, n->var) == 0)
+        return 0;
+    g->var_max[n->var] = n->extent - 1;
+    all = kt__cg_inside(g, &a, extent);
+    g->var_max[n->var] = n->extent - 2;
+    short_of_last = kt__cg_inside(g, &a, extent);
+    g->var_max[n->var] = was;
+    return short_of_last && !all;
+}
+
+static int
+read_checks_hold_short(struct cg *g, const struct kt_node *n,
+                       const struct kt_expr *e)
+{
+    int d;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->guarded)
+        for (d = 0; d < e->ndim; d++)
+            if (holds_short(g, n, &e->idx[d], g->lt->bufs[e->src].shape[d]))
+                return 1;
+    return read_checks_hold_short(g, n, e->a) ||
+           read_checks_hold_short(g, n, e->b);
+}
+
+/* Whether some guarded read or store under m has a check that holds
+ * short of loop n's last iteration (holds_short). */
+static int
+checks_hold_short(struct cg *g, const struct kt_node *n,
+                  const struct kt_node *m)
+{
+    int k, d;
+
+    if (m->kind == KT_N_STORE) {
+        if (m->guarded)
+            for (d = 0; d < m->ndim; d++)
+                if (holds_short(g, n, &m->idx[d], g->lt->bufs[m->buf].shape[d]))
+                    return 1;
+        return read_checks_hold_short(g, n, m->expr);
+    }
+    for (k = 0; k < m->nkids; k++)
+        if (checks_hold_short(g, n, m->kids[k]))
+            return 1;
+    return 0;
+}
+
+/* Whether loop n's last iteration narrows some vectorized loop below it
+ * (walk). */
+static int
+narrows(struct cg *g, const struct kt_node *n)
+{
+    return g->o->vector_bytes / 4 >= 8 && walk(g, n, n, 0, 0) > 0;
+}
+
+/* Peeled, the loop's other iterations drop those checks and its last one
+ * knows their outcome: a 197-row product tiled by 20 rows reads rows
+ * 197-199 through a check in its innermost loop (a branch per step) and
+ * stores them through another; peeled, the first 9 row tiles run
+ * without either and the last one's dropped rows are dead code, 1.04x
+ * on 1 thread (docs/performance.md).  Reduction loops are left
+ * whole (the sliding windows of codegen_window.c are not peeled). */
 int
 kt__cg_peels(struct cg *g, const struct kt_node *n)
 {
     if (g->reference || n->kind != KT_N_LOOP || n->extent < 2 ||
-        n->ann != KT_ANN_NONE || kt__cg_is_unrolled(g, n) ||
-        g->o->vector_bytes / 4 < 8)
+        n->ann != KT_ANN_NONE || kt__cg_is_unrolled(g, n))
         return 0;
-    return walk(g, n, n, 0, 0) > 0;
+    if (narrows(g, n))
+        return 1;
+    return !n->reduce && g->var_max != NULL && g->env != NULL &&
+           checks_hold_short(g, n, n);
 }
 
 void
 kt__cg_emit_peeled(struct cg *g, const struct kt_node *n)
 {
     const char *v = g->lt->var_names[n->var];
+    int narrowed_tail = narrows(g, n);
 
     kt__cg_loop_range(g, n->var, 1, n->extent - 1);
     kt__cg_line(g, "for (long %s = 0; %s < %lld; %s++) {", v, v,
@@ -151,9 +230,11 @@ kt__cg_emit_peeled(struct cg *g, const struct kt_node *n)
     g->indent++;
     g->env[n->var].set = 1;
     kt_aff_const(&g->env[n->var].val, n->extent - 1);
-    walk(g, n, n, 1, 1);
+    if (narrowed_tail)
+        walk(g, n, n, 1, 1);
     kt__cg_emit_kids(g, n);
-    walk(g, n, n, 1, 0);
+    if (narrowed_tail)
+        walk(g, n, n, 1, 0);
     g->env[n->var].set = 0;
     g->indent--;
     kt__cg_line(g, "}");

@@ -381,6 +381,22 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
  * last lanes are inside its buffer, else only the lanes inside (a masked
  * store when contiguous, else lane by lane), dropping the padding of a
  * product computed over padded extents. */
+/* Whether no lane of guarded register r is ever inside its buffer: a
+ * dimension the lanes do not move along is outside (a row past the edge
+ * in a peeled last tile, codegen_peel.c).  Its store is then dropped, and
+ * with it the arithmetic only the store used. */
+static int
+never_inside(const struct cg *g, const struct reg *r)
+{
+    int d;
+
+    for (d = 0; d < r->gndim; d++)
+        if (r->gstep[d] == 0 &&
+            kt__cg_outside(g, &r->gdim[d], g->lt->bufs[r->buf].shape[d]))
+            return 1;
+    return 0;
+}
+
 static void
 store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
@@ -388,6 +404,8 @@ store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
     struct kt_buf c, off, whole;
     const char *in;
 
+    if (never_inside(g, r))
+        return;
     kt_buf_init(&c);
     kt_buf_init(&whole);
     kt_buf_printf(&whole, "kt_st%d(&t_%s[%s], r%d);", r->width, name, addr, i);

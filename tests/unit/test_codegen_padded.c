@@ -269,6 +269,41 @@ test_codegen_padded_narrow_last_tile(void **state)
     }
 }
 
+/* The number of times needle occurs in c. */
+static int
+occurrences(const char *c, const char *needle)
+{
+    int n = 0;
+
+    for (c = strstr(c, needle); c != NULL; c = strstr(c + 1, needle))
+        n++;
+    return n;
+}
+
+/* The 197 x 197 product over all 200 x 208 padded points, its register
+ * tile 20 rows by 16 columns: the loop over the 10 row tiles is peeled
+ * (ir/codegen_peel.c), so the first 9 read and store their rows with no
+ * check, and the last one's 3 rows past the edge are neither read nor
+ * stored (no masked store with a mask known to be empty).  The output
+ * matches the interpreter. */
+static void
+test_codegen_padded_last_row_tile_peeled(void **state)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_state *st = padded_bmm(1, 197, 64, 200, 208, 20, 16, 1, &dag);
+    char *src = candidate_module(dag, &st), *kern = candidate_kernel(src);
+    (void)state;
+
+    if (strstr(kern, " < 9; ") == NULL ||
+        occurrences(kern, "< 197UL) ? t_A") != 0 ||
+        strstr(kern, "(unsigned long)(197) < 197UL") != NULL)
+        fail_msg("the last row tile is not peeled, or its rows past the "
+                 "edge are checked or stored:\n%s",
+                 kern);
+    free(src);
+    check_and_free(dag, st);
+}
+
 /* The ViT attention scores (12 x 197 x 197 x 64, padded to 200 x 208)
  * with P over a whole 40 x 208 row block, its copy kept (tile rows a
  * loop) or elided: within the code-size bound the search applies
@@ -446,6 +481,7 @@ main(void)
         cmocka_unit_test(test_codegen_padded_copy_elided),
         cmocka_unit_test(test_codegen_padded_wrapping_tile_kept),
         cmocka_unit_test(test_codegen_padded_narrow_last_tile),
+        cmocka_unit_test(test_codegen_padded_last_row_tile_peeled),
         cmocka_unit_test(test_codegen_padded_copy_size),
         cmocka_unit_test(test_codegen_padded_pack_edges),
         cmocka_unit_test(test_codegen_padded_checks_by_ranges),
