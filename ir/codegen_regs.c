@@ -377,10 +377,6 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
     kt_buf_free(&src);
 }
 
-/* Guarded register i of w > 1 lanes: stored whole when its first and
- * last lanes are inside its buffer, else only the lanes inside (a masked
- * store when contiguous, else lane by lane), dropping the padding of a
- * product computed over padded extents. */
 /* Whether no lane of guarded register r is ever inside its buffer: a
  * dimension the lanes do not move along is outside (a row past the edge
  * in a peeled last tile, codegen_peel.c).  Its store is then dropped, and
@@ -397,6 +393,10 @@ never_inside(const struct cg *g, const struct reg *r)
     return 0;
 }
 
+/* Guarded register i of w > 1 lanes: stored whole when its first and
+ * last lanes are inside its buffer, else only the lanes inside (a masked
+ * store when contiguous, else lane by lane), dropping the padding of a
+ * product computed over padded extents. */
 static void
 store_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
 {
