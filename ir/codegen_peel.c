@@ -198,8 +198,8 @@ narrows(struct cg *g, const struct kt_node *n)
  * knows their outcome: a 197-row product tiled by 20 rows reads rows
  * 197-199 through a check in its innermost loop (a branch per step) and
  * stores them through another; peeled, the first 9 row tiles run
- * without either and the last one's dropped rows are dead code, 1.04x
- * on 1 thread (docs/performance.md).  Reduction loops are left
+ * without either and the last one's dropped rows are dead code,
+ * 1.03x-1.05x on 1 thread (docs/performance.md).  Reduction loops are left
  * whole (the sliding windows of codegen_window.c are not peeled). */
 int
 kt__cg_peels(struct cg *g, const struct kt_node *n)
