@@ -43,28 +43,6 @@ struct module {
 static float *bufs[MAX_BUFS];
 static struct module *current;
 
-static char *
-read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *s;
-    long n;
-
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) {
-        fprintf(stderr, "bench_modules: cannot read %s\n", path);
-        exit(2);
-    }
-    rewind(f);
-    s = kt_xmalloc((size_t)n + 1);
-    if (fread(s, 1, (size_t)n, f) != (size_t)n) {
-        fprintf(stderr, "bench_modules: cannot read %s\n", path);
-        exit(2);
-    }
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static void *
 symbol(struct module *m, const char *name, int required)
 {
@@ -82,8 +60,12 @@ static void
 load(struct module *m, const char *cc)
 {
     char err[8192];
-    char *src = read_file(m->path);
+    char *src = ktt_slurp(NULL, m->path, NULL);
 
+    if (src == NULL) {
+        fprintf(stderr, "bench_modules: cannot read %s\n", m->path);
+        exit(2);
+    }
     m->h = ktt_build_cc(src, cc, err, sizeof(err));
     free(src);
     if (m->h == NULL) {
@@ -125,17 +107,15 @@ same_workload(const struct module *m, const struct module *first)
 static void
 fill(const struct module *m)
 {
-    uint64_t x = 0x9e3779b97f4a7c15ull;
+    struct kt_rng r;
     int i;
     long long j;
 
+    kt_rng_seed(&r, 1);
     for (i = 0; i < m->nbufs; i++)
-        for (j = 0; j < m->elems[i]; j++) {
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            bufs[i][j] = m->is_output[i]
-                             ? NAN
-                             : (float)((double)(x >> 40) / (1 << 24) * 2 - 1);
-        }
+        for (j = 0; j < m->elems[i]; j++)
+            bufs[i][j] = m->is_output[i] ? NAN
+                                         : (float)(kt_rng_unit(&r) * 2.0 - 1.0);
 }
 
 /* The largest error of m's kernel against its reference, relative to the
