@@ -239,7 +239,9 @@ vector_lanes(const struct kt_search *s, int64_t extent)
  * read from cache that long), and it spans no axis that moves every
  * operand (moves_all_operands()): SK_TILE_BLOCKED; SK_TILE_REUSING when
  * besides each operand load serves 2 or more accumulators
- * (operand_reused()).  A tile the stage's shape cannot give passes.
+ * (operand_reused()) and a matrix product's reduction runs whole inside
+ * the accumulators' load and store where it may (SK_TILE_SPLIT_RUN where
+ * it is split into passes).  A tile the stage's shape cannot give passes.
  * SK_TILE_SPILLING: the accumulators and the operand vectors they share
  * (held_registers()) outnumber the vector registers. */
 #define SK_MIN_ACC_VECTORS 8
@@ -432,6 +434,24 @@ moves_all_operands(const struct kt_sstage *ss, int a)
     return n > 0 && moving == n;
 }
 
+/* Whether slot's stage is a matrix product whose reduction may run whole
+ * around its register tile (sk_whole_run_axis).  One pass over it is
+ * worth keeping: GEMM 1024^3's 8 x 32 tile in 128-column panels ran at
+ * 0.91x (1 thread) and 0.90x-0.96x (2 threads) of its whole-k form with
+ * k in 2 passes of 512, 0.86x / 0.90x in 4 of 256 (docs/search.md). */
+static int
+may_run_whole(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot], a;
+    const struct kt_sstage *ss = &sk->base->stages[i];
+
+    for (a = ss->nspatial; a < ss->naxes; a++)
+        if (sk_whole_run_axis(sk, i, a, s->fac[g->sketch][slot][a]))
+            return 1;
+    return 0;
+}
+
 enum sk_tile_grade
 sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
@@ -476,8 +496,10 @@ sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
     if (acc + operand_registers(vecs) > vector_registers(s) ||
         (acc < SK_MIN_ACC_VECTORS && space / lanes >= SK_MIN_ACC_VECTORS))
         return SK_TILE_LOOSE;
-    return operands_reused(s, ss, tile, v, ss->body) ? SK_TILE_REUSING
-                                                     : SK_TILE_BLOCKED;
+    if (!operands_reused(s, ss, tile, v, ss->body))
+        return SK_TILE_BLOCKED;
+    return steps < total && may_run_whole(s, g, slot) ? SK_TILE_SPLIT_RUN
+                                                      : SK_TILE_REUSING;
 }
 
 /* Whether axis a of stage i may run whole inside the register tile: the

@@ -208,11 +208,13 @@ int sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
  * outnumber the vector registers (the compiler spills them), none, a
  * blocked tile (its accumulators and operands fit the register file, it
  * runs a long reduction), one whose operand loads each serve 2 or more
- * accumulators besides. */
+ * accumulators besides but that splits into passes a matrix product's
+ * reduction it could run whole, and one that runs it whole too. */
 enum sk_tile_grade {
     SK_TILE_SPILLING,
     SK_TILE_LOOSE,
     SK_TILE_BLOCKED,
+    SK_TILE_SPLIT_RUN,
     SK_TILE_REUSING
 };
 enum sk_tile_grade sk_grade_tile(const struct kt_search *s,

@@ -569,8 +569,8 @@ reg_part(const struct kt_search *s, const struct sk_genome *g, int a)
 }
 
 /* A search on a 256^3 GEMM and a register-blocked 8 x 32 tile of it
- * whose reduction is split in parts, in *m; with nparts > 0, one whose
- * spatial axes are split in nparts parts. */
+ * whose reduction is split in passes (SK_TILE_SPLIT_RUN), in *m; with
+ * nparts > 0, one whose spatial axes are split in nparts parts. */
 static struct kt_search *
 gemm_blocked_8x32(struct kt_dag **dag, struct kt_rng *r, struct sk_member *m,
                   int nparts)
@@ -593,13 +593,91 @@ gemm_blocked_8x32(struct kt_dag **dag, struct kt_rng *r, struct sk_member *m,
     for (tries = 0; tries < 100000; tries++) {
         sk_sample(s, r, &m->g);
         if (s->sk[m->g.sketch].nslots > 0 && reg_part(s, &m->g, 0) == 8 &&
-            reg_part(s, &m->g, 1) == 32 && reg_part(s, &m->g, 2) < 256 &&
-            sk_grade_tile(s, &m->g, 0) &&
+            reg_part(s, &m->g, 1) == 32 &&
+            sk_grade_tile(s, &m->g, 0) == SK_TILE_SPLIT_RUN &&
             (nparts == 0 || s->fac[m->g.sketch][0][0]->n == nparts))
             return s;
     }
     fail_msg("no register-blocked 8 x 32 sample with k split");
     return NULL;
+}
+
+/* The grade of GEMM 1024^3's program of the given schedule (an 8 x 32
+ * tile over 128-column panels of all rows, k as SPLIT splits it). */
+static enum sk_tile_grade
+gemm_panel_grade(const struct kt_search *s, const char *split)
+{
+    char json[1024], err[256], hex[17];
+    struct kt_step *steps = NULL;
+    struct sk_member m;
+    uint64_t h = 0;
+    int n;
+
+    snprintf(json, sizeof(json),
+             "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
+             "[\"SP\",2,2,[%s]],[\"SP\",2,1,[8,4,32]],"
+             "[\"SP\",2,0,[1,128,8]],"
+             "[\"RE\",2,[0,4,1,5,8,2,6,9,3,7]],[\"SP\",2,7,[4]],"
+             "[\"AN\",2,8,\"unroll\"],[\"FU\",2,0,4],[\"CI\",1],"
+             "[\"CA\",0,2,0],[\"AN\",0,1,\"vectorize\"],"
+             "[\"AN\",2,0,\"parallel\"],[\"AN\",2,7,\"vectorize\"],"
+             "[\"AN\",2,6,\"unroll\"],[\"PR\",2,0,512]]}",
+             split);
+    if (kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    kt_steps_hash(steps, n, hex);
+    kt_hash_parse(hex, &h);
+    if (!sk_decode(s, steps, n, h, &m))
+        fail_msg("the schedule with k split [%s] does not decode", split);
+    free(steps);
+    return sk_grade_tile(s, &m.g, 0);
+}
+
+/* A matrix product's reduction stays in one pass around the register
+ * tile where it may: an 8 x 32 tile over all 1024 steps of k grades
+ * above the same tile over 2 passes of 512 (which ran at 0.91x of it on 1
+ * thread, docs/search.md), most samples run k whole (44% of these 4000
+ * without the grade, 65% with it), and fewer tile mutants of one that
+ * does split it (35% of these without, 25% with). */
+static void
+test_search_tile_keeps_reduction_whole(void **state)
+{
+    struct kt_dag *dag = gemm1024();
+    struct kt_search *s = NULL;
+    struct kt_search_opts o;
+    struct kt_rng r;
+    char err[512];
+    int t, n = 0, whole = 0, mutants = 0, split = 0;
+    (void)state;
+
+    kt_search_opts_default(&o);
+    o.vector_bytes = 64;
+    assert_int_equal(kt_search_new(&s, dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(gemm_panel_grade(s, "1024"), SK_TILE_REUSING);
+    assert_int_equal(gemm_panel_grade(s, "512"), SK_TILE_SPLIT_RUN);
+    kt_rng_seed(&r, 11);
+    for (t = 0; t < 4000; t++) {
+        struct sk_genome g, h;
+        sk_sample(s, &r, &g);
+        if (s->sk[g.sketch].nslots == 0)
+            continue;
+        n++;
+        if (reg_part(s, &g, 2) != 1024)
+            continue;
+        whole++;
+        h = g;
+        if (sk_mutate(s, &r, &h) != 0 ||
+            memcmp(h.tiles, g.tiles, sizeof(g.tiles)) == 0)
+            continue;
+        mutants++;
+        split += reg_part(s, &h, 2) != 1024;
+    }
+    if (whole * 10 < n * 6 || split * 10 > mutants * 3)
+        fail_msg("%d of %d samples run k whole, %d of their %d tile mutants "
+                 "split it",
+                 whole, n, split, mutants);
+    kt_search_free(s);
+    kt_dag_free(dag);
 }
 
 /* Every one of the n neighbours keeps each axis's extent, builds, and
@@ -879,6 +957,7 @@ main(void)
         cmocka_unit_test(test_search_prime_extent_in_register_tile),
         cmocka_unit_test(test_search_tile_reuses_operands),
         cmocka_unit_test(test_search_tile_no_spills),
+        cmocka_unit_test(test_search_tile_keeps_reduction_whole),
         cmocka_unit_test(test_search_whole_vector_axis),
         cmocka_unit_test(test_search_lane_multiple_axis),
         cmocka_unit_test(test_search_narrow_axis_whole),
