@@ -287,6 +287,36 @@ move_outer_part(const struct kt_search *s, struct sk_genome *g, int slot, int a,
     return 0;
 }
 
+/* Axis a's part next outside its register part (level n - 2) in m. */
+static int32_t
+next_part(const struct kt_search *s, const struct sk_member *m, int slot, int a)
+{
+    int n = s->fac[m->g.sketch][slot][a]->n;
+
+    return n >= 2 ? m->g.tiles[slot][a][n - 2] : 1;
+}
+
+/* After a register-part move gave axis a's next outer part (level n - 2)
+ * a divisor: where that part lies between two levels of a reduction run
+ * whole around the tile (k split over two levels with nothing spatial
+ * between), the run is now split in passes (SK_TILE_SPLIT_RUN); the
+ * divisor moves on outward, level by level, until the tile grades want
+ * again.  was: the part before the move.  -1 when no level does. */
+static int
+give_outside_run(const struct kt_search *s, struct sk_genome *g, int slot,
+                 int a, int32_t was, enum sk_tile_grade want)
+{
+    int32_t *t = g->tiles[slot][a];
+    int l = s->fac[g->sketch][slot][a]->n - 2;
+    int32_t d = t[l] / was;
+
+    while (sk_grade_tile(s, g, slot) < want && l > 0 && d > 1) {
+        t[l] /= d;
+        t[--l] *= d;
+    }
+    return sk_grade_tile(s, g, slot) < want ? -1 : 0;
+}
+
 /* Tile variants of slot: its whole reduction inside the register tile
  * (a matrix product's reduction split in parts), each register tile of
  * the same size with a divisor exchanged between two spatial axes
@@ -294,7 +324,8 @@ move_outer_part(const struct kt_search *s, struct sk_genome *g, int slot, int a,
  * axis (4 x 48 <-> 8 x 48: runs that settled early on the smaller tile of
  * a classifier layer stayed there, 0.83x-0.85x of oneDNN against
  * 1.07x-1.10x), within the register bound and of no lower grade
- * (sk_grade_tile), and the cache tiles around an unchanged register tile
+ * (sk_grade_tile; the divisor a part gives goes outside a whole reduction
+ * run, give_outside_run), and the cache tiles around an unchanged register tile
  * with an outer part, or its smallest divisor, moved into the next part
  * (a GEMM chunk 128 columns wide rather than 64, holding all rows, packs
  * B once). */
@@ -323,7 +354,8 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             struct sk_genome g = m->g;
             if (a == b || exchange_register_divisor(s, &g, slot, a, b) != 0 ||
                 sk_reg_tile(s, &g, slot) > sk_register_tile_limit(s) ||
-                sk_grade_tile(s, &g, slot) < grade)
+                give_outside_run(s, &g, slot, a, next_part(s, m, slot, a),
+                                 grade) != 0)
                 continue;
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
@@ -333,7 +365,8 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             struct sk_genome g = m->g;
             if (resize_register_part(s, &g, slot, a, grow) != 0 ||
                 sk_reg_tile(s, &g, slot) > sk_register_tile_limit(s) ||
-                sk_grade_tile(s, &g, slot) < grade)
+                give_outside_run(s, &g, slot, a, next_part(s, m, slot, a),
+                                 grade) != 0)
                 continue;
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
