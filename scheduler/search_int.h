@@ -240,9 +240,9 @@ int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
  * a matrix product's whole reduction inside the register tile, the
  * register tiles of the same size one divisor exchange away and those one
  * divisor larger or smaller along one axis, and each outer tile part, or
- * its smallest divisor, moved into the next; at most cap
- * (SK_MAX_NEIGHBOURS fits any genome) into out, unscored, their origin
- * m; returns how many. */
+ * its smallest divisor, moved into the next; none with a spilling
+ * register tile; at most cap (SK_MAX_NEIGHBOURS fits any genome) into
+ * out, unscored, their origin m; returns how many. */
 #define SK_MAX_NEIGHBOURS                                                      \
     (5 * KT_MAX_STAGES + 1 +                                                   \
      SK_MAX_MLT * KT_MAX_AXES * (KT_MAX_AXES + 3 + 2 * SK_MAXP))

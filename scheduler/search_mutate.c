@@ -58,9 +58,10 @@ move_tile_divisor(struct kt_search *s, struct kt_rng *r, struct sk_genome *g,
 /* MutateTileSize.  A mutant whose register tile grade drops
  * (sk_grade_tile) is refused 3 times in 4: most of the population
  * stays micro-kernels (uniform moves break them almost always), some
- * explore around them; one that drops to a spilling tile always is (a
- * GEMM's 8 x 32 tile grown to 8 x 64 ran at 0.76x-0.80x of it on 1
- * thread, docs/search.md). */
+ * explore around them; a spilling mutant always is, also of a spilling
+ * tile (a GEMM's 8 x 32 tile grown to 8 x 64 ran at 0.76x-0.80x of it on
+ * 1 thread, docs/search.md; databases stored before the grade hold such
+ * programs). */
 static int
 mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
 {
@@ -79,8 +80,8 @@ mutate_tile(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
             continue;
         now = sk_grade_tile(s, g, slot);
         if (sk_reg_tile(s, g, slot) <= sk_register_tile_limit(s) &&
-            (now >= was ||
-             (now != SK_TILE_SPILLING && kt_rng_below(r, 4) == 0))) {
+            now != SK_TILE_SPILLING &&
+            (now >= was || kt_rng_below(r, 4) == 0)) {
             sk_shrink_red_unroll(s, g, slot);
             return 0;
         }
@@ -338,6 +339,10 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
     const struct kt_sstage *ss = &sk->base->stages[i];
     enum sk_tile_grade grade = sk_grade_tile(s, &m->g, slot);
 
+    /* a spilling member's (stored before spilling tiles were graded)
+     * register tile moves only to ones that do not spill */
+    if (grade == SK_TILE_SPILLING)
+        grade = SK_TILE_LOOSE;
     for (a = ss->nspatial; a < ss->naxes; a++) {
         const struct sk_factors *f = s->fac[m->g.sketch][slot][a];
         struct sk_genome g = m->g;
@@ -379,6 +384,25 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
                     n = add_neighbour(m, &g, out, n, cap);
             }
     return n;
+}
+
+/* Drops the members of out[0..n) with a spilling register tile (the
+ * neighbours of a spilling program that keep its tile); how many are
+ * left. */
+static int
+drop_spilling(const struct kt_search *s, struct sk_member *out, int n)
+{
+    int i, k = 0, slot;
+
+    for (i = 0; i < n; i++) {
+        const struct sk_sketch *sk = &s->sk[out[i].g.sketch];
+        for (slot = 0; slot < sk->nslots; slot++)
+            if (sk_grade_tile(s, &out[i].g, slot) == SK_TILE_SPILLING)
+                break;
+        if (slot == sk->nslots)
+            out[k++] = out[i];
+    }
+    return k;
 }
 
 int
@@ -423,5 +447,5 @@ sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
     }
     for (i = 0; i < sk->nslots; i++)
         n = tile_neighbours(s, m, i, out, n, cap);
-    return n;
+    return drop_spilling(s, out, n);
 }

@@ -772,6 +772,60 @@ test_search_tile_neighbours(void **state)
     kt_dag_free(dag);
 }
 
+/* A GEMM program with a spilling 8 x 64 tile (stored before spilling
+ * tiles were graded) has neighbours, none of them spilling: its 8 x 32
+ * and 4 x 64 tiles among them, not its other genes or cache tiles around
+ * the same 8 x 64; nor does a tile mutation of it spill. */
+static void
+test_search_spilling_member_neighbours(void **state)
+{
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct sk_member m, *nb;
+    struct kt_rng r;
+    int i, n, l, narrow = 0, flat = 0, spilled = 0, mutants = 0;
+    int32_t *cols;
+    (void)state;
+
+    s = gemm_blocked_8x32(&dag, &r, &m, 0);
+    cols = m.g.tiles[0][1];
+    l = s->fac[m.g.sketch][0][1]->n - 1;
+    while (--l >= 0 && cols[l] % 2 != 0)
+        ;
+    assert_true(l >= 0);
+    cols[l] /= 2;
+    cols[s->fac[m.g.sketch][0][1]->n - 1] *= 2;
+    assert_int_equal(reg_part(s, &m.g, 1), 64);
+    assert_int_equal(sk_grade_tile(s, &m.g, 0), SK_TILE_SPILLING);
+    nb = kt_xcalloc(SK_MAX_NEIGHBOURS, sizeof(*nb));
+    n = sk_gene_neighbours(s, &r, &m, nb, SK_MAX_NEIGHBOURS);
+    for (i = 0; i < n; i++) {
+        spilled += gemm_tile_spills(s, &nb[i].g);
+        narrow += reg_part(s, &nb[i].g, 0) == 8 &&
+                  reg_part(s, &nb[i].g, 1) == 32;
+        flat += reg_part(s, &nb[i].g, 0) == 4 && reg_part(s, &nb[i].g, 1) == 64;
+    }
+    if (spilled != 0 || narrow == 0 || flat == 0)
+        fail_msg("%d neighbours of the 8 x 64 tile: %d spill, %d are 8 x 32, "
+                 "%d 4 x 64",
+                 n, spilled, narrow, flat);
+    check_neighbours(dag, s, nb, n);
+    for (i = spilled = 0; i < 400; i++) {
+        struct sk_genome h = m.g;
+        if (sk_mutate(s, &r, &h) != 0 || h.sketch != m.g.sketch ||
+            memcmp(h.tiles, m.g.tiles, sizeof(h.tiles)) == 0)
+            continue;
+        mutants++;
+        spilled += gemm_tile_spills(s, &h);
+    }
+    if (mutants < 100 || spilled != 0)
+        fail_msg("%d of %d tile mutants of the 8 x 64 tile spill", spilled,
+                 mutants);
+    free(nb);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* Around an unchanged register tile, the neighbours move each outer part
  * of a spatial axis, or its smallest divisor, into the next part: rows
  * [4, 2, 4, 8] give [1, 8, 4, 8], [2, 4, 4, 8] and [4, 1, 8, 8] (2 is
@@ -976,6 +1030,7 @@ main(void)
         cmocka_unit_test(test_search_pack_at_fused_loop),
         cmocka_unit_test(test_search_reduction_unroll),
         cmocka_unit_test(test_search_tile_neighbours),
+        cmocka_unit_test(test_search_spilling_member_neighbours),
         cmocka_unit_test(test_search_outer_part_neighbours),
         cmocka_unit_test(test_search_padded_pack_not_rebuilt),
         cmocka_unit_test(test_search_padded_rows_read_in_place),
