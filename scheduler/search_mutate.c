@@ -339,10 +339,6 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
     const struct kt_sstage *ss = &sk->base->stages[i];
     enum sk_tile_grade grade = sk_grade_tile(s, &m->g, slot);
 
-    /* a spilling member's (stored before spilling tiles were graded)
-     * register tile moves only to ones that do not spill */
-    if (grade == SK_TILE_SPILLING)
-        grade = SK_TILE_LOOSE;
     for (a = ss->nspatial; a < ss->naxes; a++) {
         const struct sk_factors *f = s->fac[m->g.sketch][slot][a];
         struct sk_genome g = m->g;
