@@ -12,7 +12,8 @@
  *   build/bench/suite_time [--json FILE] [--passes N] CONFIG DB [CONFIG DB ...]
  *
  * Every task is timed in N passes over all of them (default 2), each
- * implementation keeping its best.
+ * implementation keeping its best; the kernel is built and the reference
+ * computed once, before the first.
  */
 #include <cblas.h>
 #include <dlfcn.h>
@@ -516,68 +517,89 @@ memory_contended(const struct task_result *r, int t)
            r->pass_after.t[t] < 0.75 * r->pass.t[t];
 }
 
-static int
-run_task(const char *cfg, const char *db_path, struct task_result *r)
-{
-    struct kt_model_conf *conf = NULL;
-    struct kt_tasks tasks = {0};
-    struct ktt_bufs b = {0}, ref = {0};
+/* A task ready to time: its kernel built and checked against the
+ * interpreter's reference once, for every pass. */
+struct prepared {
+    struct kt_model_conf *conf;
+    struct kt_tasks tasks;
+    struct ktt_bufs b, ref;
     struct suite_op op;
     struct kernel_run kr;
     struct memory_pass pass;
     float *args[KT_MAX_TENSORS];
-    char err[1024];
-    void *h = NULL;
-    void (*threads)(int) = NULL;
-    int out, status = 1;
+    void *h; /* stays open: its OpenMP pool may still run its code */
+    void (*threads)(int);
+    int out;
+    struct task_result base; /* what preparing found: name, kernel, ... */
+};
 
-    if (kt_model_conf_load(cfg, &conf, err, sizeof(err)) != KT_OK ||
-        kt_tasks_extract(conf, &tasks, err, sizeof(err)) != KT_OK) {
+static void
+release_task(struct prepared *pt)
+{
+    ktt_bufs_free(&pt->b);
+    ktt_bufs_free(&pt->ref);
+    kt_tasks_free(&pt->tasks);
+    kt_model_conf_free(pt->conf);
+    memset(pt, 0, sizeof(*pt));
+}
+
+static int
+prepare_task(const char *cfg, const char *db_path, struct prepared *pt)
+{
+    struct task_result *r = &pt->base;
+    char err[1024];
+
+    memset(pt, 0, sizeof(*pt));
+    r->db = db_path;
+    if (kt_model_conf_load(cfg, &pt->conf, err, sizeof(err)) != KT_OK ||
+        kt_tasks_extract(pt->conf, &pt->tasks, err, sizeof(err)) != KT_OK) {
         fprintf(stderr, "suite: %s\n", err);
-        goto done;
+        release_task(pt);
+        return 1;
     }
-    if (tasks.n != 1 || conf->nlayers != 1) {
+    if (pt->tasks.n != 1 || pt->conf->nlayers != 1) {
         fprintf(stderr, "suite: %s: a suite config has exactly one layer\n",
                 cfg);
-        goto done;
+        release_task(pt);
+        return 1;
     }
-    snprintf(r->name, sizeof(r->name), "%s", conf->name);
-    r->flops = tasks.v[0].dag->flops;
-    ktt_bufs_init(&b, tasks.v[0].dag, 1);
-    ktt_bufs_init(&ref, tasks.v[0].dag, 1);
-    kt_dag_interpret(tasks.v[0].dag, ref.t);
-    out = kt_dag_find_tensor(tasks.v[0].dag, "O");
-    bind_op(&op, &conf->layers[0], tasks.v[0].dag, &b);
-    memory_pass_init(&pass, tasks.v[0].dag, &b, r->pass_bytes);
+    snprintf(r->name, sizeof(r->name), "%s", pt->conf->name);
+    r->flops = pt->tasks.v[0].dag->flops;
+    ktt_bufs_init(&pt->b, pt->tasks.v[0].dag, 1);
+    ktt_bufs_init(&pt->ref, pt->tasks.v[0].dag, 1);
+    kt_dag_interpret(pt->tasks.v[0].dag, pt->ref.t);
+    pt->out = kt_dag_find_tensor(pt->tasks.v[0].dag, "O");
+    bind_op(&pt->op, &pt->conf->layers[0], pt->tasks.v[0].dag, &pt->b);
+    memory_pass_init(&pt->pass, pt->tasks.v[0].dag, &pt->b, r->pass_bytes);
 
-    h = build_best(db_path, conf, tasks.v[0].dag, &r->tuned);
-    if (h != NULL) {
+    pt->h = build_best(db_path, pt->conf, pt->tasks.v[0].dag, &r->tuned);
+    if (pt->h != NULL) {
         void (*pack)(float *const *);
-        *(void **)&threads = dlsym(h, "kt_set_threads");
-        ktt_args(tasks.v[0].dag, &b, args);
-        kr.fn = (void (*)(float *const *))dlsym(h, "kt_kernel");
-        kr.args = args;
+        *(void **)&pt->threads = dlsym(pt->h, "kt_set_threads");
+        ktt_args(pt->tasks.v[0].dag, &pt->b, pt->args);
+        pt->kr.fn = (void (*)(float *const *))dlsym(pt->h, "kt_kernel");
+        pt->kr.args = pt->args;
         /* a layout rewrite: the kernel reads the packed weights, built
          * once before it (timed apart, as the runner does) */
-        *(void **)&pack = dlsym(h, "kt_pack");
+        *(void **)&pack = dlsym(pt->h, "kt_pack");
         if (pack != NULL) {
             double t0 = kt_now();
-            pack(args);
+            pack(pt->args);
             r->pack_s = kt_now() - t0;
         }
         snprintf(r->ours.name, sizeof(r->ours.name), "trial %lld",
                  r->tuned.trial_id);
     }
-    time_all(r, &op, h != NULL ? &kr : NULL, threads, &pass, ref.t[out],
-             b.elems[out]);
-    status = 0;
-done:
-    /* the kernel's handle stays open: its OpenMP pool may still run its code */
-    ktt_bufs_free(&b);
-    ktt_bufs_free(&ref);
-    kt_tasks_free(&tasks);
-    kt_model_conf_free(conf);
-    return status;
+    return 0;
+}
+
+/* One pass's timings of a prepared task into r. */
+static void
+time_task(struct prepared *pt, struct task_result *r)
+{
+    *r = pt->base;
+    time_all(r, &pt->op, pt->h != NULL ? &pt->kr : NULL, pt->threads, &pt->pass,
+             pt->ref.t[pt->out], pt->b.elems[pt->out]);
 }
 
 /* into keeps, on each thread count, the faster of its timing and from's
@@ -773,6 +795,7 @@ int
 main(int argc, char **argv)
 {
     struct task_result *res;
+    struct prepared *prep;
     const char *json_path = NULL, *isa = "?";
     char date[64];
     time_t now = time(NULL);
@@ -801,24 +824,31 @@ main(int argc, char **argv)
     measure_peak(&isa);
     ntasks = (argc - first) / 2;
     res = kt_xcalloc((size_t)ntasks, sizeof(*res));
+    prep = kt_xcalloc((size_t)ntasks, sizeof(*prep));
     failed = kt_xcalloc((size_t)ntasks, 1);
     for (p = 0; p < passes; p++) {
         for (i = 0; i < ntasks; i++) {
             struct task_result r;
-            memset(&r, 0, sizeof(r));
-            r.db = argv[first + 2 * i + 1];
-            if (failed[i] || run_task(argv[first + 2 * i], r.db, &r) != 0)
+            if (p == 0 && prepare_task(argv[first + 2 * i],
+                                       argv[first + 2 * i + 1], &prep[i]) != 0)
                 failed[i] = 1;
-            else if (p == 0)
+            if (failed[i])
+                continue;
+            time_task(&prep[i], &r);
+            if (p == 0)
                 res[i] = r;
             else
                 merge_pass(&res[i], &r);
         }
         measure_peak(&isa);
     }
-    for (i = 0; i < ntasks; i++)
-        if (!failed[i])
+    for (i = 0; i < ntasks; i++) {
+        if (!failed[i]) {
+            release_task(&prep[i]);
             res[n++] = res[i];
+        }
+    }
+    free(prep);
     free(failed);
     for (i = 0; i < n; i++)
         time_pass_after(&res[i]);
