@@ -83,7 +83,6 @@ struct task_result {
 };
 
 static double fma_peak[MAX_THREADS + 1];
-static int timing_passes = DEFAULT_PASSES;
 
 static double
 pass_total(const struct task_result *r)
@@ -715,7 +714,8 @@ json_str(FILE *f, const char *key, const char *v)
 static char cpu_model[256], openblas[256];
 
 static void
-write_json(FILE *f, const struct task_result *r, int t, const char *date)
+write_json(FILE *f, const struct task_result *r, int t, int passes,
+           const char *date)
 {
     const struct impl *best = best_library(r, t);
 
@@ -723,7 +723,7 @@ write_json(FILE *f, const struct task_result *r, int t, const char *date)
     json_str(f, "cpu", cpu_model);
     json_str(f, "openblas", openblas);
     json_str(f, "db", r->db);
-    fprintf(f, ",\"threads\":%d,\"passes\":%d,\"flops\":%.0f", t, timing_passes,
+    fprintf(f, ",\"threads\":%d,\"passes\":%d,\"flops\":%.0f", t, passes,
             r->flops);
     fprintf(f,
             ",\"trials\":%lld,\"ok_trials\":%lld,\"build_timeouts\":%lld,"
@@ -818,7 +818,6 @@ main(int argc, char **argv)
                         "DB [CONFIG DB ...]\n");
         return 2;
     }
-    timing_passes = passes;
     strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
     print_machine(date);
     measure_peak(&isa);
@@ -891,7 +890,7 @@ main(int argc, char **argv)
         fprintf(stderr, "suite: %s: cannot write\n", json_path);
     for (i = 0; json != NULL && i < n; i++)
         for (t = 1; t <= MAX_THREADS; t++)
-            write_json(json, &res[i], t, date);
+            write_json(json, &res[i], t, passes, date);
     if (json != NULL) {
         fclose(json);
         printf("JSON lines: %s\n", json_path);

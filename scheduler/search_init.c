@@ -321,22 +321,7 @@ operand_registers(int64_t vecs)
     return vecs + 1;
 }
 
-/* Whether e is a load reading some reduction axis of ss: an operand of
- * the product. */
-static int
-is_operand(const struct kt_sstage *ss, const struct kt_expr *e)
-{
-    int r;
-
-    if (e->op != KT_X_LOAD)
-        return 0;
-    for (r = ss->nspatial; r < ss->naxes; r++)
-        if (kt_expr_load_uses(e, r))
-            return 1;
-    return 0;
-}
-
-/* Over the operands in e (is_operand()): *n counts them, *moving those
+/* Over the operands in e (sk_is_operand()): *n counts them, *moving those
  * whose index uses axis a. */
 static void
 count_operands(const struct kt_sstage *ss, const struct kt_expr *e, int a,
@@ -344,7 +329,7 @@ count_operands(const struct kt_sstage *ss, const struct kt_expr *e, int a,
 {
     if (e == NULL)
         return;
-    if (is_operand(ss, e)) {
+    if (sk_is_operand(ss, e)) {
         *n += 1;
         *moving += kt_expr_load_uses(e, a);
     }
@@ -396,7 +381,7 @@ held_registers(const struct kt_sstage *ss, const int32_t *tile, int v,
 
     if (e == NULL)
         return 0;
-    if (is_operand(ss, e)) {
+    if (sk_is_operand(ss, e)) {
         if (kt_expr_load_uses(e, v))
             for (a = 0; a < ss->nspatial; a++)
                 if (a != v && tile[a] >= 2 && !kt_expr_load_uses(e, a))
@@ -414,7 +399,7 @@ operands_reused(const struct kt_search *s, const struct kt_sstage *ss,
 {
     if (e == NULL)
         return 1;
-    if (is_operand(ss, e) && !operand_reused(s, ss, tile, v, e))
+    if (sk_is_operand(ss, e) && !operand_reused(s, ss, tile, v, e))
         return 0;
     return operands_reused(s, ss, tile, v, e->a) &&
            operands_reused(s, ss, tile, v, e->b);
@@ -498,8 +483,11 @@ sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
         return SK_TILE_LOOSE;
     if (!operands_reused(s, ss, tile, v, ss->body))
         return SK_TILE_BLOCKED;
-    return steps < total && may_run_whole(s, g, slot) ? SK_TILE_SPLIT_RUN
-                                                      : SK_TILE_REUSING;
+    if (!may_run_whole(s, g, slot))
+        return SK_TILE_REUSING;
+    if (steps < total)
+        return SK_TILE_SPLIT_RUN;
+    return sk_tile_rereads(s, g, slot) ? SK_TILE_REREADING : SK_TILE_REUSING;
 }
 
 /* Whether axis a of stage i may run whole inside the register tile: the
@@ -704,6 +692,12 @@ sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
 }
 
 #define SK_TILE_TRIES 64
+/* A matrix product's register tile of the top grade in a cache tiling
+ * that reads an operand again (SK_TILE_REREADING) is common, the panel
+ * tiling that does not is rare (GEMM 1024^3: 128-column panels, rows
+ * in at most 2 parts), so such samples try longer: 22% of those that
+ * ran k whole read no operand again with 64 tries, 59% with 256. */
+#define SK_REREAD_TRIES (4 * SK_TILE_TRIES)
 
 void
 sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
@@ -725,10 +719,12 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
         /* most samples are register-blocked, of the best grade their
          * tries find, the others uniform but for spilling tiles (the
          * tile mutations leave both kinds) */
-        int best = -1, grade;
+        int best = -1, grade, found = 0;
         int32_t fit[KT_MAX_AXES][SK_MAXP];
         blocked[slot] = kt_rng_below(r, 4) != 0;
-        for (tries = 0; tries < SK_TILE_TRIES; tries++) {
+        for (tries = 0; tries < SK_TILE_TRIES ||
+                        (best == SK_TILE_REREADING && tries < SK_REREAD_TRIES);
+             tries++) {
             fill_tiles(s, r, g, slot);
             if (sk_reg_tile(s, g, slot) > (blocked[slot]
                                                ? sk_register_tile_limit(s)
@@ -736,15 +732,16 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
                 !rf_vectorizes(s, g, slot))
                 continue;
             grade = (int)sk_grade_tile(s, g, slot);
-            if (blocked[slot] ? grade == SK_TILE_REUSING
-                              : grade != SK_TILE_SPILLING)
+            found = blocked[slot] ? grade == SK_TILE_REUSING
+                                  : grade != SK_TILE_SPILLING;
+            if (found)
                 break;
             if (grade >= best) { /* the last of the best */
                 memcpy(fit, g->tiles[slot], sizeof(fit));
                 best = grade;
             }
         }
-        if (tries == SK_TILE_TRIES && best >= 0)
+        if (!found && best >= 0)
             memcpy(g->tiles[slot], fit, sizeof(fit));
     }
     for (i = 0; i < sk->base->nstages; i++) {
