@@ -437,8 +437,11 @@ may_run_whole(const struct kt_search *s, const struct sk_genome *g, int slot)
     return 0;
 }
 
-enum sk_tile_grade
-sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
+/* sk_grade_tile(); *whole_run is set to 1 where the tile runs whole a
+ * reduction that may run whole (may_run_whole()). */
+static enum sk_tile_grade
+grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot,
+           int *whole_run)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
@@ -485,9 +488,16 @@ sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
         return SK_TILE_BLOCKED;
     if (!may_run_whole(s, g, slot))
         return SK_TILE_REUSING;
-    if (steps < total)
-        return SK_TILE_SPLIT_RUN;
-    return sk_tile_rereads(s, g, slot) ? SK_TILE_REREADING : SK_TILE_REUSING;
+    *whole_run = steps == total;
+    return *whole_run ? SK_TILE_REUSING : SK_TILE_SPLIT_RUN;
+}
+
+enum sk_tile_grade
+sk_grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    int whole_run = 0;
+
+    return grade_tile(s, g, slot, &whole_run);
 }
 
 /* Whether axis a of stage i may run whole inside the register tile: the
@@ -693,11 +703,25 @@ sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
 
 #define SK_TILE_TRIES 64
 /* A matrix product's register tile of the top grade in a cache tiling
- * that reads an operand again (SK_TILE_REREADING) is common, the panel
- * tiling that does not is rare (GEMM 1024^3: 128-column panels, rows
- * in at most 2 parts), so such samples try longer: 22% of those that
- * ran k whole read no operand again with 64 tries, 59% with 256. */
+ * that reads an operand again (sk_tile_rereads) is common, the panel
+ * tiling that does not is rare (GEMM 1024^3: 128-column panels, rows in
+ * at most 2 parts), so register-blocked samples try longer for one.
+ * Only samples: the mutations grade without it, so the population may
+ * still move between tilings the rule would rank apart (dense_b128 lost
+ * 10% on 2 threads when mutations were held to it too). */
 #define SK_REREAD_TRIES (4 * SK_TILE_TRIES)
+
+/* A register-blocked sample's rank: its tile's grade, doubled, plus one
+ * unless the tile runs a matrix product's reduction whole in a cache
+ * tiling that reads an operand again (sk_tile_rereads). */
+static int
+blocked_rank(const struct kt_search *s, const struct sk_genome *g, int slot)
+{
+    int whole_run = 0;
+    enum sk_tile_grade grade = grade_tile(s, g, slot, &whole_run);
+
+    return 2 * (int)grade + !(whole_run && sk_tile_rereads(s, g, slot));
+}
 
 void
 sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
@@ -719,11 +743,12 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
         /* most samples are register-blocked, of the best grade their
          * tries find, the others uniform but for spilling tiles (the
          * tile mutations leave both kinds) */
-        int best = -1, grade, found = 0;
+        const int top = 2 * SK_TILE_REUSING + 1;
+        int best = -1, rank, found = 0;
         int32_t fit[KT_MAX_AXES][SK_MAXP];
         blocked[slot] = kt_rng_below(r, 4) != 0;
         for (tries = 0; tries < SK_TILE_TRIES ||
-                        (best == SK_TILE_REREADING && tries < SK_REREAD_TRIES);
+                        (best == top - 1 && tries < SK_REREAD_TRIES);
              tries++) {
             fill_tiles(s, r, g, slot);
             if (sk_reg_tile(s, g, slot) > (blocked[slot]
@@ -731,14 +756,18 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
                                                : s->o.max_register_tile) ||
                 !rf_vectorizes(s, g, slot))
                 continue;
-            grade = (int)sk_grade_tile(s, g, slot);
-            found = blocked[slot] ? grade == SK_TILE_REUSING
-                                  : grade != SK_TILE_SPILLING;
+            if (blocked[slot]) {
+                rank = blocked_rank(s, g, slot);
+                found = rank == top;
+            } else {
+                rank = (int)sk_grade_tile(s, g, slot);
+                found = rank != SK_TILE_SPILLING;
+            }
             if (found)
                 break;
-            if (grade >= best) { /* the last of the best */
+            if (rank >= best) { /* the last of the best */
                 memcpy(fit, g->tiles[slot], sizeof(fit));
-                best = grade;
+                best = rank;
             }
         }
         if (!found && best >= 0)

@@ -209,15 +209,12 @@ int sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
  * blocked tile (its accumulators and operands fit the register file, it
  * runs a long reduction), one whose operand loads each serve 2 or more
  * accumulators besides but that splits into passes a matrix product's
- * reduction it could run whole, one that runs it whole in a cache tiling
- * that reads an operand again more often than a panel tiling would
- * (sk_tile_rereads), and one that does neither. */
+ * reduction it could run whole, and one that runs it whole too. */
 enum sk_tile_grade {
     SK_TILE_SPILLING,
     SK_TILE_LOOSE,
     SK_TILE_BLOCKED,
     SK_TILE_SPLIT_RUN,
-    SK_TILE_REREADING,
     SK_TILE_REUSING
 };
 enum sk_tile_grade sk_grade_tile(const struct kt_search *s,
@@ -282,7 +279,8 @@ int sk_is_operand(const struct kt_sstage *ss, const struct kt_expr *e);
 /* Whether slot's tiling (a matrix product's) reads its operands from
  * beyond a core's cache more than a panel tiling would: one operand kept
  * in half the cache as the reduction's run times W columns, the other
- * read once per W columns. */
+ * read once per W columns.  Counted over one core's share of the
+ * parallel loops. */
 int sk_tile_rereads(const struct kt_search *s, const struct sk_genome *g,
                     int slot);
 

@@ -8,7 +8,8 @@
  * chunks (B's panel 512 KiB) read it 8 times.  With the same 8 x 32
  * register tile, 32-column chunks ran at 0.91x of 128-column ones on
  * 1 thread (docs/search.md); the tuner's 2-thread timings do not tell
- * them apart, so the search grades the tiling by rule. */
+ * them apart, so register-blocked samples prefer, by rule, tilings that
+ * read no operand again (sk_sample_sketch). */
 #include <string.h>
 
 #include "scheduler/search_int.h"
@@ -88,6 +89,25 @@ add_loop(const struct kt_expr *const *ops, int nops, int64_t *ext, int a,
     }
 }
 
+/* The outermost loop of the leading spatial levels (the ones the
+ * kernel fuses and runs in parallel) that has more than one iteration,
+ * as its level in *pos and its axis in *axis (left as they are when
+ * there is none). */
+static void
+first_parallel_loop(const struct kt_sstage *ss, const char *c,
+                    const int32_t (*tiles)[SK_MAXP], int *pos, int *axis)
+{
+    int p, a;
+
+    for (p = 0; c[p] == 'S'; p++)
+        for (a = 0; a < ss->nspatial; a++)
+            if (tiles[a][p] > 1) {
+                *pos = p;
+                *axis = a;
+                return;
+            }
+}
+
 int
 sk_tile_rereads(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
@@ -97,6 +117,7 @@ sk_tile_rereads(const struct kt_search *s, const struct sk_genome *g, int slot)
     const char *c = sk_structures[sk->plan[i].structure];
     const struct kt_expr *ops[SK_MAX_OPERANDS];
     int part[2], pos, a, o, nops = collect_operands(ss, ss->body, ops, 0);
+    int par_pos = -1, par_axis = -1;
     int64_t ext[KT_MAX_AXES], run = 1;
     double reads[SK_MAX_OPERANDS], flops = 2, excess = 0, panel_excess;
 
@@ -104,19 +125,29 @@ sk_tile_rereads(const struct kt_search *s, const struct sk_genome *g, int slot)
     part[1] = sk_nparts(&sk->plan[i], 1);
     for (a = 0; a < ss->naxes; a++) {
         ext[a] = 1;
-        flops *= (double)ss->axes[a].extent;
         if (ss->axes[a].reduce)
             run *= ss->axes[a].extent;
     }
     for (o = 0; o < nops; o++)
         reads[o] = 1;
+    /* One core's share: each runs its own range of the parallel loops and
+     * keeps its operands in its own cache, so an operand the rows' two
+     * halves both read is read once by each core, not twice by one. */
+    if (g->par[i] != 0 && s->o.cores > 1)
+        first_parallel_loop(ss, c, g->tiles[slot], &par_pos, &par_axis);
     /* the loops from the innermost out, a level's axes last to first */
     for (pos = (int)strlen(c) - 1; pos >= 0; pos--) {
         int reduce = c[pos] == 'R', p = --part[reduce];
-        for (a = ss->naxes - 1; a >= 0; a--)
-            if (ss->axes[a].reduce == reduce && g->tiles[slot][a][p] > 1)
-                add_loop(ops, nops, ext, a, g->tiles[slot][a][p], reads);
+        for (a = ss->naxes - 1; a >= 0; a--) {
+            int64_t n = g->tiles[slot][a][p];
+            if (pos == par_pos && a == par_axis)
+                n = (n + s->o.cores - 1) / s->o.cores;
+            if (ss->axes[a].reduce == reduce && n > 1)
+                add_loop(ops, nops, ext, a, n, reads);
+        }
     }
+    for (a = 0; a < ss->naxes; a++)
+        flops *= (double)ext[a];
     for (o = 0; o < nops; o++)
         excess += (reads[o] - footprint(ops[o], ext)) * SK_ELEM_BYTES;
     /* A panel tiling keeps one operand's run x W panel in half the cache

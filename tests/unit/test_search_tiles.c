@@ -612,15 +612,15 @@ gemm_blocked_8x32(struct kt_dag **dag, struct kt_rng *r, struct sk_member *m,
     return NULL;
 }
 
-/* The grade of GEMM 1024^3's program of the given schedule (an 8 x 32
- * tile over column panels of all rows, the columns as COLS splits them
- * inside their outermost part, k as SPLIT splits it). */
-static enum sk_tile_grade
-gemm_cols_grade(const struct kt_search *s, const char *cols, const char *split)
+/* In *m, GEMM 1024^3's program of the given schedule (an 8 x 32 tile
+ * over column panels of all rows, the columns as COLS splits them inside
+ * their outermost part, k as SPLIT splits it). */
+static void
+gemm_cols_member(const struct kt_search *s, const char *cols, const char *split,
+                 struct sk_member *m)
 {
     char json[1024], err[256], hex[17];
     struct kt_step *steps = NULL;
-    struct sk_member m;
     uint64_t h = 0;
     int n;
 
@@ -638,11 +638,30 @@ gemm_cols_grade(const struct kt_search *s, const char *cols, const char *split)
         fail_msg("%s", err);
     kt_steps_hash(steps, n, hex);
     kt_hash_parse(hex, &h);
-    if (!sk_decode(s, steps, n, h, &m))
+    if (!sk_decode(s, steps, n, h, m))
         fail_msg("the schedule with columns [%s], k [%s] does not decode", cols,
                  split);
     free(steps);
+}
+
+static enum sk_tile_grade
+gemm_cols_grade(const struct kt_search *s, const char *cols, const char *split)
+{
+    struct sk_member m;
+
+    gemm_cols_member(s, cols, split, &m);
     return sk_grade_tile(s, &m.g, 0);
+}
+
+/* Whether that program reads an operand again (sk_tile_rereads). */
+static int
+gemm_cols_rereads(const struct kt_search *s, const char *cols,
+                  const char *split)
+{
+    struct sk_member m;
+
+    gemm_cols_member(s, cols, split, &m);
+    return sk_tile_rereads(s, &m.g, 0);
 }
 
 /* The 128-column panels (8 of them) of an 8 x 32 tile over all rows of
@@ -697,11 +716,12 @@ test_search_tile_keeps_reduction_whole(void **state)
 
 /* The cache tiling around a whole-k register tile reads A again once per
  * column panel: 128-column panels (B's 1024 x 128 in 512 KiB, A read 8
- * times) grade above 32- and 64-column ones (A read 32 and 16 times:
- * 0.91x and 0.88x of them on 1 thread, docs/search.md) and 256-column
- * ones (a 1 MiB panel does not stay in cache beside A's rows: 0.80x).
- * Of the samples that run k whole, most read no operand more often
- * than the panel tiling does (58% of these; 10% without the grade). */
+ * times) read no operand again, 32- and 64-column ones do (A read 32 and
+ * 16 times: 0.91x and 0.88x of them on 1 thread, docs/search.md), and
+ * so do 256-column ones (a 1 MiB panel does not stay in cache beside A's
+ * rows: 0.80x).  All grade alike for the mutations; of the samples that
+ * run k whole, most read no operand more often than the panel tiling
+ * does (59% of these; 10% without the rule). */
 static void
 test_search_tile_reads_operands_once(void **state)
 {
@@ -711,11 +731,12 @@ test_search_tile_reads_operands_once(void **state)
     int t, whole = 0, once = 0;
     (void)state;
 
-    assert_int_equal(gemm_cols_grade(s, "8,4,32", "1024"), SK_TILE_REUSING);
-    assert_int_equal(gemm_cols_grade(s, "1,4,32", "1024"), SK_TILE_REUSING);
-    assert_int_equal(gemm_cols_grade(s, "32,1,32", "1024"), SK_TILE_REREADING);
-    assert_int_equal(gemm_cols_grade(s, "16,2,32", "1024"), SK_TILE_REREADING);
-    assert_int_equal(gemm_cols_grade(s, "4,8,32", "1024"), SK_TILE_REREADING);
+    assert_false(gemm_cols_rereads(s, "8,4,32", "1024"));
+    assert_false(gemm_cols_rereads(s, "1,4,32", "1024"));
+    assert_true(gemm_cols_rereads(s, "32,1,32", "1024"));
+    assert_true(gemm_cols_rereads(s, "16,2,32", "1024"));
+    assert_true(gemm_cols_rereads(s, "4,8,32", "1024"));
+    assert_int_equal(gemm_cols_grade(s, "32,1,32", "1024"), SK_TILE_REUSING);
     kt_rng_seed(&r, 12);
     for (t = 0; t < 2000; t++) {
         struct sk_genome g;
@@ -730,6 +751,61 @@ test_search_tile_reads_operands_once(void **state)
                  "more than a panel tiling",
                  once, whole);
     kt_search_free(s);
+    kt_dag_free(dag);
+}
+
+/* The reads are one core's: dense 128 x 3072 x 768 (W 9.4 MB) with the
+ * rows in 2 outermost parts reads all of W twice on one core, once on
+ * each of two.  Whole-k samples that read no operand again, their rows'
+ * outermost part made 2 (a factor 2 moved out of an inner part), read
+ * W again on one core and not on two (all 593 of these). */
+static void
+test_search_tile_rereads_per_core(void **state)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *one = NULL, *two = NULL;
+    struct kt_search_opts o;
+    struct kt_rng r;
+    char err[512];
+    int t, p, moved = 0, apart = 0;
+    (void)state;
+
+    assert_int_equal(kt_op_dense(&d, 128, 3072, 768, 0), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    kt_search_opts_default(&o);
+    o.vector_bytes = 64;
+    o.cores = 1;
+    assert_int_equal(kt_search_new(&one, dag, &o, err, sizeof(err)), KT_OK);
+    o.cores = 2;
+    assert_int_equal(kt_search_new(&two, dag, &o, err, sizeof(err)), KT_OK);
+    assert_int_equal(one->nsketches, two->nsketches);
+    kt_rng_seed(&r, 13);
+    for (t = 0; t < 2000; t++) {
+        struct sk_genome g;
+        sk_sample(two, &r, &g);
+        if (two->sk[g.sketch].nslots == 0 || reg_part(two, &g, 2) != 768 ||
+            g.tiles[0][0][0] != 1 || sk_tile_rereads(two, &g, 0))
+            continue;
+        for (p = 1; p < two->fac[g.sketch][0][0]->n; p++)
+            if (g.tiles[0][0][p] % 2 == 0)
+                break;
+        if (p == two->fac[g.sketch][0][0]->n)
+            continue;
+        g.tiles[0][0][p] /= 2;
+        g.tiles[0][0][0] = 2;
+        moved++;
+        if (!sk_tile_rereads(one, &g, 0))
+            fail_msg("rows in 2 outermost parts, one core: W read once");
+        apart += !sk_tile_rereads(two, &g, 0);
+    }
+    if (moved < 20 || apart * 10 < moved * 9)
+        fail_msg("%d of %d tilings with rows in 2 outermost parts read no "
+                 "operand again on two cores",
+                 apart, moved);
+    kt_search_free(one);
+    kt_search_free(two);
     kt_dag_free(dag);
 }
 
@@ -1070,6 +1146,7 @@ main(void)
         cmocka_unit_test(test_search_tile_no_spills),
         cmocka_unit_test(test_search_tile_keeps_reduction_whole),
         cmocka_unit_test(test_search_tile_reads_operands_once),
+        cmocka_unit_test(test_search_tile_rereads_per_core),
         cmocka_unit_test(test_search_whole_vector_axis),
         cmocka_unit_test(test_search_lane_multiple_axis),
         cmocka_unit_test(test_search_narrow_axis_whole),
