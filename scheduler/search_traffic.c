@@ -6,7 +6,7 @@
  * GEMM 1024^3 program that packs B in chunks of 32 columns reads all of
  * A (4 MiB) once per chunk, 32 times, where the hand form's 128-column
  * chunks (B's panel 512 KiB) read it 8 times.  With the same 8 x 32
- * register tile, 32-column chunks ran at 0.91x of 128-column ones on
+ * register tile, 32-column chunks ran at 0.90x-0.93x of 128-column ones on
  * 1 thread (docs/search.md); the tuner's 2-thread timings do not tell
  * them apart, so register-blocked samples prefer, by rule, tilings that
  * read no operand again (sk_sample_sketch). */

@@ -717,11 +717,11 @@ test_search_tile_keeps_reduction_whole(void **state)
 /* The cache tiling around a whole-k register tile reads A again once per
  * column panel: 128-column panels (B's 1024 x 128 in 512 KiB, A read 8
  * times) read no operand again, 32- and 64-column ones do (A read 32 and
- * 16 times: 0.91x and 0.88x of them on 1 thread, docs/search.md), and
- * so do 256-column ones (a 1 MiB panel does not stay in cache beside A's
- * rows: 0.80x).  All grade alike for the mutations; of the samples that
- * run k whole, most read no operand more often than the panel tiling
- * does (59% of these; 10% without the rule). */
+ * 16 times: 0.90x-0.93x and 0.92x of them on 1 thread,
+ * docs/performance.md), and so do 256-column ones (a 1 MiB panel does
+ * not stay in cache beside A's rows: 0.80x).  All grade alike for the
+ * mutations; of the samples that run k whole, most read no operand more
+ * often than the panel tiling does (59% of these; 10% without the rule). */
 static void
 test_search_tile_reads_operands_once(void **state)
 {
