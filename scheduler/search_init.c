@@ -739,6 +739,10 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
     memset(g, 0, sizeof(*g));
     g->sketch = (int32_t)k;
     sk = &s->sk[g->sketch];
+    /* before the tiles: their rank counts reads per core, and a kernel
+     * runs on several cores only where its root's loops are parallel */
+    for (i = 0; i < sk->base->nstages; i++)
+        g->par[i] = 255; /* Ansor's InitParallel rule */
     for (slot = 0; slot < sk->nslots; slot++) {
         /* most samples are register-blocked, of the best grade their
          * tries find, the others uniform but for spilling tiles (the
@@ -779,7 +783,6 @@ sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
             g->loc[i] = kt_rng_below(r, 3) == 0
                             ? 0
                             : (uint8_t)(1 + kt_rng_below(r, 64));
-        g->par[i] = 255; /* Ansor's InitParallel rule */
         g->vec[i] = 1;
         /* a register tile is one when unrolled (the micro-kernel keeps
          * the accumulators of a straight-line body in registers) */

@@ -89,18 +89,20 @@ add_loop(const struct kt_expr *const *ops, int nops, int64_t *ext, int a,
     }
 }
 
-/* The outermost loop of the leading spatial levels (the ones the
- * kernel fuses and runs in parallel) that has more than one iteration,
- * as its level in *pos and its axis in *axis (left as they are when
- * there is none). */
+/* The outermost loop with more than one iteration among the first
+ * `fused` loops of the leading spatial levels (the ones the kernel fuses
+ * and runs in parallel; InitParallel's 255 fuses at least up to it), as
+ * its level in *pos and its axis in *axis (left as they are when there
+ * is none). */
 static void
 first_parallel_loop(const struct kt_sstage *ss, const char *c,
-                    const int32_t (*tiles)[SK_MAXP], int *pos, int *axis)
+                    const int32_t (*tiles)[SK_MAXP], int fused, int *pos,
+                    int *axis)
 {
-    int p, a;
+    int p, a, n = 0;
 
     for (p = 0; c[p] == 'S'; p++)
-        for (a = 0; a < ss->nspatial; a++)
+        for (a = 0; a < ss->nspatial && n < fused; a++, n++)
             if (tiles[a][p] > 1) {
                 *pos = p;
                 *axis = a;
@@ -113,6 +115,9 @@ sk_tile_rereads(const struct kt_search *s, const struct sk_genome *g, int slot)
 {
     const struct sk_sketch *sk = &s->sk[g->sketch];
     int i = sk->slot_stage[slot];
+    /* the stage whose loops hold the parallel one: the consumer a
+     * cache-write tiling is fused into, else the stage itself */
+    int root = sk->plan[i].partner >= 0 ? sk->plan[i].partner : i;
     const struct kt_sstage *ss = &sk->base->stages[i];
     const char *c = sk_structures[sk->plan[i].structure];
     const struct kt_expr *ops[SK_MAX_OPERANDS];
@@ -133,8 +138,9 @@ sk_tile_rereads(const struct kt_search *s, const struct sk_genome *g, int slot)
     /* One core's share: each runs its own range of the parallel loops and
      * keeps its operands in its own cache, so an operand the rows' two
      * halves both read is read once by each core, not twice by one. */
-    if (g->par[i] != 0 && s->o.cores > 1)
-        first_parallel_loop(ss, c, g->tiles[slot], &par_pos, &par_axis);
+    if (s->o.cores > 1)
+        first_parallel_loop(ss, c, g->tiles[slot], g->par[root], &par_pos,
+                            &par_axis);
     /* the loops from the innermost out, a level's axes last to first */
     for (pos = (int)strlen(c) - 1; pos >= 0; pos--) {
         int reduce = c[pos] == 'R', p = --part[reduce];

@@ -758,7 +758,8 @@ test_search_tile_reads_operands_once(void **state)
  * rows in 2 outermost parts reads all of W twice on one core, once on
  * each of two.  Whole-k samples that read no operand again, their rows'
  * outermost part made 2 (a factor 2 moved out of an inner part), read
- * W again on one core and not on two (all 593 of these). */
+ * W again on one core and not on two (all 593 of these), and samples
+ * rank tiles by the 2-core count. */
 static void
 test_search_tile_rereads_per_core(void **state)
 {
@@ -768,7 +769,7 @@ test_search_tile_rereads_per_core(void **state)
     struct kt_search_opts o;
     struct kt_rng r;
     char err[512];
-    int t, p, moved = 0, apart = 0;
+    int t, p, moved = 0, apart = 0, whole;
     (void)state;
 
     assert_int_equal(kt_op_dense(&d, 128, 3072, 768, 0), KT_OK);
@@ -804,6 +805,23 @@ test_search_tile_rereads_per_core(void **state)
         fail_msg("%d of %d tilings with rows in 2 outermost parts read no "
                  "operand again on two cores",
                  apart, moved);
+    /* and the samples rank their tiles so: of the 2-core search's
+     * samples that run k whole, 364 of 1,094 read W again only when
+     * counted on one core (39 when ranked before their stages were
+     * parallel, as one core's) */
+    kt_rng_seed(&r, 14);
+    for (t = whole = apart = 0; t < 2000; t++) {
+        struct sk_genome g;
+        sk_sample(two, &r, &g);
+        if (two->sk[g.sketch].nslots == 0 || reg_part(two, &g, 2) != 768)
+            continue;
+        whole++;
+        apart += sk_tile_rereads(one, &g, 0) && !sk_tile_rereads(two, &g, 0);
+    }
+    if (whole < 500 || apart * 5 < whole)
+        fail_msg("%d of %d whole-k samples of a 2-core search read W again "
+                 "only on one core",
+                 apart, whole);
     kt_search_free(one);
     kt_search_free(two);
     kt_dag_free(dag);
