@@ -284,6 +284,97 @@ kt_bench_fma_peak(int threads, const char **isa)
     return best;
 }
 
+#if defined(__AVX512F__)
+#define FMA_LOAD(p) _mm512_loadu_ps(p)
+#define FMA_STORE(p, v) _mm512_storeu_ps(p, v)
+#elif defined(__AVX2__) && defined(__FMA__)
+#define FMA_LOAD(p) _mm256_loadu_ps(p)
+#define FMA_STORE(p, v) _mm256_storeu_ps(p, v)
+#else
+#define FMA_LOAD(p) (*(p))
+#define FMA_STORE(p, v) (*(p) = (v))
+#endif
+
+#define ROW_TILE_K 64
+#define ROW_TILE_MAX 16
+
+/* 'calls' calls of a register tile n rows x one vector: n accumulators,
+ * and per step of k one vector of b and n broadcasts of a.  One function
+ * per n, so that the accumulators are registers. */
+#define ROW_TILE_FN(n)                                                         \
+    static void row_tile_##n(long calls, const float *a, const float *b,       \
+                             float *o)                                         \
+    {                                                                          \
+        long c;                                                                \
+        int i, k;                                                              \
+                                                                               \
+        for (c = 0; c < calls; c++) {                                          \
+            fma_vec acc[n];                                                    \
+            _Pragma("GCC unroll 16") for (i = 0; i < n; i++)                   \
+                acc[i] = FMA_SET1(0.0f);                                       \
+            for (k = 0; k < ROW_TILE_K; k++) {                                 \
+                const fma_vec bk = FMA_LOAD(b + k * FMA_LANES);                \
+                _Pragma("GCC unroll 16") for (i = 0; i < n; i++)               \
+                    acc[i] = FMA_FMADD(FMA_SET1(a[i * ROW_TILE_K + k]), bk,    \
+                                       acc[i]);                                \
+            }                                                                  \
+            _Pragma("GCC unroll 16") for (i = 0; i < n; i++)                   \
+                FMA_STORE(o + i * FMA_LANES, acc[i]);                          \
+            __asm__ volatile("" : : "r"(o) : "memory");                        \
+        }                                                                      \
+    }
+ROW_TILE_FN(1)
+ROW_TILE_FN(2)
+ROW_TILE_FN(3)
+ROW_TILE_FN(4)
+ROW_TILE_FN(5)
+ROW_TILE_FN(6)
+ROW_TILE_FN(7)
+ROW_TILE_FN(8)
+ROW_TILE_FN(9)
+ROW_TILE_FN(10)
+ROW_TILE_FN(11)
+ROW_TILE_FN(12)
+ROW_TILE_FN(13)
+ROW_TILE_FN(14)
+ROW_TILE_FN(15)
+ROW_TILE_FN(16)
+
+static void (*const row_tiles[ROW_TILE_MAX + 1])(long, const float *,
+                                                 const float *, float *) = {
+    NULL,        row_tile_1,  row_tile_2,  row_tile_3,  row_tile_4,
+    row_tile_5,  row_tile_6,  row_tile_7,  row_tile_8,  row_tile_9,
+    row_tile_10, row_tile_11, row_tile_12, row_tile_13, row_tile_14,
+    row_tile_15, row_tile_16,
+};
+
+double
+kt_bench_row_tile(int rows)
+{
+    static float a[ROW_TILE_MAX * ROW_TILE_K], b[ROW_TILE_K * FMA_LANES],
+        o[ROW_TILE_MAX * FMA_LANES];
+    const long calls = 200000;
+    double best = 0;
+    int i, rep;
+
+    if (rows < 1 || rows > ROW_TILE_MAX)
+        return 0;
+    for (i = 0; i < ROW_TILE_MAX * ROW_TILE_K; i++)
+        a[i] = 1e-3f * (float)(i % 97);
+    for (i = 0; i < ROW_TILE_K * FMA_LANES; i++)
+        b[i] = 1e-3f * (float)(i % 89);
+    row_tiles[rows](calls / 10, a, b, o); /* warm-up */
+    for (rep = 0; rep < 7; rep++) {
+        double t0 = bench_now(), gflops;
+        row_tiles[rows](calls, a, b, o);
+        gflops = 2.0 * rows * FMA_LANES * ROW_TILE_K * (double)calls /
+                 (bench_now() - t0) / 1e9;
+        if (gflops > best)
+            best = gflops;
+    }
+    return best;
+}
+
 int
 kt_bench_env_int(const char *name, int def)
 {

@@ -35,6 +35,12 @@ void kt_bench_epilogue(float *out, int64_t rows, int64_t cols,
  * "scalar": what this file was compiled for (-march=native for the real
  * peak). */
 double kt_bench_fma_peak(int threads, const char **isa);
+/* GFLOPS on this thread of a register tile 'rows' (1 to 16) x one
+ * vector over a reduction of 64 steps, its operands in L1: per step one
+ * vector load and 'rows' broadcast FMAs, as a generated micro-kernel one
+ * vector wide runs them.  It shows how many rows of accumulators keep the
+ * FMA pipes busy. */
+double kt_bench_row_tile(int rows);
 
 /* The integer / number in environment variable name, def when unset or
  * empty. */
