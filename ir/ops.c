@@ -104,8 +104,8 @@ kt__op_put_epilogue(struct kt_op_def *d, int epi, const char *idx,
 /* Extents of a product's output that no 16-lane vector (columns) or no
  * register tile of 2 to 8 rows (rows) divides are computed over a padded
  * range into P, then copied into O: a 197 x 197 attention score tile runs
- * as 200 x 208 (13 whole vectors a row, tiles of 4 or 8 rows) for 7% more
- * arithmetic.  Padding that would cost more than 1/16 is not done. */
+ * as 198 x 208 (13 whole vectors a row, tiles of 9 or 11 rows) for 6%
+ * more arithmetic.  Padding that would cost more than 1/16 is not done. */
 static int64_t
 round_up(int64_t n, int64_t q)
 {
@@ -120,14 +120,35 @@ padded_cols(int64_t n)
     return (r - n) * 16 <= n ? r : n;
 }
 
-static int64_t
-padded_rows(int64_t m)
+static int
+has_divisor(int64_t m, int64_t lo, int64_t hi)
 {
-    int64_t d, r;
+    int64_t d;
 
-    for (d = 2; d <= 8; d++)
+    for (d = lo; d <= hi; d++)
         if (m % d == 0)
-            return m;
+            return 1;
+    return 0;
+}
+
+/* Rows padded to a multiple of 8 (else 4).  Where no tile of 2 to 4
+ * vectors divides a row (13 vectors), the register tiles are one vector
+ * wide, and one vector a row keeps both FMA pipes busy only with 10 to 12
+ * rows of accumulators (a 1-vector tile from L1 ran 159, 162, 169, 174
+ * and 175 GFLOPS with 8 to 12 rows on a 175 GFLOPS core,
+ * docs/performance.md): those rows take the first extent a tile of 10 to
+ * 12 rows divides, 198 for 197 rather than 200. */
+static int64_t
+padded_rows(int64_t m, int64_t n)
+{
+    int64_t r, p;
+
+    if (has_divisor(m, 2, 8))
+        return m;
+    if (!has_divisor(padded_cols(n) / 16, 2, 4))
+        for (p = m; (p - m) * 16 <= m; p++)
+            if (has_divisor(p, 10, 12))
+                return p;
     r = round_up(m, 8);
     if ((r - m) * 16 <= m)
         return r;
@@ -153,7 +174,7 @@ static int
 put_product_into(struct kt_op_def *d, const char *out, const char *idx,
                  const char *a, const char *b, int64_t M, int64_t N)
 {
-    int64_t Mp = padded_rows(M), Np = padded_cols(N);
+    int64_t Mp = padded_rows(M, N), Np = padded_cols(N);
 
     kt__op_put(d, "%s[%s] += %s * %s", out, idx, a, b);
     if (Mp == M && Np == N)
@@ -169,7 +190,7 @@ put_product_into(struct kt_op_def *d, const char *out, const char *idx,
 static void
 put_unpadding(struct kt_op_def *d, int64_t M, int64_t N)
 {
-    int64_t Mp = padded_rows(M), Np = padded_cols(N);
+    int64_t Mp = padded_rows(M, N), Np = padded_cols(N);
 
     kt__op_put(d, " where ");
     put_padded_axes(d, M, Mp, N, Np, 0);
@@ -187,7 +208,7 @@ put_product(struct kt_op_def *d, const char *idx, const char *a_idx,
 
     snprintf(a, sizeof(a), "A[%s]", a_idx);
     snprintf(b, sizeof(b), "%s[%s]", b_name, b_idx);
-    if (padded_rows(M) == M && padded_cols(N) == N) {
+    if (padded_rows(M, N) == M && padded_cols(N) == N) {
         put_product_into(d, "O", idx, a, b, M, N);
         return;
     }

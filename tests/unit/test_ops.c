@@ -398,7 +398,9 @@ test_ops_conv_against_naive(void **state)
 /* The padded extents the products choose (ir/ops.c): columns no 16-lane
  * vector divides are padded to whole vectors, rows no register tile of 2
  * to 8 divides to a multiple of 8 (else 4), each only when that costs at
- * most 1/16 more; shapes that tile well are not padded. */
+ * most 1/16 more; shapes that tile well are not padded.  Rows whose
+ * register tiles can only be one vector wide (13 vectors a row) take the
+ * first extent a tile of 10 to 12 rows divides instead. */
 static void
 test_ops_padded_extents(void **state)
 {
@@ -406,7 +408,10 @@ test_ops_padded_extents(void **state)
         int64_t B, M, N;
         const char *want; /* in the definition text, NULL: no padding */
     } pads[] = {
-        {12, 197, 197, "pad i:200, j:208"},
+        {12, 197, 197, "pad i:198, j:208"}, /* 11 x 18 rows */
+        {1, 197, 64, "pad i:200"},          /* tiles of 2 or 4 vectors */
+        {1, 109, 208, "pad i:110"},
+        {1, 109, 224, "pad i:112"},
         {8, 77, 77, "pad j:80"}, /* 7 divides the rows */
         {1, 1000, 1000, "pad j:1008"},
         {1, 64, 208, NULL},

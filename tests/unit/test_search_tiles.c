@@ -1028,7 +1028,7 @@ test_search_outer_part_neighbours(void **state)
     kt_dag_free(dag);
 }
 
-/* The padded attention product (200 x 208): a pack of a padded operand
+/* The padded attention product (198 x 208): a pack of a padded operand
  * built inside the kernel, with the padding inlined into it, is never
  * placed where the tiling rebuilds it more than 4 times (the runs that
  * ended on such forms repacked the 200-row A panel for each of 13 column
@@ -1066,9 +1066,9 @@ test_search_padded_pack_not_rebuilt(void **state)
     kt_dag_free(dag);
 }
 
-/* The padded attention scores (197 -> 200 rows): A, broadcast from rows
+/* The padded attention scores (197 -> 198 rows): A, broadcast from rows
  * read in order along k, is read in place with its row checks (its pack
- * inlined back) in about half the samples: 220 of these 512, against 11
+ * inlined back) in about half the samples: 225 of these 512, against 11
  * (where its consumer's loops left no place for the pack) when a padded
  * operand's pack was never inlined by choice.  Those programs match the
  * reference. */
