@@ -134,10 +134,10 @@ has_divisor(int64_t m, int64_t lo, int64_t hi)
 /* Rows padded to a multiple of 8 (else 4).  Where no tile of 2 to 4
  * vectors divides a row (13 vectors), the register tiles are one vector
  * wide, and one vector a row keeps both FMA pipes busy only with 10 to 12
- * rows of accumulators (a 1-vector tile from L1 ran 159, 162, 169, 174
- * and 175 GFLOPS with 8 to 12 rows on a 175 GFLOPS core,
- * docs/performance.md): those rows take the first extent a tile of 10 to
- * 12 rows divides, 198 for 197 rather than 200. */
+ * rows of accumulators (bench_fma: a 1-vector tile from L1 ran 160, 166,
+ * 171-173, 170-172 and 174-175 GFLOPS with 8 to 12 rows on a 175 GFLOPS
+ * core, docs/performance.md): those rows take the first extent a tile of
+ * 10 to 12 rows divides, 198 for 197 rather than 200. */
 static int64_t
 padded_rows(int64_t m, int64_t n)
 {
