@@ -200,6 +200,8 @@ typedef __m512 fma_vec;
 #define FMA_SET1(x) _mm512_set1_ps(x)
 #define FMA_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define FMA_LANE0(v) _mm512_cvtss_f32(v)
+#define FMA_LOAD(p) _mm512_loadu_ps(p)
+#define FMA_STORE(p, v) _mm512_storeu_ps(p, v)
 #elif defined(__AVX2__) && defined(__FMA__)
 #define FMA_ISA "avx2"
 #define FMA_LANES 8
@@ -207,6 +209,8 @@ typedef __m256 fma_vec;
 #define FMA_SET1(x) _mm256_set1_ps(x)
 #define FMA_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define FMA_LANE0(v) _mm256_cvtss_f32(v)
+#define FMA_LOAD(p) _mm256_loadu_ps(p)
+#define FMA_STORE(p, v) _mm256_storeu_ps(p, v)
 #else
 #define FMA_ISA "scalar"
 #define FMA_LANES 1
@@ -214,6 +218,8 @@ typedef float fma_vec;
 #define FMA_SET1(x) (x)
 #define FMA_FMADD(a, b, c) __builtin_fmaf(a, b, c)
 #define FMA_LANE0(v) (v)
+#define FMA_LOAD(p) (*(p))
+#define FMA_STORE(p, v) (*(p) = (v))
 #endif
 
 struct fma_thread {
@@ -283,17 +289,6 @@ kt_bench_fma_peak(int threads, const char **isa)
         *isa = FMA_ISA;
     return best;
 }
-
-#if defined(__AVX512F__)
-#define FMA_LOAD(p) _mm512_loadu_ps(p)
-#define FMA_STORE(p, v) _mm512_storeu_ps(p, v)
-#elif defined(__AVX2__) && defined(__FMA__)
-#define FMA_LOAD(p) _mm256_loadu_ps(p)
-#define FMA_STORE(p, v) _mm256_storeu_ps(p, v)
-#else
-#define FMA_LOAD(p) (*(p))
-#define FMA_STORE(p, v) (*(p) = (v))
-#endif
 
 #define ROW_TILE_K 64
 #define ROW_TILE_MAX 16
