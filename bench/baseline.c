@@ -202,6 +202,7 @@ typedef __m512 fma_vec;
 #define FMA_LANE0(v) _mm512_cvtss_f32(v)
 #define FMA_LOAD(p) _mm512_loadu_ps(p)
 #define FMA_STORE(p, v) _mm512_storeu_ps(p, v)
+#define FMA_PIN(v) __asm__("" : "+v"(v))
 #elif defined(__AVX2__) && defined(__FMA__)
 #define FMA_ISA "avx2"
 #define FMA_LANES 8
@@ -211,6 +212,7 @@ typedef __m256 fma_vec;
 #define FMA_LANE0(v) _mm256_cvtss_f32(v)
 #define FMA_LOAD(p) _mm256_loadu_ps(p)
 #define FMA_STORE(p, v) _mm256_storeu_ps(p, v)
+#define FMA_PIN(v) __asm__("" : "+x"(v))
 #else
 #define FMA_ISA "scalar"
 #define FMA_LANES 1
@@ -220,6 +222,7 @@ typedef float fma_vec;
 #define FMA_LANE0(v) (v)
 #define FMA_LOAD(p) (*(p))
 #define FMA_STORE(p, v) (*(p) = (v))
+#define FMA_PIN(v) ((void)(v))
 #endif
 
 struct fma_thread {
@@ -290,79 +293,140 @@ kt_bench_fma_peak(int threads, const char **isa)
     return best;
 }
 
-#define ROW_TILE_K 64
-#define ROW_TILE_MAX 16
+#define REG_TILE_K 64
+#define REG_TILE_MAX_ROWS 14
+#define REG_TILE_MAX_VECTORS 4
 
-/* 'calls' calls of a register tile n rows x one vector: n accumulators,
- * and per step of k one vector of b and n broadcasts of a.  One function
- * per n, so that the accumulators are registers. */
-#define ROW_TILE_FN(n)                                                         \
-    static void row_tile_##n(long calls, const float *a, const float *b,       \
-                             float *o)                                         \
+/* 'calls' calls of a register tile n rows x w vectors: n x w
+ * accumulators, and per step of k w vectors of b and n broadcasts of a.
+ * The b vectors are pinned to registers (the code generator pins those
+ * that 3 or more FMAs share, ir/codegen_pin.c): gcc otherwise folds them
+ * into the FMAs as memory operands (3 rows x 4 vectors then issue 15
+ * loads per 12 FMAs and ran at 142 GFLOPS where pinned they ran at 165).  One function per shape, so that the
+ * accumulators are registers. */
+#define REG_TILE_FN(n, w)                                                      \
+    static void reg_tile_##n##x##w(long calls, const float *a, const float *b, \
+                                   float *o)                                   \
     {                                                                          \
         long c;                                                                \
-        int i, k;                                                              \
+        int i, j, k;                                                           \
                                                                                \
         for (c = 0; c < calls; c++) {                                          \
-            fma_vec acc[n];                                                    \
+            fma_vec acc[n][w];                                                 \
             _Pragma("GCC unroll 16") for (i = 0; i < n; i++)                   \
-                acc[i] = FMA_SET1(0.0f);                                       \
-            for (k = 0; k < ROW_TILE_K; k++) {                                 \
-                const fma_vec bk = FMA_LOAD(b + k * FMA_LANES);                \
+                _Pragma("GCC unroll 4") for (j = 0; j < w; j++)                \
+                    acc[i][j] = FMA_SET1(0.0f);                                \
+            for (k = 0; k < REG_TILE_K; k++) {                                 \
+                fma_vec bk[w];                                                 \
+                _Pragma("GCC unroll 4") for (j = 0; j < w; j++)                \
+                {                                                              \
+                    bk[j] = FMA_LOAD(b + (k * (w) + j) * FMA_LANES);           \
+                    FMA_PIN(bk[j]);                                            \
+                }                                                              \
                 _Pragma("GCC unroll 16") for (i = 0; i < n; i++)               \
-                    acc[i] = FMA_FMADD(FMA_SET1(a[i * ROW_TILE_K + k]), bk,    \
-                                       acc[i]);                                \
+                {                                                              \
+                    const fma_vec ai = FMA_SET1(a[i * REG_TILE_K + k]);        \
+                    _Pragma("GCC unroll 4") for (j = 0; j < w; j++)            \
+                        acc[i][j] = FMA_FMADD(ai, bk[j], acc[i][j]);           \
+                }                                                              \
             }                                                                  \
             _Pragma("GCC unroll 16") for (i = 0; i < n; i++)                   \
-                FMA_STORE(o + i * FMA_LANES, acc[i]);                          \
+                _Pragma("GCC unroll 4") for (j = 0; j < w; j++)                \
+                    FMA_STORE(o + (i * (w) + j) * FMA_LANES, acc[i][j]);       \
             __asm__ volatile("" : : "r"(o) : "memory");                        \
         }                                                                      \
     }
-ROW_TILE_FN(1)
-ROW_TILE_FN(2)
-ROW_TILE_FN(3)
-ROW_TILE_FN(4)
-ROW_TILE_FN(5)
-ROW_TILE_FN(6)
-ROW_TILE_FN(7)
-ROW_TILE_FN(8)
-ROW_TILE_FN(9)
-ROW_TILE_FN(10)
-ROW_TILE_FN(11)
-ROW_TILE_FN(12)
-ROW_TILE_FN(13)
-ROW_TILE_FN(14)
-ROW_TILE_FN(15)
-ROW_TILE_FN(16)
+REG_TILE_FN(4, 1)
+REG_TILE_FN(5, 1)
+REG_TILE_FN(6, 1)
+REG_TILE_FN(7, 1)
+REG_TILE_FN(8, 1)
+REG_TILE_FN(9, 1)
+REG_TILE_FN(10, 1)
+REG_TILE_FN(11, 1)
+REG_TILE_FN(12, 1)
+REG_TILE_FN(13, 1)
+REG_TILE_FN(14, 1)
+REG_TILE_FN(3, 2)
+REG_TILE_FN(4, 2)
+REG_TILE_FN(5, 2)
+REG_TILE_FN(6, 2)
+REG_TILE_FN(7, 2)
+REG_TILE_FN(8, 2)
+REG_TILE_FN(2, 4)
+REG_TILE_FN(3, 4)
+REG_TILE_FN(4, 4)
+REG_TILE_FN(5, 4)
+REG_TILE_FN(6, 4)
 
-static void (*const row_tiles[ROW_TILE_MAX + 1])(long, const float *,
-                                                 const float *, float *) = {
-    NULL,        row_tile_1,  row_tile_2,  row_tile_3,  row_tile_4,
-    row_tile_5,  row_tile_6,  row_tile_7,  row_tile_8,  row_tile_9,
-    row_tile_10, row_tile_11, row_tile_12, row_tile_13, row_tile_14,
-    row_tile_15, row_tile_16,
+typedef void reg_tile_fn(long, const float *, const float *, float *);
+static reg_tile_fn
+    *const reg_tiles[REG_TILE_MAX_VECTORS + 1][REG_TILE_MAX_ROWS + 1] = {
+        [1] = {[4] = reg_tile_4x1,
+               [5] = reg_tile_5x1,
+               [6] = reg_tile_6x1,
+               [7] = reg_tile_7x1,
+               [8] = reg_tile_8x1,
+               [9] = reg_tile_9x1,
+               [10] = reg_tile_10x1,
+               [11] = reg_tile_11x1,
+               [12] = reg_tile_12x1,
+               [13] = reg_tile_13x1,
+               [14] = reg_tile_14x1},
+        [2] = {[3] = reg_tile_3x2,
+               [4] = reg_tile_4x2,
+               [5] = reg_tile_5x2,
+               [6] = reg_tile_6x2,
+               [7] = reg_tile_7x2,
+               [8] = reg_tile_8x2},
+        [4] = {[2] = reg_tile_2x4,
+               [3] = reg_tile_3x4,
+               [4] = reg_tile_4x4,
+               [5] = reg_tile_5x4,
+               [6] = reg_tile_6x4},
 };
 
-double
-kt_bench_row_tile(int rows)
+int
+kt_bench_reg_tile_rows(int vectors, int *lo, int *hi)
 {
-    static float a[ROW_TILE_MAX * ROW_TILE_K], b[ROW_TILE_K * FMA_LANES],
-        o[ROW_TILE_MAX * FMA_LANES];
+    int r;
+
+    *lo = *hi = 0;
+    if (vectors < 1 || vectors > REG_TILE_MAX_VECTORS)
+        return 0;
+    for (r = 1; r <= REG_TILE_MAX_ROWS; r++)
+        if (reg_tiles[vectors][r] != NULL) {
+            if (*lo == 0)
+                *lo = r;
+            *hi = r;
+        }
+    return *lo > 0;
+}
+
+double
+kt_bench_reg_tile(int rows, int vectors)
+{
+    static float a[REG_TILE_MAX_ROWS * REG_TILE_K],
+        b[REG_TILE_K * REG_TILE_MAX_VECTORS * FMA_LANES],
+        o[REG_TILE_MAX_ROWS * REG_TILE_MAX_VECTORS * FMA_LANES];
     const long calls = 200000;
+    reg_tile_fn *tile;
     double best = 0;
     int i, rep;
 
-    if (rows < 1 || rows > ROW_TILE_MAX)
+    if (rows < 1 || rows > REG_TILE_MAX_ROWS || vectors < 1 ||
+        vectors > REG_TILE_MAX_VECTORS ||
+        (tile = reg_tiles[vectors][rows]) == NULL)
         return 0;
-    for (i = 0; i < ROW_TILE_MAX * ROW_TILE_K; i++)
+    for (i = 0; i < REG_TILE_MAX_ROWS * REG_TILE_K; i++)
         a[i] = 1e-3f * (float)(i % 97);
-    for (i = 0; i < ROW_TILE_K * FMA_LANES; i++)
+    for (i = 0; i < REG_TILE_K * REG_TILE_MAX_VECTORS * FMA_LANES; i++)
         b[i] = 1e-3f * (float)(i % 89);
-    row_tiles[rows](calls / 10, a, b, o); /* warm-up */
+    tile(calls / 10, a, b, o); /* warm-up */
     for (rep = 0; rep < 7; rep++) {
         double t0 = bench_now(), gflops;
-        row_tiles[rows](calls, a, b, o);
-        gflops = 2.0 * rows * FMA_LANES * ROW_TILE_K * (double)calls /
+        tile(calls, a, b, o);
+        gflops = 2.0 * rows * vectors * FMA_LANES * REG_TILE_K * (double)calls /
                  (bench_now() - t0) / 1e9;
         if (gflops > best)
             best = gflops;

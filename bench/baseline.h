@@ -35,12 +35,15 @@ void kt_bench_epilogue(float *out, int64_t rows, int64_t cols,
  * "scalar": what this file was compiled for (-march=native for the real
  * peak). */
 double kt_bench_fma_peak(int threads, const char **isa);
-/* GFLOPS on this thread of a register tile 'rows' (1 to 16) x one
- * vector over a reduction of 64 steps, its operands in L1: per step one
- * vector load and 'rows' broadcast FMAs, as a generated micro-kernel one
- * vector wide runs them.  It shows how many rows of accumulators keep the
- * FMA pipes busy. */
-double kt_bench_row_tile(int rows);
+/* GFLOPS on this thread of a register tile 'rows' x 'vectors' (1, 2 or
+ * 4) over a reduction of 64 steps, its operands in L1: per step
+ * 'vectors' vector loads and 'rows' broadcasts, each feeding 'vectors'
+ * FMAs, as a generated micro-kernel runs them.  It shows how many
+ * accumulators keep the FMA pipes busy.  0 for a shape it has no
+ * function for: kt_bench_reg_tile_rows() gives the rows it has for
+ * 'vectors', *lo to *hi (it returns 0 for none). */
+double kt_bench_reg_tile(int rows, int vectors);
+int kt_bench_reg_tile_rows(int vectors, int *lo, int *hi);
 
 /* The integer / number in environment variable name, def when unset or
  * empty. */
