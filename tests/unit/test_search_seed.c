@@ -262,6 +262,33 @@ inlines_pad(const struct kt_search_cand *c)
     return 0;
 }
 
+/* Whether c has a sibling (sk_siblings) that builds, lowers and passes the
+ * code-size bound: a padded copy made whole before the pooling's loops (a
+ * root stage of its own) has none, and reading the padding in place may
+ * make an unrolled body too large. */
+static int
+has_valid_sibling(const struct kt_dag *dag, const struct kt_search_cand *c)
+{
+    struct kt_search *s = new_search(dag, 3);
+    struct sk_member m, *nb = kt_xcalloc(SK_MAX_SKETCHES, sizeof(*nb));
+    struct sk_score_ctx sc;
+    char err[256];
+    int n = 0, i, valid = 0;
+
+    memset(&sc, 0, sizeof(sc));
+    sc.s = s;
+    if (kt_search_record(s, c->steps, c->nsteps, 1e-6) == 1 &&
+        sk_measured_seeds(s, &m, 1) == 1)
+        n = sk_siblings(s, &m, nb);
+    if (n > 0 && sk_score(&sc, nb, n, err, sizeof(err)) == KT_OK)
+        for (i = 0; i < n; i++)
+            valid += nb[i].valid;
+    sk_score_ctx_free(&sc);
+    free(nb);
+    kt_search_free(s);
+    return valid > 0;
+}
+
 /* The split steps of c, in order, as JSON text (the tiling), but those
  * of stage 0, the padding: only the kind that keeps it can split it. */
 static void
@@ -303,7 +330,8 @@ siblings_of_measured(const struct kt_dag *dag, int inlined,
                      KT_OK);
     for (i = 0; i < b.n && parent < 0; i++) {
         splits_of(&b.v[i], &want);
-        if (inlines_pad(&b.v[i]) == inlined && strstr(want.p, "SP") != NULL)
+        if (inlines_pad(&b.v[i]) == inlined && strstr(want.p, "SP") != NULL &&
+            has_valid_sibling(dag, &b.v[i]))
             parent = i; /* a tiled one */
     }
     assert_true(parent >= 0);
