@@ -228,10 +228,10 @@ vector_lanes(const struct kt_search *s, int64_t extent)
 }
 
 /* InitRegisterBlock: the register tile of a multi-level tiling keeps at
- * least SK_MIN_ACC_VECTORS independent vector accumulators (more than an
- * FMA's latency times the FMA ports, which leaves the pipes idle at any
- * stall: bench_fma's register tiles from L1 with 8 accumulators ran at
- * 75-88% of the FMA peak, 1, 2 or 4 vectors wide, with 10 at 97-99%,
+ * least SK_MIN_ACC_VECTORS independent vector accumulators (an FMA's
+ * latency times the FMA ports: fewer leave the pipes idle; bench_fma's
+ * tiles ask for 10, but 10 here moved GEMM 1024^3's searches from 8 x 32
+ * tiles to 4 x 64 ones that read B from L2 twice as often,
  * docs/search.md) and, with the
  * operand registers (operand_registers()), at most the target's vector
  * registers (vector_registers()), its vectorized
@@ -247,7 +247,7 @@ vector_lanes(const struct kt_search *s, int64_t extent)
  * it is split into passes).  A tile the stage's shape cannot give passes.
  * SK_TILE_SPILLING: the accumulators and the operand vectors they share
  * (held_registers()) outnumber the vector registers. */
-#define SK_MIN_ACC_VECTORS 10
+#define SK_MIN_ACC_VECTORS 8
 #define SK_MIN_PANEL_STEPS 64
 
 /* Architectural vector registers: 32 with 64-byte vectors (AVX-512), 16
@@ -704,11 +704,7 @@ sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
         g->red_unroll[i]--;
 }
 
-/* Tries of a register-blocked sample for the best grade: 64 found a
- * whole-k GEMM tile for 63% of samples while 8-accumulator tiles
- * (4 x 32) graded as micro-kernels, 55% once they no longer did; 128
- * find one for 63% again (tests/unit/test_search_tiles.c). */
-#define SK_TILE_TRIES 128
+#define SK_TILE_TRIES 64
 /* A matrix product's register tile of the top grade in a cache tiling
  * that reads an operand again (sk_tile_rereads) is common, the panel
  * tiling that does not is rare (GEMM 1024^3: 128-column panels, rows in
