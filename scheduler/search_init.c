@@ -231,8 +231,8 @@ vector_lanes(const struct kt_search *s, int64_t extent)
  * least SK_MIN_ACC_VECTORS independent vector accumulators (an FMA's
  * latency times the FMA ports: fewer leave the pipes idle; bench_fma's
  * tiles ask for 10, but 10 here moved GEMM 1024^3's searches from 8 x 32
- * tiles to 4 x 64 ones that read B from L2 twice as often,
- * docs/search.md) and, with the
+ * tiles to 4 x 64 ones, which load twice as many B vectors per FMA,
+ * with no gain, docs/search.md) and, with the
  * operand registers (operand_registers()), at most the target's vector
  * registers (vector_registers()), its vectorized
  * innermost part fills whole vectors as wide as the axis allows, and the
