@@ -302,8 +302,8 @@ kt_bench_fma_peak(int threads, const char **isa)
  * The b vectors are pinned to registers (the code generator pins those
  * that 3 or more FMAs share, ir/codegen_pin.c): gcc otherwise folds them
  * into the FMAs as memory operands (3 rows x 4 vectors then issue 15
- * loads per 12 FMAs and ran at 142 GFLOPS where pinned they ran at 165).  One function per shape, so that the
- * accumulators are registers. */
+ * loads per 12 FMAs and ran at 142 GFLOPS where pinned they ran at 165).
+ * One function per shape, so that the accumulators are registers. */
 #define REG_TILE_FN(n, w)                                                      \
     static void reg_tile_##n##x##w(long calls, const float *a, const float *b, \
                                    float *o)                                   \
