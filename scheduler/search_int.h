@@ -307,13 +307,15 @@ int sk_pack_mutate(const struct sk_sketch *sk, struct kt_rng *r,
                    struct sk_genome *g);
 
 /* ---- search_sibling.c ---- */
-/* Moves g to a sketch that differs from its own only in which elementwise
- * stages are inlined (same tiled stages, structures and factor tables);
- * -1 when there is none (r untouched). */
+/* Moves g to a sibling sketch: one that differs from its own only in
+ * which elementwise stages are inlined and in whether (and at which level)
+ * a tiled stage is fused into its consumer (same tiled stages, structures
+ * and factor tables); -1 when there is none (r untouched). */
 int sk_sibling_mutate(const struct kt_search *s, struct kt_rng *r,
                       struct sk_genome *g);
-/* Copies of m moved to each of its sibling sketches into out (room for
- * SK_MAX_SKETCHES), unscored, their origin m; returns how many. */
+/* Copies of m moved to each of its closest sibling sketches (those that
+ * differ from its own in the inlining only or in the fusion only) into out
+ * (room for SK_MAX_SKETCHES), unscored, their origin m; returns how many. */
 int sk_siblings(const struct kt_search *s, const struct sk_member *m,
                 struct sk_member *out);
 
