@@ -45,6 +45,11 @@ struct reg {
 
 #define KT_CG_MAX_REGS 256
 
+/* The fewest iterations of a micro-kernel's loops behind which a store's
+ * line is prefetched (codegen_regs.c): fewer (a 3 x 3 window) end before
+ * the line could arrive. */
+#define KT_CG_PREFETCH_STEPS 16
+
 /* A contiguous vector load a micro-kernel's body makes more than once
  * (codegen_pin.c): counted in pass 1, declared once in pass 2. */
 struct pin {
@@ -80,10 +85,11 @@ struct cg {
     int stored[KT_MAX_TENSORS * 2];
     struct pin *pins; /* NULL: loads are never pinned */
     int npins;
-    int pinning;       /* pass 2, in a micro-kernel's straight-line body */
-    int analysing;     /* pass 1 of a micro-kernel */
-    int matching_init; /* stores are an init nest to fold into registers */
-    int init_mismatch; /* ... and one of them is not a register */
+    int pinning;          /* pass 2, in a micro-kernel's straight-line body */
+    int64_t kernel_steps; /* iterations of the micro-kernel's loop nest */
+    int analysing;        /* pass 1 of a micro-kernel */
+    int matching_init;    /* stores are an init nest to fold into registers */
+    int init_mismatch;    /* ... and one of them is not a register */
     int kernel_var;
     int nchunk;           /* counter for chunk-loop names */
     int *unroll_factor;   /* per loop variable: #pragma GCC unroll n */

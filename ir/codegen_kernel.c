@@ -155,6 +155,9 @@ kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
     analyse_kernel(g, top, k);
     if (init != NULL && !match_init(g, init))
         kt__cg_fail(g, "init nest no longer matches the registers");
+    g->kernel_steps = k->extent;
+    for (cur = top; cur != k; cur = cur->kids[0])
+        g->kernel_steps *= cur->extent;
     if (g->nregs > 0) {
         kt__cg_line(g, "{");
         g->indent++;

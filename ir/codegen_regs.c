@@ -324,6 +324,47 @@ load_guarded_lanes(struct cg *g, int i, const char *name, const char *addr)
     kt_buf_free(&c);
 }
 
+/* Whether the loops' ranges keep lane 0 of register r inside its buffer
+ * (always, for an unguarded register). */
+static int
+first_lane_inside(struct cg *g, const struct reg *r)
+{
+    struct kt_buf c;
+    int nchecks = 0, never;
+
+    if (r->gdim == NULL)
+        return 1;
+    kt_buf_init(&c);
+    never = put_reg_checks(g, &c, &nchecks, r, 0, NULL, 0);
+    kt_buf_free(&c);
+    return !never && nchecks == 0;
+}
+
+/* Whether register r, which starts at a constant, is stored where a
+ * prefetch for writing before the micro-kernel's loops pays: a contiguous
+ * vector of a kernel argument or a per-call buffer (a local tile is hot),
+ * its first lane inside, behind loops long enough to hide the wait for
+ * the line (KT_CG_PREFETCH_STEPS).  Nothing reads that line before the
+ * store, so without the prefetch the store waits for it after the loops:
+ * the attention scores' 22 x 16 tiles over 64 steps, whose output rows of
+ * 197 floats start off the line, ran 1.04x-1.11x faster on 1 thread with it
+ * (docs/performance.md, 2026-12-02 07:40 UTC). */
+static int
+store_prefetch_pays(struct cg *g, const struct reg *r)
+{
+    enum kt_buf_scope scope = g->lt->bufs[r->buf].scope;
+
+    return r->stride == 1 && r->width > 1 &&
+           (scope == KT_BUF_ARG || scope == KT_BUF_HEAP) &&
+           g->kernel_steps >= KT_CG_PREFETCH_STEPS && first_lane_inside(g, r);
+}
+
+static void
+put_store_prefetch(struct cg *g, const char *name, const char *addr)
+{
+    kt__cg_line(g, "__builtin_prefetch(&t_%s[%s], 1);", name, addr);
+}
+
 /* Register i starts at its folded init value or at t_name[addr]; src is
  * that value as C. */
 static void
@@ -363,6 +404,8 @@ load_reg(struct cg *g, int i, const char *name, const char *addr)
     } else if (r->width > 1 && r->init) {
         kt__cg_line(g, "kt_v%d r%d = kt_bc%d(%s);", r->width, i, r->width,
                     src.p);
+        if (store_prefetch_pays(g, r))
+            put_store_prefetch(g, name, addr);
     } else if (r->width > 1 && r->stride != 1) {
         kt__cg_line(g, "kt_v%d r%d;", r->width, i);
         kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);

@@ -17,18 +17,26 @@
 
 #include "tests/support/ktt.h"
 
-/* The 64^3 matmul O[i,j] += A[i,k] * B[k,j] (stage 0) with steps json. */
+/* The 64 x 64 x k matmul O[i,j] += A[i,k] * B[k,j] (stage 0) with steps
+ * json. */
 static void
-build(const char *json, struct kt_dag **dag, struct kt_state **st)
+build_k(const char *json, int64_t k, struct kt_dag **dag, struct kt_state **st)
 {
     struct kt_op_def d;
     char err[512];
 
-    assert_int_equal(kt_op_matmul(&d, 64, 64, 64), KT_OK);
+    assert_int_equal(kt_op_matmul(&d, 64, 64, k), KT_OK);
     if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s", err);
     *st = ktt_replay_json(*dag, json);
     assert_non_null(*st);
+}
+
+/* The 64^3 matmul with steps json. */
+static void
+build(const char *json, struct kt_dag **dag, struct kt_state **st)
+{
+    build_k(json, 64, dag, st);
 }
 
 /* The candidate's C (checked against the interpreter); caller frees. */
@@ -170,6 +178,58 @@ test_codegen_init_split_k_zeroes(void **state)
     kt_dag_free(dag);
 }
 
+/* How often needle occurs in s. */
+static int
+count(const char *s, const char *needle)
+{
+    int n = 0;
+
+    while ((s = strstr(s, needle)) != NULL) {
+        n++;
+        s += strlen(needle);
+    }
+    return n;
+}
+
+/* Where the init folds and the tile then stores into O after 64 steps of
+ * k, each stored vector's line is prefetched for writing before the
+ * loops; not where the tile loads O (the load brings the line), stores
+ * into a local tile, or runs only 8 steps. */
+static void
+test_codegen_init_prefetches_stores(void **state)
+{
+    static const struct {
+        const char *json;
+        int64_t k;
+        int prefetches; /* 1: one per store of O; 0: none */
+    } cases[] = {
+        {WHOLE_K, 64, 1}, {OUTER_K_ONE, 64, 1}, {WHOLE_K_CHW, 64, 1},
+        {SPLIT_K, 64, 0}, {SPLIT_K_CHW, 64, 0}, {WHOLE_K, 8, 0},
+    };
+    unsigned i;
+    (void)state;
+
+    for (i = 0; i < KT_ARRAY_LEN(cases); i++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = NULL;
+        char *c;
+        int stores, prefetches;
+        build_k(cases[i].json, cases[i].k, &dag, &st);
+        c = candidate_c(dag, st);
+        stores = count(c, "kt_st16(&t_O[") + count(c, "kt_st8(&t_O[");
+        prefetches = count(c, "__builtin_prefetch(&t_O[");
+        if (cases[i].prefetches) {
+            assert_true(stores > 0);
+            assert_int_equal(prefetches, stores);
+        } else {
+            assert_int_equal(count(c, "__builtin_prefetch("), 0);
+        }
+        free(c);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
+}
+
 /* The init nest is placed in the innermost spatial loop around all the
  * reduction loops, right before the outermost one that is a loop (with k
  * split [64], not before the k part of extent 1 further out). */
@@ -242,6 +302,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codegen_init_folds_whole_k),
         cmocka_unit_test(test_codegen_init_split_k_zeroes),
+        cmocka_unit_test(test_codegen_init_prefetches_stores),
         cmocka_unit_test(test_codegen_init_placement),
         cmocka_unit_test(test_codegen_init_cache_write_copy_elided),
     };
