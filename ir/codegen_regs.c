@@ -342,20 +342,20 @@ first_lane_inside(struct cg *g, const struct reg *r)
 
 /* Whether register r, which starts at a constant, is stored where a
  * prefetch for writing before the micro-kernel's loops pays: a contiguous
- * vector of a kernel argument or a per-call buffer (a local tile is hot),
- * its first lane inside, behind loops long enough to hide the wait for
- * the line (KT_CG_PREFETCH_STEPS).  Nothing reads that line before the
- * store, so without the prefetch the store waits for it after the loops:
- * the attention scores' 22 x 16 tiles over 64 steps, whose output rows of
- * 197 floats start off the line, ran 1.04x-1.11x faster on 1 thread with it
- * (docs/performance.md, 2026-12-02 07:40 UTC). */
+ * vector of a kernel argument whose first lane the loops keep inside,
+ * behind loops long enough to hide the wait for the line
+ * (KT_CG_PREFETCH_STEPS).  Nothing reads that line before the store, so
+ * without the prefetch the store waits for it after the loops: the
+ * attention scores' 22 x 16 tiles over 64 steps, whose output rows of 197
+ * floats mostly start off a line, ran 1.04x-1.11x faster on 1 thread with
+ * it.  A local tile is hot; a product written whole into a per-call
+ * buffer ran 0.97x-0.99x with it (docs/performance.md, 2026-12-02 07:32
+ * UTC). */
 static int
 store_prefetch_pays(struct cg *g, const struct reg *r)
 {
-    enum kt_buf_scope scope = g->lt->bufs[r->buf].scope;
-
     return r->stride == 1 && r->width > 1 &&
-           (scope == KT_BUF_ARG || scope == KT_BUF_HEAP) &&
+           g->lt->bufs[r->buf].scope == KT_BUF_ARG &&
            g->kernel_steps >= KT_CG_PREFETCH_STEPS && first_lane_inside(g, r);
 }
 
