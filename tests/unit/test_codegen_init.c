@@ -193,8 +193,9 @@ count(const char *s, const char *needle)
 
 /* Where the init folds and the tile then stores into O after 64 steps of
  * k, each stored vector's line is prefetched for writing before the
- * loops; not where the tile loads O (the load brings the line), stores
- * into a local tile, or runs only 8 steps. */
+ * loops; not where the tile loads its accumulators (from O, or from the
+ * cache-write tile that stays: the load brings the line), nor where the
+ * loops run only 8 steps. */
 static void
 test_codegen_init_prefetches_stores(void **state)
 {
