@@ -3,7 +3,8 @@
  * the init store sits just before the outermost reduction loop that is a
  * loop (extent > 1); an init nest directly before a micro-kernel that
  * keeps every element it stores in registers becomes the registers' start
- * value (no zero stores, no reloads).  Every schedule is also compiled and
+ * value (no zero stores, no reloads), and its stores into a kernel argument
+ * are prefetched for writing.  Every schedule is also compiled and
  * checked against the interpreter. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -231,6 +232,62 @@ test_codegen_init_prefetches_stores(void **state)
     }
 }
 
+/* The 64^3 dense layer with a bias, T[i,j] += A[i,k] * W[j,k] (stage 0)
+ * then O = T + bias (stage 1), with steps json. */
+static void
+build_dense_bias(const char *json, struct kt_dag **dag, struct kt_state **st)
+{
+    struct kt_op_def d;
+    char err[512];
+
+    assert_int_equal(kt_op_dense(&d, 64, 64, 64, KT_EPI_BIAS), KT_OK);
+    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    *st = ktt_replay_json(*dag, json);
+    assert_non_null(*st);
+}
+
+/* WHOLE_K's tile for the product T, computed at each 8 x 32 block of O:
+ * T is a local tile the bias step reads right after. */
+#define DENSE_LOCAL_T                                                          \
+    "{\"v\":1,\"steps\":[[\"SP\",1,0,[8]],[\"SP\",1,2,[32]],"                  \
+    "[\"RE\",1,[0,2,1,3]],[\"SP\",0,0,[8]],[\"SP\",0,2,[32]],"                 \
+    "[\"RE\",0,[0,2,4,1,3]],[\"AN\",0,3,\"unroll\"],"                          \
+    "[\"AN\",0,4,\"vectorize\"],[\"CA\",0,1,1],[\"AN\",1,3,\"vectorize\"]]}"
+
+/* The same tile at the root: T is written whole into its own per-call
+ * buffer before the bias step. */
+#define DENSE_ROOT_T                                                           \
+    "{\"v\":1,\"steps\":[[\"SP\",0,0,[8]],[\"SP\",0,2,[32]],"                  \
+    "[\"RE\",0,[0,2,4,1,3]],[\"AN\",0,3,\"unroll\"],"                          \
+    "[\"AN\",0,4,\"vectorize\"],[\"AN\",1,1,\"vectorize\"]]}"
+
+/* A tile that starts at zero and runs 64 steps, but stores into a buffer
+ * of the kernel's own (a local tile, a per-call intermediate), gets no
+ * prefetch: the local tile is hot, and a per-call product ran slower
+ * with it. */
+static void
+test_codegen_init_no_prefetch_into_own_buffers(void **state)
+{
+    static const char *const scheds[] = {DENSE_LOCAL_T, DENSE_ROOT_T};
+    unsigned i;
+    (void)state;
+
+    for (i = 0; i < KT_ARRAY_LEN(scheds); i++) {
+        struct kt_dag *dag = NULL;
+        struct kt_state *st = NULL;
+        char *c;
+        build_dense_bias(scheds[i], &dag, &st);
+        c = candidate_c(dag, st);
+        if (vector_bytes() == 64) /* the init folded into the registers */
+            assert_non_null(strstr(c, "kt_v16 r0 = kt_bc16(0.0f);"));
+        assert_int_equal(count(c, "__builtin_prefetch("), 0);
+        free(c);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
+}
+
 /* The init nest is placed in the innermost spatial loop around all the
  * reduction loops, right before the outermost one that is a loop (with k
  * split [64], not before the k part of extent 1 further out). */
@@ -304,6 +361,7 @@ main(void)
         cmocka_unit_test(test_codegen_init_folds_whole_k),
         cmocka_unit_test(test_codegen_init_split_k_zeroes),
         cmocka_unit_test(test_codegen_init_prefetches_stores),
+        cmocka_unit_test(test_codegen_init_no_prefetch_into_own_buffers),
         cmocka_unit_test(test_codegen_init_placement),
         cmocka_unit_test(test_codegen_init_cache_write_copy_elided),
     };
