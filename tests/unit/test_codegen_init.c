@@ -18,19 +18,28 @@
 
 #include "tests/support/ktt.h"
 
+/* Operator d's DAG with steps json replayed. */
+static void
+build_op(const struct kt_op_def *d, const char *json, struct kt_dag **dag,
+         struct kt_state **st)
+{
+    char err[512];
+
+    if (kt_op_build(d, dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    *st = ktt_replay_json(*dag, json);
+    assert_non_null(*st);
+}
+
 /* The 64 x 64 x k matmul O[i,j] += A[i,k] * B[k,j] (stage 0) with steps
  * json. */
 static void
 build_k(const char *json, int64_t k, struct kt_dag **dag, struct kt_state **st)
 {
     struct kt_op_def d;
-    char err[512];
 
     assert_int_equal(kt_op_matmul(&d, 64, 64, k), KT_OK);
-    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    *st = ktt_replay_json(*dag, json);
-    assert_non_null(*st);
+    build_op(&d, json, dag, st);
 }
 
 /* The 64^3 matmul with steps json. */
@@ -238,13 +247,9 @@ static void
 build_dense_bias(const char *json, struct kt_dag **dag, struct kt_state **st)
 {
     struct kt_op_def d;
-    char err[512];
 
     assert_int_equal(kt_op_dense(&d, 64, 64, 64, KT_EPI_BIAS), KT_OK);
-    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    *st = ktt_replay_json(*dag, json);
-    assert_non_null(*st);
+    build_op(&d, json, dag, st);
 }
 
 /* WHOLE_K's tile for the product T, computed at each 8 x 32 block of O:
