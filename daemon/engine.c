@@ -216,6 +216,8 @@ kt__job_release_tuning(struct kt_job *job)
         ts->npending = ts->cappending = 0;
         kt__revisit_free(ts->revisit, ts->nrevisit);
         ts->nrevisit = 0;
+        free(ts->best_source);
+        ts->best_source = NULL;
     }
     for (i = 0; i < job->nrecs; i++)
         record_release(job->recs[i]);

@@ -5,7 +5,9 @@
  * re-timing that fails stores the trial as UNKNOWN_ERROR with both sides
  * in its text.  So one worker's cost alone, a made-up one included, never
  * becomes the best that the scheduler, `kerntune show` and export use
- * (docs/protocol.md, trust model).
+ * (docs/protocol.md, trust model).  When this run measured the best the
+ * trial would beat, that program is timed in the same batch, and the
+ * trial must beat it side by side too ("timed_beside", weigh_beside).
  *
  * Load on the worker's machine (docs/measure.md, "Timing on a shared
  * machine") must neither bury nor crown a candidate: a result the worker
@@ -40,18 +42,38 @@ is_contended(const char *v)
 }
 
 /* What a cost must beat to become the task's best: the task's best and
- * every cost of this round already confirmed. */
+ * every cost of this round already confirmed.  The program that sets it
+ * and its trial_no, when this run has its C (else source is NULL). */
+struct bar {
+    double cost;
+    const char *source;
+    int64_t trial_no;
+};
+
+static struct bar
+bar_of(struct kt_job *job, const struct kt_round *r)
+{
+    const struct kt_task_state *ts = &job->ts[r->task];
+    struct bar b;
+    int i;
+
+    b.cost = kt_task_sched_best_cost(job->sched, r->task);
+    b.source = ts->best_source;
+    b.trial_no = ts->best_trial_no;
+    for (i = 0; i < r->nres; i++)
+        if ((r->confirmed[i] & CONFIRMED) && r->trials[i].result.err_no == 0 &&
+            r->trials[i].result.cost < b.cost) {
+            b.cost = r->trials[i].result.cost;
+            b.source = r->c[i].source;
+            b.trial_no = r->trials[i].trial_no;
+        }
+    return b;
+}
+
 static double
 best_bar(struct kt_job *job, const struct kt_round *r)
 {
-    double bar = kt_task_sched_best_cost(job->sched, r->task);
-    int i;
-
-    for (i = 0; i < r->nres; i++)
-        if ((r->confirmed[i] & CONFIRMED) && r->trials[i].result.err_no == 0 &&
-            r->trials[i].result.cost < bar)
-            bar = r->trials[i].result.cost;
-    return bar;
+    return bar_of(job, r).cost;
 }
 
 /* The lowest successful, unconfirmed trial that would still be the task's
@@ -194,9 +216,34 @@ take_timing(struct kt_trial *t, const struct kt_result *res)
            sizeof(double) * (size_t)res->ncosts);
 }
 
-/* Folds the re-timing res into trial t: the slower timing stands. */
+/* The confirmation res came with a timing of the best beside it, in the
+ * same batch (seconds apart on one host, where timings minutes apart
+ * differ by up to 1.5x on a shared machine): the trial costs its first
+ * timing or the best's stored cost times the ratio of the two timed side
+ * by side, whichever is higher.  A program that loses to the best side
+ * by side never becomes the best, and one that wins is not buried by a
+ * slow spell during its confirmation.  Neither worker alone crowns one:
+ * the first timing and the ratio come from different workers when there
+ * are two.  The costs kept are still the slower timing's. */
 static void
-fold(struct kt_job *job, struct kt_trial *t, const struct kt_result *res)
+weigh_beside(const struct kt_round *r, struct kt_trial *t, double first,
+             const struct kt_result *res, const struct kt_result *beside)
+{
+    double scaled = r->beside_cost * res->cost / beside->cost;
+    char note[200];
+
+    snprintf(note, sizeof(note), "%.9g s beside %.9g s of trial %lld (%.9g s)",
+             res->cost, beside->cost, (long long)r->beside_trial,
+             r->beside_cost);
+    add_kv(t, "timed_beside", note);
+    t->result.cost = scaled > first ? scaled : first;
+}
+
+/* Folds the re-timing res into trial t: the slower timing stands, unless
+ * the best was timed beside it (beside not NULL: weigh_beside). */
+static void
+fold(struct kt_job *job, const struct kt_round *r, struct kt_trial *t,
+     const struct kt_result *res, const struct kt_result *beside)
 {
     const char *other = res->worker ? res->worker : "?";
     char also[160], why[400];
@@ -224,8 +271,15 @@ fold(struct kt_job *job, struct kt_trial *t, const struct kt_result *res)
         snprintf(also, sizeof(also), "%.9g s on %s", res->cost, other);
     }
     add_kv(t, "timed_also", also);
+    if (beside != NULL && beside->err_no != 0)
+        log_warnx("engine: job %s: trial %lld of %s: its best, trial %lld, "
+                  "failed beside it (err_no %d: %.300s)",
+                  job->name, (long long)t->trial_no, t->task_name,
+                  (long long)r->beside_trial, beside->err_no,
+                  beside->err_text ? beside->err_text : "");
+    else if (beside != NULL && beside->cost > 0 && res->cost > 0)
+        weigh_beside(r, t, first, res, beside);
 }
-
 
 /* Folds the re-timing res of a contended trial t: the faster timing
  * stands, with the other named in "timed_contended" and the notes of the
@@ -258,27 +312,38 @@ fold_retimed(struct kt_trial *t, const struct kt_result *res)
 
 static void confirm_done(void *arg, const struct kt_result *res, int n);
 
+/* Times trial i of round r again, away from the worker avoid (NULL:
+ * anywhere), with the program of beside (NULL: alone) in the same batch. */
 static int
 submit_again(struct kt_job *job, struct kt_round *r, int i, const char *avoid,
-             char *err, size_t errlen)
+             const struct bar *beside, char *err, size_t errlen)
 {
     struct kt_measure_opts full_timing = job->mo;
-    struct kt_candidate c;
+    struct kt_candidate c[2];
+    int n = 1;
 
     /* A re-timing gets every repeat: an early-stopped or settled one would
      * replace the trial's costs with fewer costs and no note saying why. */
     full_timing.stop_above_s = 0;
     full_timing.stop_ratio = 0;
     full_timing.settle = 0;
-    memset(&c, 0, sizeof(c));
-    c.source = r->c[i].source;
-    c.cc = job->cc;
-    c.avoid_worker = avoid;
+    memset(c, 0, sizeof(c));
+    c[0].source = r->c[i].source;
+    c[0].cc = job->cc;
+    c[0].avoid_worker = avoid;
     r->confirming = i;
+    r->beside_trial = -1;
+    if (beside != NULL && beside->source != NULL) {
+        c[1] = c[0];
+        c[1].source = beside->source;
+        r->beside_trial = beside->trial_no;
+        r->beside_cost = beside->cost;
+        n = 2;
+    }
     if (job->e->o.submit != NULL)
-        return job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, &c,
-                                1, &full_timing, confirm_done, r, err, errlen);
-    return kt_tracker_submit(job->e->o.tracker, job->conf->target.key, &c, 1,
+        return job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, c,
+                                n, &full_timing, confirm_done, r, err, errlen);
+    return kt_tracker_submit(job->e->o.tracker, job->conf->target.key, c, n,
                              &full_timing, confirm_done, r, err, errlen);
 }
 
@@ -293,21 +358,36 @@ kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
 
     while ((i = next_to_retime(job, r)) >= 0) {
         r->confirmed[i] |= RETIMED | RETIMING;
-        if (submit_again(job, r, i, NULL, err, sizeof(err)) == KT_OK)
+        if (submit_again(job, r, i, NULL, NULL, err, sizeof(err)) == KT_OK)
             return 1;
         r->confirmed[i] &= (unsigned char)~RETIMING;
         log_warnx("engine: job %s: contended trial not timed again: %s",
                   job->name, err);
     }
     while ((i = next_to_confirm(job, r)) >= 0) {
+        struct bar best = bar_of(job, r);
         r->confirmed[i] |= CONFIRMED;
-        if (submit_again(job, r, i, r->trials[i].result.worker, err,
+        if (submit_again(job, r, i, r->trials[i].result.worker, &best, err,
                          sizeof(err)) == KT_OK)
             return 1;
         snprintf(why, sizeof(why), "re-timing not submitted: %.500s", err);
         reject(job, &r->trials[i], why);
     }
     return 0;
+}
+
+static int
+is_contended_result(const struct kt_result *res)
+{
+    return res != NULL && res->err_no == 0 &&
+           is_contended(kt_result_kv(res, "contended"));
+}
+
+/* The confirmation res of t came back contended and slower than t. */
+static int
+slowed_by_load(const struct kt_trial *t, const struct kt_result *res)
+{
+    return is_contended_result(res) && res->cost > t->result.cost;
 }
 
 static void
@@ -317,6 +397,8 @@ confirm_done(void *arg, const struct kt_result *res, int n)
     struct kt_job *job = r->job;
     int i = r->confirming;
     struct kt_trial *t = &r->trials[i];
+    const struct kt_result *beside = r->beside_trial >= 0 && n >= 2 ? &res[1]
+                                                                    : NULL;
 
     if (job->abandoned) {
         kt__job_round_abandon(job, r, r->nres);
@@ -326,14 +408,14 @@ confirm_done(void *arg, const struct kt_result *res, int n)
         r->confirmed[i] &= (unsigned char)~RETIMING;
         if (n >= 1)
             fold_retimed(t, &res[0]);
-    } else if (n >= 1 && res[0].err_no == 0 && res[0].cost > t->result.cost &&
-               is_contended(kt_result_kv(&res[0], "contended")) &&
-               !(r->confirmed[i] & CONFIRM_AGAIN)) {
-        /* load slowed the confirmation: once more before it stands */
+    } else if (n >= 1 && !(r->confirmed[i] & CONFIRM_AGAIN) &&
+               (is_contended_result(beside) || slowed_by_load(t, &res[0]))) {
+        /* load slowed the confirmation, or the best beside it (which would
+         * flatter the trial): once more before it stands */
         r->confirmed[i] = (unsigned char)((r->confirmed[i] | CONFIRM_AGAIN) &
                                           ~CONFIRMED);
     } else if (n >= 1) {
-        fold(job, t, &res[0]);
+        fold(job, r, t, &res[0], beside);
     } else {
         reject(job, t, "no re-timing result");
     }

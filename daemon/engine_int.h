@@ -8,8 +8,9 @@
 
 #define KT_ENGINE_MAX_ITERS 16
 /* Notes engine_confirm.c may add to a trial: timed_contended (at most one
- * re-timing of a contended trial) and timed_also (one confirmation). */
-#define KT_CONFIRM_NOTES 2
+ * re-timing of a contended trial), timed_also (one confirmation) and
+ * timed_beside (that confirmation's timing of the best beside it). */
+#define KT_CONFIRM_NOTES 3
 /* The fastest programs of each task kept in the cost model's training
  * window (tuning.train_window; costmodel.h kt_train_keep). */
 #define KT_ENGINE_TRAIN_PER_TASK 16
@@ -77,6 +78,8 @@ struct kt_round {
     struct kt_kv *kvs; /* each trial's, plus KT_CONFIRM_NOTES free slots */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
     int confirming;           /* the trial being timed again */
+    int64_t beside_trial;     /* ... beside this best (-1: alone) */
+    double beside_cost;       /* ... whose stored cost this is */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
@@ -147,7 +150,9 @@ struct kt_task_state {
                                 * task's first search has taken them */
     size_t nmeasured;
     int64_t next_trial_no;
-    char *best_config;           /* of the task scheduler's best cost */
+    char *best_config; /* of the task scheduler's best cost */
+    char *best_source; /* its C, when this run measured it */
+    int64_t best_trial_no;
     int64_t errors;              /* (best cost and trials: the scheduler's) */
     void *search;                /* struct kt_search *, created lazily */
     struct kt_feedback *pending; /* for the task's next search work */

@@ -170,6 +170,9 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 best = cost;
                 free(ts->best_config);
                 ts->best_config = kt_xstrdup(c->config);
+                free(ts->best_source);
+                ts->best_source = kt_xstrdup(c->source);
+                ts->best_trial_no = res->trial_no;
                 new_best = ts->npending;
             }
         }

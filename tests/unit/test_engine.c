@@ -50,6 +50,10 @@ struct fake {
     int nretimes;           /* re-timings of a new best (avoid_worker set) */
     int retiming;           /* the batch in flight is one */
     int avoided_liar;       /* re-timings that avoid the worker "liar" */
+    int nbeside;            /* ... with the best in the batch */
+    double beside_at;       /* set: a re-timing times the best at this */
+    double beside_ratio;    /* ... and the trial at this times it; unset,
+                             * the best times twice the trial */
     int n;                  /* the batch in flight, 0 = none */
     int preset[64];
     kt_measure_done_cb cb;
@@ -72,7 +76,12 @@ fake_deliver(uv_timer_t *t)
         struct kt_result *r = &res[i];
         r->worker = f->retiming ? "fake-1" : "fake-0";
         r->err_text = "";
-        if (f->retiming && f->retime_fails) {
+        if (f->retiming && f->beside_at > 0 && n == 2) {
+            r->ncosts = 3;
+            for (k = 0; k < 3; k++)
+                r->costs[k] = f->beside_at * (i == 0 ? f->beside_ratio : 1);
+            r->cost = r->costs[1];
+        } else if (f->retiming && f->retime_fails) {
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "kernel process died of SIGSEGV";
         } else if (f->liar && !f->retiming && i == 0 && f->preset[i] == 0) {
@@ -124,6 +133,8 @@ fake_deliver(uv_timer_t *t)
             }
         }
     }
+    if (f->retiming && n == 2 && f->beside_at == 0 && res[1].err_no == 0)
+        res[1].cost = 2 * res[0].cost;
     f->n = 0;
     f->cb = NULL;
     cb(f->cb_arg, res, n);
@@ -144,7 +155,12 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
         return kt_seterr(err, errlen, KT_EIO, "fake tracker refuses batches");
     f->retiming = c[0].avoid_worker != NULL;
     if (f->retiming) {
-        assert_int_equal(n, 1);
+        /* the trial, and the best it would beat when the run has its C */
+        assert_true(n == 1 || n == 2);
+        if (n == 2) {
+            assert_string_equal(c[1].avoid_worker, c[0].avoid_worker);
+            f->nbeside++;
+        }
         /* a re-timing gets every repeat */
         assert_true(o->settle == 0 && o->stop_above_s == 0 &&
                     o->stop_ratio == 0);
@@ -1177,6 +1193,70 @@ test_engine_contended_result_is_timed_again(void **state)
     run_close(&r);
 }
 
+/* The best, timed beside a would-be best in its confirmation batch,
+ * decides by the ratio of the two: run with the fake timing that batch at
+ * best_at for the best and best_at x ratio for the trial. */
+static void
+run_beside(struct run *r, double best_at, double ratio)
+{
+    run_open(r);
+    r->fake.beside_at = best_at;
+    r->fake.beside_ratio = ratio;
+    run_start(r, one_task_conf, 0);
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r->job), KT_JOB_DONE);
+    /* the first best is timed alone; the later ones beside it */
+    assert_true(r->fake.nbeside >= 1);
+    assert_int_equal(count_rows(r, "SELECT count(*) FROM kvs WHERE k = "
+                                   "'timed_beside'"),
+                     r->fake.nbeside);
+}
+
+#define BEST_ROW                                                               \
+    "(SELECT id FROM logs WHERE err_no = 0 ORDER BY cost, id LIMIT 1)"
+
+/* A trial 3x slower than the best side by side stays behind it, though
+ * both of its own timings (the batch ran in a fast spell) beat the best's
+ * stored cost: it costs 3x that. */
+static void
+test_engine_loser_beside_the_best_stays_behind(void **state)
+{
+    struct run r;
+
+    (void)state;
+    run_beside(&r, 1e-5, 3);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'timed_beside' AND log_id = " BEST_ROW),
+                     0);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs l JOIN kvs k "
+                                    "ON k.log_id = l.id AND k.k = "
+                                    "'timed_beside' WHERE abs(l.cost - 3 * "
+                                    "(SELECT min(cost) FROM logs WHERE "
+                                    "err_no = 0)) > 1e-12"),
+                     0);
+    run_close(&r);
+}
+
+/* A trial 2x faster than the best side by side becomes the best at its
+ * first timing, though its confirmation ran in a slow spell (5 ms, 10x
+ * any first timing). */
+static void
+test_engine_winner_beside_the_best_is_not_buried(void **state)
+{
+    struct run r;
+
+    (void)state;
+    run_beside(&r, 1e-2, 0.5);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'timed_beside' AND log_id = " BEST_ROW),
+                     1);
+    assert_int_equal(count_rows(&r,
+                                "SELECT count(*) FROM logs WHERE id = " BEST_ROW
+                                " AND cost < 1e-3"),
+                     1);
+    run_close(&r);
+}
+
 /* A new best whose re-timing fails is stored as UNKNOWN_ERROR with both
  * sides named, and never becomes the best. */
 static void
@@ -1312,6 +1392,8 @@ main(void)
         cmocka_unit_test(test_engine_new_best_is_timed_again),
         cmocka_unit_test(test_engine_contended_result_is_timed_again),
         cmocka_unit_test(test_engine_revisits_programs_timed_apart),
+        cmocka_unit_test(test_engine_loser_beside_the_best_stays_behind),
+        cmocka_unit_test(test_engine_winner_beside_the_best_is_not_buried),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
         cmocka_unit_test(test_engine_quiet_measure_with_local_workers),
     };
