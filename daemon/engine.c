@@ -186,6 +186,8 @@ kt__job_round_free(struct kt_round *r)
     kt__feedback_free(r->feedback, r->nfeedback);
     kt__revisit_free(r->revisit, r->nrevisit);
     free(r->revisit);
+    free(r->best_config);
+    free(r->best_source);
     if (r->retry != NULL)
         uv_close((uv_handle_t *)r->retry, retry_closed);
     free(r);
@@ -427,6 +429,19 @@ submit(struct kt_job *job, struct kt_round *r)
     kt__job_kick(job);
 }
 
+/* A best loaded from the database, rebuilt as C by the round's search
+ * work: the task's next confirmations time it beside (engine_confirm.c),
+ * unless the task has moved on to another best meanwhile. */
+static void
+take_best_source(struct kt_task_state *ts, struct kt_round *r)
+{
+    if (r->best_source == NULL || ts->best_source != NULL ||
+        ts->best_config == NULL || strcmp(ts->best_config, r->best_config) != 0)
+        return;
+    ts->best_source = r->best_source;
+    r->best_source = NULL;
+}
+
 static void
 search_done(uv_work_t *w, int status)
 {
@@ -434,6 +449,7 @@ search_done(uv_work_t *w, int status)
     struct kt_job *job = r->job;
 
     job->searching = NULL;
+    take_best_source(&job->ts[r->task], r);
     if (status == 0 && r->measured != NULL) {
         /* The search remembers the resumed measured set from now on. */
         struct kt_task_state *ts = &job->ts[r->task];
@@ -502,6 +518,8 @@ start_search(struct kt_job *job, int task, int speculative)
     ts->pending = NULL;
     ts->npending = ts->cappending = 0;
     kt__revisit_take(job, r);
+    if (ts->best_source == NULL && ts->best_config != NULL)
+        r->best_config = kt_xstrdup(ts->best_config);
     if (kt__job_queue_work(job, &r->work, kt__engine_search_work, search_done,
                            err, sizeof(err)) != 0) {
         kt__job_round_free(r);

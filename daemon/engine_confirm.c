@@ -5,9 +5,10 @@
  * re-timing that fails stores the trial as UNKNOWN_ERROR with both sides
  * in its text.  So one worker's cost alone, a made-up one included, never
  * becomes the best that the scheduler, `kerntune show` and export use
- * (docs/protocol.md, trust model).  When this run measured the best the
- * trial would beat, that program is timed in the same batch, and the
- * trial must beat it side by side too ("timed_beside", weigh_beside).
+ * (docs/protocol.md, trust model).  When the run has the C of the best
+ * the trial would beat (measured, or rebuilt from the database by the
+ * task's search), that program is timed in the same batch, and the trial
+ * must beat it side by side too ("timed_beside", weigh_beside).
  *
  * Load on the worker's machine (docs/measure.md, "Timing on a shared
  * machine") must neither bury nor crown a candidate: a result the worker
@@ -43,11 +44,11 @@ is_contended(const char *v)
 
 /* What a cost must beat to become the task's best: the task's best and
  * every cost of this round already confirmed.  The program that sets it
- * and its trial_no, when this run has its C (else source is NULL). */
+ * and its schedule hash, when this run has its C (else source is NULL). */
 struct bar {
     double cost;
     const char *source;
-    int64_t trial_no;
+    const char *hash;
 };
 
 static struct bar
@@ -59,13 +60,13 @@ bar_of(struct kt_job *job, const struct kt_round *r)
 
     b.cost = kt_task_sched_best_cost(job->sched, r->task);
     b.source = ts->best_source;
-    b.trial_no = ts->best_trial_no;
+    b.hash = ts->best_hash;
     for (i = 0; i < r->nres; i++)
         if ((r->confirmed[i] & CONFIRMED) && r->trials[i].result.err_no == 0 &&
             r->trials[i].result.cost < b.cost) {
             b.cost = r->trials[i].result.cost;
             b.source = r->c[i].source;
-            b.trial_no = r->trials[i].trial_no;
+            b.hash = r->c[i].hash;
         }
     return b;
 }
@@ -232,9 +233,8 @@ weigh_beside(const struct kt_round *r, struct kt_trial *t, double first,
     double scaled = r->beside_cost * res->cost / beside->cost;
     char note[200];
 
-    snprintf(note, sizeof(note), "%.9g s beside %.9g s of trial %lld (%.9g s)",
-             res->cost, beside->cost, (long long)r->beside_trial,
-             r->beside_cost);
+    snprintf(note, sizeof(note), "%.9g s beside %.9g s of schedule %s (%.9g s)",
+             res->cost, beside->cost, r->beside_hash, r->beside_cost);
     add_kv(t, "timed_beside", note);
     t->result.cost = scaled > first ? scaled : first;
 }
@@ -272,10 +272,10 @@ fold(struct kt_job *job, const struct kt_round *r, struct kt_trial *t,
     }
     add_kv(t, "timed_also", also);
     if (beside != NULL && beside->err_no != 0)
-        log_warnx("engine: job %s: trial %lld of %s: its best, trial %lld, "
+        log_warnx("engine: job %s: trial %lld of %s: the best, schedule %s, "
                   "failed beside it (err_no %d: %.300s)",
                   job->name, (long long)t->trial_no, t->task_name,
-                  (long long)r->beside_trial, beside->err_no,
+                  r->beside_hash, beside->err_no,
                   beside->err_text ? beside->err_text : "");
     else if (beside != NULL && beside->cost > 0 && res->cost > 0)
         weigh_beside(r, t, first, res, beside);
@@ -332,11 +332,12 @@ submit_again(struct kt_job *job, struct kt_round *r, int i, const char *avoid,
     c[0].cc = job->cc;
     c[0].avoid_worker = avoid;
     r->confirming = i;
-    r->beside_trial = -1;
+    r->beside = 0;
     if (beside != NULL && beside->source != NULL) {
         c[1] = c[0];
         c[1].source = beside->source;
-        r->beside_trial = beside->trial_no;
+        r->beside = 1;
+        snprintf(r->beside_hash, sizeof(r->beside_hash), "%s", beside->hash);
         r->beside_cost = beside->cost;
         n = 2;
     }
@@ -397,8 +398,7 @@ confirm_done(void *arg, const struct kt_result *res, int n)
     struct kt_job *job = r->job;
     int i = r->confirming;
     struct kt_trial *t = &r->trials[i];
-    const struct kt_result *beside = r->beside_trial >= 0 && n >= 2 ? &res[1]
-                                                                    : NULL;
+    const struct kt_result *beside = r->beside && n >= 2 ? &res[1] : NULL;
 
     if (job->abandoned) {
         kt__job_round_abandon(job, r, r->nres);

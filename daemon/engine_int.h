@@ -78,8 +78,11 @@ struct kt_round {
     struct kt_kv *kvs; /* each trial's, plus KT_CONFIRM_NOTES free slots */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
     int confirming;           /* the trial being timed again */
-    int64_t beside_trial;     /* ... beside this best (-1: alone) */
-    double beside_cost;       /* ... whose stored cost this is */
+    int beside;               /* ... with the best in its batch */
+    char beside_hash[17];     /* ... that best's schedule hash */
+    double beside_cost;       /* ... and stored cost */
+    char *best_config;        /* in: the task's best, as C for it to be */
+    char *best_source;        /* timed beside (resumed: out, built here) */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
@@ -151,8 +154,8 @@ struct kt_task_state {
     size_t nmeasured;
     int64_t next_trial_no;
     char *best_config; /* of the task scheduler's best cost */
-    char *best_source; /* its C, when this run measured it */
-    int64_t best_trial_no;
+    char *best_source; /* its C: measured or rebuilt by this run */
+    char best_hash[17];
     int64_t errors;              /* (best cost and trials: the scheduler's) */
     void *search;                /* struct kt_search *, created lazily */
     struct kt_feedback *pending; /* for the task's next search work */

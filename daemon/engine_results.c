@@ -172,7 +172,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 ts->best_config = kt_xstrdup(c->config);
                 free(ts->best_source);
                 ts->best_source = kt_xstrdup(c->source);
-                ts->best_trial_no = res->trial_no;
+                memcpy(ts->best_hash, c->hash, sizeof(ts->best_hash));
                 new_best = ts->npending;
             }
         }

@@ -126,8 +126,10 @@ resume(struct kt_job *job, char *err, size_t errlen)
             continue;
         ts->next_trial_no = en->job_max_trial_no + 1;
         job->trials += en->job_trials;
-        if (en->best_cost > 0 && en->best_config != NULL)
+        if (en->best_cost > 0 && en->best_config != NULL) {
             ts->best_config = kt_xstrdup(en->best_config);
+            memcpy(ts->best_hash, en->best_sched_hash, sizeof(ts->best_hash));
+        }
         rc = kt_storage_measured(job->e->o.db, job->target,
                                  job->tasks.v[i].dag->hash, &ts->measured,
                                  &ts->nmeasured, err, errlen);

@@ -88,6 +88,29 @@ add_revisits(struct kt_round *r, const struct kt_dag *dag,
     }
 }
 
+/* The C of the task's stored best (r->best_config), to be timed beside
+ * the task's would-be bests; left NULL when it no longer builds. */
+static void
+best_source(struct kt_round *r, const struct kt_dag *dag,
+            const struct kt_looptree *ref)
+{
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    struct kt_looptree *lt = NULL;
+    char err[512];
+    int n = 0;
+
+    if (kt_steps_from_json(r->best_config, &steps, &n, err, sizeof(err)) ==
+            KT_OK &&
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) == KT_OK &&
+        kt_lower(st, &lt, err, sizeof(err)) == KT_OK)
+        candidate_source(dag, ref, lt, &r->cg, &r->best_source, err,
+                         sizeof(err));
+    kt_looptree_free(lt);
+    kt_state_free(st);
+    free(steps);
+}
+
 void
 kt__engine_search_work(uv_work_t *w)
 {
@@ -116,7 +139,7 @@ kt__engine_search_work(uv_work_t *w)
         return;
     r->c = kt_xcalloc((size_t)(batch.n + r->nrevisit + 1), sizeof(*r->c));
     r->ncand = batch.n;
-    if (batch.n + r->nrevisit > 0)
+    if (batch.n + r->nrevisit > 0 || r->best_config != NULL)
         ref_rc = kt_lower_reference(dag, &ref, ref_err, sizeof(ref_err));
     for (i = 0; i < batch.n; i++) {
         struct kt_search_cand *sc = &batch.v[i];
@@ -150,6 +173,8 @@ kt__engine_search_work(uv_work_t *w)
     }
     if (ref_rc == KT_OK)
         add_revisits(r, dag, ref);
+    if (ref_rc == KT_OK && r->best_config != NULL)
+        best_source(r, dag, ref);
     kt_looptree_free(ref);
     kt_search_batch_free(&batch);
     r->search_s = kt_now() - t0;

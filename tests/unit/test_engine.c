@@ -1257,6 +1257,42 @@ test_engine_winner_beside_the_best_is_not_buried(void **state)
     run_close(&r);
 }
 
+/* A job resuming a database rebuilds the stored best's C: its very first
+ * confirmation already times that best beside the would-be best. */
+static void
+test_engine_resumed_best_is_timed_beside(void **state)
+{
+    struct run r;
+    int first_job_beside;
+
+    (void)state;
+    run_beside(&r, 1e-5, 3);
+    first_job_beside = r.fake.nbeside;
+    run_finish_job(&r);
+    run_start(&r, one_task_conf, 32);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    assert_true(r.fake.nbeside > first_job_beside);
+    /* every confirmation of the second job, its first included */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs a JOIN logs l "
+                                    "ON l.id = a.log_id WHERE a.k = "
+                                    "'timed_also' AND l.trial_no >= 16 AND "
+                                    "NOT EXISTS (SELECT 1 FROM kvs b WHERE "
+                                    "b.log_id = a.log_id AND b.k = "
+                                    "'timed_beside')"),
+                     0);
+    /* beside the first job's best, which stays the best */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs a JOIN logs l "
+                                    "ON l.id = a.log_id WHERE a.k = "
+                                    "'timed_beside' AND l.trial_no >= 16 AND "
+                                    "a.v LIKE '%of schedule ' || (SELECT "
+                                    "sched_hash FROM logs WHERE id = " BEST_ROW
+                                    ") || ' %' AND (SELECT trial_no FROM "
+                                    "logs WHERE id = " BEST_ROW ") < 16"),
+                     r.fake.nbeside - first_job_beside);
+    run_close(&r);
+}
+
 /* A new best whose re-timing fails is stored as UNKNOWN_ERROR with both
  * sides named, and never becomes the best. */
 static void
@@ -1394,6 +1430,7 @@ main(void)
         cmocka_unit_test(test_engine_revisits_programs_timed_apart),
         cmocka_unit_test(test_engine_loser_beside_the_best_stays_behind),
         cmocka_unit_test(test_engine_winner_beside_the_best_is_not_buried),
+        cmocka_unit_test(test_engine_resumed_best_is_timed_beside),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
         cmocka_unit_test(test_engine_quiet_measure_with_local_workers),
     };
