@@ -54,6 +54,8 @@ struct fake {
     double beside_at;       /* set: a re-timing times the best at this */
     double beside_ratio;    /* ... and the trial at this times it; unset,
                              * the best times twice the trial */
+    int beside_spikes;      /* that many such batches time the best
+                             * contended, 10x slower */
     int n;                  /* the batch in flight, 0 = none */
     int preset[64];
     kt_measure_done_cb cb;
@@ -77,10 +79,19 @@ fake_deliver(uv_timer_t *t)
         r->worker = f->retiming ? "fake-1" : "fake-0";
         r->err_text = "";
         if (f->retiming && f->beside_at > 0 && n == 2) {
+            static const struct kt_kv spike[] = {{"occupancy", "0.1"},
+                                                 {"contended", "1"}};
+            int spiked = i == 1 && f->beside_spikes > 0;
             r->ncosts = 3;
             for (k = 0; k < 3; k++)
-                r->costs[k] = f->beside_at * (i == 0 ? f->beside_ratio : 1);
+                r->costs[k] = f->beside_at * (i == 0 ? f->beside_ratio : 1) *
+                              (spiked ? 10 : 1);
             r->cost = r->costs[1];
+            if (spiked) {
+                r->kvs = spike;
+                r->nkvs = 2;
+                f->beside_spikes--;
+            }
         } else if (f->retiming && f->retime_fails) {
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "kernel process died of SIGSEGV";
@@ -1257,6 +1268,34 @@ test_engine_winner_beside_the_best_is_not_buried(void **state)
     run_close(&r);
 }
 
+/* A load spike that slows the best beside a trial would flatter the
+ * trial (here 3x slower than the best, but 3.3x faster than the best
+ * timed contended): that confirmation is timed once more, and the clean
+ * one decides. */
+static void
+test_engine_contended_best_beside_is_timed_again(void **state)
+{
+    struct run r;
+
+    (void)state;
+    run_open(&r);
+    r.fake.beside_at = 1e-5;
+    r.fake.beside_ratio = 3;
+    r.fake.beside_spikes = 1;
+    run_start(&r, one_task_conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    assert_int_equal(r.fake.beside_spikes, 0);
+    /* one batch more than the notes: the spiked one was not taken */
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'timed_beside'"),
+                     r.fake.nbeside - 1);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
+                                    "'timed_beside' AND log_id = " BEST_ROW),
+                     0);
+    run_close(&r);
+}
+
 /* A job resuming a database rebuilds the stored best's C: its very first
  * confirmation already times that best beside the would-be best. */
 static void
@@ -1431,6 +1470,7 @@ main(void)
         cmocka_unit_test(test_engine_loser_beside_the_best_stays_behind),
         cmocka_unit_test(test_engine_winner_beside_the_best_is_not_buried),
         cmocka_unit_test(test_engine_resumed_best_is_timed_beside),
+        cmocka_unit_test(test_engine_contended_best_beside_is_timed_again),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
         cmocka_unit_test(test_engine_quiet_measure_with_local_workers),
     };
