@@ -1226,6 +1226,14 @@ run_beside(struct run *r, double best_at, double ratio)
 #define BEST_ROW                                                               \
     "(SELECT id FROM logs WHERE err_no = 0 ORDER BY cost, id LIMIT 1)"
 
+/* 1 when the stored best became the best beside another, else 0. */
+static long long
+best_timed_beside(struct run *r)
+{
+    return count_rows(r, "SELECT count(*) FROM kvs WHERE k = 'timed_beside' "
+                         "AND log_id = " BEST_ROW);
+}
+
 /* A trial 3x slower than the best side by side stays behind it, though
  * both of its own timings (the batch ran in a fast spell) beat the best's
  * stored cost: it costs 3x that. */
@@ -1236,9 +1244,7 @@ test_engine_loser_beside_the_best_stays_behind(void **state)
 
     (void)state;
     run_beside(&r, 1e-5, 3);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
-                                    "'timed_beside' AND log_id = " BEST_ROW),
-                     0);
+    assert_int_equal(best_timed_beside(&r), 0);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs l JOIN kvs k "
                                     "ON k.log_id = l.id AND k.k = "
                                     "'timed_beside' WHERE abs(l.cost - 3 * "
@@ -1258,9 +1264,7 @@ test_engine_winner_beside_the_best_is_not_buried(void **state)
 
     (void)state;
     run_beside(&r, 1e-2, 0.5);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
-                                    "'timed_beside' AND log_id = " BEST_ROW),
-                     1);
+    assert_int_equal(best_timed_beside(&r), 1);
     assert_int_equal(count_rows(&r,
                                 "SELECT count(*) FROM logs WHERE id = " BEST_ROW
                                 " AND cost < 1e-3"),
@@ -1290,9 +1294,7 @@ test_engine_contended_best_beside_is_timed_again(void **state)
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
                                     "'timed_beside'"),
                      r.fake.nbeside - 1);
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
-                                    "'timed_beside' AND log_id = " BEST_ROW),
-                     0);
+    assert_int_equal(best_timed_beside(&r), 0);
     run_close(&r);
 }
 
