@@ -218,10 +218,11 @@ take_timing(struct kt_trial *t, const struct kt_result *res)
 }
 
 /* The confirmation res came with a timing of the best beside it, in the
- * same batch (seconds apart on one host, where timings minutes apart
- * differ by up to 1.5x on a shared machine): the trial costs its first
- * timing or the best's stored cost times the ratio of the two timed side
- * by side, whichever is higher.  A program that loses to the best side
+ * same batch, seconds apart on one host (on a shared machine a kernel's
+ * timings minutes apart differ by 10-20%, docs/performance.md: more than
+ * two close programs do).  The trial costs its first timing or the
+ * best's stored cost times the ratio of the two timed side by side,
+ * whichever is higher.  A program that loses to the best side
  * by side never becomes the best, and one that wins is not buried by a
  * slow spell during its confirmation.  Neither worker alone crowns one:
  * the first timing and the ratio come from different workers when there
