@@ -264,8 +264,9 @@ test_placement_capped_run_holds_nothing(void **state)
  * one thread at a time: there it may measure nothing, 0), and a loaded
  * machine may leave one call without a moment for both, so up to ten are
  * made.  The bound is a hang's, not a timing: under valgrind beside a
- * CI build, starting and joining the pinned threads took 1.8 s; the
- * probe's first form took 21 s there. */
+ * CI build, starting and joining the pinned threads took 1.8 s, and one
+ * call 5.1 s beside a CI run and `make test-long`; the probe's first form
+ * took 21 s there. */
 static void
 test_placement_probe(void **state)
 {
@@ -279,7 +280,7 @@ test_placement_probe(void **state)
         t0 = kt_now();
         ns = kt_xcpu_round_trip_ns(cpu);
         took = kt_now() - t0;
-        if (took > 5.0)
+        if (took > 30.0)
             fail_msg("the probe took %.3f s", took);
         measured = ns > 1 && ns < 5000;
     }
