@@ -431,13 +431,26 @@ submit(struct kt_job *job, struct kt_round *r)
 
 /* A best loaded from the database, rebuilt as C by the round's search
  * work: the task's next confirmations time it beside (engine_confirm.c),
- * unless the task has moved on to another best meanwhile. */
+ * unless the task has moved on to another best meanwhile.  One that no
+ * longer builds (the code generator changed since it was stored) is not
+ * tried again by every round. */
 static void
-take_best_source(struct kt_task_state *ts, struct kt_round *r)
+take_best_source(struct kt_job *job, struct kt_round *r)
 {
-    if (r->best_source == NULL || ts->best_source != NULL ||
+    struct kt_task_state *ts = &job->ts[r->task];
+
+    if (r->best_config == NULL || ts->best_source != NULL ||
         ts->best_config == NULL || strcmp(ts->best_config, r->best_config) != 0)
         return;
+    if (r->best_source == NULL) {
+        ts->best_unbuilt = 1;
+        log_warnx("engine: job %s: task %d (%s): the stored best, schedule "
+                  "%s, no longer builds (%s): would-be bests are confirmed "
+                  "alone until a new best",
+                  job->name, r->task, job->tasks.v[r->task].name, ts->best_hash,
+                  r->best_err);
+        return;
+    }
     ts->best_source = r->best_source;
     r->best_source = NULL;
 }
@@ -449,7 +462,8 @@ search_done(uv_work_t *w, int status)
     struct kt_job *job = r->job;
 
     job->searching = NULL;
-    take_best_source(&job->ts[r->task], r);
+    if (status == 0 && r->rc == KT_OK)
+        take_best_source(job, r);
     if (status == 0 && r->measured != NULL) {
         /* The search remembers the resumed measured set from now on. */
         struct kt_task_state *ts = &job->ts[r->task];
@@ -518,7 +532,7 @@ start_search(struct kt_job *job, int task, int speculative)
     ts->pending = NULL;
     ts->npending = ts->cappending = 0;
     kt__revisit_take(job, r);
-    if (ts->best_source == NULL && ts->best_config != NULL)
+    if (ts->best_source == NULL && ts->best_config != NULL && !ts->best_unbuilt)
         r->best_config = kt_xstrdup(ts->best_config);
     if (kt__job_queue_work(job, &r->work, kt__engine_search_work, search_done,
                            err, sizeof(err)) != 0) {

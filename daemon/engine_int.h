@@ -83,6 +83,7 @@ struct kt_round {
     double beside_cost;       /* ... and stored cost */
     char *best_config;        /* in: the task's best, as C for it to be */
     char *best_source;        /* timed beside (resumed: out, built here) */
+    char best_err[256];       /* ... or why it did not build */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
@@ -156,8 +157,9 @@ struct kt_task_state {
     char *best_config; /* of the task scheduler's best cost */
     char *best_source; /* its C: measured or rebuilt by this run */
     char best_hash[17];
-    int64_t errors;              /* (best cost and trials: the scheduler's) */
-    void *search;                /* struct kt_search *, created lazily */
+    int best_unbuilt; /* best_config no longer builds: not rebuilt again */
+    int64_t errors;   /* (best cost and trials: the scheduler's) */
+    void *search;     /* struct kt_search *, created lazily */
     struct kt_feedback *pending; /* for the task's next search work */
     int npending, cappending;
     struct kt_revisit revisit[KT_MAX_REVISITS]; /* oldest first */

@@ -173,6 +173,7 @@ apply_round(struct kt_job *job, struct kt_round *r)
                 free(ts->best_source);
                 ts->best_source = kt_xstrdup(c->source);
                 memcpy(ts->best_hash, c->hash, sizeof(ts->best_hash));
+                ts->best_unbuilt = 0;
                 new_best = ts->npending;
             }
         }

@@ -97,7 +97,7 @@ best_source(struct kt_round *r, const struct kt_dag *dag,
     struct kt_step *steps = NULL;
     struct kt_state *st = NULL;
     struct kt_looptree *lt = NULL;
-    char err[512];
+    char err[512] = "";
     int n = 0;
 
     if (kt_steps_from_json(r->best_config, &steps, &n, err, sizeof(err)) ==
@@ -106,6 +106,8 @@ best_source(struct kt_round *r, const struct kt_dag *dag,
         kt_lower(st, &lt, err, sizeof(err)) == KT_OK)
         candidate_source(dag, ref, lt, &r->cg, &r->best_source, err,
                          sizeof(err));
+    if (r->best_source == NULL)
+        snprintf(r->best_err, sizeof(r->best_err), "%s", err);
     kt_looptree_free(lt);
     kt_state_free(st);
     free(steps);
@@ -175,6 +177,8 @@ kt__engine_search_work(uv_work_t *w)
         add_revisits(r, dag, ref);
     if (ref_rc == KT_OK && r->best_config != NULL)
         best_source(r, dag, ref);
+    else if (r->best_config != NULL)
+        snprintf(r->best_err, sizeof(r->best_err), "%s", ref_err);
     kt_looptree_free(ref);
     kt_search_batch_free(&batch);
     r->search_s = kt_now() - t0;

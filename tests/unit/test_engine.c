@@ -1334,6 +1334,60 @@ test_engine_resumed_best_is_timed_beside(void **state)
     run_close(&r);
 }
 
+/* The number of lines of the engine's log (stderr) holding needle while
+ * the loop runs the job. */
+static int
+run_counting_log(struct run *r, const char *needle)
+{
+    char path[96], line[1024];
+    int fd, saved, n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/stderr", r->dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    saved = dup(2);
+    assert_int_equal(dup2(fd, 2), 2);
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    close(fd);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A stored best that no longer builds (here: its schedule was damaged in
+ * the database) is reported once, not rebuilt by every round, and the
+ * job goes on. */
+static void
+test_engine_unbuilt_best_is_tried_once(void **state)
+{
+    struct run r;
+
+    (void)state;
+    run_open(&r);
+    run_start(&r, one_task_conf, 0);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    run_finish_job(&r);
+    /* far below any later timing: it stays the best for the whole job */
+    assert_int_equal(sqlite3_exec(kt_storage_db(r.db),
+                                  "UPDATE logs SET config = '[{\"bad\": 1}]', "
+                                  "cost = 1e-7 WHERE id = " BEST_ROW,
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    run_start(&r, one_task_conf, 48); /* four rounds of 8 */
+    assert_int_equal(run_counting_log(&r, "no longer builds"), 1);
+    assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
+    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs"), 48);
+    run_close(&r);
+}
+
 /* A new best whose re-timing fails is stored as UNKNOWN_ERROR with both
  * sides named, and never becomes the best. */
 static void
@@ -1473,6 +1527,7 @@ main(void)
         cmocka_unit_test(test_engine_winner_beside_the_best_is_not_buried),
         cmocka_unit_test(test_engine_resumed_best_is_timed_beside),
         cmocka_unit_test(test_engine_contended_best_beside_is_timed_again),
+        cmocka_unit_test(test_engine_unbuilt_best_is_tried_once),
         cmocka_unit_test(test_engine_unconfirmed_best_is_an_error),
         cmocka_unit_test(test_engine_quiet_measure_with_local_workers),
     };
