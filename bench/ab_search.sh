@@ -90,6 +90,7 @@ done
 mkdir -p "$OUT"
 
 pairs=
+[ "$TIME_ONLY" = 1 ] || rm -f "$OUT/tune-seconds"
 i=1
 while [ "$i" -le "$RUNS" ]; do
     for v in "$@"; do
@@ -105,11 +106,13 @@ while [ "$i" -le "$RUNS" ]; do
         fi
         rm -f "$db" "$db-wal" "$db-shm"
         echo "ab_search: run $i of $RUNS, $tag ($dir), $(uptime | sed 's/.*load/load/')"
+        t0=$(date +%s)
         if ! "$dir/kerntune" tune "$CFG" --trials "$TRIALS" --db "$db" \
             --quiet >"$OUT/$tag-$i.log" 2>&1; then
             echo "ab_search: $tag run $i failed, see $OUT/$tag-$i.log" >&2
             exit 1
         fi
+        echo "$tag $(($(date +%s) - t0))" >>"$OUT/tune-seconds"
     done
     i=$((i + 1))
 done
@@ -168,4 +171,12 @@ END {
             printf "%-12s    %d timings without a ratio\n", tag, bad[tag]
     }
 }' "$OUT/ab.jsonl"
+if [ -s "$OUT/tune-seconds" ]; then
+    echo "tuning time per run, seconds (the machine's load moves it too):"
+    awk '{ n[$1]++; s[$1] += $2; v[$1] = v[$1] " " $2 }
+        END {
+            for (t in n)
+                printf "%-12s mean %6.1f:%s\n", t, s[t] / n[t], v[t]
+        }' "$OUT/tune-seconds"
+fi
 echo "JSON lines: $OUT/ab.jsonl"
