@@ -8,9 +8,7 @@
  * (docs/protocol.md, trust model).  When the run has the C of the best
  * the trial would beat (measured, or rebuilt from the database by the
  * task's search), that program is timed in the same batch, and the trial
- * must beat it side by side too ("timed_beside", weigh_beside).  The
- * round's would-be bests first timed by one worker share that batch, up
- * to KT_CONFIRM_BATCH of them, and the best is timed once for all.
+ * must beat it side by side too ("timed_beside", weigh_beside).
  *
  * Load on the worker's machine (docs/measure.md, "Timing on a shared
  * machine") must neither bury nor crown a candidate: a result the worker
@@ -96,39 +94,22 @@ best_bar(struct kt_job *job, const struct kt_round *r)
     return bar_of(job, r).cost;
 }
 
-/* The successful, unconfirmed trials that would still be the task's best,
- * lowest first, first timed by the same worker as the lowest (so one
- * batch can avoid that worker for all of them): at most KT_CONFIRM_BATCH
- * in picks; returns how many. */
+/* The lowest successful, unconfirmed trial that would still be the task's
+ * best; -1 when there is none. */
 static int
-next_to_confirm(struct kt_job *job, const struct kt_round *r, int *picks)
+next_to_confirm(struct kt_job *job, const struct kt_round *r)
 {
     struct bar bar = bar_of(job, r);
-    const char *worker = NULL;
-    int i, k, n = 0;
+    int i, pick = -1;
 
-    for (;;) {
-        int pick = -1;
-        for (i = 0; i < r->nres; i++) {
-            const struct kt_trial *t = &r->trials[i];
-            if ((r->confirmed[i] & CONFIRMED) || !would_be_best(r, i, &bar))
-                continue;
-            if (worker != NULL && strcmp(t->result.worker, worker) != 0)
-                continue;
-            for (k = 0; k < n && picks[k] != i; k++)
-                ;
-            if (k < n)
-                continue;
-            if (pick < 0 || t->result.cost < r->trials[pick].result.cost)
-                pick = i;
-        }
-        if (pick < 0)
-            return n;
-        picks[n++] = pick;
-        worker = r->trials[pick].result.worker;
-        if (n == KT_CONFIRM_BATCH)
-            return n;
+    for (i = 0; i < r->nres; i++) {
+        const struct kt_trial *t = &r->trials[i];
+        if ((r->confirmed[i] & CONFIRMED) || !would_be_best(r, i, &bar))
+            continue;
+        if (pick < 0 || t->result.cost < r->trials[pick].result.cost)
+            pick = i;
     }
+    return pick;
 }
 
 double
@@ -348,17 +329,15 @@ fold_retimed(struct kt_trial *t, const struct kt_result *res)
 
 static void confirm_done(void *arg, const struct kt_result *res, int n);
 
-/* Times the n trials picks of round r again, away from the worker avoid
- * (NULL: anywhere), with the program of beside (NULL: alone) last in the
- * same batch. */
+/* Times trial i of round r again, away from the worker avoid (NULL:
+ * anywhere), with the program of beside (NULL: alone) in the same batch. */
 static int
-submit_again(struct kt_job *job, struct kt_round *r, const int *picks, int n,
-             const char *avoid, const struct bar *beside, char *err,
-             size_t errlen)
+submit_again(struct kt_job *job, struct kt_round *r, int i, const char *avoid,
+             const struct bar *beside, char *err, size_t errlen)
 {
     struct kt_measure_opts full_timing = job->mo;
-    struct kt_candidate c[KT_CONFIRM_BATCH + 1];
-    int k;
+    struct kt_candidate c[2];
+    int n = 1;
 
     /* A re-timing gets every repeat: an early-stopped or settled one would
      * replace the trial's costs with fewer costs and no note saying why. */
@@ -366,21 +345,18 @@ submit_again(struct kt_job *job, struct kt_round *r, const int *picks, int n,
     full_timing.stop_ratio = 0;
     full_timing.settle = 0;
     memset(c, 0, sizeof(c));
-    for (k = 0; k < n; k++) {
-        c[k].source = r->c[picks[k]].source;
-        c[k].cc = job->cc;
-        c[k].avoid_worker = avoid;
-        r->confirming[k] = picks[k];
-    }
-    r->nconfirming = n;
+    c[0].source = r->c[i].source;
+    c[0].cc = job->cc;
+    c[0].avoid_worker = avoid;
+    r->confirming = i;
     r->beside = 0;
     if (beside != NULL && beside->source != NULL) {
-        c[n] = c[0];
-        c[n].source = beside->source;
+        c[1] = c[0];
+        c[1].source = beside->source;
         r->beside = 1;
         snprintf(r->beside_hash, sizeof(r->beside_hash), "%s", beside->hash);
         r->beside_cost = beside->cost;
-        n++;
+        n = 2;
     }
     if (job->e->o.submit != NULL)
         return job->e->o.submit(job->e->o.submit_arg, job->conf->target.key, c,
@@ -389,34 +365,31 @@ submit_again(struct kt_job *job, struct kt_round *r, const int *picks, int n,
                              &full_timing, confirm_done, r, err, errlen);
 }
 
-/* Submits the next re-timing of round r: contended trials first, one at a
- * time, then would-be bests, a batch of them beside the best; 0 when none
- * is needed (or none could be submitted: the would-be bests are then
- * rejected). */
+/* Submits the next re-timing of round r: contended trials first, then
+ * would-be bests; 0 when none is needed (or none could be submitted: a
+ * would-be best is then rejected). */
 int
 kt__job_confirm_next(struct kt_job *job, struct kt_round *r)
 {
     char err[512], why[600];
-    int i, k, n, picks[KT_CONFIRM_BATCH];
+    int i;
 
     while ((i = next_to_retime(job, r)) >= 0) {
         r->confirmed[i] |= RETIMED | RETIMING;
-        if (submit_again(job, r, &i, 1, NULL, NULL, err, sizeof(err)) == KT_OK)
+        if (submit_again(job, r, i, NULL, NULL, err, sizeof(err)) == KT_OK)
             return 1;
         r->confirmed[i] &= (unsigned char)~RETIMING;
         log_warnx("engine: job %s: contended trial not timed again: %s",
                   job->name, err);
     }
-    while ((n = next_to_confirm(job, r, picks)) > 0) {
+    while ((i = next_to_confirm(job, r)) >= 0) {
         struct bar best = bar_of(job, r);
-        for (k = 0; k < n; k++)
-            r->confirmed[picks[k]] |= CONFIRMED;
-        if (submit_again(job, r, picks, n, r->trials[picks[0]].result.worker,
-                         &best, err, sizeof(err)) == KT_OK)
+        r->confirmed[i] |= CONFIRMED;
+        if (submit_again(job, r, i, r->trials[i].result.worker, &best, err,
+                         sizeof(err)) == KT_OK)
             return 1;
         snprintf(why, sizeof(why), "re-timing not submitted: %.500s", err);
-        for (k = 0; k < n; k++)
-            reject(job, &r->trials[picks[k]], why);
+        reject(job, &r->trials[i], why);
     }
     return 0;
 }
@@ -435,49 +408,33 @@ slowed_by_load(const struct kt_trial *t, const struct kt_result *res)
     return is_contended_result(res) && res->cost > t->result.cost;
 }
 
-/* Folds the confirmation res of would-be best i, timed beside the best
- * (beside, or NULL). */
-static void
-confirm_one(struct kt_job *job, struct kt_round *r, int i,
-            const struct kt_result *res, const struct kt_result *beside)
-{
-    struct kt_trial *t = &r->trials[i];
-
-    if (res == NULL) {
-        reject(job, t, "no re-timing result");
-    } else if (!(r->confirmed[i] & CONFIRM_AGAIN) &&
-               (is_contended_result(beside) || slowed_by_load(t, res))) {
-        /* load slowed the confirmation, or the best beside it (which would
-         * flatter the trial): once more before it stands */
-        r->confirmed[i] = (unsigned char)((r->confirmed[i] | CONFIRM_AGAIN) &
-                                          ~CONFIRMED);
-    } else {
-        fold(job, r, t, res, beside);
-    }
-}
-
 static void
 confirm_done(void *arg, const struct kt_result *res, int n)
 {
     struct kt_round *r = arg;
     struct kt_job *job = r->job;
-    int k, first = r->confirming[0];
-    const struct kt_result *beside = r->beside && n > r->nconfirming
-                                         ? &res[r->nconfirming]
-                                         : NULL;
+    int i = r->confirming;
+    struct kt_trial *t = &r->trials[i];
+    const struct kt_result *beside = r->beside && n >= 2 ? &res[1] : NULL;
 
     if (job->abandoned) {
         kt__job_round_abandon(job, r, r->nres);
         return;
     }
-    if (r->confirmed[first] & RETIMING) {
-        r->confirmed[first] &= (unsigned char)~RETIMING;
+    if (r->confirmed[i] & RETIMING) {
+        r->confirmed[i] &= (unsigned char)~RETIMING;
         if (n >= 1)
-            fold_retimed(&r->trials[first], &res[0]);
+            fold_retimed(t, &res[0]);
+    } else if (n >= 1 && !(r->confirmed[i] & CONFIRM_AGAIN) &&
+               (is_contended_result(beside) || slowed_by_load(t, &res[0]))) {
+        /* load slowed the confirmation, or the best beside it (which would
+         * flatter the trial): once more before it stands */
+        r->confirmed[i] = (unsigned char)((r->confirmed[i] | CONFIRM_AGAIN) &
+                                          ~CONFIRMED);
+    } else if (n >= 1) {
+        fold(job, r, t, &res[0], beside);
     } else {
-        for (k = 0; k < r->nconfirming; k++)
-            confirm_one(job, r, r->confirming[k], k < n ? &res[k] : NULL,
-                        beside);
+        reject(job, t, "no re-timing result");
     }
     if (kt__job_confirm_next(job, r))
         return;

@@ -11,8 +11,6 @@
  * re-timing of a contended trial), timed_also (one confirmation) and
  * timed_beside (that confirmation's timing of the best beside it). */
 #define KT_CONFIRM_NOTES 3
-/* Would-be bests timed again in one batch, beside the best. */
-#define KT_CONFIRM_BATCH 4
 /* The fastest programs of each task kept in the cost model's training
  * window (tuning.train_window; costmodel.h kt_train_keep). */
 #define KT_ENGINE_TRAIN_PER_TASK 16
@@ -79,14 +77,13 @@ struct kt_round {
     int nres;
     struct kt_kv *kvs; /* each trial's, plus KT_CONFIRM_NOTES free slots */
     unsigned char *confirmed; /* per trial: timed again (engine_confirm.c) */
-    int confirming[KT_CONFIRM_BATCH]; /* the trials being timed again */
-    int nconfirming;
-    int beside;           /* ... with the best in their batch */
-    char beside_hash[17]; /* ... that best's schedule hash */
-    double beside_cost;   /* ... and stored cost */
-    char *best_config;    /* in: the task's best, as C for it to be */
-    char *best_source;    /* timed beside (resumed: out, built here) */
-    char best_err[256];   /* ... or why it did not build */
+    int confirming;           /* the trial being timed again */
+    int beside;               /* ... with the best in its batch */
+    char beside_hash[17];     /* ... that best's schedule hash */
+    double beside_cost;       /* ... and stored cost */
+    char *best_config;        /* in: the task's best, as C for it to be */
+    char *best_source;        /* timed beside (resumed: out, built here) */
+    char best_err[256];       /* ... or why it did not build */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;

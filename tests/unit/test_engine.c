@@ -47,26 +47,19 @@ struct fake {
     int apart_submits;      /* the first rounds' results come timed with the
                         * CPUs apart (twice as slow), the rest close */
     int nsubmits;           /* rounds' batches */
-    int nretimes;           /* trials re-timed as new bests (avoid_worker
-                             * set) */
+    int nretimes;           /* re-timings of a new best (avoid_worker set) */
     int retiming;           /* the batch in flight is one */
-    int avoided_liar;       /* ... of them, avoiding the worker "liar" */
-    int nbeside;            /* ... with the best in their batch */
-    int with_best;          /* the batch in flight ends with the best */
+    int avoided_liar;       /* re-timings that avoid the worker "liar" */
+    int nbeside;            /* ... with the best in the batch */
     double beside_at;       /* set: a re-timing times the best at this */
-    double beside_ratio;    /* ... and the trials at this times it; unset,
-                             * the best times twice the slowest trial */
+    double beside_ratio;    /* ... and the trial at this times it; unset,
+                             * the best times twice the trial */
     int beside_spikes;      /* that many such batches time the best
                              * contended, 10x slower */
-    int spiked_trials;      /* the trials of those batches */
-    int best_batches;       /* re-timing batches that time the best */
-    int most_beside;        /* the most trials in one of them */
-    uint64_t retimed[256];  /* sources seen in re-timing batches */
-    int nretimed;
-    double retime_factor; /* set: a re-timing without the best costs
-                             * this times the first timing */
-    uint64_t batch[64];   /* the sources of the batch in flight */
-    uint64_t first[256];  /* ... and of every first timing */
+    double retime_factor;   /* set: a re-timing costs this times each
+                             * program's first timing, the best's too */
+    uint64_t batch[64];     /* the sources of the batch in flight */
+    uint64_t first[256];    /* ... and of every first timing */
     double first_cost[256];
     int nfirst;
     int n; /* the batch in flight, 0 = none */
@@ -104,23 +97,21 @@ fake_deliver(uv_timer_t *t)
         struct kt_result *r = &res[i];
         r->worker = f->retiming ? "fake-1" : "fake-0";
         r->err_text = "";
-        if (f->retiming && f->beside_at > 0 && f->with_best) {
+        if (f->retiming && f->beside_at > 0 && n == 2) {
             static const struct kt_kv spike[] = {{"occupancy", "0.1"},
                                                  {"contended", "1"}};
-            int is_best = i == n - 1;
-            int spiked = is_best && f->beside_spikes > 0;
+            int spiked = i == 1 && f->beside_spikes > 0;
             r->ncosts = 3;
             for (k = 0; k < 3; k++)
-                r->costs[k] = f->beside_at * (is_best ? 1 : f->beside_ratio) *
+                r->costs[k] = f->beside_at * (i == 0 ? f->beside_ratio : 1) *
                               (spiked ? 10 : 1);
             r->cost = r->costs[1];
             if (spiked) {
                 r->kvs = spike;
                 r->nkvs = 2;
                 f->beside_spikes--;
-                f->spiked_trials += n - 1;
             }
-        } else if (f->retiming && f->retime_factor > 0 && !f->with_best) {
+        } else if (f->retiming && f->retime_factor > 0) {
             r->ncosts = 1;
             r->cost = r->costs[0] = f->retime_factor * first_cost(f, i);
         } else if (f->retiming && f->retime_fails) {
@@ -151,7 +142,7 @@ fake_deliver(uv_timer_t *t)
         } else if (f->preset[i] != 0) {
             r->err_no = f->preset[i];
             r->err_text = "preset";
-        } else if (i % 4 == 3 && !f->retiming) {
+        } else if (i % 4 == 3) {
             static const struct kt_kv notes[] = {{"signal", "11"}};
             r->err_no = KT_MERR_RUNTIME_DEVICE;
             r->err_text = "killed by signal 11";
@@ -175,13 +166,9 @@ fake_deliver(uv_timer_t *t)
             }
         }
     }
-    if (f->retiming && f->with_best && f->beside_at == 0 &&
-        res[n - 1].err_no == 0) {
-        res[n - 1].cost = 0;
-        for (i = 0; i < n - 1; i++)
-            if (2 * res[i].cost > res[n - 1].cost)
-                res[n - 1].cost = 2 * res[i].cost;
-    }
+    if (f->retiming && n == 2 && f->beside_at == 0 && f->retime_factor == 0 &&
+        res[1].err_no == 0)
+        res[1].cost = 2 * res[0].cost;
     for (i = 0; i < n && !f->retiming; i++)
         if (res[i].err_no == 0 && f->nfirst < 256) {
             f->first[f->nfirst] = f->batch[i];
@@ -190,18 +177,6 @@ fake_deliver(uv_timer_t *t)
     f->n = 0;
     f->cb = NULL;
     cb(f->cb_arg, res, n);
-}
-
-static int
-was_retimed(const struct fake *f, const char *source)
-{
-    uint64_t h = kt_hash64(source, strlen(source));
-    int i;
-
-    for (i = 0; i < f->nretimed; i++)
-        if (f->retimed[i] == h)
-            return 1;
-    return 0;
 }
 
 static int
@@ -218,35 +193,18 @@ fake_submit(void *arg, const char *key, const struct kt_candidate *c, int n,
     if (f->fail_submit)
         return kt_seterr(err, errlen, KT_EIO, "fake tracker refuses batches");
     f->retiming = c[0].avoid_worker != NULL;
-    f->with_best = 0;
     if (f->retiming) {
-        /* the trials, and the best they would beat last when the run has
-         * its C: a program re-timed before (in these tests a trial is
-         * timed again only beside the best, so that is the best) */
-        int ntrials = n;
-        assert_true(n >= 1 && n <= KT_CONFIRM_BATCH + 1);
-        for (i = 1; i < n; i++)
-            assert_string_equal(c[i].avoid_worker, c[0].avoid_worker);
-        if (n >= 2 && was_retimed(f, c[n - 1].source)) {
-            f->with_best = 1;
-            ntrials = n - 1;
-            f->nbeside += ntrials;
-            f->best_batches++;
-            if (ntrials > f->most_beside)
-                f->most_beside = ntrials;
+        /* the trial, and the best it would beat when the run has its C */
+        assert_true(n == 1 || n == 2);
+        if (n == 2) {
+            assert_string_equal(c[1].avoid_worker, c[0].avoid_worker);
+            f->nbeside++;
         }
-        for (i = 0; i < n; i++)
-            if (!was_retimed(f, c[i].source)) {
-                assert_true(f->nretimed < 256);
-                f->retimed[f->nretimed++] = kt_hash64(c[i].source,
-                                                      strlen(c[i].source));
-            }
         /* a re-timing gets every repeat */
         assert_true(o->settle == 0 && o->stop_above_s == 0 &&
                     o->stop_ratio == 0);
-        f->nretimes += ntrials;
-        if (strcmp(c[0].avoid_worker, "liar") == 0)
-            f->avoided_liar += ntrials;
+        f->nretimes++;
+        f->avoided_liar += strcmp(c[0].avoid_worker, "liar") == 0;
     } else if (f->contended && n == 1) {
         f->contention_retimes++;
     } else {
@@ -1307,28 +1265,6 @@ best_timed_beside(struct run *r)
                          "AND log_id = " BEST_ROW);
 }
 
-/* The would-be bests of a round are timed again together, with the best
- * they would beat timed once beside them all: each is weighed against
- * that one timing of the best. */
-static void
-test_engine_would_be_bests_share_a_batch(void **state)
-{
-    struct run r;
-
-    (void)state;
-    run_beside(&r, 1e-5, 0.5);
-    assert_true(r.fake.most_beside >= 2);
-    assert_true(r.fake.best_batches < r.fake.nbeside);
-    /* each costs its first timing or half the best's stored cost */
-    assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs l JOIN kvs k "
-                                    "ON k.log_id = l.id AND k.k = "
-                                    "'timed_beside' WHERE l.cost < 0.5 * "
-                                    "CAST(substr(k.v, instr(k.v, '(') + 1) "
-                                    "AS REAL) * (1 - 1e-9)"),
-                     0);
-    run_close(&r);
-}
-
 /* Every program that became the task's best was timed again first, the
  * ones whose first timing only tied a confirmed cost of their round
  * included (the round's best is its first lowest cost). */
@@ -1339,15 +1275,15 @@ test_engine_no_best_on_an_unconfirmed_tie(void **state)
 
     (void)state;
     run_open(&r);
-    /* round 1's would-be bests cost 2, 3, 3, 4, 4 and 5 (x 1e-4) at their
-     * first timing, trials 4, 0, 5, 1, 6 and 2; the first four, timed again
-     * at 2.5x, cost 5, 7.5, 7.5 and 10: trial 2's first 5 ties trial 4's
-     * confirmed 5, and comes first */
+    /* round 1's successful trials 4, 0, 5, 1, 6 and 2 time 2, 3, 3, 4, 4
+     * and 5 (x 1e-4) first; trial 4, timed again at 2.5x, costs 5, and
+     * the others, 2.5x as slow beside it, cost 7.5 to 10; trial 2's first
+     * 5 ties trial 4's cost, and trial 2 comes first */
     r.fake.retime_factor = 2.5;
     run_start(&r, one_task_conf, 0);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
-    assert_true(r.fake.nretimes >= 5);
+    assert_true(r.fake.nretimes >= 2);
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM logs l WHERE "
                                     "l.err_no = 0 AND NOT EXISTS (SELECT 1 "
                                     "FROM logs e WHERE e.err_no = 0 AND "
@@ -1415,11 +1351,10 @@ test_engine_contended_best_beside_is_timed_again(void **state)
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(kt_job_state(r.job), KT_JOB_DONE);
     assert_int_equal(r.fake.beside_spikes, 0);
-    /* the spiked batch's trials were timed again, not noted */
-    assert_true(r.fake.spiked_trials >= 1);
+    /* one batch more than the notes: the spiked one was not taken */
     assert_int_equal(count_rows(&r, "SELECT count(*) FROM kvs WHERE k = "
                                     "'timed_beside'"),
-                     r.fake.nbeside - r.fake.spiked_trials);
+                     r.fake.nbeside - 1);
     assert_int_equal(best_timed_beside(&r), 0);
     run_close(&r);
 }
@@ -1651,7 +1586,6 @@ main(void)
         cmocka_unit_test(test_engine_revisits_programs_timed_apart),
         cmocka_unit_test(test_engine_loser_beside_the_best_stays_behind),
         cmocka_unit_test(test_engine_winner_beside_the_best_is_not_buried),
-        cmocka_unit_test(test_engine_would_be_bests_share_a_batch),
         cmocka_unit_test(test_engine_no_best_on_an_unconfirmed_tie),
         cmocka_unit_test(test_engine_resumed_best_is_timed_beside),
         cmocka_unit_test(test_engine_contended_best_beside_is_timed_again),
