@@ -83,7 +83,7 @@ struct kt_round {
     double beside_cost;       /* ... and stored cost */
     char *best_config;        /* in: the task's best, as C for it to be */
     char *best_source;        /* timed beside (resumed: out, built here) */
-    char best_err[256];       /* ... or why it did not build */
+    char best_err[512];       /* ... or why it did not build */
     int owned;
     uv_timer_t *retry; /* storage retry while the database is busy */
     int retries;
