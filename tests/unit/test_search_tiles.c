@@ -142,6 +142,20 @@ test_search_prime_extent_in_register_tile(void **state)
     kt_dag_free(dag);
 }
 
+/* The operator library's matmul M x N x K (its padding included). */
+static struct kt_dag *
+matmul_dag(int64_t m, int64_t n, int64_t k)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    assert_int_equal(kt_op_matmul(&d, m, n, k), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    return dag;
+}
+
 /* A column axis of whole vectors whose count 2, 3 and 4 do not divide (a
  * recognition head's 6625 classes, padded to 415 vectors = 5 x 83) may
  * run 5 vectors wide innermost, past the innermost bound of 64 lanes
@@ -151,17 +165,12 @@ test_search_prime_extent_in_register_tile(void **state)
 static void
 test_search_wide_vector_run(void **state)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
+    struct kt_dag *dag = matmul_dag(40, 6625, 120);
     struct kt_search *s;
     struct kt_search_batch b;
-    char err[512];
     int i, tiled = 0, wide = 0;
     (void)state;
 
-    assert_int_equal(kt_op_matmul(&d, 40, 6625, 120), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
     random_batch(dag, 5, 256, &s, &b);
     for (i = 0; i < b.n; i++) {
         const struct kt_sstage *ss = tiled_stage(b.v[i].state, 1);
@@ -181,14 +190,7 @@ test_search_wide_vector_run(void **state)
 static struct kt_dag *
 gemm1024(void)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    char err[512];
-
-    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    return dag;
+    return matmul_dag(1024, 1024, 1024);
 }
 
 /* A search over dag for a target with 64-byte vectors (AVX-512). */
@@ -531,15 +533,10 @@ test_search_pack_skips_rebuilding_points(void **state)
 static void
 test_search_pack_at_fused_loop(void **state)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    char err[512];
+    struct kt_dag *dag = gemm1024();
     int cand[KT_MAX_ITERS];
     (void)state;
 
-    assert_int_equal(kt_op_matmul(&d, 1024, 1024, 1024), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
     assert_int_equal(
         pack_points_of(dag, 2,
                        "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"CHR\",1,0],"
@@ -578,18 +575,13 @@ unrolls_reduction(const struct kt_search_cand *c)
 static void
 test_search_reduction_unroll(void **state)
 {
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
+    struct kt_dag *dag = matmul_dag(64, 96, 128);
     struct kt_search *s;
     struct kt_search_batch b;
     struct kt_state *picked[8];
-    char err[512];
     int i, n = 0, npicked = 0, skipped = 0;
     (void)state;
 
-    assert_int_equal(kt_op_matmul(&d, 64, 96, 128), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
     random_batch(dag, 5, 256, &s, &b);
     for (i = 0; i < b.n; i++) {
         if (!unrolls_reduction(&b.v[i]))
@@ -621,15 +613,12 @@ static struct kt_search *
 gemm_blocked_8x32(struct kt_dag **dag, struct kt_rng *r, struct sk_member *m,
                   int nparts)
 {
-    struct kt_op_def d;
     struct kt_search *s = NULL;
     struct kt_search_opts o;
     char err[512];
     int tries;
 
-    assert_int_equal(kt_op_matmul(&d, 256, 256, 256), KT_OK);
-    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
+    *dag = matmul_dag(256, 256, 256);
     kt_search_opts_default(&o);
     o.vector_bytes = 64;
     o.seed = 4;
