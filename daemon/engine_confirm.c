@@ -88,12 +88,6 @@ would_be_best(const struct kt_round *r, int i, const struct bar *b)
             (b->index > i && t->result.cost == b->cost));
 }
 
-static double
-best_bar(struct kt_job *job, const struct kt_round *r)
-{
-    return bar_of(job, r).cost;
-}
-
 /* The lowest successful, unconfirmed trial that would still be the task's
  * best; -1 when there is none. */
 static int
@@ -131,7 +125,7 @@ kt__trial_learning_cost(const struct kt_trial *t)
 static int
 next_to_retime(struct kt_job *job, const struct kt_round *r)
 {
-    double bar = best_bar(job, r), est, pick_est = 0;
+    double bar = bar_of(job, r).cost, est, pick_est = 0;
     int i, pick = -1, used = 0;
 
     for (i = 0; i < r->nres; i++)
