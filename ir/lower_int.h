@@ -13,14 +13,23 @@
  * inference: PSEUDO + axis * KT_MAX_PARTS + part. */
 #define PSEUDO (1 << 20)
 
+/* A tile variable of a prepacked buffer: lead dimension dim is indexed by
+ * the sum of k * var over its variables (one each unless they were folded,
+ * ir/lower_layout.c). */
+struct lead_var {
+    int var, dim;
+    int64_t k;
+};
+
 struct lower {
     const struct kt_state *st;
     struct kt_looptree *lt;
     int tbuf[KT_MAX_TENSORS];
     struct kt_affine toff[KT_MAX_TENSORS][KT_MAX_DIMS];
     int tperm[KT_MAX_TENSORS][KT_MAX_DIMS]; /* buffer dim i: tensor dim */
-    int tnlead[KT_MAX_TENSORS]; /* prepacked: leading tile-index dims */
-    int tlead[KT_MAX_TENSORS][KT_MAX_DIMS]; /* ... and their variables */
+    int tnlead[KT_MAX_TENSORS];    /* prepacked: leading tile-index dims */
+    int tnleadvar[KT_MAX_TENSORS]; /* ... the tile variables indexing them */
+    struct lead_var tlead[KT_MAX_TENSORS][KT_MAX_ITERS];
     int64_t *var_ext; /* range of each loop-tree variable */
     int capvar;
     int in_parallel;

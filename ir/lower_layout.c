@@ -97,6 +97,30 @@ cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
+/* Lead dimensions of prepacked tensor t, one per tile variable (vars[],
+ * outermost first) - unless there are more variables than nlead: the
+ * outermost then share lead dim 0, row-major (the same addresses as one
+ * dim each; a tensor has at most KT_MAX_DIMS dims).  shape[] gets the
+ * lead dims' extents. */
+static void
+fold_lead_vars(struct lower *L, int t, const int *vars, int nv, int nlead,
+               int64_t *shape)
+{
+    int folded = nv - nlead + 1, i;
+
+    for (i = 0; i < nlead; i++)
+        shape[i] = 1;
+    for (i = nv - 1; i >= 0; i--) {
+        struct lead_var *lv = &L->tlead[t][i];
+        lv->var = vars[i];
+        lv->dim = i < folded ? 0 : i - folded + 1;
+        lv->k = shape[lv->dim];
+        shape[lv->dim] *= L->var_ext[vars[i]];
+    }
+    L->tnlead[t] = nlead;
+    L->tnleadvar[t] = nv;
+}
+
 /* Layout rewrite of the pack stage p attached with region (off, range):
  * its buffer holds every tile the kernel visits, indexed by the variables
  * the region's offset depends on, and is filled by the pack routine
@@ -109,7 +133,7 @@ kt__lower_emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
     const struct kt_tensor *t = &L->st->tensors[ps->out];
     struct kt_lbuf *b;
     struct kt_node *parent;
-    int vars[KT_MAX_DIMS * KT_AFF_TERMS], nv = 0, d, i, k, rc, was;
+    int vars[KT_MAX_DIMS * KT_AFF_TERMS], nv = 0, nlead, d, i, k, rc, was;
 
     for (d = 0; d < t->ndim; d++)
         for (i = 0; i < off[d].n; i++) {
@@ -119,21 +143,16 @@ kt__lower_emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
                 vars[nv++] = off[d].var[i];
         }
     qsort(vars, (size_t)nv, sizeof(*vars), cmp_int);
-    if (nv + t->ndim > KT_MAX_DIMS)
-        return FAIL(L,
-                    "layout rewrite of %s: %d tile variables and %d dims "
-                    "exceed %d dims",
-                    ps->name, nv, t->ndim, KT_MAX_DIMS);
-    b = kt__lower_new_stage_buf(L, ps, KT_BUF_PACKED, nv + t->ndim);
+    nlead = KT_MAX_DIMS - t->ndim < nv ? KT_MAX_DIMS - t->ndim : nv;
+    if (nv > KT_MAX_ITERS || (nv > 0 && nlead < 1))
+        return FAIL(L, "layout rewrite of %s: %d tile variables and %d dims",
+                    ps->name, nv, t->ndim);
+    b = kt__lower_new_stage_buf(L, ps, KT_BUF_PACKED, nlead + t->ndim);
     if (b == NULL)
         return FAIL(L, "too many buffers");
-    for (i = 0; i < nv; i++) {
-        b->shape[i] = L->var_ext[vars[i]];
-        L->tlead[ps->out][i] = vars[i];
-    }
+    fold_lead_vars(L, ps->out, vars, nv, nlead, b->shape);
     for (d = 0; d < t->ndim; d++)
-        b->shape[nv + d] = range[L->tperm[ps->out][d]];
-    L->tnlead[ps->out] = nv;
+        b->shape[nlead + d] = range[L->tperm[ps->out][d]];
     if (L->lt->pack_root == NULL)
         L->lt->pack_root = kt__lower_node_new(KT_N_SEQ, -1);
     parent = L->lt->pack_root;

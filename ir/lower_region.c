@@ -91,7 +91,11 @@ kt__lower_buf_index(const struct lower *L, int t, const struct kt_affine *idx,
     int i, nl = L->tnlead[t];
 
     for (i = 0; i < nl; i++)
-        kt_aff_var(&out[i], L->tlead[t][i], 1);
+        kt_aff_const(&out[i], 0);
+    for (i = 0; i < L->tnleadvar[t]; i++)
+        if (kt_aff_add_term(&out[L->tlead[t][i].dim], L->tlead[t][i].var,
+                            L->tlead[t][i].k) != KT_OK)
+            return -1;
     for (i = 0; i < ndim; i++) {
         int d = L->tperm[t][i];
         out[nl + i] = idx[d];

@@ -253,6 +253,44 @@ test_pack_kernels_match(void **state)
     kt_dag_free(dag);
 }
 
+/* A rewrite attached under 7 loops that index W[j, k] needs 7 tile
+ * dims and W's 2, more than a buffer has: the outermost tile variables
+ * share one dim (the same addresses).  Winograd's 4-dim U packed 5 loops
+ * deep failed to lower in 362 of 5,120 samples before. */
+static const char dense_rewritten_deep[] =
+    "{\"v\":1,\"steps\":[[\"CHR\",0,1],[\"SP\",1,1,[4,2,4]],"
+    "[\"SP\",1,5,[2,2,2,4]],[\"RE\",1,[1,5,2,6,3,7,8,0,9,4]],"
+    "[\"CA\",0,1,6],[\"LR\",0],[\"AN\",1,9,\"vectorize\"],"
+    "[\"AN\",1,0,\"parallel\"]]}";
+
+static void
+test_pack_rewrite_folds_tile_dims(void **state)
+{
+    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_state *st = replay(dag, dense_rewritten_deep);
+    struct kt_looptree *lt;
+    const struct kt_lbuf *b;
+    char err[512];
+    int skipped;
+
+    (void)state;
+    if (kt_lower(st, &lt, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    b = find_buf(lt, "W_pack");
+    /* j0 k0 j1 k1 j2 k2 k3 = 2 4 4 2 2 2 2: j0 and k0 share dim 0 */
+    assert_int_equal(b->scope, KT_BUF_PACKED);
+    assert_int_equal(b->ndim, KT_MAX_DIMS);
+    assert_int_equal(b->shape[0], 2 * 4);
+    assert_int_equal(b->shape[1], 4);
+    assert_int_equal(b->shape[5], 2);
+    assert_int_equal(kt_lbuf_elems(b), 64 * 128);
+    kt_looptree_free(lt);
+    assert_int_equal(ktt_check_many(dag, &st, 1, 13, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
 /* The pack routine of a rewritten weight sets up only what it writes: the
  * classifier's best stored schedule (128 x 1000 x 2048 + bias, padded to
  * 1008) keeps T, 516 KB, on the heap for the kernel, and its pack routine
@@ -720,6 +758,7 @@ main(void)
         cmocka_unit_test(test_pack_validation),
         cmocka_unit_test(test_pack_lowering_shapes),
         cmocka_unit_test(test_pack_kernels_match),
+        cmocka_unit_test(test_pack_rewrite_folds_tile_dims),
         cmocka_unit_test(test_pack_routine_allocates_nothing),
         cmocka_unit_test(test_pack_transposed_copies),
         cmocka_unit_test(test_pack_padded_rows),
