@@ -96,6 +96,27 @@ static int64_t widest_lanes(const struct kt_search *s);
  * row's weights read in longer streams (docs/performance.md). */
 #define SK_RF_RUN_VECTORS 16
 
+/* An axis of whole vectors whose count 2, 3 and 4 do not divide tiles
+ * only 1 vector wide within max_innermost_factor (a 6625-class head
+ * padded to 6640 lanes, 415 vectors = 5 x 83): each step of such a tile
+ * loads 1 vector and broadcasts one scalar per accumulator.  Its
+ * smallest run of 5 to SK_WIDE_RUN_VECTORS vectors may run innermost too
+ * (lanes of it; 0 when the axis has none). */
+#define SK_WIDE_RUN_VECTORS 8
+
+static int64_t
+wide_run_lanes(const struct kt_search *s, int64_t extent)
+{
+    int64_t lanes = widest_lanes(s), vectors = extent / lanes, w;
+
+    if (extent % lanes != 0 || vectors % 2 == 0 || vectors % 3 == 0)
+        return 0;
+    for (w = 5; w <= SK_WIDE_RUN_VECTORS; w++)
+        if (vectors % w == 0)
+            return w * lanes;
+    return 0;
+}
+
 /* The bound on the innermost part of axis a of a tiled stage: the
  * reduction part around the register tile of a multi-level tiling may run
  * longer (each accumulator is loaded and stored once per pass over it:
@@ -124,6 +145,8 @@ innermost_bound(const struct kt_search *s, const struct sk_plan *p,
     if (ax->extent > bound && ax->extent % widest_lanes(s) != 0 &&
         ax->extent <= sk_register_tile_limit(s))
         bound = ax->extent;
+    if (!ax->reduce && bound < wide_run_lanes(s, ax->extent))
+        bound = wide_run_lanes(s, ax->extent);
     return bound;
 }
 

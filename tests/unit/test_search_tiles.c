@@ -156,6 +156,37 @@ matmul_dag(int64_t m, int64_t n, int64_t k)
     return dag;
 }
 
+/* A column axis of whole vectors whose count 2, 3 and 4 do not divide (a
+ * recognition head's 6625 classes, padded to 415 vectors = 5 x 83) may
+ * run 5 vectors wide innermost, past the innermost bound of 64 lanes
+ * that left its register tiles 1 vector wide: 164 of these 256 samples
+ * (all tiled) hold 80 columns in their register tile, none without the
+ * rule. */
+static void
+test_search_wide_vector_run(void **state)
+{
+    struct kt_dag *dag = matmul_dag(40, 6625, 120);
+    struct kt_search *s;
+    struct kt_search_batch b;
+    int i, tiled = 0, wide = 0;
+    (void)state;
+
+    random_batch(dag, 5, 256, &s, &b);
+    for (i = 0; i < b.n; i++) {
+        const struct kt_sstage *ss = tiled_stage(b.v[i].state, 1);
+        if (ss == NULL)
+            continue;
+        tiled++;
+        wide += ss->part_extent[1][ss->nparts[1] - 1] == 80;
+    }
+    if (tiled < 128 || wide * 10 < tiled)
+        fail_msg("%d of %d tiled samples hold 80 columns in the register tile",
+                 wide, tiled);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 static struct kt_dag *
 gemm1024(void)
 {
@@ -1154,6 +1185,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_tile_keeps_batch_out),
         cmocka_unit_test(test_search_prime_extent_in_register_tile),
+        cmocka_unit_test(test_search_wide_vector_run),
         cmocka_unit_test(test_search_tile_reuses_operands),
         cmocka_unit_test(test_search_tile_no_spills),
         cmocka_unit_test(test_search_tile_keeps_reduction_whole),
