@@ -104,20 +104,12 @@ kt__op_put_epilogue(struct kt_op_def *d, int epi, const char *idx,
 /* Extents of a product's output that no 16-lane vector (columns) or no
  * register tile of 2 to 8 rows (rows) divides are computed over a padded
  * range into P, then copied into O: a 197 x 197 attention score tile runs
- * as 198 x 208 (13 whole vectors a row, tiles of 9 or 11 rows) for 6%
- * more arithmetic.  Padding that would cost more than 1/16 is not done. */
+ * as 200 x 224 (14 whole vectors a row, tiles of 2 vectors by 8 or 10
+ * rows).  Padding that would cost more than 1/16 is not done. */
 static int64_t
 round_up(int64_t n, int64_t q)
 {
     return (n + q - 1) / q * q;
-}
-
-static int64_t
-padded_cols(int64_t n)
-{
-    int64_t r = round_up(n, 16);
-
-    return (r - n) * 16 <= n ? r : n;
 }
 
 static int
@@ -131,8 +123,30 @@ has_divisor(int64_t m, int64_t lo, int64_t hi)
     return 0;
 }
 
+/* Columns padded to whole vectors take one vector more where 2, 3 and 4
+ * divide none of the 5 or more (197 -> 208 is 13): register tiles 2 to 4
+ * vectors wide then fit, where a 1-vector tile is load-bound on some
+ * cores (bench_fma on an AMD Zen 5: 1 vector by 10-14 rows from L1 ran at
+ * 88-91% of the FMA peak, 2 vectors by 6-8 rows at 100%), and the extra
+ * vector costs no arithmetic when it ends the last tile, which the code
+ * generator narrows to the kept lanes (codegen_peel.c).  The ViT scores'
+ * picks ran 1.00x oneDNN on 1 thread there against 0.86x with 208
+ * columns (docs/performance.md). */
+static int64_t
+padded_cols(int64_t n)
+{
+    int64_t r = round_up(n, 16);
+
+    if ((r - n) * 16 > n)
+        return n;
+    if (r != n && r / 16 > 4 && !has_divisor(r / 16, 2, 4))
+        return r + 16;
+    return r;
+}
+
 /* Rows padded to a multiple of 8 (else 4).  Where no tile of 2 to 4
- * vectors divides a row (13 vectors), the register tiles are one vector
+ * vectors divides a row (208 columns, 13 vectors; padded columns take a
+ * vector more instead, padded_cols), the register tiles are one vector
  * wide, and one vector a row keeps both FMA pipes busy only with 10 to 12
  * rows of accumulators (bench_fma: a 1-vector tile from L1 ran 160, 166,
  * 171-173, 170-172 and 174-175 GFLOPS with 8 to 12 rows on a 175 GFLOPS

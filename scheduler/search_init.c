@@ -97,8 +97,8 @@ static int64_t widest_lanes(const struct kt_search *s);
 #define SK_RF_RUN_VECTORS 16
 
 /* An axis of whole vectors whose count 2, 3 and 4 do not divide tiles
- * only 1 vector wide within max_innermost_factor (a 6625-class head
- * padded to 6640 lanes, 415 vectors = 5 x 83): each step of such a tile
+ * only 1 vector wide within max_innermost_factor (6640 lanes, 415
+ * vectors = 5 x 83; 112 pixels, 7 vectors): each step of such a tile
  * loads 1 vector and broadcasts one scalar per accumulator.  Its
  * smallest run of 5 to SK_WIDE_RUN_VECTORS vectors may run innermost too
  * (lanes of it; 0 when the axis has none). */

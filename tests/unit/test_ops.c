@@ -396,11 +396,13 @@ test_ops_conv_against_naive(void **state)
 }
 
 /* The padded extents the products choose (ir/ops.c): columns no 16-lane
- * vector divides are padded to whole vectors, rows no register tile of 2
- * to 8 divides to a multiple of 8 (else 4), each only when that costs at
- * most 1/16 more; shapes that tile well are not padded.  Rows whose
- * register tiles can only be one vector wide (13 vectors a row) take the
- * first extent a tile of 10 to 12 rows divides instead. */
+ * vector divides are padded to whole vectors, one more where 2, 3 and 4
+ * divide none of 5 or more (13 -> 14, 5 -> 6), rows no register tile of 2
+ * to 8 divides to a multiple of 8 (else 4), each only when whole vectors
+ * or rows cost at most 1/16 more; shapes that tile well are not padded.
+ * Rows whose register tiles can only be one vector wide (208 columns, 13
+ * vectors) take the first extent a tile of 10 to 12 rows divides
+ * instead. */
 static void
 test_ops_padded_extents(void **state)
 {
@@ -408,12 +410,14 @@ test_ops_padded_extents(void **state)
         int64_t B, M, N;
         const char *want; /* in the definition text, NULL: no padding */
     } pads[] = {
-        {12, 197, 197, "pad i:198, j:208"}, /* 11 x 18 rows */
+        {12, 197, 197, "pad i:200, j:224"}, /* 14 vectors */
         {1, 197, 64, "pad i:200"},          /* tiles of 2 or 4 vectors */
         {1, 109, 208, "pad i:110"},
         {1, 109, 224, "pad i:112"},
-        {8, 77, 77, "pad j:80"}, /* 7 divides the rows */
+        {8, 77, 77, "pad j:96"}, /* 7 divides the rows */
         {1, 1000, 1000, "pad j:1008"},
+        {1, 64, 6625, "pad j:6656"}, /* 415 = 5 x 83 vectors -> 416 */
+        {1, 64, 140, "pad j:144"},   /* 9 vectors: tiles of 3 */
         {1, 64, 208, NULL},
         {1, 100, 100, NULL},       /* 112 would cost 12% more */
         {1, 211, 64, "pad i:216"}, /* 211 is prime */
