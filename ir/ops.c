@@ -105,7 +105,8 @@ kt__op_put_epilogue(struct kt_op_def *d, int epi, const char *idx,
  * register tile of 2 to 8 rows (rows) divides are computed over a padded
  * range into P, then copied into O: a 197 x 197 attention score tile runs
  * as 200 x 224 (14 whole vectors a row, tiles of 2 vectors by 8 or 10
- * rows).  Padding that would cost more than 1/16 is not done. */
+ * rows).  Padding to whole vectors or rows that would cost more than
+ * 1/16 is not done. */
 static int64_t
 round_up(int64_t n, int64_t q)
 {
