@@ -34,7 +34,7 @@
     "[\"AN\",4,0,\"parallel\"],[\"AN\",4,2,\"unroll\"],"                       \
     "[\"AN\",4,1,\"unroll\"]]}"
 
-/* Replaces every "from" in the operator's text by "to" (no longer). */
+/* Replaces every "from" in the operator's text by "to", as long. */
 static void
 repad(struct kt_op_def *d, const char *from, const char *to)
 {
