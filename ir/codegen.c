@@ -341,6 +341,14 @@ emit_kids(struct cg *g, const struct kt_node *n)
     int k;
 
     for (k = 0; k < n->nkids; k++) {
+        if (n->kids[k]->kind == KT_N_LET) {
+            kt__cg_emit_let(g, n->kids[k]);
+            if (kt__cg_emit_let_split(g, n->kids[k],
+                                      (const struct kt_node *const *)n->kids,
+                                      k + 1, n->nkids))
+                return;
+            continue;
+        }
         if (k + 1 < n->nkids &&
             kt__cg_init_folds(g, n->kids[k], n->kids[k + 1], &kern)) {
             kt__cg_emit_kernel_nest(g, n->kids[k + 1], kern, n->kids[k]);

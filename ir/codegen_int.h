@@ -156,6 +156,15 @@ void kt__cg_emit_kids(struct cg *g, const struct kt_node *n);
 int kt__cg_peels(struct cg *g, const struct kt_node *n);
 /* Emits loop n without its last iteration, then that iteration. */
 void kt__cg_emit_peeled(struct cg *g, const struct kt_node *n);
+/* Whether a check at every reduction step in kids[from..nkids) (a
+ * guarded vector read), after let n, holds for all of n's values but the
+ * last; if so, kt__cg_emit_let_split emits those kids behind one branch,
+ * without the check and for that value, and returns 1 (else 0). */
+int kt__cg_let_splits(struct cg *g, const struct kt_node *n,
+                      const struct kt_node *const *kids, int from, int nkids);
+int kt__cg_emit_let_split(struct cg *g, const struct kt_node *n,
+                          const struct kt_node *const *kids, int from,
+                          int nkids);
 /* The lanes of the chunk at offset i of vectorized loop n under rule,
  * narrowed to the lanes kept (g->lane_limit), and where its chunks end. */
 int kt__cg_tail_lanes(const struct cg *g, const struct kt_node *n, int rule,

@@ -137,15 +137,10 @@ holds_alloc(const struct kt_node *n)
 
 static int64_t plan(struct cg *g, const struct kt_node *n);
 
-/* What peeling loop n's last iteration (codegen_peel.c) adds to the
- * weight of its body: both copies lose the checks the model charges
- * guarded accesses (the loop stops short of the edge, the last
- * iteration's are constants), so the pair weighs twice the body without
- * them, counted only where that is more than the body with them (a
- * ViT tile's 25 guarded stores weigh 300 with their checks, 2 x 100
- * peeled; gcc took 0.27 s for the module either way). */
+/* The weight of n's kids from kid from on without the checks the model
+ * charges guarded accesses. */
 static int64_t
-peel_weight(struct cg *g, const struct kt_node *n, int64_t body)
+bare_weight(struct cg *g, const struct kt_node *n, int from)
 {
     size_t bytes = ((size_t)g->lt->nvars + 1) * sizeof(*g->unroll_factor);
     int *factors = kt_xcalloc(1, bytes);
@@ -155,13 +150,31 @@ peel_weight(struct cg *g, const struct kt_node *n, int64_t body)
     memcpy(factors, g->unroll_factor, bytes);
     g->bare = 1;
     g->total_weight = 0;
-    for (k = 0; k < n->nkids; k++)
+    for (k = from; k < n->nkids; k++)
         plan(g, n->kids[k]);
     bare = g->total_weight;
     g->bare = was_bare;
     g->total_weight = total;
     memcpy(g->unroll_factor, factors, bytes);
     free(factors);
+    return bare;
+}
+
+/* What peeling loop n's last iteration (codegen_peel.c) adds to the
+ * weight body of its kids: both copies lose those checks (the loop stops
+ * short of the edge, the last iteration's are constants), so the pair
+ * weighs twice the body without them, counted only where that is more
+ * than the body with them (a ViT tile's 25 guarded stores weigh 300 with
+ * their checks, 2 x 100 peeled; gcc took 0.27 s for the module either
+ * way).  A let's split on its last value (kt__cg_emit_let_split) weighs
+ * its two copies without the checks: the ones it is split for sit in a
+ * reduction loop, weighed at every lane of every vector where gcc sees
+ * two loads and a branch. */
+static int64_t
+peel_weight(struct cg *g, const struct kt_node *n, int64_t body)
+{
+    int64_t bare = bare_weight(g, n, 0);
+
     return 2 * bare > body ? 2 * bare - body : 0;
 }
 
@@ -172,8 +185,8 @@ plan(struct cg *g, const struct kt_node *n)
 {
     int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT *
                      (int64_t)g->o->max_unrolled_stmts;
-    int64_t sub = 0, c, count = 0, before;
-    int k, w;
+    int64_t sub = 0, c, count = 0, before, split_from = 0;
+    int k, w, split = -1;
 
     switch (n->kind) {
     case KT_N_STORE:
@@ -222,11 +235,20 @@ plan(struct cg *g, const struct kt_node *n)
         g->total_weight += sub;
     } else {
         for (k = 0; k < n->nkids; k++) {
+            if (split < 0 && n->kids[k]->kind == KT_N_LET &&
+                kt__cg_let_splits(g, n->kids[k],
+                                  (const struct kt_node *const *)n->kids, k + 1,
+                                  n->nkids)) {
+                split = k;
+                split_from = g->total_weight;
+            }
             c = plan(g, n->kids[k]);
             sub = c > sub ? c : sub;
         }
         if (kt__cg_peels(g, n))
             g->total_weight += peel_weight(g, n, g->total_weight - before);
+        else if (split >= 0) /* both copies without the checks */
+            g->total_weight = split_from + 2 * bare_weight(g, n, split + 1);
     }
     g->unroll_factor[n->var] = 1;
     if ((kt__cg_is_unrolled(g, n) || kt__cg_is_window(g, n)) && !holds_alloc(n))

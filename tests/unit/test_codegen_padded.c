@@ -481,6 +481,60 @@ test_codegen_padded_gcc_miscompile(void **state)
     kt_dag_free(dag);
 }
 
+/* A 16 x 250 x 32 product (B an input, 250 columns padded to 256) in 4
+ * parallel chunks of 64 columns, B read in place: the chunk is a part of
+ * the fused parallel loop, a let, which no loop can be peeled for.  The
+ * chunks before the last read B without checks, the last one with them,
+ * behind one branch on the let; the output matches the interpreter, and
+ * the pair stays within the code-size bound. */
+static void
+test_codegen_padded_chunk_split(void **state)
+{
+    static const char json[] =
+        "{\"v\":1,\"steps\":[[\"CHR\",1,2],[\"CHR\",2,0],[\"CI\",0],"
+        "[\"CI\",1],[\"SP\",4,1,[64]],[\"SP\",4,0,[16]],"
+        "[\"RE\",4,[0,2,1,3]],[\"FU\",4,0,2],[\"SP\",3,2,[32]],"
+        "[\"SP\",3,1,[2,32]],[\"SP\",3,0,[2,8]],"
+        "[\"RE\",3,[0,3,6,1,4,7,2,5]],[\"CA\",3,4,0],[\"CI\",2],"
+        "[\"AN\",3,7,\"vectorize\"],[\"AN\",3,6,\"unroll\"],"
+        "[\"AN\",4,0,\"parallel\"],[\"AN\",4,2,\"vectorize\"]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    char err[512], *src, *kern, *split, *other;
+    int64_t bound, total;
+    int n;
+    (void)state;
+
+    assert_int_equal(kt_op_matmul(&d, 16, 250, 32), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    assert_non_null(strstr(dag->key, "pad a1:256"));
+    assert_int_equal(kt_steps_from_json(json, &steps, &n, err, sizeof(err)),
+                     KT_OK);
+    if (kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    free(steps);
+    total = ktt_code_weight(st, 64, &bound);
+    if (total < 0 || total > bound)
+        fail_msg("weighs %lld, over the bound %lld", (long long)total,
+                 (long long)bound);
+    src = candidate_module(dag, &st);
+    kern = candidate_kernel(src);
+    split = strstr(kern, "if (j0_l1 < 3) {");
+    other = split != NULL ? strstr(split, "} else {") : NULL;
+    if (other == NULL)
+        fail_msg("no branch on the last chunk:\n%s", kern);
+    *other = '\0';
+    if (strstr(kern, "kt_ldm16(&t_B[") != NULL)
+        fail_msg("B checked before the last chunk:\n%s", kern);
+    if (strstr(other + 1, "kt_ldm16(&t_B[") == NULL)
+        fail_msg("B not checked in the last chunk:\n%s", other + 1);
+    free(src);
+    check_and_free(dag, st);
+}
+
 int
 main(void)
 {
@@ -495,6 +549,7 @@ main(void)
         cmocka_unit_test(test_codegen_padded_checks_by_ranges),
         cmocka_unit_test(test_codegen_padded_unrolled_alloc),
         cmocka_unit_test(test_codegen_padded_gcc_miscompile),
+        cmocka_unit_test(test_codegen_padded_chunk_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
