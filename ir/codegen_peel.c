@@ -149,9 +149,11 @@ holds_short(struct cg *g, int var, int64_t last, const struct kt_affine *idx,
     return short_of_last && !all;
 }
 
+/* Whether a guarded read in e has such a check; with vec >= 0, only a
+ * check whose index moves with the vectorized loop vec. */
 static int
 read_checks_hold_short(struct cg *g, int var, int64_t last,
-                       const struct kt_expr *e)
+                       const struct kt_expr *e, int vec)
 {
     int d;
 
@@ -159,11 +161,12 @@ read_checks_hold_short(struct cg *g, int var, int64_t last,
         return 0;
     if (e->op == KT_X_LOAD && e->guarded)
         for (d = 0; d < e->ndim; d++)
-            if (holds_short(g, var, last, &e->idx[d],
+            if ((vec < 0 || kt_aff_coef(&e->idx[d], vec) != 0) &&
+                holds_short(g, var, last, &e->idx[d],
                             g->lt->bufs[e->src].shape[d]))
                 return 1;
-    return read_checks_hold_short(g, var, last, e->a) ||
-           read_checks_hold_short(g, var, last, e->b);
+    return read_checks_hold_short(g, var, last, e->a, vec) ||
+           read_checks_hold_short(g, var, last, e->b, vec);
 }
 
 /* Whether some guarded read or store under m has a check that holds
@@ -179,7 +182,7 @@ checks_hold_short(struct cg *g, int var, int64_t last, const struct kt_node *m)
                 if (holds_short(g, var, last, &m->idx[d],
                                 g->lt->bufs[m->buf].shape[d]))
                     return 1;
-        return read_checks_hold_short(g, var, last, m->expr);
+        return read_checks_hold_short(g, var, last, m->expr, -1);
     }
     for (k = 0; k < m->nkids; k++)
         if (checks_hold_short(g, var, last, m->kids[k]))
@@ -250,33 +253,16 @@ static int
 hot_checks_hold_short(struct cg *g, int var, int64_t last,
                       const struct kt_node *m, int in_reduction, int vec)
 {
-    const struct kt_expr *stack[64];
-    int k, d, top = 0;
+    int k;
 
     if (m->kind == KT_N_LOOP) {
         in_reduction |= m->reduce;
         if (m->ann == KT_ANN_VECTORIZE)
             vec = m->var;
     }
-    if (m->kind == KT_N_STORE && in_reduction && vec >= 0) {
-        stack[top++] = m->expr;
-        while (top > 0) {
-            const struct kt_expr *e = stack[--top];
-            if (e == NULL)
-                continue;
-            if (e->op == KT_X_LOAD && e->guarded)
-                for (d = 0; d < e->ndim; d++)
-                    if (kt_aff_coef(&e->idx[d], vec) != 0 &&
-                        holds_short(g, var, last, &e->idx[d],
-                                    g->lt->bufs[e->src].shape[d]))
-                        return 1;
-            if (top + 2 <= 64) {
-                stack[top++] = e->a;
-                stack[top++] = e->b;
-            }
-        }
-        return 0;
-    }
+    if (m->kind == KT_N_STORE)
+        return in_reduction && vec >= 0 &&
+               read_checks_hold_short(g, var, last, m->expr, vec);
     for (k = 0; k < m->nkids; k++)
         if (hot_checks_hold_short(g, var, last, m->kids[k], in_reduction, vec))
             return 1;

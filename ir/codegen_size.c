@@ -136,28 +136,55 @@ holds_alloc(const struct kt_node *n)
 }
 
 static int64_t plan(struct cg *g, const struct kt_node *n);
+static int64_t plan_kids(struct cg *g, const struct kt_node *n, int from,
+                         int splits);
 
 /* The weight of n's kids from kid from on without the checks the model
  * charges guarded accesses. */
 static int64_t
-bare_weight(struct cg *g, const struct kt_node *n, int from)
+bare_weight(struct cg *g, const struct kt_node *n, int from, int splits)
 {
     size_t bytes = ((size_t)g->lt->nvars + 1) * sizeof(*g->unroll_factor);
     int *factors = kt_xcalloc(1, bytes);
     int64_t total = g->total_weight, bare;
-    int k, was_bare = g->bare;
+    int was_bare = g->bare;
 
     memcpy(factors, g->unroll_factor, bytes);
     g->bare = 1;
     g->total_weight = 0;
-    for (k = from; k < n->nkids; k++)
-        plan(g, n->kids[k]);
+    plan_kids(g, n, from, splits);
     bare = g->total_weight;
     g->bare = was_bare;
     g->total_weight = total;
     memcpy(g->unroll_factor, factors, bytes);
     free(factors);
     return bare;
+}
+
+/* Plans n's kids from kid from on as emit_kids emits them: after the
+ * first let that splits (with splits set), the rest twice without the
+ * checks the split is for (kt__cg_emit_let_split).  Returns the heaviest
+ * block. */
+static int64_t
+plan_kids(struct cg *g, const struct kt_node *n, int from, int splits)
+{
+    int64_t sub = 0, c, split_from;
+    int k;
+
+    for (k = from; k < n->nkids; k++) {
+        if (splits && n->kids[k]->kind == KT_N_LET &&
+            kt__cg_let_splits(g, n->kids[k],
+                              (const struct kt_node *const *)n->kids, k + 1,
+                              n->nkids)) {
+            split_from = g->total_weight;
+            sub = plan_kids(g, n, k + 1, 0);
+            g->total_weight = split_from + 2 * bare_weight(g, n, k + 1, 0);
+            return sub;
+        }
+        c = plan(g, n->kids[k]);
+        sub = c > sub ? c : sub;
+    }
+    return sub;
 }
 
 /* What peeling loop n's last iteration (codegen_peel.c) adds to the
@@ -173,7 +200,7 @@ bare_weight(struct cg *g, const struct kt_node *n, int from)
 static int64_t
 peel_weight(struct cg *g, const struct kt_node *n, int64_t body)
 {
-    int64_t bare = bare_weight(g, n, 0);
+    int64_t bare = bare_weight(g, n, 0, 1);
 
     return 2 * bare > body ? 2 * bare - body : 0;
 }
@@ -185,8 +212,8 @@ plan(struct cg *g, const struct kt_node *n)
 {
     int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT *
                      (int64_t)g->o->max_unrolled_stmts;
-    int64_t sub = 0, c, count = 0, before, split_from = 0;
-    int k, w, split = -1;
+    int64_t sub = 0, c, count = 0, before;
+    int k, w;
 
     switch (n->kind) {
     case KT_N_STORE:
@@ -194,12 +221,7 @@ plan(struct cg *g, const struct kt_node *n)
         return store_weight(g, n, -1, 1);
     case KT_N_LET: return 0;
     case KT_N_LOOP: break;
-    default:
-        for (k = 0; k < n->nkids; k++) {
-            c = plan(g, n->kids[k]);
-            sub = c > sub ? c : sub;
-        }
-        return sub;
+    default: return plan_kids(g, n, 0, 1);
     }
     before = g->total_weight;
     /* The same choices as emit_loop: a transposing copy, a vector loop, a
@@ -234,21 +256,9 @@ plan(struct cg *g, const struct kt_node *n)
             sub += expand_weight(g, n->kids[k], -1, 1);
         g->total_weight += sub;
     } else {
-        for (k = 0; k < n->nkids; k++) {
-            if (split < 0 && n->kids[k]->kind == KT_N_LET &&
-                kt__cg_let_splits(g, n->kids[k],
-                                  (const struct kt_node *const *)n->kids, k + 1,
-                                  n->nkids)) {
-                split = k;
-                split_from = g->total_weight;
-            }
-            c = plan(g, n->kids[k]);
-            sub = c > sub ? c : sub;
-        }
+        sub = plan_kids(g, n, 0, 1);
         if (kt__cg_peels(g, n))
             g->total_weight += peel_weight(g, n, g->total_weight - before);
-        else if (split >= 0) /* both copies without the checks */
-            g->total_weight = split_from + 2 * bare_weight(g, n, split + 1);
     }
     g->unroll_factor[n->var] = 1;
     if ((kt__cg_is_unrolled(g, n) || kt__cg_is_window(g, n)) && !holds_alloc(n))
