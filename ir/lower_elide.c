@@ -12,15 +12,18 @@
  * A copy that drops the padding of a tile (guarded stores: a product
  * computed over padded extents) goes the same way, its guard moving onto
  * the producer's stores: the register tile is then written straight into
- * the output, its padded lanes and rows dropped there (docs/schedule.md). */
+ * the output, its padded lanes and rows dropped there (docs/schedule.md).
+ * A pack that copies a block of its operand in the operand's own layout
+ * goes too, its readers reading the operand in place (elide_pack). */
 #include "ir/lower_int.h"
 
 #include <stdlib.h>
 
 /* The copy nest below n: loops (with lets beside one inner node) down to
- * one store of a bare load of buffer tile.  Its store, or NULL. */
+ * one store of a bare load, out of buffer tile (into 0) or, unguarded,
+ * into it (into 1).  Its store, or NULL. */
 static struct kt_node *
-copy_store(struct kt_node *n, int tile)
+copy_store(struct kt_node *n, int tile, int into)
 {
     for (;;) {
         struct kt_node *inner = NULL;
@@ -41,11 +44,15 @@ copy_store(struct kt_node *n, int tile)
             return NULL;
         n = inner;
     }
-    if (n->buf == tile || n->op != KT_ASSIGN || n->expr == NULL ||
-        n->expr->op != KT_X_LOAD || n->expr->src != tile ||
+    if (n->op != KT_ASSIGN || n->expr == NULL || n->expr->op != KT_X_LOAD ||
         n->expr->ndim != n->ndim)
         return NULL;
-    return n;
+    if (into)
+        return n->buf == tile && n->expr->src != tile && !n->guarded &&
+                       !n->expr->guarded
+                   ? n
+                   : NULL;
+    return n->buf != tile && n->expr->src == tile ? n : NULL;
 }
 
 /* Iterations of the store under the copy nest n (the product of its
@@ -75,11 +82,12 @@ bound_vars(const struct kt_node *n, unsigned char *uses, int nvars)
         bound_vars(n->kids[i], uses, nvars);
 }
 
-/* Per dimension, the buffer index minus the tile index of the copy; each
- * must be free of the copy nest's own variables. */
+/* Per dimension, the other buffer's index minus the tile's in the copy
+ * st (into: whether it copies into the tile); each must be free of the
+ * copy nest's own variables. */
 static int
 copy_offsets(const struct kt_looptree *lt, const struct kt_node *nest,
-             const struct kt_node *st, struct kt_affine *base)
+             const struct kt_node *st, int into, struct kt_affine *base)
 {
     unsigned char *inner = calloc((size_t)lt->nvars + 1, 1);
     int d, j, ok = inner != NULL;
@@ -87,8 +95,9 @@ copy_offsets(const struct kt_looptree *lt, const struct kt_node *nest,
     if (ok)
         bound_vars(nest, inner, lt->nvars);
     for (d = 0; ok && d < st->ndim; d++) {
-        base[d] = st->idx[d];
-        ok = kt_aff_add(&base[d], &st->expr->idx[d], -1) == KT_OK;
+        base[d] = into ? st->expr->idx[d] : st->idx[d];
+        ok = kt_aff_add(&base[d], into ? &st->idx[d] : &st->expr->idx[d], -1) ==
+             KT_OK;
         for (j = 0; ok && j < base[d].n; j++)
             ok = base[d].k[j] == 0 || base[d].var[j] < 0 ||
                  base[d].var[j] >= lt->nvars || !inner[base[d].var[j]];
@@ -270,6 +279,79 @@ updates_retargetable(const struct kt_looptree *lt, const struct kt_node *n,
     return 1;
 }
 
+/* Whether a store below n writes buffer tile. */
+static int
+node_writes(const struct kt_node *n, int tile)
+{
+    int i;
+
+    if (n->kind == KT_N_STORE && n->buf == tile)
+        return 1;
+    for (i = 0; i < n->nkids; i++)
+        if (node_writes(n->kids[i], tile))
+            return 1;
+    return 0;
+}
+
+/* Whether tile, a copy of a block of src at a constant offset, lies in
+ * memory as that block does: under its outermost dimension longer than
+ * 1 every dimension is whole and no vector width pads its rows (the
+ * generated code pads a local tile's rows, never an argument's). */
+static int
+same_layout(const struct kt_lbuf *tile, const struct kt_lbuf *src)
+{
+    static const int vector_bytes[] = {16, 32, 64};
+    int d, d0 = 0, v;
+
+    if (tile->ndim != src->ndim)
+        return 0;
+    while (d0 < tile->ndim - 1 && tile->shape[d0] == 1)
+        d0++;
+    for (d = d0 + 1; d < tile->ndim; d++) {
+        if (tile->shape[d] != src->shape[d])
+            return 0;
+        for (v = 0; v < 3; v++)
+            if (kt_lbuf_pitch(tile, d, vector_bytes[v]) !=
+                kt_lbuf_pitch(src, d, vector_bytes[v]))
+                return 0;
+    }
+    return 1;
+}
+
+/* A pack that copies a block of its operand without changing its layout
+ * (B[h] of a batch matmul, 197 x 64, copied whole per head) is dropped
+ * and its readers read the operand in place: the copy changes no stride
+ * they see, so it is a pass over the operand for nothing (4.7% of the
+ * ViT P V product's best on 1 thread on a Zen 5, docs/performance.md).
+ * A pack of a panel (a column tile of wider rows) or of padded rows
+ * changes the layout and stays; the search measures it against the
+ * operand read in place.  Returns whether n's pack went. */
+static int
+elide_pack(struct kt_looptree *lt, struct kt_node *n)
+{
+    struct kt_affine base[KT_MAX_DIMS];
+    struct kt_node *nest = n->kids[0], *st;
+    int i, tile = n->buf;
+
+    st = copy_store(nest, tile, 1);
+    if (st == NULL || copy_iterations(nest) != kt_lbuf_elems(&lt->bufs[tile]) ||
+        !same_layout(&lt->bufs[tile], &lt->bufs[st->expr->src]) ||
+        !copy_offsets(lt, nest, st, 1, base))
+        return 0;
+    for (i = 1; i < n->nkids; i++)
+        if (node_writes(n->kids[i], tile) || !fits(n->kids[i], tile, base))
+            return 0;
+    for (i = 1; i < n->nkids; i++)
+        retarget(n->kids[i], tile, st->expr->src, base, 0);
+    kt__lower_node_free(nest);
+    for (i = 1; i < n->nkids; i++)
+        n->kids[i - 1] = n->kids[i];
+    n->nkids--;
+    n->kind = KT_N_SEQ;
+    n->buf = -1;
+    return 1;
+}
+
 static void
 elide(struct kt_looptree *lt, struct kt_node *n)
 {
@@ -281,16 +363,16 @@ elide(struct kt_looptree *lt, struct kt_node *n)
     for (i = 0; i < n->nkids; i++)
         elide(lt, n->kids[i]);
     if (n->kind != KT_N_ALLOC || n->nkids < 2 ||
-        lt->bufs[n->buf].scope != KT_BUF_LOCAL)
+        lt->bufs[n->buf].scope != KT_BUF_LOCAL || elide_pack(lt, n))
         return;
     tile = n->buf;
     nest = n->kids[n->nkids - 1];
-    st = copy_store(nest, tile);
+    st = copy_store(nest, tile, 0);
     /* The copy must cover the tile exactly: a tile widened for another
      * reader would have the producer write outside the copied block. */
     if (st == NULL || lt->bufs[st->buf].ndim != lt->bufs[tile].ndim ||
         copy_iterations(nest) != kt_lbuf_elems(&lt->bufs[tile]) ||
-        !copy_offsets(lt, nest, st, base))
+        !copy_offsets(lt, nest, st, 0, base))
         return;
     for (i = 0; i < n->nkids - 1; i++)
         if (!updates_retargetable(lt, n->kids[i], tile, st->buf, st->guarded,

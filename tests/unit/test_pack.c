@@ -383,6 +383,59 @@ test_pack_transposed_copies(void **state)
     kt_dag_free(dag);
 }
 
+/* ViT's P V product per head (197 x 197 by 197 x 64, rows padded to
+ * 200), a 5 x 64 register tile: B packed per head copies B[h] whole, in
+ * its own layout, and is dropped, the tile reading B in place
+ * (ir/lower_elide.c); B packed per 32-column panel changes its layout
+ * and stays.  Both kernels match the interpreter. */
+#define PV_SCHEDULE(n_split, at)                                               \
+    "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"CHR\",2,2],[\"CI\",0],"              \
+    "[\"SP\",4,2,[64]],[\"SP\",4,1,[200]],[\"SP\",4,0,[1]],"                   \
+    "[\"RE\",4,[0,2,4,1,3,5]],[\"FU\",4,0,3],[\"SP\",3,3,[197]],"              \
+    "[\"SP\",3,2," n_split "],[\"SP\",3,1,[40,5]],[\"SP\",3,0,[1,1]],"         \
+    "[\"RE\",3,[0,3,6,9,1,4,7,10,2,5,8]],[\"CA\",3,4,0],[\"CI\",2],"           \
+    "[\"CA\",1,3," at "],[\"AN\",1,2,\"vectorize\"],"                          \
+    "[\"AN\",3,10,\"vectorize\"],[\"AN\",3,9,\"unroll\"],"                     \
+    "[\"AN\",4,0,\"parallel\"],[\"AN\",4,3,\"vectorize\"]]}"
+
+static void
+test_pack_identity_copy_elided(void **state)
+{
+    static const char *const scheds[] = {PV_SCHEDULE("[1,64]", "0"),
+                                         PV_SCHEDULE("[2,32]", "6")};
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *c[2];
+    struct kt_looptree *lt;
+    struct kt_buf tree;
+    char err[512];
+    int i, skipped;
+
+    (void)state;
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 197, 64, 197, 0), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    kt_buf_init(&tree);
+    for (i = 0; i < 2; i++) {
+        c[i] = replay(dag, scheds[i]);
+        assert_int_equal(kt_lower(c[i], &lt, err, sizeof(err)), KT_OK);
+        kt_buf_reset(&tree);
+        kt_looptree_print(lt, &tree);
+        if (i == 0 && strstr(tree.p, "B_pack") != NULL)
+            fail_msg("B copied whole per head, not dropped:\n%s", tree.p);
+        if (i == 0 && strstr(tree.p, "* B[1*b0_l1, 1*k1_l7") == NULL)
+            fail_msg("the tile does not read B in place:\n%s", tree.p);
+        if (i == 1 && strstr(tree.p, "alloc B_pack[1, 197, 32]") == NULL)
+            fail_msg("B's 32-column panel not packed:\n%s", tree.p);
+        kt_looptree_free(lt);
+    }
+    kt_buf_free(&tree);
+    assert_int_equal(ktt_check_many(dag, c, 2, 19, &skipped), 0);
+    assert_int_equal(skipped, 0);
+    kt_state_free(c[0]);
+    kt_state_free(c[1]);
+    kt_dag_free(dag);
+}
+
 /* Packed weights whose rows vectors do not fill are laid out in rows
  * padded to whole vectors (40 -> 48 on AVX-512), the module's
  * kt_pack_elems counts them so, and a register tile that reads only such
@@ -811,6 +864,7 @@ main(void)
         cmocka_unit_test(test_pack_routine_allocates_nothing),
         cmocka_unit_test(test_pack_transposed_copies),
         cmocka_unit_test(test_pack_padded_rows),
+        cmocka_unit_test(test_pack_identity_copy_elided),
         cmocka_unit_test(test_pack_channel_vector_conv),
         cmocka_unit_test(test_pack_features),
         cmocka_unit_test(test_pack_runner_calls_pack),
