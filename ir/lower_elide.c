@@ -279,16 +279,30 @@ updates_retargetable(const struct kt_looptree *lt, const struct kt_node *n,
     return 1;
 }
 
-/* Whether a store below n writes buffer tile. */
 static int
-node_writes(const struct kt_node *n, int tile)
+reads_guarded(const struct kt_expr *e, int tile)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD && e->src == tile && e->guarded)
+        return 1;
+    return reads_guarded(e->a, tile) || reads_guarded(e->b, tile);
+}
+
+/* Whether a store below n writes the tile or its operand src (the
+ * readers must see the operand as the copy left it) or reads the tile
+ * through a bounds check (made against the tile's shape, not src's). */
+static int
+disturbs_copy(const struct kt_node *n, int tile, int src)
 {
     int i;
 
-    if (n->kind == KT_N_STORE && n->buf == tile)
+    if (n->kind == KT_N_STORE && (n->buf == tile || n->buf == src))
+        return 1;
+    if (reads_guarded(n->expr, tile))
         return 1;
     for (i = 0; i < n->nkids; i++)
-        if (node_writes(n->kids[i], tile))
+        if (disturbs_copy(n->kids[i], tile, src))
             return 1;
     return 0;
 }
@@ -339,7 +353,8 @@ elide_pack(struct kt_looptree *lt, struct kt_node *n)
         !copy_offsets(lt, nest, st, 1, base))
         return 0;
     for (i = 1; i < n->nkids; i++)
-        if (node_writes(n->kids[i], tile) || !fits(n->kids[i], tile, base))
+        if (disturbs_copy(n->kids[i], tile, st->expr->src) ||
+            !fits(n->kids[i], tile, base))
             return 0;
     for (i = 1; i < n->nkids; i++)
         retarget(n->kids[i], tile, st->expr->src, base, 0);
