@@ -335,8 +335,8 @@ same_layout(const struct kt_lbuf *tile, const struct kt_lbuf *src)
 /* A pack that copies a block of its operand without changing its layout
  * (B[h] of a batch matmul, 197 x 64, copied whole per head) is dropped
  * and its readers read the operand in place: the copy changes no stride
- * they see, so it is a pass over the operand for nothing (4.7% of the
- * ViT P V product's best on 1 thread on a Zen 5, docs/performance.md).
+ * they see, so it is a pass over the operand for nothing (without it the
+ * ViT P V product's pick ran 1.04x faster on a Zen 5, docs/performance.md).
  * A pack of a panel (a column tile of wider rows) or of padded rows
  * changes the layout and stays; the search measures it against the
  * operand read in place.  Returns whether n's pack went. */
