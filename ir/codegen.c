@@ -210,8 +210,10 @@ emit_tail_chunks(struct cg *g, const struct kt_node *n, int64_t from)
     for (i = from; i < kt__cg_tail_end(g, n); i += w) {
         w = kt__cg_tail_lanes(g, n, rule, i);
         kt_aff_const(&g->env[n->var].val, i);
+        g->store_lanes = kt__cg_tail_stores(g, n, rule, i, w);
         for (k = 0; k < n->nkids; k++)
             kt__cg_emit_store(g, n->kids[k], w > 1 ? n->var : -1, w);
+        g->store_lanes = 0;
     }
     g->env[n->var].set = 0;
 }

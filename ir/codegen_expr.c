@@ -877,6 +877,28 @@ store_scattered(struct cg *g, const struct kt_node *n,
     kt_buf_free(&dst);
 }
 
+/* Contiguous store n of val (an assignment, KT_CG_LANES_MASKED) as the
+ * last chunk of its loop: w lanes computed, the first g->store_lanes
+ * stored. */
+static void
+store_masked_tail(struct cg *g, const struct kt_node *n,
+                  const struct kt_affine *addr, const char *val, int vec, int w)
+{
+    struct kt_buf p;
+
+    kt_buf_init(&p);
+    kt_buf_printf(&p, "&t_%s[", g->lt->bufs[n->buf].name);
+    kt__cg_put_aff(g, &p, addr);
+    kt_buf_puts(&p, "]");
+    if (vec)
+        kt__cg_line(g, "kt_stm%d(%s, %s, 0x%xu);", w, p.p, val,
+                    (1u << g->store_lanes) - 1u);
+    else
+        kt__cg_line(g, "kt_stm%d(%s, kt_bc%d(%s), 0x%xu);", w, p.p, w, val,
+                    (1u << g->store_lanes) - 1u);
+    kt_buf_free(&p);
+}
+
 /* Contiguous guarded store n of v_ outside the whole-vector case: a
  * masked store of the lanes inside (combined with what they hold unless
  * n assigns). */
@@ -1027,6 +1049,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
     kt_buf_init(&val);
     vec = put_expr(g, &val, n->expr, lane_var, w);
     if (g->analysing) {
+        if (g->store_lanes > 0) /* its masked store is to memory */
+            g->promote_ok[n->buf] = 0;
         kt__cg_note_access(g, n->buf, &addr, c, w, n->guarded, 1,
                            c == 0 && vec && n->op != KT_ASSIGN ? w : 0, n->op,
                            n->guarded ? n : NULL, lane_var);
@@ -1049,6 +1073,8 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         kt_buf_puts(&dst, "]");
         store_to_element(g, n, dst.p, val.p, vec, w);
         kt_buf_free(&dst);
+    } else if (c == 1 && g->store_lanes > 0) {
+        store_masked_tail(g, n, &addr, val.p, vec, w);
     } else if (c == 1) {
         store_to_vector(g, n, &addr, val.p, vec, w);
     } else {

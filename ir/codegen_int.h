@@ -79,6 +79,8 @@ struct cg {
                            * row (kt__cg_plan_slack); NULL: any may have */
     int64_t *lane_limit;  /* per vectorized loop: the lanes kept, 0 all
                           * (a peeled last tile, codegen_peel.c) */
+    int store_lanes;      /* lanes the chunk being emitted stores (its
+                           * masked tail, KT_CG_LANES_MASKED); 0: all */
     int nregs;
     struct reg regs[KT_CG_MAX_REGS];
     int promote_ok[KT_MAX_TENSORS * 2];
@@ -115,11 +117,17 @@ void kt__cg_fail(struct cg *g, const char *msg);
 int kt__cg_lanes_for(const struct cg *g, int64_t e);
 /* How vectorized loop n is cut into chunks, decided once per loop:
  * KT_CG_LANES_DIVIDING (it reads padding: one width dividing its extent),
- * KT_CG_LANES_NARROW (kt_vector_chunk_lanes) or KT_CG_LANES_PADDED (along
- * whole padded rows: whole vectors into the padding); the lanes of the
- * chunk at offset i under that rule (1: a scalar), and both in one call;
- * how many chunks cover n. */
-enum { KT_CG_LANES_DIVIDING, KT_CG_LANES_NARROW, KT_CG_LANES_PADDED };
+ * KT_CG_LANES_NARROW (kt_vector_chunk_lanes), KT_CG_LANES_PADDED (along
+ * whole padded rows: whole vectors into the padding) or
+ * KT_CG_LANES_MASKED (whole vectors, the last one's store masked to the
+ * lanes inside the loop); the lanes of the chunk at offset i under that
+ * rule (1: a scalar), and both in one call; how many chunks cover n. */
+enum {
+    KT_CG_LANES_DIVIDING,
+    KT_CG_LANES_NARROW,
+    KT_CG_LANES_PADDED,
+    KT_CG_LANES_MASKED
+};
 int kt__cg_lane_rule(const struct cg *g, const struct kt_node *n);
 int kt__cg_rule_lanes(const struct cg *g, const struct kt_node *n, int rule,
                       int64_t i);
@@ -169,6 +177,10 @@ int kt__cg_emit_let_split(struct cg *g, const struct kt_node *n,
  * narrowed to the lanes kept (g->lane_limit), and where its chunks end. */
 int kt__cg_tail_lanes(const struct cg *g, const struct kt_node *n, int rule,
                       int64_t i);
+/* The lanes the chunk of w lanes at offset i of vectorized loop n under
+ * rule stores when it stores fewer than w (a masked tail), else 0. */
+int kt__cg_tail_stores(const struct cg *g, const struct kt_node *n, int rule,
+                       int64_t i, int w);
 int64_t kt__cg_tail_end(const struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_pin.c -------------------------------------------------- */

@@ -67,12 +67,16 @@ expand(struct cg *g, const struct kt_node *n, int lane_var, int w)
     for (i = 0; i < (vec ? kt__cg_tail_end(g, n) : n->extent); i += lw) {
         lw = vec ? kt__cg_tail_lanes(g, n, rule, i) : 1;
         kt_aff_const(&g->env[n->var].val, i);
+        if (vec)
+            g->store_lanes = kt__cg_tail_stores(g, n, rule, i, lw);
         for (k = 0; k < n->nkids; k++) {
             if (lw > 1)
                 expand(g, n->kids[k], n->var, lw);
             else
                 expand(g, n->kids[k], vec ? -1 : lane_var, vec ? 1 : w);
         }
+        if (vec)
+            g->store_lanes = 0;
     }
     g->env[n->var].set = 0;
 }

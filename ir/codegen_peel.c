@@ -78,6 +78,15 @@ kt__cg_tail_end(const struct cg *g, const struct kt_node *n)
     return keep > 0 && keep < n->extent ? keep : n->extent;
 }
 
+int
+kt__cg_tail_stores(const struct cg *g, const struct kt_node *n, int rule,
+                   int64_t i, int w)
+{
+    int64_t end = kt__cg_tail_end(g, n);
+
+    return rule == KT_CG_LANES_MASKED && i + w > end ? (int)(end - i) : 0;
+}
+
 /* The lanes vectorized loop v emits up to end, each chunk narrowed to
  * what the lanes before keep still need (keep 0: as the rule says). */
 static int64_t
