@@ -5,8 +5,11 @@
  * masks its last store to the lanes inside (KT_CG_LANES_MASKED,
  * ir/codegen_lanes.c): the bias + ReLU out of the padded tile, one masked
  * store a row where it took 8 + 4 + 1 + 1 lanes; with narrower vectors
- * (no one-instruction masked stores) the chunks stay as they were.
- * Every form is checked against the interpreter. */
+ * (no one-instruction masked stores) the chunks stay as they were.  The
+ * kernel rows' window loop (ir/codegen_window.c) is unrolled over any
+ * tile of rows, its masked reads weighed without their checks
+ * (ir/codegen_size.c).  Every form is checked against the
+ * interpreter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,7 +74,8 @@ dw14_c(int rows, int vector_bytes)
 
 /* With 16-lane vectors each 14-wide output row is one store masked to
  * its 14 lanes, its reads of T's padded rows whole vectors; no scalar
- * store into O is left. */
+ * store into O is left.  The r loop is unrolled for tiles of 2, 7 and 14
+ * rows. */
 static void
 test_dw14_masked_rows_window_unrolled(void **state)
 {
@@ -86,6 +90,8 @@ test_dw14_masked_rows_window_unrolled(void **state)
         assert_int_equal(count(c, "kt_st8(&t_O["), 0);
         assert_int_equal(count(c, "kt_st4(&t_O["), 0);
         assert_null(strstr(c, "        t_O["));
+        /* r, over the tile's rows: unrolled; s stays a loop */
+        assert_int_equal(count(c, "#pragma GCC unroll 3\n"), 1);
         free(c);
     }
 }
