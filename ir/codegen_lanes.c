@@ -57,6 +57,16 @@ kt_vector_chunks(int vector_bytes, int64_t e)
     return n;
 }
 
+int64_t
+kt_vector_chunks_padded(int vector_bytes, int64_t e)
+{
+    int64_t w = vector_bytes / 4;
+
+    if (w < 4 || e <= w / 2)
+        return kt_vector_chunks(vector_bytes, e);
+    return (e + w - 1) / w;
+}
+
 int
 kt__cg_lanes_for(const struct cg *g, int64_t e)
 {

@@ -562,11 +562,14 @@ void kt_codegen_default_opts(struct kt_codegen_opts *o);
  * runs along whole padded rows only (kt_lbuf_pitch: a register tile
  * accumulated in a local tile from rewritten weights) takes whole target
  * vectors instead, the last one running into the padding (40 = 3 x 16,
- * 197 = 13 x 16).  The search counts a tile's vector registers with the
- * rule for rows as they are (kt_vector_chunks). */
+ * 197 = 13 x 16). */
 int kt_vector_chunk_lanes(int vector_bytes, int64_t e, int64_t at);
 /* How many such chunks cover a loop of extent e. */
 int64_t kt_vector_chunks(int vector_bytes, int64_t e);
+/* How many vectors cover a loop along the whole rows, e long, of a local
+ * buffer (kt_lbuf_pitch pads rows longer than half a vector, and the loop
+ * runs whole vectors into the padding: 14 lanes are one vector). */
+int64_t kt_vector_chunks_padded(int vector_bytes, int64_t e);
 
 /* The weight of the largest straight-line block the C compiler sees for
  * lt after the generator's expansion and the unroll pragmas it emits

@@ -463,6 +463,31 @@ may_run_whole(const struct kt_search *s, const struct sk_genome *g, int slot)
     return 0;
 }
 
+/* Vectors per row of slot's register tile, t lanes along its vectorized
+ * axis v: where the stage is fused into its consumer, the tile is
+ * accumulated in a local buffer, and where that buffer's rows are the
+ * tile's (v's parts between the fusion level and the innermost all 1),
+ * the code generator runs whole vectors along them, padded
+ * (kt_vector_chunks_padded); else the rows as they are.  Counted as 8 + 4
+ * + 1 + 1 lanes, a 14 x 14 depthwise convolution's tile of 2 rows looked
+ * a full one and 14 rows spilling: its searches settled on 2 rows, which
+ * ran at half the speed of 14 on the Zen 5 (docs/performance.md). */
+static int64_t
+tile_row_vectors(const struct kt_search *s, const struct sk_genome *g, int slot,
+                 int v, int64_t t)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    const struct sk_plan *p = &sk->plan[sk->slot_stage[slot]];
+    int nS = sk_nparts(p, 0), l;
+
+    if (p->partner < 0 || p->level < 1)
+        return kt_vector_chunks(s->o.vector_bytes, t);
+    for (l = p->level; l < nS - 1; l++)
+        if (g->tiles[slot][v][l] != 1)
+            return kt_vector_chunks(s->o.vector_bytes, t);
+    return kt_vector_chunks_padded(s->o.vector_bytes, t);
+}
+
 /* sk_grade_tile(); *whole_run is set to 1 where the tile runs whole a
  * reduction that may run whole (may_run_whole()). */
 static enum sk_tile_grade
@@ -488,8 +513,8 @@ grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot,
     for (a = 0; a < ss->nspatial; a++)
         tile[a] = g->tiles[slot][a][nS - 1];
     /* the code generator's vectors per row of the tile: 197 lanes are
-     * 14 (12 x 16 + 4 + 1) */
-    vecs = kt_vector_chunks(s->o.vector_bytes, t);
+     * 14 (12 x 16 + 4 + 1), or 13 along a padded local row */
+    vecs = tile_row_vectors(s, g, slot, v, t);
     acc = sk_reg_tile(s, g, slot) / t * vecs;
     if (acc + held_registers(ss, tile, v, vecs, ss->body) > vector_registers(s))
         return SK_TILE_SPILLING;
