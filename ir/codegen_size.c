@@ -17,12 +17,16 @@
 
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
- * (padding) read weighs its checks at every lane, or, strided and masked
- * at the edges, its loads twice with their checks.  Its edge lanes are a
- * masked load or a loop now (ir/codegen_expr.c), which gcc builds
- * quicker than this weight says, but weighed as that loop (its loads and the checks of
- * its ends and of one lane) the search found slower classifier kernels:
- * dense_fc1000 0.94x where it found 1.08x (docs/performance.md). */
+ * (padding) read weighs its checks at every lane, or, contiguous or
+ * strided and masked at the edges, its loads twice with their checks.
+ * Weighed as a loop over the edge lanes (its loads and the checks of its
+ * ends and of one lane), when edges were such loops, the search found
+ * slower classifier kernels (dense_fc1000 0.94x where it found 1.08x);
+ * weighed at every lane, a 14 x 14 depthwise convolution's register tiles
+ * of 7 and 14 rows reading its input in place went over the code-size
+ * bound, and its searches ended on 2 rows at 0.6x of the speed;
+ * dense_fc1000 was level in an A/B with the contiguous ones weighed as
+ * now (docs/performance.md). */
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
@@ -41,6 +45,8 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return 1;
         if ((!e->guarded || g->bare) && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
             return c;
+        if (c == 1)
+            return 2 * one; /* a vector load, masked at the edges */
         if (c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE &&
             w == g->o->vector_bytes / 4 && kt__cg_row_step(e, lane_var) == c)
             return 2 * c * one; /* its loads, then masked at the edges */

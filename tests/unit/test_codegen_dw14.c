@@ -8,7 +8,8 @@
  * (no one-instruction masked stores) the chunks stay as they were.  The
  * kernel rows' window loop (ir/codegen_window.c) is unrolled over any
  * tile of rows, its masked reads weighed without their checks
- * (ir/codegen_size.c).  Every form is checked against the
+ * (ir/codegen_size.c), and tiles of up to 14 rows stay within the
+ * search's code-size bound.  Every form is checked against the
  * interpreter. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -96,6 +97,35 @@ test_dw14_masked_rows_window_unrolled(void **state)
     }
 }
 
+/* Tiles of 2, 7 and 14 rows reading the input in place weigh within the
+ * search's code-size bound: each guarded contiguous read is a vector load
+ * and its masked edge (2 x its checks), where weighed at every lane (16 x
+ * its checks) the tiles of 7 and 14 rows went over it and the search never
+ * measured them. */
+static void
+test_dw14_rows_within_code_bound(void **state)
+{
+    static const int rows[] = {2, 7, 14};
+    unsigned i;
+    (void)state;
+
+    for (i = 0; i < KT_ARRAY_LEN(rows); i++) {
+        struct kt_dag *dag = ktt_depthwise3x3(14, 1);
+        struct kt_state *st;
+        char json[1024];
+        int64_t bound, total;
+        snprintf(json, sizeof(json), DW14_TILE, rows[i], rows[i]);
+        st = ktt_replay_json(dag, json);
+        assert_non_null(st);
+        total = ktt_code_weight(st, 64, &bound);
+        if (total < 0 || total > bound)
+            fail_msg("%d rows weigh %lld against the bound %lld", rows[i],
+                     (long long)total, (long long)bound);
+        kt_state_free(st);
+        kt_dag_free(dag);
+    }
+}
+
 /* With 8-lane vectors (AVX2: a masked store is no single instruction)
  * the rows keep their chunks of 8, 4 and single lanes. */
 static void
@@ -116,6 +146,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dw14_masked_rows_window_unrolled),
         cmocka_unit_test(test_dw14_masked_needs_wide_vectors),
+        cmocka_unit_test(test_dw14_rows_within_code_bound),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
