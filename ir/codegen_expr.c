@@ -826,18 +826,26 @@ store_to_element(struct cg *g, const struct kt_node *n, const char *dst,
     }
 }
 
-/* Store n of val to w contiguous elements from addr. */
+/* Store n of val to w contiguous elements from addr, or to the first
+ * g->store_lanes of them where set (the masked last chunk of an
+ * assignment's loop, KT_CG_LANES_MASKED). */
 static void
 store_to_vector(struct cg *g, const struct kt_node *n,
                 const struct kt_affine *addr, const char *val, int vec, int w)
 {
+    unsigned mask = (1u << g->store_lanes) - 1u;
     struct kt_buf p;
 
     kt_buf_init(&p);
     kt_buf_printf(&p, "&t_%s[", g->lt->bufs[n->buf].name);
     kt__cg_put_aff(g, &p, addr);
     kt_buf_puts(&p, "]");
-    if (!vec)
+    if (g->store_lanes > 0 && vec)
+        kt__cg_line(g, "kt_stm%d(%s, %s, 0x%xu);", w, p.p, val, mask);
+    else if (g->store_lanes > 0)
+        kt__cg_line(g, "kt_stm%d(%s, kt_bc%d(%s), 0x%xu);", w, p.p, w, val,
+                    mask);
+    else if (!vec)
         kt__cg_line(g, "kt_st%d(%s, kt_bc%d(%s));", w, p.p, w, val);
     else if (n->op == KT_ASSIGN)
         kt__cg_line(g, "kt_st%d(%s, %s);", w, p.p, val);
@@ -875,28 +883,6 @@ store_scattered(struct cg *g, const struct kt_node *n,
                     kt__cg_combine_op(n->op), dst.p);
     kt__cg_line(g, "  } }");
     kt_buf_free(&dst);
-}
-
-/* Contiguous store n of val (an assignment, KT_CG_LANES_MASKED) as the
- * last chunk of its loop: w lanes computed, the first g->store_lanes
- * stored. */
-static void
-store_masked_tail(struct cg *g, const struct kt_node *n,
-                  const struct kt_affine *addr, const char *val, int vec, int w)
-{
-    struct kt_buf p;
-
-    kt_buf_init(&p);
-    kt_buf_printf(&p, "&t_%s[", g->lt->bufs[n->buf].name);
-    kt__cg_put_aff(g, &p, addr);
-    kt_buf_puts(&p, "]");
-    if (vec)
-        kt__cg_line(g, "kt_stm%d(%s, %s, 0x%xu);", w, p.p, val,
-                    (1u << g->store_lanes) - 1u);
-    else
-        kt__cg_line(g, "kt_stm%d(%s, kt_bc%d(%s), 0x%xu);", w, p.p, w, val,
-                    (1u << g->store_lanes) - 1u);
-    kt_buf_free(&p);
 }
 
 /* Contiguous guarded store n of v_ outside the whole-vector case: a
@@ -1073,8 +1059,6 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
         kt_buf_puts(&dst, "]");
         store_to_element(g, n, dst.p, val.p, vec, w);
         kt_buf_free(&dst);
-    } else if (c == 1 && g->store_lanes > 0) {
-        store_masked_tail(g, n, &addr, val.p, vec, w);
     } else if (c == 1) {
         store_to_vector(g, n, &addr, val.p, vec, w);
     } else {

@@ -450,6 +450,22 @@ ktt_depthwise3x3(int64_t side, int64_t stride)
     return dag;
 }
 
+struct kt_search *
+ktt_avx512_search(const struct kt_dag *dag)
+{
+    struct kt_search *s = NULL;
+    struct kt_search_opts o;
+    char err[512];
+
+    kt_search_opts_default(&o);
+    o.vector_bytes = 64;
+    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "ktt_avx512_search: %s\n", err);
+        abort();
+    }
+    return s;
+}
+
 int
 ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                   int64_t R, int64_t stride, int64_t pad, int64_t dil,

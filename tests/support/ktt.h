@@ -110,6 +110,11 @@ int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
  * bias + relu (stage 0 pads I, 1 is T, 2 the epilogue into O); aborts,
  * saying why on stderr, when it does not build. */
 struct kt_dag *ktt_depthwise3x3(int64_t side, int64_t stride);
+/* A search over dag with the default options for a target with 64-byte
+ * vectors (AVX-512), whatever the host's; aborts, saying why on stderr,
+ * when it cannot be made.  kt_search_free frees it. */
+struct kt_search;
+struct kt_search *ktt_avx512_search(const struct kt_dag *dag);
 /* The same with y and x apart when it is pointwise (kt_op_conv2d_grid). */
 int ktt_conv_grid_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
                       int64_t R, int64_t stride, int64_t pad, int64_t dil,

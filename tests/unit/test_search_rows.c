@@ -22,21 +22,6 @@
 /* Axes of the depthwise convolution's stages: n g f y x (c r s). */
 enum { AXIS_Y = 3, AXIS_X = 4 };
 
-/* A search over dag for a target with 64-byte vectors (AVX-512). */
-static struct kt_search *
-avx512_search(const struct kt_dag *dag)
-{
-    struct kt_search *s = NULL;
-    struct kt_search_opts o;
-    char err[512];
-
-    kt_search_opts_default(&o);
-    o.vector_bytes = 64;
-    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    return s;
-}
-
 /* Of 4096 samples of the 14 x 14 depthwise convolution whose register
  * tile is fused into the epilogue and holds whole 14-wide rows of one
  * channel: how many tiles of 2 rows (*n2) and of 14 rows (*n14), the
@@ -45,7 +30,7 @@ static void
 grade_dw14_rows(int *loose2, int *n2, int *fit14, int *n14)
 {
     struct kt_dag *dag = ktt_depthwise3x3(14, 1);
-    struct kt_search *s = avx512_search(dag);
+    struct kt_search *s = ktt_avx512_search(dag);
     struct kt_rng r;
     int n;
 

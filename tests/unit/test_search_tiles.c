@@ -194,21 +194,6 @@ gemm1024(void)
     return matmul_dag(1024, 1024, 1024);
 }
 
-/* A search over dag for a target with 64-byte vectors (AVX-512). */
-static struct kt_search *
-avx512_search(const struct kt_dag *dag)
-{
-    struct kt_search *s = NULL;
-    struct kt_search_opts o;
-    char err[512];
-
-    kt_search_opts_default(&o);
-    o.vector_bytes = 64;
-    if (kt_search_new(&s, dag, &o, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    return s;
-}
-
 /* Of n random samples of GEMM 1024^3 (seed 7), how many have a register
  * tile of 8 or more accumulator vectors that loads an operand per FMA:
  * 1 vector wide (a broadcast of A each) or 1 row (a vector of B each). */
@@ -276,7 +261,7 @@ static void
 test_search_tile_no_spills(void **state)
 {
     struct kt_dag *dag = gemm1024();
-    struct kt_search *s = avx512_search(dag);
+    struct kt_search *s = ktt_avx512_search(dag);
     struct kt_rng r;
     int n, spilled = 0, grown = 0;
     (void)state;
@@ -708,7 +693,7 @@ static void
 test_search_tile_keeps_reduction_whole(void **state)
 {
     struct kt_dag *dag = gemm1024();
-    struct kt_search *s = avx512_search(dag);
+    struct kt_search *s = ktt_avx512_search(dag);
     struct kt_rng r;
     int t, n = 0, whole = 0, mutants = 0, split = 0;
     (void)state;
@@ -752,7 +737,7 @@ static void
 test_search_tile_reads_operands_once(void **state)
 {
     struct kt_dag *dag = gemm1024();
-    struct kt_search *s = avx512_search(dag);
+    struct kt_search *s = ktt_avx512_search(dag);
     struct kt_rng r;
     int t, whole = 0, once = 0;
     (void)state;
