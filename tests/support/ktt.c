@@ -647,3 +647,15 @@ ktt_sketch_search(const struct kt_dag *dag, int population, uint64_t seed,
         fprintf(stderr, "%s: %s\n", dag->key, err);
     return s;
 }
+
+int
+ktt_count(const char *hay, const char *needle)
+{
+    int n = 0;
+
+    while ((hay = strstr(hay, needle)) != NULL) {
+        n++;
+        hay += strlen(needle);
+    }
+    return n;
+}

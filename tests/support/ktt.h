@@ -84,6 +84,9 @@ int ktt_check_many(const struct kt_dag *dag, struct kt_state *const *cands,
  * they do not parse or replay (the message on stderr).  Caller frees. */
 struct kt_state *ktt_replay_json(const struct kt_dag *dag, const char *json);
 
+/* How many times needle occurs in hay (a generated module's C). */
+int ktt_count(const char *hay, const char *needle);
+
 /* The weight of st's generated code for vector_bytes (kt_codegen_block_size's
  * total), -1 when it does not lower; *bound gets the search's bound on it
  * (twice max_unrolled_stmts, scheduler/search_evo.c). */

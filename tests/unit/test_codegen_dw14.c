@@ -38,17 +38,18 @@
     "[\"AN\",2,17,\"unroll\"],[\"PR\",2,0,64],[\"AN\",3,0,\"parallel\"],"      \
     "[\"AN\",3,9,\"vectorize\"]]}"
 
-/* How many times needle occurs in hay. */
-static int
-count(const char *hay, const char *needle)
+/* The tuned form of the 14 x 14 depthwise convolution with tiles of
+ * rows rows, replayed on dag; caller frees. */
+static struct kt_state *
+dw14_state(struct kt_dag *dag, int rows)
 {
-    int n = 0;
+    struct kt_state *st;
+    char json[1024];
 
-    while ((hay = strstr(hay, needle)) != NULL) {
-        n++;
-        hay += strlen(needle);
-    }
-    return n;
+    snprintf(json, sizeof(json), DW14_TILE, rows, rows);
+    st = ktt_replay_json(dag, json);
+    assert_non_null(st);
+    return st;
 }
 
 /* The C of the 14 x 14 depthwise convolution's tuned form with rows of
@@ -58,12 +59,9 @@ static char *
 dw14_c(int rows, int vector_bytes)
 {
     struct kt_dag *dag = ktt_depthwise3x3(14, 1);
-    struct kt_state *st;
-    char json[1024], *c;
+    struct kt_state *st = dw14_state(dag, rows);
+    char *c;
 
-    snprintf(json, sizeof(json), DW14_TILE, rows, rows);
-    st = ktt_replay_json(dag, json);
-    assert_non_null(st);
     ktt_vector_bytes = vector_bytes;
     c = ktt_checked_c(dag, st, 5);
     ktt_vector_bytes = 0;
@@ -86,13 +84,13 @@ test_dw14_masked_rows_window_unrolled(void **state)
 
     for (i = 0; i < KT_ARRAY_LEN(rows); i++) {
         char *c = dw14_c(rows[i], 64);
-        assert_int_equal(count(c, "kt_stm16(&t_O["), 1);
-        assert_int_equal(count(c, ", 0x3fffu);"), 1);
-        assert_int_equal(count(c, "kt_st8(&t_O["), 0);
-        assert_int_equal(count(c, "kt_st4(&t_O["), 0);
+        assert_int_equal(ktt_count(c, "kt_stm16(&t_O["), 1);
+        assert_int_equal(ktt_count(c, ", 0x3fffu);"), 1);
+        assert_int_equal(ktt_count(c, "kt_st8(&t_O["), 0);
+        assert_int_equal(ktt_count(c, "kt_st4(&t_O["), 0);
         assert_null(strstr(c, "        t_O["));
         /* r, over the tile's rows: unrolled; s stays a loop */
-        assert_int_equal(count(c, "#pragma GCC unroll 3\n"), 1);
+        assert_int_equal(ktt_count(c, "#pragma GCC unroll 3\n"), 1);
         free(c);
     }
 }
@@ -111,12 +109,9 @@ test_dw14_rows_within_code_bound(void **state)
 
     for (i = 0; i < KT_ARRAY_LEN(rows); i++) {
         struct kt_dag *dag = ktt_depthwise3x3(14, 1);
-        struct kt_state *st;
-        char json[1024];
+        struct kt_state *st = dw14_state(dag, rows[i]);
         int64_t bound, total;
-        snprintf(json, sizeof(json), DW14_TILE, rows[i], rows[i]);
-        st = ktt_replay_json(dag, json);
-        assert_non_null(st);
+
         total = ktt_code_weight(st, 64, &bound);
         if (total < 0 || total > bound)
             fail_msg("%d rows weigh %lld against the bound %lld", rows[i],
@@ -134,9 +129,9 @@ test_dw14_masked_needs_wide_vectors(void **state)
     char *c = dw14_c(2, 32);
     (void)state;
 
-    assert_int_equal(count(c, "kt_stm"), 0);
-    assert_true(count(c, "kt_st8(&t_O[") >= 1);
-    assert_true(count(c, "kt_st4(&t_O[") >= 1);
+    assert_int_equal(ktt_count(c, "kt_stm"), 0);
+    assert_true(ktt_count(c, "kt_st8(&t_O[") >= 1);
+    assert_true(ktt_count(c, "kt_st4(&t_O[") >= 1);
     free(c);
 }
 

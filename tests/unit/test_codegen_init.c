@@ -188,19 +188,6 @@ test_codegen_init_split_k_zeroes(void **state)
     kt_dag_free(dag);
 }
 
-/* How often needle occurs in s. */
-static int
-count(const char *s, const char *needle)
-{
-    int n = 0;
-
-    while ((s = strstr(s, needle)) != NULL) {
-        n++;
-        s += strlen(needle);
-    }
-    return n;
-}
-
 /* Where the init folds and the tile then stores into O after 64 steps of
  * k, each stored vector's line is prefetched for writing before the
  * loops; not where the tile loads its accumulators (from O, or from the
@@ -227,13 +214,13 @@ test_codegen_init_prefetches_stores(void **state)
         int stores, prefetches;
         build_k(cases[i].json, cases[i].k, &dag, &st);
         c = candidate_c(dag, st);
-        stores = count(c, "kt_st16(&t_O[") + count(c, "kt_st8(&t_O[");
-        prefetches = count(c, "__builtin_prefetch(&t_O[");
+        stores = ktt_count(c, "kt_st16(&t_O[") + ktt_count(c, "kt_st8(&t_O[");
+        prefetches = ktt_count(c, "__builtin_prefetch(&t_O[");
         if (cases[i].prefetches) {
             assert_true(stores > 0);
             assert_int_equal(prefetches, stores);
         } else {
-            assert_int_equal(count(c, "__builtin_prefetch("), 0);
+            assert_int_equal(ktt_count(c, "__builtin_prefetch("), 0);
         }
         free(c);
         kt_state_free(st);
@@ -286,7 +273,7 @@ test_codegen_init_no_prefetch_into_own_buffers(void **state)
         c = candidate_c(dag, st);
         if (vector_bytes() == 64) /* the init folded into the registers */
             assert_non_null(strstr(c, "kt_v16 r0 = kt_bc16(0.0f);"));
-        assert_int_equal(count(c, "__builtin_prefetch("), 0);
+        assert_int_equal(ktt_count(c, "__builtin_prefetch("), 0);
         free(c);
         kt_state_free(st);
         kt_dag_free(dag);
