@@ -338,6 +338,14 @@ kt__cg_row_step(const struct kt_expr *e, int var)
     return kt_aff_coef(&e->idx[e->ndim - 1], var);
 }
 
+/* A guarded read at its edge vectors: e, its row (of row_var, -1: none)
+ * fixed at row; alone when no check of the whole vector precedes it (its
+ * masks then decide every lane, padding or not). */
+struct guard {
+    const struct kt_expr *e;
+    int row_var, row, alone;
+};
+
 /* The bounds mask of the w elements from addr + at of guarded read e,
  * which moves with the lanes along its last dimension only (its row, of
  * row_var, fixed at row): the elements inside along every dimension.
@@ -412,16 +420,17 @@ put_shuffled(struct cg *g, struct kt_buf *b, const char *name,
 /* A vector of w lanes read at addr + stride*lane, for a small constant
  * stride, as 'stride' contiguous loads combined by shuffles instead of w
  * scalar loads.  The last load ends at the last lane's element, so exactly
- * the span the scalar gather reads is touched (nothing past it).  With
- * masked (a guarded read moving along its last dimension only, its row
- * fixed at row of row_var), each load is a masked load of the elements
- * inside (padding elsewhere): a vector at the edge of the padding without
- * a loop over its lanes. */
-static void
+ * the span the scalar gather reads is touched (nothing past it).  With a
+ * guard (a guarded read moving along its last dimension only), each load
+ * is a masked load of the elements inside (padding elsewhere): a vector
+ * at the edge of the padding without a loop over its lanes.  Returns
+ * how many of the masks' parts check the lanes' own dimension. */
+static int
 put_strided_load(struct cg *g, struct kt_buf *b, int src,
                  const struct kt_affine *addr, int64_t stride, int w,
-                 const struct kt_expr *masked, int row_var, int row)
+                 const struct guard *gd)
 {
+    const struct kt_expr *masked = gd != NULL ? gd->e : NULL;
     const char *name = g->lt->bufs[src].name;
     int64_t span = stride * (w - 1) + 1, start[KT_CG_MAX_SHUFFLE_STRIDE];
     int nvec = (int)stride, j, along = 0;
@@ -432,23 +441,24 @@ put_strided_load(struct cg *g, struct kt_buf *b, int src,
         start[j] = j == nvec - 1 ? span - w : (int64_t)j * w;
         kt_buf_init(&mask[j]);
         if (masked != NULL)
-            put_span_mask(g, &mask[j], masked, row_var, row, start[j], w,
-                          &along);
+            put_span_mask(g, &mask[j], masked, gd->row_var, gd->row, start[j],
+                          w, &along);
     }
     if (masked != NULL) {
         kt_buf_printf(&pad, "kt_bc%d(", w);
         kt__cg_put_float(&pad, masked->pad_value);
         kt_buf_puts(&pad, ")");
     }
-    /* inside along the lanes everywhere: a check the lanes share failed,
-     * and every lane is padding */
-    if (masked != NULL && along == 0)
+    /* inside along the lanes everywhere after a failed check of the
+     * vector: a check the lanes share failed, and every lane is padding */
+    if (masked != NULL && along == 0 && !gd->alone)
         kt_buf_puts(b, pad.p);
     else
         put_shuffled(g, b, name, addr, stride, w, start, masked, mask, &pad);
     for (j = 0; j < nvec; j++)
         kt_buf_free(&mask[j]);
     kt_buf_free(&pad);
+    return along;
 }
 
 /* The w lanes of e at addr + c * lane, read (and bounds-checked) one by
@@ -480,14 +490,14 @@ put_contiguous_load(struct cg *g, struct kt_buf *b, int src,
     kt_buf_puts(b, "])");
 }
 
-/* The lanes of contiguous guarded read e at addr + lane (its row, of
- * row_var, fixed at row; -1: none) where the whole vector is not in
- * bounds: a masked load of the lanes inside, padding elsewhere. */
+/* The lanes of contiguous guarded read gd at addr + lane where the whole
+ * vector is not in bounds: a masked load of the lanes inside, padding
+ * elsewhere. */
 static void
-put_masked_read(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
-                const struct kt_affine *addr, int lane_var, int row_var,
-                int row, int w)
+put_masked_read(struct cg *g, struct kt_buf *b, const struct guard *gd,
+                const struct kt_affine *addr, int lane_var, int w)
 {
+    const struct kt_expr *e = gd->e;
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
     struct kt_buf mask, pad;
     int d, pass, nparts = 0;
@@ -506,8 +516,8 @@ put_masked_read(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
             if ((step == 0) != pass)
                 continue;
             kt__cg_subst(g, &e->idx[d], -1, &a);
-            if (row_var >= 0 && row)
-                a.c += kt_aff_coef(&e->idx[d], row_var) * row;
+            if (gd->row_var >= 0 && gd->row)
+                a.c += kt_aff_coef(&e->idx[d], gd->row_var) * gd->row;
             kt__cg_put_lane_mask(g, &mask, &nparts, &a, step, w, buf->shape[d]);
         }
         if (pass == 0 && nparts == 0)
@@ -524,29 +534,40 @@ put_masked_read(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     kt_buf_free(&pad);
 }
 
-/* The lanes of guarded read e at addr + c * lane (its row, of row_var,
- * fixed at row; -1: none) where the whole vector is not in bounds: a
- * masked load when contiguous, else one loop over the lanes, each
+/* Whether strided guarded read e at c * lane reads its edge vectors as
+ * masked loads merged by shuffles: at the target's width only, along its
+ * last dimension only.  A stride-2 depthwise convolution's 4-lane reads
+ * ran 7% slower with them than with the loop, which its rare edges (a
+ * fifth of its vectors) enter. */
+static int
+strided_masked(const struct cg *g, const struct kt_expr *e, int lane_var,
+               int64_t c, int w)
+{
+    return c >= 2 && w == g->o->vector_bytes / 4 &&
+           kt__cg_row_step(e, lane_var) == c;
+}
+
+/* The lanes of guarded read gd at addr + c * lane where the whole vector
+ * is not in bounds: a masked load when contiguous, masked loads merged
+ * by shuffles where strided_masked, else one loop over the lanes, each
  * checked, padding elsewhere.  Unrolled lane by lane, a transposing
  * pack's 16 edge rows were half of gcc's time on a padded
  * attention-scores kernel (2.8 s against 1.3 s). */
 static void
-put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct guard *gd,
                        const struct kt_affine *addr, int64_t c, int lane_var,
-                       int row_var, int row, int w)
+                       int w)
 {
+    const struct kt_expr *e = gd->e;
     const struct kt_lbuf *buf = &g->lt->bufs[e->src];
     int d, nchecks = 0;
 
     if (c == 1) {
-        put_masked_read(g, b, e, addr, lane_var, row_var, row, w);
+        put_masked_read(g, b, gd, addr, lane_var, w);
         return;
     }
-    /* strided: masked loads at the target's width only; a stride-2
-     * depthwise convolution's 4-lane reads ran 7% slower with them than
-     * with the loop, which its rare edges (a fifth of its vectors) enter */
-    if (w == g->o->vector_bytes / 4 && kt__cg_row_step(e, lane_var) == c) {
-        put_strided_load(g, b, e->src, addr, c, w, e, row_var, row);
+    if (strided_masked(g, e, lane_var, c, w)) {
+        put_strided_load(g, b, e->src, addr, c, w, gd);
         return;
     }
     kt_buf_printf(b, "({ kt_v%d g_ = kt_bc%d(", w, w);
@@ -555,18 +576,44 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     for (d = 0; d < e->ndim; d++) {
         struct kt_affine a;
         kt__cg_subst(g, &e->idx[d], -1, &a);
-        if (row_var >= 0 && row)
-            a.c += kt_aff_coef(&e->idx[d], row_var) * row;
+        if (gd->row_var >= 0 && gd->row)
+            a.c += kt_aff_coef(&e->idx[d], gd->row_var) * gd->row;
         kt__cg_put_bound(g, b, &nchecks, &a, kt_aff_coef(&e->idx[d], lane_var),
                          "gl_", w, buf->shape[d]);
     }
     kt__cg_end_checks(b, nchecks);
     kt_buf_printf(b, ") g_[gl_] = t_%s[", buf->name);
     kt__cg_put_aff(g, b, addr);
-    if (c == 1)
-        kt_buf_puts(b, " + gl_]; g_; })");
-    else
-        kt_buf_printf(b, " + %lld*gl_]; g_; })", (long long)c);
+    kt_buf_printf(b, " + %lld*gl_]; g_; })", (long long)c);
+}
+
+/* Strided guarded read gd as masked loads alone, without the check of
+ * the whole vector choosing unmasked loads, where the masks check the
+ * lanes' own dimension: 1 if written to b.  Checked, stride-2 depthwise
+ * convolutions' window reads (both forms' loads and shuffles for each
+ * column tap) ran 1.12x-1.15x slower than masked loads alone.  Contiguous
+ * reads keep their check: alone, stride-1 depthwise kernels ran
+ * 0.87x-1.0x; so does a read whose masks would check only dimensions the
+ * lanes share (a select of the load or the padding, no mask to build;
+ * docs/performance.md).  With 16 lanes: a masked load is one instruction
+ * with AVX-512 only. */
+static int
+masked_alone(struct cg *g, struct kt_buf *b, struct guard *gd,
+             const struct kt_affine *addr, int64_t c, int lane_var, int w)
+{
+    struct kt_buf one;
+    int along;
+
+    if (w < 16 || !strided_masked(g, gd->e, lane_var, c, w))
+        return 0;
+    kt_buf_init(&one);
+    gd->alone = 1;
+    along = put_strided_load(g, &one, gd->e->src, addr, c, w, gd);
+    gd->alone = 0;
+    if (along > 0)
+        kt_buf_puts(b, one.p);
+    kt_buf_free(&one);
+    return along > 0;
 }
 
 /* Guarded read e as a vector of w lanes at addr + c * lane (small
@@ -579,22 +626,27 @@ put_guarded_vector_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
                         const struct kt_affine *addr, int lane_var, int64_t c,
                         int row_var, int row, int w)
 {
+    struct guard gd = {e, row_var, row, 0};
     struct kt_buf checks;
     int proven;
 
     kt_buf_init(&checks);
     proven = put_span_bounds(g, &checks, e, lane_var, w - 1, row_var, row) == 0;
+    if (!proven && masked_alone(g, b, &gd, addr, c, lane_var, w)) {
+        kt_buf_free(&checks);
+        return;
+    }
     if (!proven)
         kt_buf_printf(b, "((%s) ? ", checks.p);
     kt_buf_free(&checks);
     if (c == 1)
         put_contiguous_load(g, b, e->src, addr, w);
     else
-        put_strided_load(g, b, e->src, addr, c, w, NULL, -1, 0);
+        put_strided_load(g, b, e->src, addr, c, w, NULL);
     if (proven)
         return;
     kt_buf_puts(b, " : ");
-    put_lanes_read_guarded(g, b, e, addr, c, lane_var, row_var, row, w);
+    put_lanes_read_guarded(g, b, &gd, addr, c, lane_var, w);
     kt_buf_puts(b, ")");
 }
 
@@ -639,7 +691,7 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
         if (!kt__cg_pin_load(g, b, e->src, &addr, w))
             put_contiguous_load(g, b, e->src, &addr, w);
     } else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
-        put_strided_load(g, b, e->src, &addr, c, w, NULL, -1, 0);
+        put_strided_load(g, b, e->src, &addr, c, w, NULL);
     else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
         put_guarded_vector_load(g, b, e, &addr, lane_var, c, -1, 0, w);
     else
