@@ -534,23 +534,25 @@ put_masked_read(struct cg *g, struct kt_buf *b, const struct guard *gd,
     kt_buf_free(&pad);
 }
 
-/* Whether strided guarded read e at c * lane reads its edge vectors as
- * masked loads merged by shuffles: at the target's width only, along its
- * last dimension only.  A stride-2 depthwise convolution's 4-lane reads
- * ran 7% slower with them than with the loop, which its rare edges (a
- * fifth of its vectors) enter. */
-static int
-strided_masked(const struct cg *g, const struct kt_expr *e, int lane_var,
-               int64_t c, int w)
+/* A stride-2 depthwise convolution's 4-lane reads ran 7% slower with
+ * masked edges than with the loop, which its rare edges (a fifth of its
+ * vectors) enter; a max pooling's 8-lane ones (56-wide rows, 7 vectors,
+ * AVX-512) ran 1.13x / 1.2x faster as masked loads alone. */
+int
+kt__cg_strided_masked(const struct cg *g, const struct kt_expr *e, int lane_var,
+                      int64_t c, int w)
 {
-    return c >= 2 && w == g->o->vector_bytes / 4 &&
+    int target = g->o->vector_bytes / 4;
+
+    return c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE &&
+           (w == target || (target == 16 && w == 8)) &&
            kt__cg_row_step(e, lane_var) == c;
 }
 
 /* The lanes of guarded read gd at addr + c * lane where the whole vector
  * is not in bounds: a masked load when contiguous, masked loads merged
- * by shuffles where strided_masked, else one loop over the lanes, each
- * checked, padding elsewhere.  Unrolled lane by lane, a transposing
+ * by shuffles where kt__cg_strided_masked, else one loop over the lanes,
+ * each checked, padding elsewhere.  Unrolled lane by lane, a transposing
  * pack's 16 edge rows were half of gcc's time on a padded
  * attention-scores kernel (2.8 s against 1.3 s). */
 static void
@@ -566,7 +568,7 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct guard *gd,
         put_masked_read(g, b, gd, addr, lane_var, w);
         return;
     }
-    if (strided_masked(g, e, lane_var, c, w)) {
+    if (kt__cg_strided_masked(g, e, lane_var, c, w)) {
         put_strided_load(g, b, e->src, addr, c, w, gd);
         return;
     }
@@ -595,8 +597,8 @@ put_lanes_read_guarded(struct cg *g, struct kt_buf *b, const struct guard *gd,
  * reads keep their check: alone, stride-1 depthwise kernels ran
  * 0.87x-1.0x; so does a read whose masks would check only dimensions the
  * lanes share (a select of the load or the padding, no mask to build;
- * docs/performance.md).  With 16 lanes: a masked load is one instruction
- * with AVX-512 only. */
+ * docs/performance.md).  With AVX-512 only: there a masked load is one
+ * instruction. */
 static int
 masked_alone(struct cg *g, struct kt_buf *b, struct guard *gd,
              const struct kt_affine *addr, int64_t c, int lane_var, int w)
@@ -604,7 +606,8 @@ masked_alone(struct cg *g, struct kt_buf *b, struct guard *gd,
     struct kt_buf one;
     int along;
 
-    if (w < 16 || !strided_masked(g, gd->e, lane_var, c, w))
+    if (g->o->vector_bytes < 64 ||
+        !kt__cg_strided_masked(g, gd->e, lane_var, c, w))
         return 0;
     kt_buf_init(&one);
     gd->alone = 1;

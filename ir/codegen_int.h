@@ -249,10 +249,15 @@ void kt__cg_put_lane_mask(struct cg *g, struct kt_buf *b, int *nparts,
 /* Closes a conjunction of masks: every lane when none was needed. */
 void kt__cg_end_mask(struct kt_buf *b, int nparts);
 /* The step of read e's last index along var when no other index moves
- * with it, else 0.  A guarded read stepping 2 to 4 along its rows reads
- * its edge vectors at the target's width as masked loads and shuffles
- * rather than a loop over the lanes (contiguous ones always are masked). */
+ * with it, else 0. */
 int64_t kt__cg_row_step(const struct kt_expr *e, int var);
+/* Whether guarded read e, stepping c along lane_var, reads its edge
+ * vectors of w lanes as masked loads merged by shuffles rather than a loop
+ * over the lanes (contiguous ones always are masked loads): stepping 2 to
+ * 4 along its rows only, at the target's width or, with AVX-512, at 8
+ * lanes. */
+int kt__cg_strided_masked(const struct cg *g, const struct kt_expr *e,
+                          int lane_var, int64_t c, int w);
 /* Fills g->var_max from the loops and lets under n. */
 void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
 /* Whether a stays inside [0, extent) for every value the C gives its

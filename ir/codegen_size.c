@@ -47,8 +47,7 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return c;
         if (c == 1)
             return 2 * one; /* a vector load, masked at the edges */
-        if (c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE &&
-            w == g->o->vector_bytes / 4 && kt__cg_row_step(e, lane_var) == c)
+        if (kt__cg_strided_masked(g, e, lane_var, c, w))
             return 2 * c * one; /* its loads, then masked at the edges */
         return w * one;
     }
