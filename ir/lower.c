@@ -373,6 +373,25 @@ emit_nest(struct lower *L, struct snest *n, int j, struct kt_node *parent)
     return rc;
 }
 
+/* The points a root stage padded past its output (guarded stores,
+ * docs/compute.md) iterates along spatial axis a: its outermost tiles
+ * only as far as they store something.  197 columns padded to 224 in
+ * tiles of one 16-lane vector are 13 tiles, not 14: the 14th computed a
+ * whole tile of the product and stored none of it. */
+static int64_t
+stored_range(const struct lower *L, const struct kt_sstage *s, int a)
+{
+    int64_t shape = L->st->tensors[s->out].shape[a], inner = 1;
+    int p;
+
+    if (shape >= s->axes[a].extent || kt__lower_is_tile(L, L->tbuf[s->out]) ||
+        kt__lower_is_permuted(L, s->out))
+        return s->axes[a].extent;
+    for (p = 1; p < s->nparts[a]; p++)
+        inner *= s->part_extent[a][p];
+    return (shape + inner - 1) / inner * inner;
+}
+
 int
 kt__lower_emit_stage(struct lower *L, int s, struct kt_node *parent,
                      const struct kt_affine *off, const int64_t *range)
@@ -391,6 +410,8 @@ kt__lower_emit_stage(struct lower *L, int s, struct kt_node *parent,
             r = range[a];
         } else {
             kt_aff_const(&n->off[a], 0);
+            if (a < ss->nspatial)
+                r = stored_range(L, ss, a);
         }
         rc = kt__lower_infer_parts(L, n, a, r);
     }
