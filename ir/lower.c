@@ -206,6 +206,14 @@ emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
     return KT_OK;
 }
 
+/* The iterations part p of axis a runs: its extent, but for the
+ * outermost part of a stage padded past its output (stored_tiles). */
+static int64_t
+run_extent(const struct snest *n, int a, int p)
+{
+    return p == 0 ? n->run0[a] : n->pe[a][p];
+}
+
 /* Binds iterator j: a loop (if its extent is above 1) and lets for fused
  * parts.  Returns the node the rest of the nest goes into. */
 static struct kt_node *
@@ -246,7 +254,7 @@ bind_iter(struct lower *L, struct snest *n, int j, struct kt_node *parent,
     }
     for (q = it->nparts - 1; q >= 0; q--) {
         int a = it->parts[q].axis, p = it->parts[q].part;
-        int64_t e = n->pe[a][p];
+        int64_t e = run_extent(n, a, p);
         n->bound[a][p] = 1;
         if (e == 1) {
             kt_aff_const(&n->partval[a][p], 0);
@@ -373,23 +381,27 @@ emit_nest(struct lower *L, struct snest *n, int j, struct kt_node *parent)
     return rc;
 }
 
-/* The points a root stage padded past its output (guarded stores,
- * docs/compute.md) iterates along spatial axis a: its outermost tiles
- * only as far as they store something.  197 columns padded to 224 in
- * tiles of one 16-lane vector are 13 tiles, not 14: the 14th computed a
- * whole tile of the product and stored none of it. */
+/* The loop extent of axis a's outermost part: for a root stage padded
+ * past its output (guarded stores, docs/compute.md), only the tiles
+ * that store something.  197 columns padded to 224 in tiles of one
+ * 16-lane vector are 13 tiles, not 14: the 14th computed a whole tile of
+ * the product and stored none of it.  Bounds inference keeps the part's
+ * whole extent (a stage attached outside this loop computes the tiles
+ * its split lengths tile), so only the loops and the lets change. */
 static int64_t
-stored_range(const struct lower *L, const struct kt_sstage *s, int a)
+stored_tiles(const struct lower *L, const struct snest *n, int a)
 {
+    const struct kt_sstage *s = n->ss;
     int64_t shape = L->st->tensors[s->out].shape[a], inner = 1;
     int p;
 
-    if (shape >= s->axes[a].extent || kt__lower_is_tile(L, L->tbuf[s->out]) ||
+    if (a >= s->nspatial || shape >= s->axes[a].extent ||
+        kt__lower_is_tile(L, L->tbuf[s->out]) ||
         kt__lower_is_permuted(L, s->out))
-        return s->axes[a].extent;
+        return n->pe[a][0];
     for (p = 1; p < s->nparts[a]; p++)
-        inner *= s->part_extent[a][p];
-    return (shape + inner - 1) / inner * inner;
+        inner *= n->pe[a][p];
+    return (shape + inner - 1) / inner;
 }
 
 int
@@ -410,16 +422,15 @@ kt__lower_emit_stage(struct lower *L, int s, struct kt_node *parent,
             r = range[a];
         } else {
             kt_aff_const(&n->off[a], 0);
-            if (a < ss->nspatial)
-                r = stored_range(L, ss, a);
         }
         rc = kt__lower_infer_parts(L, n, a, r);
+        n->run0[a] = off == NULL ? stored_tiles(L, n, a) : n->pe[a][0];
     }
     for (j = 0; j < ss->niters && rc == KT_OK; j++) {
         n->iext[j] = 1;
         for (q = 0; q < ss->iters[j].nparts; q++)
-            n->iext[j] *= n->pe[ss->iters[j].parts[q].axis]
-                               [ss->iters[j].parts[q].part];
+            n->iext[j] *= run_extent(n, ss->iters[j].parts[q].axis,
+                                     ss->iters[j].parts[q].part);
         if (ss->op != KT_ASSIGN && ss->iters[j].reduce && n->iext[j] > 1 &&
             n->init_pos < 0)
             n->init_pos = j;

@@ -41,6 +41,7 @@ struct snest {
     int s;
     const struct kt_sstage *ss;
     int64_t pe[KT_MAX_AXES][KT_MAX_PARTS];
+    int64_t run0[KT_MAX_AXES]; /* loop extent of part 0 (run_extent) */
     int64_t iext[KT_MAX_ITERS];
     struct kt_affine partval[KT_MAX_AXES][KT_MAX_PARTS];
     int bound[KT_MAX_AXES][KT_MAX_PARTS];

@@ -576,6 +576,52 @@ test_codegen_padded_dead_tiles_dropped(void **state)
     check_and_free(dag, st);
 }
 
+/* The same product with the columns' copy into O a loop inside the row
+ * tiles, P computed at the row tiles over every column in tiles of 32
+ * lanes: O's loop runs the 13 column tiles that store something (the
+ * last one peeled off and narrowed to 8 lanes, codegen_peel.c), while
+ * P, attached outside it, still computes the 224 columns its split
+ * lengths tile (inferred over 208, they would not: the schedule failed
+ * to lower). */
+static void
+test_codegen_padded_dead_tiles_inferred_whole(void **state)
+{
+    static const char json[] =
+        "{\"v\":1,\"steps\":[[\"CHR\",2,3],[\"CHR\",3,2],[\"CI\",1],"
+        "[\"CI\",0],[\"SP\",5,2,[16]],[\"SP\",5,1,[5]],"
+        "[\"SP\",5,0,[1]],[\"RE\",5,[0,2,4,1,3,5]],[\"FU\",5,0,2],"
+        "[\"SP\",4,3,[64]],[\"SP\",4,2,[7,32]],[\"SP\",4,1,[1,5]],"
+        "[\"SP\",4,0,[1,1]],[\"RE\",4,[0,3,6,9,1,4,7,10,2,5,8]],"
+        "[\"CA\",4,5,0],[\"CI\",3],[\"CA\",2,4,0],"
+        "[\"AN\",2,2,\"vectorize\"],[\"AN\",4,10,\"vectorize\"],"
+        "[\"AN\",4,9,\"unroll\"],[\"AN\",5,0,\"parallel\"],"
+        "[\"AN\",5,4,\"vectorize\"]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    char err[512], *src, *kern;
+    int n;
+    (void)state;
+
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 197, 197, 64, 1), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    free(steps);
+    src = candidate_module(dag, &st);
+    kern = candidate_kernel(src);
+    if (strstr(kern, " < 12; ") == NULL || strstr(kern, " < 13; ") != NULL ||
+        strstr(kern, " < 7; ") == NULL) {
+        fputs(kern, stderr);
+        fail_msg("not 13 column tiles copied (12 and the last, peeled), "
+                 "7 computed");
+    }
+    free(src);
+    check_and_free(dag, st);
+}
+
 int
 main(void)
 {
@@ -592,6 +638,7 @@ main(void)
         cmocka_unit_test(test_codegen_padded_gcc_miscompile),
         cmocka_unit_test(test_codegen_padded_chunk_split),
         cmocka_unit_test(test_codegen_padded_dead_tiles_dropped),
+        cmocka_unit_test(test_codegen_padded_dead_tiles_inferred_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
