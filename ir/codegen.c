@@ -497,6 +497,7 @@ cg_open(struct cg *g, const struct kt_looptree *lt,
     g->unrolled = kt_xcalloc(n, 1);
     g->window = kt_xcalloc(n, 1);
     g->inner = kt_xcalloc(n, 1);
+    g->expanding = kt_xcalloc(n, 1);
     g->unroll_factor = kt_xcalloc(n, sizeof(*g->unroll_factor));
     g->var_max = kt_xcalloc(n, sizeof(*g->var_max));
     g->lane_limit = kt_xcalloc(n, sizeof(*g->lane_limit));
@@ -512,6 +513,7 @@ cg_close(struct cg *g)
     free(g->unrolled);
     free(g->window);
     free(g->inner);
+    free(g->expanding);
     free(g->unroll_factor);
     free(g->var_max);
     free(g->slack);

@@ -27,6 +27,29 @@
  * bound, and its searches ended on 2 rows at 0.6x of the speed;
  * dense_fc1000 was level in an A/B with the contiguous ones weighed as
  * now (docs/performance.md). */
+/* Whether guarded read e is one of window taps read from shared loads
+ * (ir/codegen_expr.c): a stride-2 read of the target's lanes (AVX-512)
+ * whose last index holds, besides the lanes, a loop the size pass
+ * expands with a coefficient under a block (c * w).  Its taps and the
+ * next vector along the row load each block once: the read itself is
+ * its shuffles. */
+static int
+shares_taps(const struct cg *g, const struct kt_expr *e, int lane_var,
+            int64_t c, int w)
+{
+    const struct kt_affine *ix = &e->idx[e->ndim - 1];
+    int i;
+
+    if (g->o->vector_bytes < 64 || c != 2 || w != g->o->vector_bytes / 4 ||
+        kt__cg_row_step(e, lane_var) != c)
+        return 0;
+    for (i = 0; i < ix->n; i++)
+        if (ix->var[i] != lane_var && g->expanding[ix->var[i]] &&
+            ix->k[i] > -c * w && ix->k[i] < c * w)
+            return 1;
+    return 0;
+}
+
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
@@ -48,7 +71,9 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
         if (c == 1)
             return 2 * one; /* a vector load, masked at the edges */
         if (kt__cg_strided_masked(g, e, lane_var, c, w))
-            return 2 * c * one; /* its loads, then masked at the edges */
+            return shares_taps(g, e, lane_var, c, w)
+                       ? one + c     /* its shuffles, its share of loads */
+                       : 2 * c * one; /* its loads, then masked at the edges */
         return w * one;
     }
     sum += load_weight(g, e->a, lane_var, w);
@@ -94,8 +119,10 @@ expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
     if (n->kind != KT_N_LOOP)
         return 0;
     if (!kt__cg_is_vector_loop(g, n)) {
+        g->expanding[n->var] = 1;
         for (k = 0; k < n->nkids; k++)
             sum += expand_weight(g, n->kids[k], lane_var, w);
+        g->expanding[n->var] = 0;
         return n->extent * sum;
     }
     rule = kt__cg_lane_rule(g, n);

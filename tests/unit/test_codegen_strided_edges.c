@@ -149,6 +149,82 @@ test_strided_edges_size(void **state)
     kt_dag_free(dag);
 }
 
+/* Distinct occurrences of "kt_ldm16(&t_I[<address>]" in c. */
+static int
+distinct_input_loads(const char *c)
+{
+    char seen[64][160];
+    const char *at = c;
+    int n = 0, i;
+
+    while ((at = strstr(at, "kt_ldm16(&t_I[")) != NULL) {
+        const char *end = strchr(at, ']');
+        size_t len = (size_t)(end - at);
+        assert_non_null(end);
+        assert_true(len < sizeof(seen[0]));
+        for (i = 0; i < n; i++)
+            if (strlen(seen[i]) == len && memcmp(seen[i], at, len) == 0)
+                break;
+        if (i == n) {
+            assert_true(n < 64);
+            memcpy(seen[n], at, len);
+            seen[n++][len] = '\0';
+        }
+        at = end;
+    }
+    return n;
+}
+
+/* The column taps unrolled inside the row loop (the search's whole-window
+ * reduction unroll, scheduler/search_build.c) over a 4 x 28 tile of
+ * 16-lane vectors: every tap reads the blocks of 32 input columns the
+ * row's vectors start at, tap 0 their even lanes, tap 1 the odd ones and
+ * tap 2 the even ones moved on by one lane, so each output row reads 6
+ * distinct vectors of input per kernel row (the second vector's last
+ * block is past the row: all padding), not 12 (2 loads for each of 3
+ * taps of 2 vectors). */
+static void
+test_strided_edges_shared_taps(void **state)
+{
+    static const char json[] =
+        "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"CI\",0],"
+        "[\"SP\",3,4,[1,28]],[\"SP\",3,3,[7,4]],[\"SP\",3,1,[2,1]],"
+        "[\"RE\",3,[0,1,4,5,8,2,6,9,3,7,10]],[\"FU\",3,0,2],"
+        "[\"SP\",2,7,[3]],[\"SP\",2,6,[3]],[\"SP\",2,4,[1,28]],"
+        "[\"SP\",2,3,[7,4]],[\"SP\",2,1,[2,1]],"
+        "[\"RE\",2,[0,1,4,5,8,11,12,14,2,6,9,13,15,3,7,10]],"
+        "[\"CA\",2,3,6],[\"CA\",1,2,7],[\"AN\",1,4,\"vectorize\"],"
+        "[\"AN\",2,15,\"vectorize\"],[\"AN\",2,14,\"unroll\"],"
+        "[\"AN\",2,12,\"unroll\"],[\"AN\",3,0,\"parallel\"],"
+        "[\"AN\",3,9,\"vectorize\"]]}";
+    struct kt_dag *dag = ktt_depthwise3x3(56, 2);
+    struct kt_state *st = ktt_replay_json(dag, json);
+    int64_t total, bound;
+    char *c;
+    (void)state;
+
+    assert_non_null(st);
+    /* within the search's code-size bound (512): a shared tap weighs its
+     * shuffles, not its loads (weighed as unshared reads: 839) */
+    total = ktt_code_weight(st, 64, &bound);
+    if (total < 0 || total > bound)
+        fail_msg("weighs %lld, over the bound %lld", (long long)total,
+                 (long long)bound);
+    ktt_vector_bytes = 64;
+    c = ktt_checked_c(dag, st, 17);
+    ktt_vector_bytes = 0;
+    assert_non_null(c);
+    assert_non_null(strstr(c, ", 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, "
+                              "23, 25, 27, 29, 31)"));
+    assert_non_null(strstr(c, ", 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, "
+                              "13, 14, 15, 16)"));
+    assert_null(strstr(c, "12, 14, 17, 19"));
+    assert_int_equal(distinct_input_loads(c), 4 * 6);
+    free(c);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
@@ -158,6 +234,7 @@ main(void)
         cmocka_unit_test(test_strided_edges_contiguous_keep_checks),
         cmocka_unit_test(test_strided_edges_narrow_keeps_loop),
         cmocka_unit_test(test_strided_edges_size),
+        cmocka_unit_test(test_strided_edges_shared_taps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
