@@ -62,13 +62,22 @@ outer_axis(int k, int first)
 
 /* Expands u steps of the reduction loop at iterator j (the innermost one
  * around a register tile) into the micro-kernel: a split whose inner part
- * of u is unrolled.  Loops that u does not divide stay as they are. */
+ * of u is unrolled.  A window's loop of 2 to u steps (a 3 x 3 window's
+ * column taps) is unrolled whole: a stride-2 read's taps then share
+ * their loads (ir/codegen_expr.c).  Longer loops that u does not divide
+ * stay as they are. */
 static int
 unroll_reduction(struct kt_state *st, int i, int j, int u, char *err,
                  size_t errlen)
 {
-    int64_t e = st->stages[i].iters[j].extent;
+    const struct kt_sstage *ss = &st->stages[i];
+    int64_t e = ss->iters[j].extent;
 
+    if (u > 1 && e > 1 && e <= u &&
+        sk_window_axis(ss, ss->iters[j].parts[0].axis)) {
+        APPLY(st, {KT_STEP_ANNOTATE, i, j, 0, {KT_ANN_UNROLL}});
+        return 0;
+    }
     if (u <= 1 || e <= u || e % u != 0)
         return 0;
     APPLY(st, {KT_STEP_SPLIT, i, j, 1, {u}});

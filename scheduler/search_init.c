@@ -697,13 +697,39 @@ tile_vectors(const struct kt_search *s, const struct sk_genome *g, int slot)
     return (sk_reg_tile(s, g, slot) + lanes - 1) / lanes;
 }
 
+/* Whether an index of a load in e reads reduction axis a beside a
+ * spatial axis (below nspatial): a sliding window's taps (x * 2 + s). */
+static int
+reads_as_window(const struct kt_expr *e, int a, int nspatial)
+{
+    int d, k;
+
+    if (e == NULL)
+        return 0;
+    if (e->op == KT_X_LOAD)
+        for (d = 0; d < e->ndim; d++)
+            if (kt_aff_coef(&e->idx[d], a) != 0)
+                for (k = 0; k < e->idx[d].n; k++)
+                    if (e->idx[d].var[k] < nspatial && e->idx[d].k[k] != 0)
+                        return 1;
+    return reads_as_window(e->a, a, nspatial) ||
+           reads_as_window(e->b, a, nspatial);
+}
+
+int
+sk_window_axis(const struct kt_sstage *ss, int a)
+{
+    return ss->axes[a].reduce && reads_as_window(ss->body, a, ss->nspatial);
+}
+
 /* Whether red_unroll value v changes slot's program and stays within
  * budget: the loop sk_build splits (the innermost part of the last
- * reduction level, of the last reduction axis longer than 1) is longer
- * than the factor and a multiple of it - a 3 x 3 window's loop is not,
- * and a gene that builds the same program only duplicates it - and the
- * unrolled micro-kernel fits SK_RED_UNROLL_STMTS.  No unroll always
- * fits. */
+ * reduction level, of the last reduction axis longer than 1) is a
+ * multiple of the factor longer than it, or a window's loop of 2 to the
+ * factor steps (unrolled whole: a 3 x 3 window's column taps; a GEMM's
+ * short k loop stays as it was) - a gene that builds the same program
+ * only duplicates it - and the unrolled micro-kernel fits
+ * SK_RED_UNROLL_STMTS.  No unroll always fits. */
 static int
 red_unroll_fits(const struct kt_search *s, const struct sk_genome *g, int slot,
                 int v)
@@ -721,8 +747,49 @@ red_unroll_fits(const struct kt_search *s, const struct sk_genome *g, int slot,
     if (last < 0)
         return 0;
     run = g->tiles[slot][last][sk_nparts(&sk->plan[i], 1) - 1];
+    if (run > 1 && run <= u)
+        return sk_window_axis(ss, last) &&
+               tile_vectors(s, g, slot) * run <= SK_RED_UNROLL_STMTS;
     return run > u && run % u == 0 &&
            tile_vectors(s, g, slot) * u <= SK_RED_UNROLL_STMTS;
+}
+
+/* Moves the taps of slot's last reduction axis, a window of 2 to 4
+ * steps, into the loop around its register tile and unrolls that loop
+ * whole: one mutation from a window loop outside the tile to taps that
+ * share their loads (ir/codegen_expr.c), which a tile mutation and a
+ * reduction unroll one after the other reach only through a program no
+ * faster than the first.  -1 when that is the genome's program already
+ * or does not fit. */
+int
+sk_unroll_window(const struct kt_search *s, struct sk_genome *g, int slot)
+{
+    const struct sk_sketch *sk = &s->sk[g->sketch];
+    int i = sk->slot_stage[slot], a, last = -1, n, l;
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int whole = SK_RED_UNROLLS - 1;
+    int32_t was[SK_MAXP];
+
+    for (a = ss->nspatial; a < ss->naxes; a++)
+        if (ss->axes[a].reduce && ss->axes[a].extent > 1)
+            last = a;
+    if (last < 0 || ss->axes[last].extent > sk_red_unroll_values[whole] ||
+        !sk_window_axis(ss, last))
+        return -1;
+    n = sk_nparts(&sk->plan[i], 1);
+    if (g->red_unroll[i] == whole &&
+        g->tiles[slot][last][n - 1] == ss->axes[last].extent)
+        return -1;
+    memcpy(was, g->tiles[slot][last], sizeof(was));
+    for (l = 0; l < n; l++)
+        g->tiles[slot][last][l] = 1;
+    g->tiles[slot][last][n - 1] = (int32_t)ss->axes[last].extent;
+    if (!red_unroll_fits(s, g, slot, whole)) {
+        memcpy(g->tiles[slot][last], was, sizeof(was));
+        return -1;
+    }
+    g->red_unroll[i] = (uint8_t)whole;
+    return 0;
 }
 
 /* A random index into sk_red_unroll_values for slot's register tile

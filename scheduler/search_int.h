@@ -62,6 +62,9 @@ extern const int sk_unroll_values[4]; /* 0, 16, 64, 512 */
 /* Unroll factors of the reduction loop around a register tile (1: none) */
 #define SK_RED_UNROLLS 2
 extern const int sk_red_unroll_values[SK_RED_UNROLLS]; /* 1, 4 */
+/* Whether reduction axis a of ss is read beside a spatial axis in one
+ * index (a sliding window's taps, x * 2 + s). */
+int sk_window_axis(const struct kt_sstage *ss, int a);
 
 struct sk_genome {
     int32_t sketch; /* int32: the struct has no padding */
@@ -229,6 +232,10 @@ int sk_pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
 /* Lowers slot's red_unroll gene until the unrolled micro-kernel fits. */
 void sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g,
                           int slot);
+/* Slot's window taps (its last reduction axis, 2 to 4 steps) moved next
+ * to its register tile and unrolled whole; -1 when no change fits. */
+int sk_unroll_window(const struct kt_search *s, struct sk_genome *g,
+                     int slot);
 
 /* ---- search_mutate.c ---- */
 /* Applies one mutation (weights as Ansor's CPU rules); 0 on success,

@@ -153,8 +153,13 @@ sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g)
             return 0;
         }
         if (pick == 1) {
-            int to = sk_pick_red_unroll(s, r, g, sk->plan[i].slot,
-                                        g->red_unroll[i]);
+            int slot = sk->plan[i].slot;
+            int to = sk_pick_red_unroll(s, r, g, slot, g->red_unroll[i]);
+            /* where no other factor fits, and half the time, a window's
+             * taps next to the tile and unrolled whole instead */
+            if ((to < 0 || kt_rng_below(r, 2) == 0) &&
+                sk_unroll_window(s, g, slot) == 0)
+                return 0;
             if (to < 0)
                 return -1;
             g->red_unroll[i] = (uint8_t)to;
@@ -420,6 +425,10 @@ sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
                 g.red_unroll[i] = (uint8_t)to;
                 n = add_neighbour(m, &g, out, n, cap);
                 g.red_unroll[i] = m->g.red_unroll[i];
+            }
+            if (sk_unroll_window(s, &g, p->slot) == 0) {
+                n = add_neighbour(m, &g, out, n, cap);
+                g = m->g;
             }
         }
         if (p->has_reduce)

@@ -71,14 +71,17 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
     const struct kt_state *base = sk->base;
     /* per stage: its tiling's reorder was read; the reduction unroll's
      * annotation (the step after tile_mlt's split that follows the
-     * reorder), which is no register-tile unroll */
-    int reordered[KT_MAX_STAGES] = {0}, red_annotation = -1;
+     * reorder, or after the reorder itself: a window unrolled whole),
+     * which is no register-tile unroll */
+    int reordered[KT_MAX_STAGES] = {0}, red_annotation[KT_MAX_STAGES];
     int mapped[KT_MAX_STAGES] = {0};
     int j, a, l, slot, i;
 
-    for (i = 0; i < KT_MAX_STAGES; i++)
+    for (i = 0; i < KT_MAX_STAGES; i++) {
+        red_annotation[i] = -1;
         if (map == NULL ? i < base->nstages : map[i] >= 0)
             mapped[map == NULL ? i : map[i]] = 1;
+    }
     for (i = 0; i < base->nstages; i++) {
         const struct kt_sstage *ss = &base->stages[i];
         if (!mapped[i])
@@ -117,7 +120,7 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
                 if (st->n != 1 || l == SK_RED_UNROLLS)
                     return -1;
                 g->red_unroll[i] = (uint8_t)l;
-                red_annotation = j + 1;
+                red_annotation[i] = j + 1;
                 break;
             }
             a = st->iter;
@@ -138,7 +141,11 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
             g->tiles[p->slot][a][0] = (int32_t)(base->stages[i].axes[a].extent /
                                                 prod);
             break;
-        case KT_STEP_REORDER: reordered[i] = p->role == SK_MLT; break;
+        case KT_STEP_REORDER:
+            reordered[i] = p->role == SK_MLT;
+            if (reordered[i])
+                red_annotation[i] = j + 1; /* a window unrolled whole */
+            break;
         case KT_STEP_FUSE:
             g->par[i] = (uint8_t)(st->n < 255 ? st->n : 254);
             break;
@@ -147,8 +154,10 @@ read_genes(const struct sk_sketch *sk, const struct kt_step *steps, int nsteps,
                 g->par[i] = 1;
             else if (st->v[0] == KT_ANN_VECTORIZE)
                 g->vec[i] = 1;
-            else if (st->v[0] == KT_ANN_UNROLL && j != red_annotation)
+            else if (st->v[0] == KT_ANN_UNROLL && j != red_annotation[i])
                 g->unroll_inner[i] = 1;
+            else if (st->v[0] == KT_ANN_UNROLL && g->red_unroll[i] == 0)
+                g->red_unroll[i] = SK_RED_UNROLLS - 1;
             break;
         case KT_STEP_PRAGMA:
             for (l = 0; l < 4 && sk_unroll_values[l] != st->v[0]; l++)

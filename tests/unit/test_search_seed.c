@@ -2,7 +2,7 @@
  * a search proposed, fed to a fresh search (another seed, as after a
  * restart) through kt_search_record, decodes into a genome of the fresh
  * search (returns 1) for GEMM, dense with bias+relu (fusion, rfactor) and
- * conv2d (padding stage, layout packs); the fresh search's next round puts
+ * conv2d (padding stage, layout packs; a window unrolled whole); the fresh search's next round puts
  * them into its population (measured_seeds) and never proposes them again;
  * failed and foreign schedules do not seed; a GEMM's schedules seed a
  * GEMM search of another shape through kt_search_seed_other; mutants of a
@@ -141,6 +141,52 @@ test_search_seed_conv2d(void **state)
     (void)state;
     small_conv(&d, KT_EPI_BIAS | KT_EPI_RELU);
     seeds_of(&d);
+}
+
+/* Whether steps unroll a window whole: an unroll annotation right after
+ * a stage's reorder (search_build.c, unroll_reduction). */
+static int
+unrolls_window_whole(const struct kt_step *steps, int n)
+{
+    int j;
+
+    for (j = 0; j + 1 < n; j++)
+        if (steps[j].kind == KT_STEP_REORDER &&
+            steps[j + 1].kind == KT_STEP_ANNOTATE &&
+            steps[j + 1].stage == steps[j].stage &&
+            steps[j + 1].v[0] == KT_ANN_UNROLL)
+            return 1;
+    return 0;
+}
+
+/* A stride-2 depthwise convolution's samples unroll its 3-tap window
+ * loop whole (the reduction unroll of 4 over a loop of 3), and such
+ * schedules decode into a fresh search's genomes like the others. */
+static void
+test_search_seed_whole_window(void **state)
+{
+    struct kt_dag *dag = ktt_depthwise3x3(56, 2);
+    struct kt_search *first = new_search(dag, 1), *fresh = new_search(dag, 2);
+    struct kt_search_batch b;
+    char err[512];
+    int i, whole = 0;
+    (void)state;
+
+    assert_int_equal(kt_search_next_batch(first, NULL, NULL, 0, 32, &b, NULL,
+                                          err, sizeof(err)),
+                     KT_OK);
+    for (i = 0; i < b.n; i++) {
+        if (!unrolls_window_whole(b.v[i].steps, b.v[i].nsteps))
+            continue;
+        whole++;
+        if (kt_search_record(fresh, b.v[i].steps, b.v[i].nsteps, 1e-3) != 1)
+            fail_msg("candidate %d (window unrolled whole) does not decode", i);
+    }
+    assert_true(whole > 0);
+    kt_search_batch_free(&b);
+    kt_search_free(first);
+    kt_search_free(fresh);
+    kt_dag_free(dag);
 }
 
 /* A schedule of another operator (conv2d's steps fed to a GEMM search):
@@ -707,6 +753,7 @@ main(void)
         cmocka_unit_test(test_search_measured_again_keeps_faster),
         cmocka_unit_test(test_search_seed_dense_epilogue),
         cmocka_unit_test(test_search_seed_conv2d),
+        cmocka_unit_test(test_search_seed_whole_window),
         cmocka_unit_test(test_search_seed_foreign),
         cmocka_unit_test(test_search_seed_other_workload),
         cmocka_unit_test(test_search_sibling_maxpool),

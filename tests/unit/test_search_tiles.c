@@ -1165,6 +1165,65 @@ test_search_follow_after_insert(void **state)
     kt_dag_free(dag);
 }
 
+/* Whether stage i's reorder in st's steps is followed by an unroll
+ * annotation of it: its window loop unrolled whole (search_build.c). */
+static int
+window_unrolled_whole(const struct kt_state *st, int i)
+{
+    int j;
+
+    for (j = 0; j + 1 < st->nsteps; j++)
+        if (st->steps[j].kind == KT_STEP_REORDER && st->steps[j].stage == i &&
+            st->steps[j + 1].kind == KT_STEP_ANNOTATE &&
+            st->steps[j + 1].stage == i &&
+            st->steps[j + 1].v[0] == KT_ANN_UNROLL)
+            return 1;
+    return 0;
+}
+
+/* sk_unroll_window moves a stride-2 depthwise convolution's column taps
+ * (3) next to the register tile and unrolls them whole, from samples
+ * with the taps outside; applied again it changes nothing; a GEMM's k
+ * is no window (its loop stays as it was). */
+static void
+test_search_window_unrolled_whole(void **state)
+{
+    struct kt_dag *dag = ktt_depthwise3x3(56, 2), *gemm = gemm1024();
+    struct kt_search *s = ktt_avx512_search(dag);
+    struct kt_search *sg = ktt_avx512_search(gemm);
+    struct kt_rng r;
+    int n, moved = 0, slot;
+    (void)state;
+
+    kt_rng_seed(&r, 29);
+    for (n = 0; n < 256; n++) {
+        struct sk_genome g;
+        sk_sample(s, &r, &g);
+        for (slot = 0; slot < s->sk[g.sketch].nslots; slot++) {
+            int i = s->sk[g.sketch].slot_stage[slot];
+            struct kt_state *st = sk_build(s, &g, NULL, 0);
+            int skip = st == NULL || window_unrolled_whole(st, i);
+            kt_state_free(st);
+            if (skip || sk_unroll_window(s, &g, slot) != 0)
+                continue;
+            st = sk_build(s, &g, NULL, 0);
+            assert_non_null(st);
+            assert_true(window_unrolled_whole(st, i));
+            kt_state_free(st);
+            assert_int_equal(sk_unroll_window(s, &g, slot), -1);
+            moved++;
+        }
+        sk_sample(sg, &r, &g);
+        for (slot = 0; slot < sg->sk[g.sketch].nslots; slot++)
+            assert_int_equal(sk_unroll_window(sg, &g, slot), -1);
+    }
+    assert_true(moved > 0);
+    kt_search_free(s);
+    kt_search_free(sg);
+    kt_dag_free(dag);
+    kt_dag_free(gemm);
+}
+
 int
 main(void)
 {
@@ -1191,6 +1250,7 @@ main(void)
         cmocka_unit_test(test_search_padded_pack_not_rebuilt),
         cmocka_unit_test(test_search_padded_rows_read_in_place),
         cmocka_unit_test(test_search_follow_after_insert),
+        cmocka_unit_test(test_search_window_unrolled_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
