@@ -624,8 +624,8 @@ masked_alone(struct cg *g, struct kt_buf *b, struct guard *gd,
  * coefficients under a block (c * w elements) in its last index, lane_var
  * left out; -1 when no such copy variable reads along it. */
 static int64_t
-tap_offset(const struct cg *g, const struct kt_expr *e, int lane_var,
-           int64_t c, int w)
+tap_offset(const struct cg *g, const struct kt_expr *e, int lane_var, int64_t c,
+           int w)
 {
     const struct kt_affine *ix = &e->idx[e->ndim - 1];
     int64_t t = 0;

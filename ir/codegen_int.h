@@ -70,10 +70,10 @@ struct cg {
     struct kt_buf *out;
     int reference;
     int indent;
-    struct binding *env;     /* per variable: substitution while expanding */
-    unsigned char *unrolled; /* per loop variable: unroll by pragma */
-    unsigned char *window;   /* ... a window loop (codegen_window.c) */
-    unsigned char *inner;    /* per variable: defined inside the kernel loop */
+    struct binding *env;      /* per variable: substitution while expanding */
+    unsigned char *unrolled;  /* per loop variable: unroll by pragma */
+    unsigned char *window;    /* ... a window loop (codegen_window.c) */
+    unsigned char *inner;     /* per variable: defined inside the kernel loop */
     unsigned char *expanding; /* per loop variable: the size pass expands it */
     int64_t *var_max; /* per variable: its largest value in the C, -1 unknown */
     unsigned char *slack; /* per buffer: a vector of zeros after its last

@@ -15,18 +15,6 @@
 #define KT_CG_BLOCK_BUDGET_PER_STMT 2
 #define KT_CG_MAX_PRAGMA_UNROLL 64
 
-/* Loads of e, each weighing 1, or its lanes when it is gathered lane by
- * lane, or its loads when it is read as shuffled vectors; a guarded
- * (padding) read weighs its checks at every lane, or, contiguous or
- * strided and masked at the edges, its loads twice with their checks.
- * Weighed as a loop over the edge lanes (its loads and the checks of its
- * ends and of one lane), when edges were such loops, the search found
- * slower classifier kernels (dense_fc1000 0.94x where it found 1.08x);
- * weighed at every lane, a 14 x 14 depthwise convolution's register tiles
- * of 7 and 14 rows reading its input in place went over the code-size
- * bound, and its searches ended on 2 rows at 0.6x of the speed;
- * dense_fc1000 was level in an A/B with the contiguous ones weighed as
- * now (docs/performance.md). */
 /* Whether guarded read e is one of window taps read from shared loads
  * (ir/codegen_expr.c): a stride-2 read of the target's lanes (AVX-512)
  * whose last index holds, besides the lanes, a loop the size pass
@@ -50,6 +38,19 @@ shares_taps(const struct cg *g, const struct kt_expr *e, int lane_var,
     return 0;
 }
 
+/* Loads of e, each weighing 1, or its lanes when it is gathered lane by
+ * lane, or its loads when it is read as shuffled vectors; a guarded
+ * (padding) read weighs its checks at every lane, or, contiguous or
+ * strided and masked at the edges, its loads twice with their checks.
+ * Weighed as a loop over the edge lanes (its loads and the checks of its
+ * ends and of one lane), when edges were such loops, the search found
+ * slower classifier kernels (dense_fc1000 0.94x where it found 1.08x);
+ * weighed at every lane, a 14 x 14 depthwise convolution's register tiles
+ * of 7 and 14 rows reading its input in place went over the code-size
+ * bound, and its searches ended on 2 rows at 0.6x of the speed;
+ * dense_fc1000 was level in an A/B with the contiguous ones weighed as
+ * now (docs/performance.md).  A stride-2 window tap read from shared
+ * loads weighs its shuffles (shares_taps). */
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
@@ -72,7 +73,7 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
             return 2 * one; /* a vector load, masked at the edges */
         if (kt__cg_strided_masked(g, e, lane_var, c, w))
             return shares_taps(g, e, lane_var, c, w)
-                       ? one + c     /* its shuffles, its share of loads */
+                       ? one + c      /* its shuffles, its share of loads */
                        : 2 * c * one; /* its loads, then masked at the edges */
         return w * one;
     }

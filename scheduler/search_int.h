@@ -234,8 +234,7 @@ void sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g,
                           int slot);
 /* Slot's window taps (its last reduction axis, 2 to 4 steps) moved next
  * to its register tile and unrolled whole; -1 when no change fits. */
-int sk_unroll_window(const struct kt_search *s, struct sk_genome *g,
-                     int slot);
+int sk_unroll_window(const struct kt_search *s, struct sk_genome *g, int slot);
 
 /* ---- search_mutate.c ---- */
 /* Applies one mutation (weights as Ansor's CPU rules); 0 on success,
