@@ -392,16 +392,17 @@ static int64_t
 stored_tiles(const struct lower *L, const struct snest *n, int a)
 {
     const struct kt_sstage *s = n->ss;
-    int64_t shape = L->st->tensors[s->out].shape[a], inner = 1;
+    const struct kt_tensor *t = &L->st->tensors[s->out];
+    int64_t inner = 1;
     int p;
 
-    if (a >= s->nspatial || shape >= s->axes[a].extent ||
+    if (a >= s->nspatial || a >= t->ndim || t->shape[a] >= s->axes[a].extent ||
         kt__lower_is_tile(L, L->tbuf[s->out]) ||
         kt__lower_is_permuted(L, s->out))
         return n->pe[a][0];
     for (p = 1; p < s->nparts[a]; p++)
         inner *= n->pe[a][p];
-    return (shape + inner - 1) / inner;
+    return (t->shape[a] + inner - 1) / inner;
 }
 
 int
