@@ -535,6 +535,26 @@ test_codegen_padded_chunk_split(void **state)
     check_and_free(dag, st);
 }
 
+/* The ViT scores' product over 2 heads (197 x 197 x 64, padded to 200 x
+ * 224) scheduled by json. */
+static struct kt_state *
+vit_heads2(const char *json, struct kt_dag **dag)
+{
+    struct kt_op_def d;
+    struct kt_step *steps = NULL;
+    struct kt_state *st = NULL;
+    char err[512];
+    int n;
+
+    assert_int_equal(kt_op_batch_matmul(&d, 2, 197, 197, 64, 1), KT_OK);
+    if (kt_op_build(&d, dag, err, sizeof(err)) != KT_OK ||
+        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
+        kt_state_replay(*dag, steps, n, &st, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    free(steps);
+    return st;
+}
+
 /* The ViT scores' pick on a Zen 4 (2026-12-04): 197 columns padded to
  * 224, in tiles of one 16-lane vector fused into the parallel loop with
  * the heads.  Only 13 of the 14 tiles store a column, so the fused loop
@@ -553,22 +573,11 @@ test_codegen_padded_dead_tiles_dropped(void **state)
         "[\"AN\",2,2,\"vectorize\"],[\"AN\",4,10,\"vectorize\"],"
         "[\"AN\",4,9,\"unroll\"],[\"AN\",5,0,\"parallel\"],"
         "[\"AN\",5,3,\"vectorize\"]]}";
-    struct kt_op_def d;
     struct kt_dag *dag = NULL;
-    struct kt_step *steps = NULL;
-    struct kt_state *st = NULL;
-    char err[512], *src, *kern;
-    int n;
+    struct kt_state *st = vit_heads2(json, &dag);
+    char *src = candidate_module(dag, &st), *kern = candidate_kernel(src);
     (void)state;
 
-    assert_int_equal(kt_op_batch_matmul(&d, 2, 197, 197, 64, 1), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
-        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    free(steps);
-    src = candidate_module(dag, &st);
-    kern = candidate_kernel(src);
     if (strstr(kern, "fused0_l0 < 26; fused0_l0++") == NULL ||
         strstr(kern, "% 13;") == NULL)
         fail_msg("not 2 x 13 column tiles:\n%s", kern);
@@ -596,22 +605,11 @@ test_codegen_padded_dead_tiles_inferred_whole(void **state)
         "[\"AN\",2,2,\"vectorize\"],[\"AN\",4,10,\"vectorize\"],"
         "[\"AN\",4,9,\"unroll\"],[\"AN\",5,0,\"parallel\"],"
         "[\"AN\",5,4,\"vectorize\"]]}";
-    struct kt_op_def d;
     struct kt_dag *dag = NULL;
-    struct kt_step *steps = NULL;
-    struct kt_state *st = NULL;
-    char err[512], *src, *kern;
-    int n;
+    struct kt_state *st = vit_heads2(json, &dag);
+    char *src = candidate_module(dag, &st), *kern = candidate_kernel(src);
     (void)state;
 
-    assert_int_equal(kt_op_batch_matmul(&d, 2, 197, 197, 64, 1), KT_OK);
-    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK ||
-        kt_steps_from_json(json, &steps, &n, err, sizeof(err)) != KT_OK ||
-        kt_state_replay(dag, steps, n, &st, err, sizeof(err)) != KT_OK)
-        fail_msg("%s", err);
-    free(steps);
-    src = candidate_module(dag, &st);
-    kern = candidate_kernel(src);
     if (strstr(kern, " < 12; ") == NULL || strstr(kern, " < 13; ") != NULL ||
         strstr(kern, " < 7; ") == NULL) {
         fputs(kern, stderr);
