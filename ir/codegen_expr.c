@@ -619,28 +619,29 @@ masked_alone(struct cg *g, struct kt_buf *b, struct guard *gd,
     return along > 0;
 }
 
-/* The offset along its lane dimension that expanded window taps add
- * to guarded read e: the constant values of the copies' variables with
- * coefficients under a block (c * w elements) in its last index, lane_var
- * left out; -1 when no such copy variable reads along it. */
-static int64_t
-tap_offset(const struct cg *g, const struct kt_expr *e, int lane_var, int64_t c,
-           int w)
+int
+kt__cg_shared_taps(const struct cg *g, const struct kt_expr *e, int lane_var,
+                   int64_t c, int w, int64_t *t)
 {
     const struct kt_affine *ix = &e->idx[e->ndim - 1];
-    int64_t t = 0;
     int i, taps = 0;
 
+    if (g->o->vector_bytes < 64 || c != 2 || w != g->o->vector_bytes / 4 ||
+        kt__cg_row_step(e, lane_var) != c)
+        return 0;
+    if (t != NULL)
+        *t = 0;
     for (i = 0; i < ix->n; i++) {
         int v = ix->var[i];
-        const struct kt_affine *val = &g->env[v].val;
-        if (v == lane_var || !g->env[v].set || val->n != 0 ||
-            ix->k[i] <= -c * w || ix->k[i] >= c * w)
+        int fixed = g->env != NULL && g->env[v].set && g->env[v].val.n == 0;
+        if (v == lane_var || ix->k[i] <= -c * w || ix->k[i] >= c * w ||
+            !(fixed || g->expanding[v]))
             continue;
-        t += ix->k[i] * val->c;
+        if (fixed && t != NULL)
+            *t += ix->k[i] * g->env[v].val.c;
         taps++;
     }
-    return taps > 0 ? t : -1;
+    return taps > 0;
 }
 
 /* Window taps along a stride-2 read as shared loads (AVX-512).  Tap t of
@@ -664,9 +665,7 @@ put_shared_taps(struct cg *g, struct kt_buf *b, const struct guard *gd,
     int64_t t, rho, m, blk;
     int nblk, k, j, l, along = 0;
 
-    if (g->env == NULL || g->o->vector_bytes < 64 || c != 2 ||
-        w != g->o->vector_bytes / 4 || kt__cg_row_step(e, lane_var) != c ||
-        (t = tap_offset(g, e, lane_var, c, w)) < 0)
+    if (!kt__cg_shared_taps(g, e, lane_var, c, w, &t) || t < 0)
         return 0;
     rho = t % c;
     m = t / c;

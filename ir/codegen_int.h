@@ -259,6 +259,14 @@ int64_t kt__cg_row_step(const struct kt_expr *e, int var);
  * lanes. */
 int kt__cg_strided_masked(const struct cg *g, const struct kt_expr *e,
                           int lane_var, int64_t c, int w);
+/* Whether guarded read e, stepping c along lane_var in w lanes, is a
+ * window tap read from shared loads (codegen_expr.c): a stride-2 read of
+ * the target's lanes (AVX-512) whose last index holds an expanded loop's
+ * variable (the code being emitted fixed it, or the size pass expands
+ * it) with a coefficient under a block (c * w); *t gets the offset the
+ * fixed ones add (NULL: not wanted). */
+int kt__cg_shared_taps(const struct cg *g, const struct kt_expr *e,
+                       int lane_var, int64_t c, int w, int64_t *t);
 /* Fills g->var_max from the loops and lets under n. */
 void kt__cg_note_ranges(struct cg *g, const struct kt_node *n);
 /* Whether a stays inside [0, extent) for every value the C gives its

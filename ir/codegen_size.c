@@ -15,29 +15,6 @@
 #define KT_CG_BLOCK_BUDGET_PER_STMT 2
 #define KT_CG_MAX_PRAGMA_UNROLL 64
 
-/* Whether guarded read e is one of window taps read from shared loads
- * (ir/codegen_expr.c): a stride-2 read of the target's lanes (AVX-512)
- * whose last index holds, besides the lanes, a loop the size pass
- * expands with a coefficient under a block (c * w).  Its taps and the
- * next vector along the row load each block once: the read itself is
- * its shuffles. */
-static int
-shares_taps(const struct cg *g, const struct kt_expr *e, int lane_var,
-            int64_t c, int w)
-{
-    const struct kt_affine *ix = &e->idx[e->ndim - 1];
-    int i;
-
-    if (g->o->vector_bytes < 64 || c != 2 || w != g->o->vector_bytes / 4 ||
-        kt__cg_row_step(e, lane_var) != c)
-        return 0;
-    for (i = 0; i < ix->n; i++)
-        if (ix->var[i] != lane_var && g->expanding[ix->var[i]] &&
-            ix->k[i] > -c * w && ix->k[i] < c * w)
-            return 1;
-    return 0;
-}
-
 /* Loads of e, each weighing 1, or its lanes when it is gathered lane by
  * lane, or its loads when it is read as shuffled vectors; a guarded
  * (padding) read weighs its checks at every lane, or, contiguous or
@@ -50,7 +27,7 @@ shares_taps(const struct cg *g, const struct kt_expr *e, int lane_var,
  * bound, and its searches ended on 2 rows at 0.6x of the speed;
  * dense_fc1000 was level in an A/B with the contiguous ones weighed as
  * now (docs/performance.md).  A stride-2 window tap read from shared
- * loads weighs its shuffles (shares_taps). */
+ * loads weighs its shuffles (kt__cg_shared_taps). */
 static int64_t
 load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 {
@@ -72,7 +49,7 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
         if (c == 1)
             return 2 * one; /* a vector load, masked at the edges */
         if (kt__cg_strided_masked(g, e, lane_var, c, w))
-            return shares_taps(g, e, lane_var, c, w)
+            return kt__cg_shared_taps(g, e, lane_var, c, w, NULL)
                        ? one + c      /* its shuffles, its share of loads */
                        : 2 * c * one; /* its loads, then masked at the edges */
         return w * one;
