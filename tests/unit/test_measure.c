@@ -657,12 +657,13 @@ test_measure_peak_probe(void **state)
         /* the placement probe runs for kernels on two threads or more
          * (docs/measure.md, "Thread placement"); a loaded machine may
          * leave one run without a moment for both probe threads (no
-         * note), so one of the two runs must have it */
+         * note), so one of the two runs must have it; how long the round
+         * trip took depends on the machine's load, so only its presence
+         * is checked */
         if (threads == 1 || cpus < 2) {
             assert_string_equal(e->xcpu_ns[0], "");
             assert_string_equal(e->xcpu_ns[1], "");
-        } else if (!(atof(e->xcpu_ns[0]) > 0 && atof(e->xcpu_ns[0]) < 5000) &&
-                   !(atof(e->xcpu_ns[1]) > 0 && atof(e->xcpu_ns[1]) < 5000)) {
+        } else if (!(atof(e->xcpu_ns[0]) > 0) && !(atof(e->xcpu_ns[1]) > 0)) {
             fail_msg("xcpu_ns '%s', '%s' on %d threads", e->xcpu_ns[0],
                      e->xcpu_ns[1], threads);
         }
