@@ -154,7 +154,8 @@ kt__cg_expand_count(const struct cg *g, const struct kt_node *n)
         sum += c;
     }
     if (kt__cg_is_vector_loop(g, n))
-        return expands_as_chunks(g, n) || n->extent <= 16
+        return (expands_as_chunks(g, n) || n->extent <= 16) &&
+                       kt__cg_chunks(g, n) <= KT_CG_MAX_EXPANDED_CHUNKS
                    ? kt__cg_chunks(g, n) * sum
                    : -1;
     if (kt__cg_is_unrolled(g, n) || n->extent == 1 ||

@@ -45,6 +45,14 @@ struct reg {
 
 #define KT_CG_MAX_REGS 256
 
+/* The most chunks of a vector loop that a micro-kernel expands: the
+ * vector registers of the ISAs with the most (AVX-512, AArch64).  A
+ * longer loop holds no tile of registers and stays a loop (an elementwise
+ * row of 192 vectors expanded, its repeated reads pinned, weighed 960
+ * against the code-size bound of 512, and its search kept only the scalar
+ * form). */
+#define KT_CG_MAX_EXPANDED_CHUNKS 32
+
 /* The fewest iterations of a micro-kernel's loops behind which a store's
  * line is prefetched (codegen_regs.c): fewer (a 3 x 3 window) end before
  * the line could arrive. */

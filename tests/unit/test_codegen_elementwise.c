@@ -1,0 +1,118 @@
+/* test_codegen_elementwise.c - an elementwise task on its own (a GELU
+ * that no matrix product took as its epilogue): a row of 3072 floats
+ * vectorized stays a loop of vectors, whatever its expression reads more
+ * than once, where it was expanded into 192 statements whose repeated
+ * reads were pinned and weighed 960 against the code-size bound of 512
+ * (ir/codegen.c, KT_CG_MAX_EXPANDED_CHUNKS), so that the search's samples
+ * of such a task held only the scalar loop; tanh is vector code of its
+ * own (ir/module.c) instead of a tanhf call per lane.  Every form is
+ * checked against the interpreter. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/search_int.h"
+#include "tests/support/ktt.h"
+
+/* GELU, tanh form, over rows x 3072: X read five times per element. */
+#define GELU_TANH                                                              \
+    "O[i,j] = 0.5 * X[i,j] * (1 + tanh(0.797884561 * (X[i,j] + 0.044715 * "    \
+    "X[i,j] * X[i,j] * X[i,j])))"
+#define ROWS_PARALLEL_COLS_VECTORIZED                                          \
+    "{\"v\":1,\"steps\":[[\"AN\",0,0,\"parallel\"],"                           \
+    "[\"AN\",0,1,\"vectorize\"]]}"
+
+static struct kt_dag *
+gelu_dag(int64_t rows)
+{
+    struct kt_shape sh[1] = {{"X", 2, {rows, 3072}}};
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    if (kt_dag_parse(GELU_TANH, sh, 1, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s", err);
+    return dag;
+}
+
+/* The row of 192 vectors is a loop stepping 16 lanes, within the code-size
+ * bound, its tanh the vector one, and it matches the interpreter. */
+static void
+test_elementwise_long_row_stays_a_loop(void **state)
+{
+    struct kt_dag *dag = gelu_dag(4);
+    struct kt_state *st = ktt_replay_json(dag, ROWS_PARALLEL_COLS_VECTORIZED);
+    int64_t total, bound;
+    char *c;
+    (void)state;
+
+    assert_non_null(st);
+    total = ktt_code_weight(st, 64, &bound);
+    if (total < 0 || total > bound)
+        fail_msg("weighs %lld, over the bound %lld", (long long)total,
+                 (long long)bound);
+    ktt_vector_bytes = 64;
+    c = ktt_checked_c(dag, st, 5);
+    ktt_vector_bytes = 0;
+    assert_non_null(c);
+    assert_non_null(strstr(c, " += 16) {"));
+    assert_int_equal(ktt_count(c, "kt_vtanh16("), 1);
+    assert_int_equal(ktt_count(c, "tanhf("), 0);
+    free(c);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
+/* The search's samples of the GELU over 128 rows: vectorized programs
+ * within the code-size bound, not only the scalar loop. */
+static void
+test_elementwise_samples_vectorized(void **state)
+{
+    struct kt_dag *dag = gelu_dag(128);
+    struct kt_search *s = ktt_avx512_search(dag);
+    struct kt_rng r;
+    int n, vectorized = 0, within = 0;
+    (void)state;
+
+    kt_rng_seed(&r, 3);
+    for (n = 0; n < 64; n++) {
+        struct sk_genome g;
+        struct kt_state *st;
+        char err[256];
+        int64_t total, bound;
+        int i, vec = 0;
+        sk_sample(s, &r, &g);
+        st = sk_build(s, &g, err, sizeof(err));
+        if (st == NULL)
+            continue;
+        for (i = 0; i < st->nsteps; i++)
+            vec |= st->steps[i].kind == KT_STEP_ANNOTATE &&
+                   st->steps[i].v[0] == KT_ANN_VECTORIZE;
+        total = ktt_code_weight(st, 64, &bound);
+        vectorized += vec;
+        within += vec && total >= 0 && total <= bound;
+        kt_state_free(st);
+    }
+    kt_search_free(s);
+    kt_dag_free(dag);
+    if (vectorized == 0 || within != vectorized)
+        fail_msg("%d of 64 samples vectorized, %d of those within the "
+                 "code-size bound",
+                 vectorized, within);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elementwise_long_row_stays_a_loop),
+        cmocka_unit_test(test_elementwise_samples_vectorized),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
