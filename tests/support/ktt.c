@@ -614,6 +614,18 @@ ktt_code_weight(const struct kt_state *st, int vector_bytes, int64_t *bound)
     return total;
 }
 
+int
+ktt_within_code_bound(const struct kt_state *st, int vector_bytes)
+{
+    int64_t bound, total = ktt_code_weight(st, vector_bytes, &bound);
+
+    if (total >= 0 && total <= bound)
+        return 1;
+    fprintf(stderr, "weighs %lld, over the code-size bound %lld\n",
+            (long long)total, (long long)bound);
+    return 0;
+}
+
 struct kt_state *
 ktt_replay_json(const struct kt_dag *dag, const char *json)
 {

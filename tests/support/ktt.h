@@ -92,6 +92,9 @@ int ktt_count(const char *hay, const char *needle);
  * (twice max_unrolled_stmts, scheduler/search_evo.c). */
 int64_t ktt_code_weight(const struct kt_state *st, int vector_bytes,
                         int64_t *bound);
+/* 1 when st's generated code for vector_bytes lowers and weighs at most
+ * the search's bound; else 0, saying what it weighs on stderr. */
+int ktt_within_code_bound(const struct kt_state *st, int vector_bytes);
 
 /* The C of one candidate (from its function "cand_0(" on), generated
  * by ktt_module_many and checked by ktt_check_many with seed: NULL when

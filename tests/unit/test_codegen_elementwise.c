@@ -47,15 +47,11 @@ test_elementwise_long_row_stays_a_loop(void **state)
 {
     struct kt_dag *dag = gelu_dag(4);
     struct kt_state *st = ktt_replay_json(dag, ROWS_PARALLEL_COLS_VECTORIZED);
-    int64_t total, bound;
     char *c;
     (void)state;
 
     assert_non_null(st);
-    total = ktt_code_weight(st, 64, &bound);
-    if (total < 0 || total > bound)
-        fail_msg("weighs %lld, over the bound %lld", (long long)total,
-                 (long long)bound);
+    assert_true(ktt_within_code_bound(st, 64));
     ktt_vector_bytes = 64;
     c = ktt_checked_c(dag, st, 5);
     ktt_vector_bytes = 0;
@@ -84,7 +80,6 @@ test_elementwise_samples_vectorized(void **state)
         struct sk_genome g;
         struct kt_state *st;
         char err[256];
-        int64_t total, bound;
         int i, vec = 0;
         sk_sample(s, &r, &g);
         st = sk_build(s, &g, err, sizeof(err));
@@ -93,9 +88,8 @@ test_elementwise_samples_vectorized(void **state)
         for (i = 0; i < st->nsteps; i++)
             vec |= st->steps[i].kind == KT_STEP_ANNOTATE &&
                    st->steps[i].v[0] == KT_ANN_VECTORIZE;
-        total = ktt_code_weight(st, 64, &bound);
         vectorized += vec;
-        within += vec && total >= 0 && total <= bound;
+        within += vec && ktt_within_code_bound(st, 64);
         kt_state_free(st);
     }
     kt_search_free(s);
