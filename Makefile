@@ -106,8 +106,15 @@ $(filter-out $(GEN_DIR)/%,$(LIB_OBJS)) $(SUPPORT_OBJS) \
 
 # The source revision `kerntune compile` writes into manifest.json next to
 # KT_VERSION (common/common.h).
+# Rebuilt when the revision changes (as OPT_STAMP for the flags): a build
+# after a commit wrote the revision of its first build before.
 KT_GIT_DESCRIBE ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+GIT_STAMP := $(BUILD)/.git-describe
+$(GIT_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(KT_GIT_DESCRIBE)' | cmp -s - $@ || echo '$(KT_GIT_DESCRIBE)' > $@
 $(BUILD)/compile/emit_build.o: CFLAGS += -DKT_GIT_DESCRIBE='"$(KT_GIT_DESCRIBE)"'
+$(BUILD)/compile/emit_build.o: $(GIT_STAMP)
 
 $(BUILD)/rpc/%.o: %.c $(OPT_STAMP)
 	@mkdir -p $(@D)
