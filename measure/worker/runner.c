@@ -277,6 +277,42 @@ run_load(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
     return 0;
 }
 
+/* Output buffer i of n elements against the reference: its relative L2
+ * error within r->tol, over the elements where the reference is a number.
+ * Where the reference is NaN (log or sqrt of a negative input) the output
+ * must be NaN too, and NaN only there: the buffer starts as NaN, so an
+ * element the kernel never wrote is caught.  Returns 0 or fails out. */
+static int
+check_output(const struct kt_run_req *r, int i, const float *got,
+             const float *want, long long n, struct kt_msg *out)
+{
+    double num = 0, den = 0, rel;
+    long long j;
+
+    for (j = 0; j < n; j++) {
+        double d = (double)got[j] - (double)want[j];
+        if (isnan(got[j]) != isnan(want[j])) {
+            fail(out, KT_MERR_WRONG_ANSWER,
+                 "output buffer %d: element %lld is %g, the reference %g", i, j,
+                 (double)got[j], (double)want[j]);
+            return -1;
+        }
+        if (isnan(want[j]) || got[j] == want[j]) /* equal infinities too */
+            continue;
+        num += d * d;
+        den += (double)want[j] * want[j];
+    }
+    rel = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
+    kt_msg_setf(out, "rel_err", "%.3g", rel);
+    if (!(rel <= r->tol)) {
+        fail(out, KT_MERR_WRONG_ANSWER,
+             "output buffer %d: relative L2 error %.3g above %.3g", i, rel,
+             r->tol);
+        return -1;
+    }
+    return 0;
+}
+
 /* Stage 2: seeded inputs, the reference outputs and one checked call (the
  * warm-up for timing).  Returns 0 or fails out. */
 static int
@@ -323,24 +359,11 @@ run_verify(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
     k->check_s = kt_now() - k->check_s;
     k->check_cpu = kt_cpu_now() - k->check_cpu;
     for (i = 0; i < k->nbufs; i++) {
-        double num = 0, den = 0, rel;
-        long long j;
         if (!k->isout[i])
             continue;
-        for (j = 0; j < k->elems[i]; j++) {
-            double d = (double)k->bufs[i][j] - (double)ref[off + (size_t)j];
-            num += d * d;
-            den += (double)ref[off + (size_t)j] * ref[off + (size_t)j];
-        }
-        off += (size_t)k->elems[i];
-        rel = sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
-        kt_msg_setf(out, "rel_err", "%.3g", rel);
-        if (!(rel <= r->tol)) {
-            fail(out, KT_MERR_WRONG_ANSWER,
-                 "output buffer %d: relative L2 error %.3g above %.3g%s", i,
-                 rel, r->tol, isnan(rel) ? " (NaN in the output)" : "");
+        if (check_output(r, i, k->bufs[i], ref + off, k->elems[i], out) != 0)
             goto out;
-        }
+        off += (size_t)k->elems[i];
     }
     rc = 0;
 out:

@@ -388,9 +388,9 @@ test_rpc_roles_and_hostport(void **state)
 }
 
 /* Runs kt_run_child in a forked child, as the worker does, and decodes
- * its result into m; fails the test unless err_no is 0. */
+ * its result into m. */
 static void
-run_in_child(const struct kt_run_req *r, struct kt_msg *m)
+run_in_child_any(const struct kt_run_req *r, struct kt_msg *m)
 {
     int pfd[2], status;
     pid_t p;
@@ -418,6 +418,13 @@ run_in_child(const struct kt_run_req *r, struct kt_msg *m)
     assert_int_equal(kt_wire_take((unsigned char *)buf, (size_t)n, &used, m,
                                   err, sizeof(err)),
                      1);
+}
+
+/* As run_in_child_any; fails the test unless err_no is 0. */
+static void
+run_in_child(const struct kt_run_req *r, struct kt_msg *m)
+{
+    run_in_child_any(r, m);
     if (strcmp(kt_msg_get(m, "err_no"), "0") != 0)
         fail_msg("runner: %s", kt_msg_get(m, "err_text"));
 }
@@ -508,6 +515,56 @@ build_so(const char *dir, const char *name, const char *text, char *so,
     fclose(f);
     snprintf(cmd, sizeof(cmd), "cc -O2 -shared -fPIC -o %s %s", so, src);
     assert_int_equal(system(cmd), 0);
+}
+
+/* A kernel of sqrt over inputs in [-1, 1]: NaN where the reference is
+ * NaN passes (the error is over the other elements); a kernel whose NaN
+ * falls elsewhere, or that leaves an element unwritten, fails naming it. */
+#define SQRT_MODULE(KERNEL)                                                    \
+    "#include <math.h>\n"                                                      \
+    "const char kt_workload_hash[17] = \"0123456789abcdef\";\n"                \
+    "const int kt_nbufs = 2;\n"                                                \
+    "const long long kt_buf_elems[] = {64, 64};\n"                             \
+    "const unsigned char kt_buf_is_output[] = {0, 1};\n"                       \
+    "const double kt_flops = 64;\n"                                            \
+    "void kt_set_threads(int n) { (void)n; }\n"                                \
+    "void kt_reference(float *const *b) {\n"                                   \
+    "  for (int i = 0; i < 64; i++) b[1][i] = sqrtf(b[0][i]); }\n"             \
+    "void kt_kernel(float *const *b) {\n" KERNEL "}\n"
+
+static void
+test_rpc_runner_nan_where_the_reference_has_nan(void **state)
+{
+    static const char *const kernels[] = {
+        "  for (int i = 0; i < 64; i++) b[1][i] = sqrtf(b[0][i]);\n",
+        "  for (int i = 0; i < 64; i++) b[1][i] = sqrtf(fabsf(b[0][i]));\n",
+        "  for (int i = 0; i < 63; i++) b[1][i] = sqrtf(b[0][i]);\n",
+    };
+    char dir[] = "/tmp/kt-test-rpc.XXXXXX", so[160], text[1024];
+    int i;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    for (i = 0; i < 3; i++) {
+        struct kt_run_req r;
+        struct kt_msg m;
+        char name[8];
+        snprintf(text, sizeof(text), SQRT_MODULE("%s"), kernels[i]);
+        snprintf(name, sizeof(name), "k%d", i);
+        build_so(dir, name, text, so, sizeof(so));
+        run_req(&r, so, dir, 1, 1);
+        run_in_child_any(&r, &m);
+        if (i == 0) {
+            assert_string_equal(kt_msg_get(&m, "err_no"), "0");
+            assert_string_equal(kt_msg_get(&m, "rel_err"), "0");
+        } else {
+            assert_int_equal(atoi(kt_msg_get(&m, "err_no")),
+                             KT_MERR_WRONG_ANSWER);
+            assert_non_null(strstr(kt_msg_get(&m, "err_text"), "element "));
+        }
+        kt_msg_free(&m);
+    }
+    remove_dir(dir);
 }
 
 /* Calls of kt_kernel, counted by the kernel itself in dir/calls (one byte
@@ -851,6 +908,7 @@ main(void)
         cmocka_unit_test(test_rpc_summarize),
         cmocka_unit_test(test_rpc_roles_and_hostport),
         cmocka_unit_test(test_rpc_runner_child_caches_reference),
+        cmocka_unit_test(test_rpc_runner_nan_where_the_reference_has_nan),
         cmocka_unit_test(test_rpc_runner_check_call_is_first_repeat),
         cmocka_unit_test(test_rpc_runner_short_repeat_is_extended),
         cmocka_unit_test(test_rpc_runner_settles_on_two_close_repeats),
