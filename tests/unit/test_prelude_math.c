@@ -5,7 +5,9 @@
  * 1 / (1 + expf(-x)); inputs past the clamps saturate instead of
  * overflowing to inf or garbage.  kt_vtanh16 is within 2e-6 relative and
  * 4e-7 absolute of tanh (infinities included), keeps a NaN and -0, is odd,
- * and calls no tanhf (the program that checks it links none). */
+ * and calls no tanhf (the program that checks it links none); kt_vlog16
+ * likewise within 2e-7 relative of log from subnormals to 1e38, with
+ * log(0) = -inf, log(inf) = inf and NaN for negatives, and no logf. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +48,21 @@ static const char checker[] =
     "        if ((y < -1e-30f || y > 1e-30f) && rel(t[7], want) > tanh_rel)\n"
     "            tanh_rel = rel(t[7], want);\n"
     "    }\n"
+    "    double log_rel = 0;\n"
+    "    for (long i = 0; i < 2000000; i++) {\n"
+    "        float y = (float)(1e-44 * pow(1e82, (double)i / 2000000));\n"
+    "        kt_v16 l = kt_vlog16(kt_bc16(y));\n"
+    "        double want = log((double)y);\n"
+    "        if (rel(l[9], want) > log_rel)\n"
+    "            log_rel = rel(l[9], want);\n"
+    "    }\n"
+    "    kt_v16 lg = kt_vlog16((kt_v16){0.0f, -0.0f, -1.0f, INFINITY, NAN, "
+    "1.0f});\n"
+    "    int log_edges = lg[0] == -INFINITY && lg[1] == -INFINITY &&\n"
+    "                    lg[2] != lg[2] && lg[3] == INFINITY && lg[4] != lg[4] "
+    "&&\n"
+    "                    lg[5] == 0;\n"
+    "    printf(\"log %.3g relative, edges %d\\n\", log_rel, log_edges);\n"
     "    kt_v16 odd = kt_vtanh16((kt_v16){NAN, INFINITY, -INFINITY, -0.0f, "
     "1e-30f});\n"
     "    int edges = odd[0] != odd[0] && 1 - odd[1] < 4e-7f && odd[1] <= 1 &&\n"
@@ -60,6 +77,7 @@ static const char checker[] =
     "kt_exp(-1000.0f));\n"
     "    return !(worst_exp < 4e-7 && worst_sig < 4e-7 && same &&\n"
     "             tanh_rel < 2e-6 && tanh_abs < 4e-7 && edges &&\n"
+    "             log_rel < 2e-7 && log_edges &&\n"
     "             kt_exp(1000.0f) > 3e38f && kt_exp(-1000.0f) >= 0 &&\n"
     "             kt_exp(-1000.0f) < 1e-37f && kt_sigmoid(-1000.0f) >= 0 "
     "&&\n"
@@ -88,7 +106,7 @@ check_with(const char *cc)
              "cd '%s' && %s -O2 -Wall -Wextra -Werror -Wno-psabi m.c -o m -lm "
              ">out.txt "
              "2>&1 && ./m >>out.txt 2>&1 && "
-             "! (nm m | grep -w tanhf >>out.txt)",
+             "! (nm m | grep -w 'tanhf\\|logf' >>out.txt)",
              dir, cc);
     rc = system(cmd);
     out = ktt_slurp(dir, "out.txt", NULL);
