@@ -229,6 +229,30 @@ test_codegen_elementwise(void **state)
     }
 }
 
+/* Expressions with the prelude's vector tanh and log (ir/module.c): a
+ * GELU in its tanh form over inputs scaled past tanh's clamp, and log over
+ * inputs kept positive, rows of 200 (no 16-lane vector divides them). */
+static void
+test_codegen_transcendental(void **state)
+{
+    static const char *const defs[] = {
+        "O[i,j] = 0.5 * X[i,j] * (1 + tanh(0.797884561 * (X[i,j] * 12 + "
+        "0.044715 * X[i,j] * X[i,j] * X[i,j])))",
+        "O[i,j] = log(abs(X[i,j]) + 0.25)",
+    };
+    struct kt_shape sh[1] = {{"X", 2, {8, 200}}};
+    unsigned i;
+    (void)state;
+    for (i = 0; i < KT_ARRAY_LEN(defs); i++) {
+        struct kt_dag *dag = NULL;
+        char err[512];
+        if (kt_dag_parse(defs[i], sh, 1, &dag, err, sizeof(err)) != KT_OK)
+            fail_msg("%s: %s", defs[i], err);
+        sweep(dag, 50 + i, sweep_count());
+        kt_dag_free(dag);
+    }
+}
+
 static void
 test_codegen_softmax(void **state)
 {
@@ -926,6 +950,7 @@ main(void)
         cmocka_unit_test(test_codegen_conv2d_winograd),
         cmocka_unit_test(test_codegen_pool),
         cmocka_unit_test(test_codegen_elementwise),
+        cmocka_unit_test(test_codegen_transcendental),
         cmocka_unit_test(test_codegen_softmax),
         cmocka_unit_test(test_codegen_strided_shuffle),
         cmocka_unit_test(test_codegen_guarded_vector_read),
