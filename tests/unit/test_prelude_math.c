@@ -7,7 +7,8 @@
  * 4e-7 absolute of tanh (infinities included), keeps a NaN and -0, is odd,
  * and calls no tanhf (the program that checks it links none); kt_vlog16
  * likewise within 2e-7 relative of log from subnormals to 1e38, with
- * log(0) = -inf, log(inf) = inf and NaN for negatives, and no logf. */
+ * log(0) = -inf, log(inf) = inf and NaN for negatives, and no logf;
+ * kt_vsqrt4/8/16 equal sqrtf (NaN for negatives). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +49,19 @@ static const char checker[] =
     "        if ((y < -1e-30f || y > 1e-30f) && rel(t[7], want) > tanh_rel)\n"
     "            tanh_rel = rel(t[7], want);\n"
     "    }\n"
+    "    int sqrt_same = 1;\n"
+    "    for (long i = 0; i < 100000; i++) {\n"
+    "        float y = -1.0f + 1e-5f * (float)i * (float)i;\n"
+    "        kt_v16 q16 = kt_vsqrt16(kt_bc16(y));\n"
+    "        kt_v8 q8 = kt_vsqrt8(kt_bc8(y));\n"
+    "        kt_v4 q4 = kt_vsqrt4(kt_bc4(y));\n"
+    "        float want = sqrtf(y);\n"
+    "        sqrt_same &= y < 0 ? q16[2] != q16[2] && q8[1] != q8[1] && "
+    "q4[3] != q4[3]\n"
+    "                           : q16[2] == want && q8[1] == want && q4[3] == "
+    "want;\n"
+    "    }\n"
+    "    printf(\"sqrt same %d\\n\", sqrt_same);\n"
     "    double log_rel = 0;\n"
     "    for (long i = 0; i < 2000000; i++) {\n"
     "        float y = (float)(1e-44 * pow(1e82, (double)i / 2000000));\n"
@@ -77,7 +91,7 @@ static const char checker[] =
     "kt_exp(-1000.0f));\n"
     "    return !(worst_exp < 4e-7 && worst_sig < 4e-7 && same &&\n"
     "             tanh_rel < 2e-6 && tanh_abs < 4e-7 && edges &&\n"
-    "             log_rel < 2e-7 && log_edges &&\n"
+    "             log_rel < 2e-7 && log_edges && sqrt_same &&\n"
     "             kt_exp(1000.0f) > 3e38f && kt_exp(-1000.0f) >= 0 &&\n"
     "             kt_exp(-1000.0f) < 1e-37f && kt_sigmoid(-1000.0f) >= 0 "
     "&&\n"
