@@ -229,9 +229,10 @@ test_codegen_elementwise(void **state)
     }
 }
 
-/* Expressions with the prelude's vector tanh and log (ir/module.c): a
- * GELU in its tanh form over inputs scaled past tanh's clamp, and log over
- * inputs kept positive, rows of 200 (no 16-lane vector divides them). */
+/* Expressions with the prelude's vector tanh, log and sqrt (ir/module.c):
+ * a GELU in its tanh form over inputs scaled past tanh's clamp, log and
+ * sqrt over inputs kept positive, rows of 200 (no 16-lane vector divides
+ * them). */
 static void
 test_codegen_transcendental(void **state)
 {
@@ -239,6 +240,7 @@ test_codegen_transcendental(void **state)
         "O[i,j] = 0.5 * X[i,j] * (1 + tanh(0.797884561 * (X[i,j] * 12 + "
         "0.044715 * X[i,j] * X[i,j] * X[i,j])))",
         "O[i,j] = log(abs(X[i,j]) + 0.25)",
+        "O[i,j] = sqrt(X[i,j] + 1.5) * X[i,j]",
     };
     struct kt_shape sh[1] = {{"X", 2, {8, 200}}};
     unsigned i;
