@@ -277,6 +277,15 @@ run_load(const struct kt_run_req *r, struct loaded *k, struct kt_msg *out)
     return 0;
 }
 
+static void
+put_value(char *b, size_t n, float v)
+{
+    if (isnan(v))
+        snprintf(b, n, "NaN");
+    else
+        snprintf(b, n, "%.9g", (double)v);
+}
+
 /* Output buffer i of n elements against the reference: its relative L2
  * error within r->tol, over the elements where the reference is a number.
  * Where the reference is NaN (log or sqrt of a negative input) the output
@@ -292,9 +301,13 @@ check_output(const struct kt_run_req *r, int i, const float *got,
     for (j = 0; j < n; j++) {
         double d = (double)got[j] - (double)want[j];
         if (isnan(got[j]) != isnan(want[j])) {
+            char g[32], w[32];
+            put_value(g, sizeof(g), got[j]);
+            put_value(w, sizeof(w), want[j]);
             fail(out, KT_MERR_WRONG_ANSWER,
-                 "output buffer %d: element %lld is %g, the reference %g", i, j,
-                 (double)got[j], (double)want[j]);
+                 "output buffer %d: element %lld is %s where the reference is "
+                 "%s",
+                 i, j, g, w);
             return -1;
         }
         if (isnan(want[j]) || got[j] == want[j]) /* equal infinities too */
