@@ -594,6 +594,19 @@ ktt_checked_c(const struct kt_dag *dag, struct kt_state *st, uint64_t seed)
     return body;
 }
 
+char *
+ktt_checked_c_at(const struct kt_dag *dag, struct kt_state *st,
+                 int vector_bytes, uint64_t seed)
+{
+    int saved = ktt_vector_bytes;
+    char *c;
+
+    ktt_vector_bytes = vector_bytes;
+    c = ktt_checked_c(dag, st, seed);
+    ktt_vector_bytes = saved;
+    return c;
+}
+
 int64_t
 ktt_code_weight(const struct kt_state *st, int vector_bytes, int64_t *bound)
 {

@@ -103,6 +103,11 @@ int ktt_within_code_bound(const struct kt_state *st, int vector_bytes);
 char *ktt_checked_c(const struct kt_dag *dag, struct kt_state *st,
                     uint64_t seed);
 
+/* ktt_checked_c with the code generated for vector_bytes-wide vectors
+ * (ktt_vector_bytes is restored after). */
+char *ktt_checked_c_at(const struct kt_dag *dag, struct kt_state *st,
+                       int vector_bytes, uint64_t seed);
+
 /* A square conv2d with batch 1 (H = W, R = S, the same stride, padding and
  * dilation in both directions) for the table-driven tests. */
 struct kt_conv2d_params ktt_square_conv(int64_t C, int64_t H, int64_t K,

@@ -52,9 +52,7 @@ test_elementwise_long_row_stays_a_loop(void **state)
 
     assert_non_null(st);
     assert_true(ktt_within_code_bound(st, 64));
-    ktt_vector_bytes = 64;
-    c = ktt_checked_c(dag, st, 5);
-    ktt_vector_bytes = 0;
+    c = ktt_checked_c_at(dag, st, 64, 5);
     assert_non_null(c);
     assert_non_null(strstr(c, " += 16) {"));
     assert_int_equal(ktt_count(c, "kt_vtanh16("), 1);

@@ -44,9 +44,7 @@ tile_c(struct kt_dag *dag, int out, int rows, int cols)
              out / rows, rows);
     st = ktt_replay_json(dag, json);
     assert_non_null(st);
-    ktt_vector_bytes = 64;
-    c = ktt_checked_c(dag, st, 13);
-    ktt_vector_bytes = 0;
+    c = ktt_checked_c_at(dag, st, 64, 13);
     assert_non_null(c);
     kt_state_free(st);
     return c;
@@ -202,9 +200,7 @@ test_strided_edges_shared_taps(void **state)
     /* within the search's code-size bound (512): a shared tap weighs its
      * shuffles, not its loads (weighed as unshared reads: 839) */
     assert_true(ktt_within_code_bound(st, 64));
-    ktt_vector_bytes = 64;
-    c = ktt_checked_c(dag, st, 17);
-    ktt_vector_bytes = 0;
+    c = ktt_checked_c_at(dag, st, 64, 17);
     assert_non_null(c);
     assert_non_null(strstr(c, ", 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, "
                               "23, 25, 27, 29, 31)"));
