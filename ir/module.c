@@ -124,7 +124,7 @@ static const char prelude[] =
     "#else\n#define KT_VMAX16(a, b) KT_VSEL(16, a, b, >)\n"
     "#define KT_VMIN16(a, b) KT_VSEL(16, a, b, <)\n#endif\n"
     /* sqrt: the instruction where the ISA has it (correctly rounded, as
-     * sqrtf), else sqrtf lane by lane */
+     * sqrtf), else kt_vsqrt_lanes (below) */
     "#if defined(__SSE__)\n#define KT_VSQRT4(a) __builtin_ia32_sqrtps(a)\n"
     "#else\n#define KT_VSQRT4(a) kt_vsqrt_lanes4(a)\n#endif\n"
     "#if defined(__AVX__)\n#define KT_VSQRT8(a) __builtin_ia32_sqrtps256(a)\n"
@@ -135,6 +135,15 @@ static const char prelude[] =
     "#define KT_VSQRT16(a) __builtin_ia32_sqrtps512_mask(a, a, "
     "(unsigned short)-1, 4)\n"
     "#else\n#define KT_VSQRT16(a) kt_vsqrt_lanes16(a)\n#endif\n"
+    /* where no instruction is named above: blocks of 4 lanes by NEON's
+     * vector fsqrt on aarch64 (gcc and clang both have arm_neon.h), else
+     * sqrtf lane by lane */
+    "#if defined(__aarch64__)\n#include <arm_neon.h>\n#define KT_SQRT_BLOCK 4\n"
+    "static inline void kt_sqrt_block(float *p)\n"
+    "{ vst1q_f32(p, vsqrtq_f32(vld1q_f32(p))); }\n"
+    "#else\n#define KT_SQRT_BLOCK 1\n"
+    "static inline void kt_sqrt_block(float *p) { *p = sqrtf(*p); }\n"
+    "#endif\n"
     "#define KT_VEC(W) \\\n"
     "typedef float kt_v##W __attribute__((vector_size(W * 4))); \\\n"
     "typedef int kt_i##W __attribute__((vector_size(W * 4))); \\\n"
@@ -210,7 +219,11 @@ static const char prelude[] =
     "  x = KT_VBLEND(W, a == kt_bc##W(0.0f), kt_bc##W(-INFINITY), x); \\\n"
     "  return KT_VBLEND(W, (a < kt_bc##W(0.0f)) | (a != a), kt_bc##W(NAN), x); "
     "} \\\n"
-    "KT_VFUN(W, sqrt_lanes, sqrtf) KT_VFUN(W, abs, fabsf) \\\n"
+    "static inline kt_v##W kt_vsqrt_lanes##W(kt_v##W a) \\\n"
+    "{ for (int l = 0; l < W; l += KT_SQRT_BLOCK) \\\n"
+    "    kt_sqrt_block((float *)&a + l); \\\n"
+    "  return a; } \\\n"
+    "KT_VFUN(W, abs, fabsf) \\\n"
     "static inline kt_v##W kt_vsqrt##W(kt_v##W a) \\\n"
     "{ (void)kt_vsqrt_lanes##W; return KT_VSQRT##W(a); }\n"
     "#define KT_VFUN(W, NAME, F) static inline kt_v##W kt_v##NAME##W(kt_v##W "
