@@ -298,6 +298,49 @@ coattach_point(const struct kt_state *st, int p, int c, int *cand)
     return at >= 0;
 }
 
+/* The leading iterators of a root stage that its par gene fuses into
+ * the parallel loop, of the first m (its spatial ones). */
+static int
+parallel_depth(const struct kt_search *s, const struct kt_sstage *ss,
+               uint8_t par, int m)
+{
+    int64_t deg = 1;
+    int kf;
+
+    if (par != 255)
+        return par < m ? par : m;
+    for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++) /* Ansor's */
+        deg *= ss->iters[kf].extent; /* InitParallel: 16 x cores */
+    return kf;
+}
+
+/* A plain root stage whose parallel loop would take in its last loop (an
+ * elementwise stage over one axis, or over rows too few to share: a GELU
+ * of 1 x 3072) would not be vectorized at all: the parallel loop is not
+ * vectorized.  Its last loop is split instead, the vectorized run inside:
+ * the longest run of whole vectors (the widest that divide it, 4 lanes at
+ * least) that leaves 16 x cores iterations outside.  0 when no vector
+ * divides it or it is one vector long (docs/search.md). */
+static int64_t
+vector_run(const struct kt_search *s, const struct kt_sstage *ss, int last)
+{
+    int64_t lanes = s->o.vector_bytes >= 16 ? s->o.vector_bytes / 4 : 4;
+    int64_t ext = ss->iters[last].extent, outer = 1, run;
+    int j;
+
+    for (j = 0; j < last; j++)
+        outer *= ss->iters[j].extent;
+    while (lanes > 4 && ext % lanes != 0)
+        lanes /= 2;
+    if (ext % lanes != 0 || ext <= lanes)
+        return 0;
+    for (run = lanes; ext % (2 * run) == 0 &&
+                      outer * (ext / (2 * run)) >= 16 * (int64_t)s->o.cores;
+         run *= 2)
+        ;
+    return run;
+}
+
 /* The annotations of a built genome: parallel where sk_build fused,
  * vectorize, the register tile's unroll and the auto-unroll pragma. */
 static int
@@ -426,12 +469,17 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
                 ;
             if (p->role == SK_FOLLOW && m > ap_pre + 1)
                 m = ap_pre + 1;
-            if (g->par[i] == 255) { /* InitParallel: 16 x cores */
-                int64_t deg = 1;
-                for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++)
-                    deg *= ss->iters[kf].extent;
-            } else {
-                kf = g->par[i] < m ? g->par[i] : m;
+            kf = parallel_depth(s, ss, g->par[i], m);
+            if (p->role == SK_PLAIN && g->vec[i] && m >= 1 && m == ss->niters &&
+                kf == m && ss->iters[m - 1].nparts == 1 &&
+                ss->iters[m - 1].ann == KT_ANN_NONE) {
+                int64_t run = vector_run(s, ss, m - 1);
+                if (run > 0) {
+                    APPLY(st, {KT_STEP_SPLIT, i, m - 1, 1, {run}});
+                    ss = &st->stages[i];
+                    kf = parallel_depth(s, ss, g->par[i], m + 1);
+                    kf = kf < m ? kf : m; /* the run stays inside */
+                }
             }
             if (kf >= 2)
                 APPLY(st, {KT_STEP_FUSE, i, 0, kf, {0}});
