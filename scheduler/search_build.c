@@ -299,7 +299,8 @@ coattach_point(const struct kt_state *st, int p, int c, int *cand)
 }
 
 /* The leading iterators of a root stage that its par gene fuses into
- * the parallel loop, of the first m (its spatial ones). */
+ * the parallel loop, of the first m (its spatial ones); 255 is Ansor's
+ * InitParallel: until the degree reaches 16 x cores. */
 static int
 parallel_depth(const struct kt_search *s, const struct kt_sstage *ss,
                uint8_t par, int m)
@@ -309,8 +310,8 @@ parallel_depth(const struct kt_search *s, const struct kt_sstage *ss,
 
     if (par != 255)
         return par < m ? par : m;
-    for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++) /* Ansor's */
-        deg *= ss->iters[kf].extent; /* InitParallel: 16 x cores */
+    for (kf = 0; kf < m && deg < 16 * (int64_t)s->o.cores; kf++)
+        deg *= ss->iters[kf].extent;
     return kf;
 }
 
