@@ -220,6 +220,12 @@ int kt__cg_is_window(const struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_size.c ------------------------------------------------- */
 
+/* The weight of one pass of vector loop n's body at w lanes. */
+int64_t kt__cg_body_weight(const struct cg *g, const struct kt_node *n, int w);
+/* The weight a straight-line block may have (the search's code-size
+ * bound). */
+int64_t kt__cg_block_budget(const struct cg *g);
+
 /* Chooses the #pragma GCC unroll factor of every unrolled loop under n so
  * that no straight-line block gcc sees after unrolling weighs more than
  * the budget (unless its body alone does), and records the heaviest block

@@ -85,6 +85,23 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
     return self + load_weight(g, n->expr, lane_var, w);
 }
 
+int64_t
+kt__cg_body_weight(const struct cg *g, const struct kt_node *n, int w)
+{
+    int64_t sum = 0;
+    int k;
+
+    for (k = 0; k < n->nkids; k++)
+        sum += store_weight(g, n->kids[k], w > 1 ? n->var : -1, w);
+    return sum;
+}
+
+int64_t
+kt__cg_block_budget(const struct cg *g)
+{
+    return KT_CG_BLOCK_BUDGET_PER_STMT * (int64_t)g->o->max_unrolled_stmts;
+}
+
 /* Weight of n fully expanded (n expands: kt__cg_expand_count >= 0). */
 static int64_t
 expand_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
@@ -240,8 +257,7 @@ plan_window(struct cg *g, const struct kt_node *n, int64_t sub, int64_t budget)
 static int64_t
 plan(struct cg *g, const struct kt_node *n)
 {
-    int64_t budget = KT_CG_BLOCK_BUDGET_PER_STMT *
-                     (int64_t)g->o->max_unrolled_stmts;
+    int64_t budget = kt__cg_block_budget(g);
     int64_t sub = 0, c, count = 0, before;
     int k, w;
 
