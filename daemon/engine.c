@@ -389,10 +389,23 @@ submit(struct kt_job *job, struct kt_round *r)
     while (r->ncand > left)
         free_cand(&r->c[--r->ncand]);
     if (r->ncand == 0) {
-        /* Nothing new in this task's space: the scheduler retires it. */
+        /* Nothing new in this task's space: the scheduler retires it.
+         * Before any program of it ran without error, no sampled schedule
+         * was within the search's bounds (code size, above all) or every
+         * one failed: the task ends without a kernel, which the user must
+         * see. */
+        int none = kt_task_sched_best_cost(job->sched, r->task) >=
+                   KT_SCHED_NO_COST;
         kt_task_sched_update(job->sched, r->task, KT_SCHED_NO_COST, 0);
-        log_info("engine: job %s: task %d (%s): search space exhausted",
-                 job->name, r->task, job->tasks.v[r->task].name);
+        if (none)
+            log_warnx("engine: job %s: task %d (%s): search space exhausted "
+                      "before any program of it ran without error (none "
+                      "sampled within the search's bounds, e.g. code size, "
+                      "or every one failed): the task has no kernel",
+                      job->name, r->task, job->tasks.v[r->task].name);
+        else
+            log_info("engine: job %s: task %d (%s): search space exhausted",
+                     job->name, r->task, job->tasks.v[r->task].name);
         kt__job_round_free(r);
         kt__job_kick(job);
         return;

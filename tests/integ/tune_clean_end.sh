@@ -4,7 +4,8 @@
 # ("worker ... gone: tracker closing") nor the worker ("tracker closed the
 # connection") logs it as a warning.  Nor does a new database claim to be
 # an upgraded one (it is created through every schema migration).  The
-# target's FMA peak is measured and shown.
+# target's FMA peak is measured and shown.  A task without any program
+# within the search's bounds is warned about.
 set -u
 BIN=${KT_BIN_DIR:?}
 T=$(mktemp -d /tmp/kt-cleanend.XXXXXX)
@@ -40,4 +41,20 @@ if grep -E "WARN (rpc: tracker closed the connection|tracker: worker .* gone: tr
     echo "FAIL: the normal end logged a warning"
     exit 1
 fi
+if grep "has no kernel" "$T/tune.log" "$T/all.log"; then
+    echo "FAIL: a task of tiny.json was said to have no kernel"
+    exit 1
+fi
+# A task no schedule of which fits the code-size bound (a sum of 600
+# reads: even its scalar statement weighs 601 against 512) ends the job
+# without a kernel, and the log says so as a warning, not only "search
+# space exhausted" at INFO.
+terms=$(awk 'BEGIN { for (i = 1; i < 600; i++) printf " + A[i,j]" }')
+printf '{"name": "huge", "tuning": {"trials": 8, "measures_per_round": 8},
+ "tasks": [{"name": "sum600", "compute": ["O[i,j] = A[i,j]%s"],
+            "shapes": {"A": [16, 16]}}]}\n' "$terms" > "$T/huge.json"
+"$BIN/kerntune" tune "$T/huge.json" --db "$T/huge.db" > "$T/huge.log" 2>&1 ||
+    { echo "FAIL: kerntune tune of a task without programs exited $?"; tail -20 "$T/huge.log"; exit 1; }
+grep -q "WARN engine: job huge: task 0 (sum600): search space exhausted before any program of it ran without error .*: the task has no kernel" "$T/huge.log" ||
+    { echo "FAIL: no warning that sum600 has no kernel"; grep -i "exhausted\|trials:" "$T/huge.log"; exit 1; }
 exit 0
