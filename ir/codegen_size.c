@@ -283,12 +283,10 @@ plan(struct cg *g, const struct kt_node *n)
         int64_t i;
         w = kt__cg_rule_lanes(g, n, rule, 0);
         i = n->extent / w * w;
-        for (k = 0; k < n->nkids; k++)
-            sub += store_weight(g, n->kids[k], n->var, w);
+        sub += kt__cg_body_weight(g, n, w);
         for (; i < n->extent; i += w) {
             w = kt__cg_rule_lanes(g, n, rule, i);
-            for (k = 0; k < n->nkids; k++)
-                sub += store_weight(g, n->kids[k], w > 1 ? n->var : -1, w);
+            sub += kt__cg_body_weight(g, n, w);
         }
         g->total_weight += sub;
         return sub;
