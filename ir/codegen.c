@@ -511,6 +511,8 @@ cg_open(struct cg *g, const struct kt_looptree *lt,
     g->unroll_factor = kt_xcalloc(n, sizeof(*g->unroll_factor));
     g->var_max = kt_xcalloc(n, sizeof(*g->var_max));
     g->lane_limit = kt_xcalloc(n, sizeof(*g->lane_limit));
+    g->whole = kt_xcalloc(n, 1);
+    g->shares = kt_xcalloc(KT_CG_MAX_SHARES, sizeof(*g->shares));
     for (i = 0; i <= lt->nvars; i++)
         g->var_max[i] = -1;
     kt__cg_note_ranges(g, root);
@@ -529,6 +531,9 @@ cg_close(struct cg *g)
     free(g->slack);
     free(g->lane_limit);
     free(g->pins);
+    free(g->whole);
+    kt__cg_pins_clear(g);
+    free(g->shares);
 }
 
 /* The kernel (pack = 0, from lt->root) or its pack routine "<fname>_pack"

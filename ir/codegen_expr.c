@@ -763,6 +763,15 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
                            NULL, lane_var);
         if (c == 1 && !e->guarded)
             kt__cg_pin_note(g, e->src, &addr, w);
+        if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE &&
+            g->shares != NULL) {
+            struct kt_buf t;
+            kt_buf_init(&t);
+            put_guarded_vector_load(g, &t, e, &addr, lane_var, c, -1, 0, w);
+            kt__cg_share_note(g, e->src, t.p, w,
+                              kt__cg_load_weight(g, e, lane_var, w));
+            kt_buf_free(&t);
+        }
         kt_buf_puts(b, "0");
         return c != 0;
     }
@@ -780,9 +789,14 @@ put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e, int lane_var,
             put_contiguous_load(g, b, e->src, &addr, w);
     } else if (!e->guarded && c >= 2 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
         put_strided_load(g, b, e->src, &addr, c, w, NULL);
-    else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE)
-        put_guarded_vector_load(g, b, e, &addr, lane_var, c, -1, 0, w);
-    else
+    else if (e->guarded && c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE) {
+        struct kt_buf t;
+        kt_buf_init(&t);
+        put_guarded_vector_load(g, &t, e, &addr, lane_var, c, -1, 0, w);
+        if (!kt__cg_share_read(g, b, e->src, t.p, w))
+            kt_buf_puts(b, t.p);
+        kt_buf_free(&t);
+    } else
         put_gather(g, b, e, &addr, lane_var, c, w);
     return 1;
 }

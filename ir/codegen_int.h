@@ -68,6 +68,18 @@ struct pin {
     int declared; /* in pass 2: its name is x<index> */
 };
 #define KT_CG_MAX_PINS 256
+
+/* A guarded vector read (bounds checks, masked loads at the edges) a
+ * micro-kernel's body makes more than once, keyed by its C text: counted
+ * in pass 1, declared once in pass 2 (codegen_pin.c). */
+struct share {
+    char *text;
+    int width;
+    int64_t weight; /* kt__cg_load_weight */
+    int uses;
+    int declared; /* its name is g<index> */
+};
+#define KT_CG_MAX_SHARES 128
 /* Largest constant lane stride read as contiguous loads and shuffles (or,
  * guarded, checked at the vector's ends) rather than lane by lane. */
 #define KT_CG_MAX_SHUFFLE_STRIDE 4
@@ -97,6 +109,9 @@ struct cg {
     struct pin *pins; /* NULL: loads are never pinned */
     int npins;
     int pinning;          /* pass 2, in a micro-kernel's straight-line body */
+    struct share *shares; /* NULL: guarded reads are never shared */
+    int nshares;
+    int sharing;          /* pass 2, in a micro-kernel's straight-line body */
     int64_t kernel_steps; /* iterations of the micro-kernel's loop nest */
     int analysing;        /* pass 1 of a micro-kernel */
     int matching_init;    /* stores are an init nest to fold into registers */
@@ -104,6 +119,8 @@ struct cg {
     int kernel_var;
     int nchunk;           /* counter for chunk-loop names */
     int *unroll_factor;   /* per loop variable: #pragma GCC unroll n */
+    unsigned char *whole; /* per loop variable: a kernel loop expanded whole
+                           * fits the budget with its reads shared */
     int64_t max_block;    /* largest straight-line block, weighted */
     int64_t total_weight; /* all the code, unrolled, weighted */
     int bare;             /* weighing without the checks of guarded accesses */
@@ -207,6 +224,20 @@ int kt__cg_pins_pay(const struct cg *g);
  * loads them in place). */
 int kt__cg_pin_load(struct cg *g, struct kt_buf *b, int buf,
                     const struct kt_affine *addr, int w);
+/* Pass 1: counts a guarded w-lane read of buf whose C is text. */
+void kt__cg_share_note(struct cg *g, int buf, const char *text, int w,
+                       int64_t weight);
+/* After pass 1: the weight the body saves by reading each share once. */
+int64_t kt__cg_shares_saving(const struct cg *g);
+/* Pass 2: when the body makes the guarded read text of buf more than once,
+ * appends the name of the variable holding it to b (declared at the first
+ * use) and returns 1; else 0 (the caller puts text in place). */
+int kt__cg_share_read(struct cg *g, struct kt_buf *b, int buf, const char *text,
+                      int w);
+
+/* The weight kernel loop k saves expanded whole (codegen_kernel.c), its
+ * guarded reads each made once: 0 when its iterations share none. */
+int64_t kt__cg_whole_saving(struct cg *g, const struct kt_node *k);
 
 /* ---- ir/codegen_window.c ---------------------------------------------- */
 
@@ -220,6 +251,9 @@ int kt__cg_is_window(const struct cg *g, const struct kt_node *n);
 
 /* ---- ir/codegen_size.c ------------------------------------------------- */
 
+/* The weight of guarded or plain read e at w lanes along lane_var. */
+int64_t kt__cg_load_weight(const struct cg *g, const struct kt_expr *e,
+                           int lane_var, int w);
 /* The weight of one pass of vector loop n's body at w lanes. */
 int64_t kt__cg_body_weight(const struct cg *g, const struct kt_node *n, int w);
 /* The weight a straight-line block may have (the search's code-size

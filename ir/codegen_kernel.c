@@ -92,10 +92,23 @@ mark_inner(struct cg *g, const struct kt_node *n, int on)
         mark_inner(g, n->kids[i], on);
 }
 
-/* Pass 1 of a micro-kernel: the registers kept when the loops from top
- * down to the kernel loop k (a perfect nest) hold them; returns how many. */
+/* Whether kernel loop k, emitted alone, is expanded whole rather than
+ * looped over its expanded body: its iterations read the same guarded
+ * vectors (a depthwise convolution's kernel rows over a tile of output
+ * rows), which the whole body then reads once each (codegen_pin.c), and
+ * so expanded it fits the code-size budget (kt__cg_plan_unroll). */
 static int
-analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
+expands_whole(const struct cg *g, const struct kt_node *k)
+{
+    return g->whole != NULL && g->whole[k->var];
+}
+
+/* Pass 1 of a micro-kernel: the registers kept when the loops from top
+ * down to the kernel loop k (a perfect nest) hold them, or k expanded
+ * whole holds them (whole); returns how many. */
+static int
+analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k,
+               int whole)
 {
     int i, j, keep = 0;
 
@@ -107,8 +120,11 @@ analyse_kernel(struct cg *g, const struct kt_node *top, const struct kt_node *k)
     }
     mark_inner(g, top, 1);
     g->analysing = 1;
-    for (j = 0; j < k->nkids; j++)
-        expand(g, k->kids[j], -1, 1);
+    if (whole)
+        expand(g, k, -1, 1);
+    else
+        for (j = 0; j < k->nkids; j++)
+            expand(g, k->kids[j], -1, 1);
     g->analysing = 0;
     mark_inner(g, top, 0);
     /* Keep registers only for promotable buffers that the loop writes. */
@@ -154,15 +170,16 @@ kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
                         const struct kt_node *k, const struct kt_node *init)
 {
     const struct kt_node *cur;
-    int j, depth = 0;
+    int j, depth = 0, whole = expands_whole(g, k);
 
-    analyse_kernel(g, top, k);
+    analyse_kernel(g, top, k, whole);
     if (init != NULL && !match_init(g, init))
         kt__cg_fail(g, "init nest no longer matches the registers");
-    g->kernel_steps = k->extent;
+    g->kernel_steps = whole ? 1 : k->extent;
     for (cur = top; cur != k; cur = cur->kids[0])
         g->kernel_steps *= cur->extent;
-    if (g->nregs > 0) {
+    /* expanded whole, a block: the shared reads are declared in it */
+    if (g->nregs > 0 || whole) {
         kt__cg_line(g, "{");
         g->indent++;
         kt__cg_load_regs(g);
@@ -171,17 +188,23 @@ kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
         kt__cg_loop_header(g, cur, 1);
         g->indent++;
     }
-    kt__cg_loop_header(g, k, 1);
-    g->indent++;
     g->pinning = kt__cg_pins_pay(g);
-    for (j = 0; j < k->nkids; j++)
-        expand(g, k->kids[j], -1, 1);
-    g->pinning = 0;
-    for (j = 0; j <= depth; j++) {
+    g->sharing = 1;
+    if (whole) {
+        expand(g, k, -1, 1);
+    } else {
+        kt__cg_loop_header(g, k, 1);
+        g->indent++;
+        depth++;
+        for (j = 0; j < k->nkids; j++)
+            expand(g, k->kids[j], -1, 1);
+    }
+    g->pinning = g->sharing = 0;
+    for (j = 0; j < depth; j++) {
         g->indent--;
         kt__cg_line(g, "}");
     }
-    if (g->nregs > 0) {
+    if (g->nregs > 0 || whole) {
         kt__cg_store_regs(g);
         g->indent--;
         kt__cg_line(g, "}");
@@ -232,7 +255,7 @@ nest_kernel(const struct cg *g, const struct kt_node *n)
 static int
 hoist_pays(struct cg *g, const struct kt_node *n, const struct kt_node *k)
 {
-    int inner = analyse_kernel(g, k, k), outer = analyse_kernel(g, n, k);
+    int inner = analyse_kernel(g, k, k, 0), outer = analyse_kernel(g, n, k, 0);
 
     kt__cg_clear_regs(g);
     return inner > 0 && outer >= inner;
@@ -280,7 +303,20 @@ kt__cg_init_folds(struct cg *g, const struct kt_node *init,
     *kern = kt__cg_kernel_of(g, n);
     if (*kern == NULL)
         return 0;
-    ok = analyse_kernel(g, n, *kern) > 0 && match_init(g, init);
+    ok = analyse_kernel(g, n, *kern, expands_whole(g, *kern)) > 0 &&
+         match_init(g, init);
     kt__cg_clear_regs(g);
     return ok;
+}
+
+int64_t
+kt__cg_whole_saving(struct cg *g, const struct kt_node *k)
+{
+    int64_t saving;
+
+    analyse_kernel(g, k, k, 1);
+    saving = kt__cg_shares_saving(g);
+    kt__cg_clear_regs(g);
+    kt__cg_pins_clear(g);
+    return saving;
 }

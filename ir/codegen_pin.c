@@ -10,6 +10,9 @@
  * so it cannot trade it for a reload at each use. */
 #include "ir/codegen_int.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* Pinning pays for a tile of several shared vectors, each feeding a few
  * FMAs (the thresholds in ir/ir.h).  With one (the ViT's P x V column, a 3x3 convolution's vector of
  * weights) gcc keeps it in a register anyway and the pin only narrows its
@@ -32,7 +35,12 @@ find_pin(struct cg *g, int buf, const struct kt_affine *addr, int w)
 void
 kt__cg_pins_clear(struct cg *g)
 {
+    int i;
+
     g->npins = 0;
+    for (i = 0; i < g->nshares; i++)
+        free(g->shares[i].text);
+    g->nshares = 0;
 }
 
 void
@@ -92,4 +100,78 @@ kt__cg_pin_load(struct cg *g, struct kt_buf *b, int buf,
     }
     kt_buf_printf(b, "x%d", id);
     return 1;
+}
+
+/* Guarded reads shared by the rows of a window: a depthwise convolution's
+ * 8 output rows x 9 taps with the kernel rows expanded read each input row
+ * vector up to 3 times, each a bounds check and a masked load at the
+ * edges.  gcc does not merge such reads (each is a branch), so the body
+ * made 72 loads where 30 are distinct; declared once each, with the
+ * kernel rows expanded whole (codegen_kernel.c), the kernel ran 1.45x
+ * faster (docs/performance.md).  No pin: a conditional read is never
+ * folded into its FMA. */
+static struct share *
+find_share(struct cg *g, const char *text, int w)
+{
+    int i;
+
+    for (i = 0; i < g->nshares; i++)
+        if (g->shares[i].width == w && strcmp(g->shares[i].text, text) == 0)
+            return &g->shares[i];
+    return NULL;
+}
+
+void
+kt__cg_share_note(struct cg *g, int buf, const char *text, int w,
+                  int64_t weight)
+{
+    struct share *s;
+
+    if (g->shares == NULL || g->matching_init || g->stored[buf])
+        return;
+    s = find_share(g, text, w);
+    if (s == NULL && g->nshares < KT_CG_MAX_SHARES) {
+        s = &g->shares[g->nshares++];
+        s->text = kt_xstrdup(text);
+        s->width = w;
+        s->weight = weight;
+        s->uses = 0;
+        s->declared = 0;
+    }
+    if (s != NULL)
+        s->uses++;
+}
+
+int
+kt__cg_share_read(struct cg *g, struct kt_buf *b, int buf, const char *text,
+                  int w)
+{
+    struct share *s;
+    int id;
+
+    /* A buffer the kernel writes may change between two reads. */
+    if (!g->sharing || g->stored[buf])
+        return 0;
+    s = find_share(g, text, w);
+    if (s == NULL || s->uses < 2)
+        return 0;
+    id = (int)(s - g->shares);
+    if (!s->declared) {
+        kt__cg_line(g, "kt_v%d g%d = %s;", w, id, text);
+        s->declared = 1;
+    }
+    kt_buf_printf(b, "g%d", id);
+    return 1;
+}
+
+int64_t
+kt__cg_shares_saving(const struct cg *g)
+{
+    int64_t saving = 0;
+    int i;
+
+    for (i = 0; i < g->nshares; i++)
+        if (g->shares[i].uses >= 2)
+            saving += (g->shares[i].uses - 1) * g->shares[i].weight;
+    return saving;
 }

@@ -86,6 +86,13 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
 }
 
 int64_t
+kt__cg_load_weight(const struct cg *g, const struct kt_expr *e, int lane_var,
+                   int w)
+{
+    return load_weight(g, e, lane_var, w);
+}
+
+int64_t
 kt__cg_body_weight(const struct cg *g, const struct kt_node *n, int w)
 {
     int64_t sum = 0;
@@ -252,6 +259,30 @@ plan_window(struct cg *g, const struct kt_node *n, int64_t sub, int64_t budget)
     return sub + bare * (f - 1);
 }
 
+/* Whether unrolled kernel loop n of body weight sub and count statements
+ * is expanded whole with its shared reads made once (codegen_kernel.c)
+ * within the budget; if so records that and its weight.  Expanded whole,
+ * a depthwise convolution's 8 x 16 tile with its 3 kernel rows (72 FMAs
+ * of 30 distinct input vectors) ran 1.46x faster on 1 thread than as a
+ * loop over the rows (docs/performance.md). */
+static int
+plan_whole(struct cg *g, const struct kt_node *n, int64_t count, int64_t sub,
+           int64_t budget, int64_t before)
+{
+    int64_t saving, whole;
+
+    if (!kt__cg_is_unrolled(g, n) || n->ann == KT_ANN_PARALLEL ||
+        n->extent < 2 || n->extent * count > g->o->max_unrolled_stmts)
+        return 0;
+    saving = kt__cg_whole_saving(g, n);
+    whole = n->extent * sub - saving;
+    if (saving <= 0 || whole > budget)
+        return 0;
+    g->whole[n->var] = 1;
+    g->total_weight = before + whole;
+    return 1;
+}
+
 /* Returns the heaviest block of n; adds the weight of all the code n
  * becomes, unrolled as gcc will, to g->total_weight. */
 static int64_t
@@ -307,8 +338,20 @@ plan(struct cg *g, const struct kt_node *n)
     g->unroll_factor[n->var] = 1;
     if (holds_alloc(n))
         return sub;
-    if (!kt__cg_is_unrolled(g, n) && kt__cg_is_window(g, n))
-        return plan_window(g, n, sub, budget);
+    if (count < 0 || count > g->o->max_unrolled_stmts)
+        count = -1;
+    if (!kt__cg_is_unrolled(g, n) && kt__cg_is_window(g, n)) {
+        c = plan_window(g, n, sub, budget);
+        /* unrolled completely all the same: expanded whole, its shared
+         * reads made once rather than left to gcc (which merges none) */
+        if (count >= 0 && g->unroll_factor[n->var] >= n->extent &&
+            n->extent * count <= g->o->max_unrolled_stmts &&
+            kt__cg_whole_saving(g, n) > 0)
+            g->whole[n->var] = 1;
+        return c;
+    }
+    if (count >= 0 && plan_whole(g, n, count, sub, budget, before))
+        return g->total_weight - before;
     if (kt__cg_is_unrolled(g, n))
         g->unroll_factor[n->var] = pick_factor(n->extent, sub, budget);
     g->total_weight = before +

@@ -4,10 +4,13 @@
  * body steps over.  A depthwise convolution's kernel rows over a register
  * tile of output rows are one: input row y + r of output row y is row
  * (y + 1) + (r - 1) of output row y + 1.  Left a loop, each iteration
- * loads all its rows again (one load per FMA, the load ports' limit);
- * unrolled, gcc loads each row once for every output row that reads it.
+ * loads all its rows again (one load per FMA, the load ports' limit).
  * The 96-channel depthwise conv at 40x40 of PP-OCRv4 det ran 1.32x
- * faster on 1 thread with its r loop unrolled (docs/performance.md). */
+ * faster on 1 thread with its r loop unrolled (docs/performance.md).
+ * gcc merges plain loads of the unrolled copies but not guarded ones
+ * (each a branch): a window loop unrolled completely is expanded whole
+ * by the generator instead, each shared read made once
+ * (codegen_kernel.c, codegen_pin.c). */
 #include "ir/codegen_int.h"
 
 #include <stdlib.h>
