@@ -86,6 +86,12 @@ for t in $timers; do
         echo "ab_search: ${t#*=}/bench/suite_time: not built (make bench-build)" >&2
         exit 2
     fi
+    # plain `make` rebuilds kerntune but not suite_time, whose code
+    # generator would then time every build's picks as the old one did
+    if [ "${t#*=}/bench/suite_time" -ot "${t#*=}/kerntune" ]; then
+        echo "ab_search: ${t#*=}/bench/suite_time is older than ${t#*=}/kerntune (make bench-build)" >&2
+        exit 2
+    fi
 done
 mkdir -p "$OUT"
 
