@@ -35,6 +35,8 @@ kt__cg_emit_let(struct cg *g, const struct kt_node *n)
         kt_aff_const(&g->env[n->var].val, (src.c / n->div) % n->mod);
         return;
     }
+    /* not a constant here, whatever an expansion of its loop left */
+    g->env[n->var].set = 0;
     if (g->analysing)
         return;
     {

@@ -81,12 +81,50 @@ test_dw_kernel_rows_within_code_bound(void **state)
     kt_dag_free(dag);
 }
 
+/* The size pass expands unrolled kernel loops to count their shared
+ * reads; the lets under such a loop (a fused loop's y and x) must not
+ * keep the constants of its last iteration when the loop is then emitted
+ * as a loop: a max pooling's copy out of its local tile read one element
+ * for all 49 (found by the `make test-long` sweep). */
+static void
+test_lets_not_left_constant(void **state)
+{
+    static const char json[] =
+        "{\"v\":1,\"steps\":[[\"CHR\",1,1],[\"CHW\",2],"
+        "[\"SP\",3,3,[1,1]],[\"SP\",3,2,[7,1]],[\"SP\",3,1,[2]],"
+        "[\"SP\",3,0,[1]],[\"RE\",3,[0,8,7,9,5,4,1,6,3,2]],"
+        "[\"FU\",3,0,8],[\"SP\",2,5,[1]],[\"SP\",2,4,[3,1]],"
+        "[\"SP\",2,2,[7]],[\"SP\",2,1,[1,1]],[\"SP\",2,0,[1]],"
+        "[\"RE\",2,[12,4,7,2,3,0,6,8,11,1,10,5,9]],[\"CA\",1,2,9],"
+        "[\"CA\",0,1,3],[\"AN\",0,3,\"vectorize\"],"
+        "[\"AN\",1,3,\"vectorize\"],[\"AN\",1,1,\"unroll\"],"
+        "[\"AN\",2,12,\"vectorize\"],[\"AN\",2,11,\"unroll\"],"
+        "[\"AN\",2,10,\"unroll\"],[\"AN\",3,2,\"vectorize\"],"
+        "[\"PR\",3,0,512]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_state *st;
+    char err[256], *c;
+    (void)state;
+
+    assert_int_equal(kt_op_pool2d(&d, 1, 1, 8, 14, 14, 3, 2, 1), KT_OK);
+    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
+    st = ktt_replay_json(dag, json);
+    assert_non_null(st);
+    c = ktt_checked_c(dag, st, 7);
+    assert_non_null(c);
+    free(c);
+    kt_state_free(st);
+    kt_dag_free(dag);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dw_kernel_rows_expanded_whole),
         cmocka_unit_test(test_dw_kernel_rows_within_code_bound),
+        cmocka_unit_test(test_lets_not_left_constant),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
