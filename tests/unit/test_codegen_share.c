@@ -49,7 +49,7 @@ test_dw_kernel_rows_expanded_whole(void **state)
 {
     struct kt_dag *dag = ktt_depthwise3x3(32, 1);
     struct kt_state *st = rows_state(dag);
-    char *c = ktt_checked_c(dag, st, 5);
+    char *c = ktt_checked_c_at(dag, st, 64, 5);
     (void)state;
 
     assert_non_null(c);
