@@ -272,6 +272,8 @@ struct kt_search_stats {
     int picked_best, picked_random;
     int picked_transfer; /* of picked_best: other workloads' schedules
                             carried over (kt_search_seed_other) */
+    int picked_fresh;    /* of picked_best: taken as descending from no
+                            seed while the search had few such programs */
     float best_score;
     double sample_s, evo_s, score_s, total_s;
     int ngenerations; /* iters + 1 (the initial population), at

@@ -156,6 +156,9 @@ struct kt_search {
      * be measured as they are (search_policy.c, take_transfers) */
     int nxfer;
     struct sk_transfer *xfer;
+    /* picks descending from no seed (origin 0): search_policy.c,
+     * take_fresh */
+    int64_t fresh_picked;
 };
 
 /* ---- search_sketch.c ---- */
@@ -370,6 +373,12 @@ struct sk_round {
 /* 1 in SK_NEAR_SHARE candidates of a batch (and at least one) descends
  * from a measured program when there are such mutants. */
 #define SK_NEAR_SHARE 3
+
+/* Until a search has proposed SK_FRESH_MIN programs descending from no
+ * seed, 1 in SK_FRESH_SHARE candidates of a batch (and at least one) is
+ * one (search_policy.c, take_fresh). */
+#define SK_FRESH_MIN 16
+#define SK_FRESH_SHARE 3
 
 /* Never measured (passed in now or before, or recorded), never proposed. */
 int sk_is_new(const struct sk_round *R, uint64_t h);
