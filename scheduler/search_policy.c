@@ -293,7 +293,7 @@ take_transfers(struct sk_round *R, struct kt_search_batch *out, int n)
  * PP-OCRv4 detection's two 80 x 80 Winograd layers took 32 of their 41
  * trials from seeds (1.62 ms at best), where the layer tuned alone in
  * rounds of 32 had 6 of its first 32 programs under 1.0 ms; with this,
- * three tunings of the network ran 1.38x faster on average
+ * three tunings of the network ran 1.37x faster on average
  * (docs/search.md, One round). */
 static void
 take_fresh(struct sk_round *R, const struct round_pools *P, int nfresh,
