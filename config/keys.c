@@ -93,7 +93,7 @@ static const struct kt__key tuning_keys[] = {
      offsetof(struct kt_tuning_conf, measures_per_round), 1, 4096, "64", NULL,
      "Trials per round of one task; the scheduler uses min(this, "
      "trials / number of tasks), and for a task's first round at most "
-     "trials / (2 x number of tasks), at least one."},
+     "trials / (2 x number of tasks), at least 8."},
     {"strategy", KT_K_ENUM, offsetof(struct kt_tuning_conf, strategy), NOLIM,
      "\"gradient\"", strategies,
      "Task scheduler: Ansor's gradient strategy "

@@ -121,9 +121,10 @@ int kt_task_sched_next(struct kt_task_sched *s);
 /* Trials of a round after the warm-up: min(measures_per_round, trials / n). */
 int64_t kt_task_sched_per_round(const struct kt_task_sched *s);
 /* Trials to measure in task i's next round: the per-round count, except
- * in its warm-up round, which gets trials / (2 n) (at least one, at most
- * the per-round count): the warm-up leaves half the budget to the
- * gradient (docs/design.md 2.1). */
+ * in its warm-up round, which gets trials / (2 n) (at least
+ * KT_SCHED_MIN_WARM_ROUND, at most the per-round count): the warm-up
+ * leaves half the budget to the gradient (docs/design.md 2.1). */
+#define KT_SCHED_MIN_WARM_ROUND 8
 int64_t kt_task_sched_round_trials(const struct kt_task_sched *s, int i);
 /* Records one round of task i: best_cost is the best cost (seconds) among
  * this round's valid results (>= KT_SCHED_NO_COST or <= 0 when none was

@@ -375,8 +375,8 @@ struct sk_round {
 #define SK_NEAR_SHARE 3
 
 /* Until a search has proposed SK_FRESH_MIN programs descending from no
- * seed, 1 in SK_FRESH_SHARE candidates of a batch (rounded to nearest:
- * one of 2 to 4) is one (search_policy.c, take_fresh). */
+ * seed, 1 in SK_FRESH_SHARE candidates of a batch (and at least one) is
+ * one (search_policy.c, take_fresh). */
 #define SK_FRESH_MIN 16
 #define SK_FRESH_SHARE 3
 

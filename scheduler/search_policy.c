@@ -285,8 +285,8 @@ take_transfers(struct sk_round *R, struct kt_search_batch *out, int n)
 
 /* Picks descending from no seed (origin 0), best predicted first: the
  * evolved ones, then those of the initial population's first nfresh (its
- * measured seeds follow them), 1 in SK_FRESH_SHARE of the batch (rounded
- * to nearest) while the search has proposed fewer than SK_FRESH_MIN such programs.
+ * measured seeds follow them), up to 1 in SK_FRESH_SHARE of the batch
+ * while the search has proposed fewer than SK_FRESH_MIN such programs.
  * A network's tasks are tuned in rounds of a few trials (200 over 52
  * tasks: 3 each), which the other tasks' programs carried over, the
  * fastest program's neighbours and the near share fill on their own:
@@ -299,8 +299,7 @@ static void
 take_fresh(struct sk_round *R, const struct round_pools *P, int nfresh,
            struct kt_search_batch *out, int n)
 {
-    /* a third rounded to nearest: a round of one takes the best of all */
-    int want = out->n + (n + SK_FRESH_SHARE / 2) / SK_FRESH_SHARE;
+    int want = out->n + (n + SK_FRESH_SHARE - 1) / SK_FRESH_SHARE;
     int before = out->n, i;
 
     if (R->s->fresh_picked >= SK_FRESH_MIN)

@@ -103,11 +103,10 @@ kt_task_sched_new(struct kt_task_sched **out, int n, const double *weights,
                                                          : o->trials / n;
     /* Deviation (docs/design.md 2.1): the warm-up takes at most half the
      * budget, so that the gradient rounds can go to the tasks that cost
-     * the most; Ansor's warm-up at trials / n per task is the whole run.
-     * A tight budget (trials < 2 per task) still gives each task one. */
+     * the most; Ansor's warm-up at trials / n per task is the whole run. */
     s->warm_round = o->trials / (2 * (int64_t)n);
-    if (s->warm_round < 1)
-        s->warm_round = 1;
+    if (s->warm_round < KT_SCHED_MIN_WARM_ROUND)
+        s->warm_round = KT_SCHED_MIN_WARM_ROUND;
     if (s->warm_round > s->per_round)
         s->warm_round = s->per_round;
     s->weight = kt_xcalloc((size_t)n, sizeof(double));

@@ -108,44 +108,12 @@ test_large_rounds_unchanged(void **state)
     kt_dag_free(dag);
 }
 
-/* A round of one (a network's warm-up at a tight budget, 200 trials over
- * 52 tasks: docs/design.md 2.1) takes the best predicted of all, seeded
- * or not: the share is a third rounded to nearest, so rounds of 2 to 4
- * take one fresh pick. */
-static void
-test_round_of_one_takes_the_best(void **state)
-{
-    struct kt_dag *dag = conv();
-    struct kt_search *s = ktt_sketch_search(dag, 256, 7, -1);
-    struct kt_search_stats st;
-    int round, n;
-    (void)state;
-
-    assert_non_null(s);
-    round_of(s, 3, 0, &st);
-    for (round = 1; round <= 3; round++) {
-        round_of(s, 1, round, &st);
-        if (st.picked_fresh != 0)
-            fail_msg("round %d of 1: %d picks by the fresh rule", round,
-                     st.picked_fresh);
-    }
-    for (n = 2; n <= 4; n++, round++) {
-        round_of(s, n, round, &st);
-        if (st.picked_fresh != 1)
-            fail_msg("round %d of %d: %d picks by the fresh rule", round, n,
-                     st.picked_fresh);
-    }
-    kt_search_free(s);
-    kt_dag_free(dag);
-}
-
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_rounds_keep_fresh_picks),
         cmocka_unit_test(test_large_rounds_unchanged),
-        cmocka_unit_test(test_round_of_one_takes_the_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
