@@ -102,6 +102,23 @@ cand_finish(struct kt__cand *c, int err_no, const char *text)
         batch_complete(b);
 }
 
+/* A candidate whose object was built before skips its build. */
+static void
+take_built(struct kt__cand *c)
+{
+    const char *builder;
+    const unsigned char *so = kt__obj_find(c->b->t, c->b->key, c->cc, c->source,
+                                           &c->solen, &builder);
+
+    if (so == NULL)
+        return;
+    c->so = kt_xmalloc(c->solen);
+    memcpy(c->so, so, c->solen);
+    c->stage = KT__STAGE_RUN;
+    kt_msg_set(&c->kvs, "build_worker", builder);
+    kt_msg_set(&c->kvs, "build_reused", "1");
+}
+
 int
 kt_tracker_submit(struct kt_tracker *t, const char *key,
                   const struct kt_candidate *cands, int n,
@@ -163,6 +180,7 @@ kt_tracker_submit(struct kt_tracker *t, const char *key,
         c->cc = kt_xstrdup(cands[i].cc);
         if (cands[i].avoid_worker != NULL)
             snprintf(c->avoid, sizeof(c->avoid), "%s", cands[i].avoid_worker);
+        take_built(c);
     }
     b->remaining -= preset;
     if (b->remaining == 0) {
@@ -438,6 +456,8 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
             c->so = kt_xmalloc(m->payload_len);
             memcpy(c->so, m->payload, m->payload_len);
             c->solen = m->payload_len;
+            kt__obj_put(t, c->b->key, c->cc, c->source, c->so, c->solen,
+                        w->name);
             c->stage = KT__STAGE_RUN;
             c->state = KT__JOB_QUEUED;
             c->attempts = 0;
@@ -466,6 +486,8 @@ kt__on_result(struct kt__conn *w, const struct kt_msg *m)
             }
         }
         kt_msg_set(&c->kvs, "worker", w->name);
+        if (e != 0)
+            kt__obj_drop(t, c->b->key, c->cc, c->source);
         cand_finish(c, (int)e, text);
     }
     kt__dispatch(t);

@@ -100,6 +100,8 @@ struct kt_tracker_opts {
                                before it is dropped (8 MiB) */
     int client_idle_ms;     /* an authenticated client (rpc-status) that
                                sends nothing this long is closed (30000) */
+    /* built objects kept for candidates submitted again (64 MiB) */
+    size_t object_cache_bytes;
 };
 void kt_tracker_default_opts(struct kt_tracker_opts *o);
 
@@ -119,6 +121,9 @@ int kt_tracker_nworkers(const struct kt_tracker *t, const char *key);
 void kt_tracker_counters(const struct kt_tracker *t, unsigned *refused,
                          unsigned *bad_frames, unsigned *lost,
                          unsigned *results);
+/* Candidates that went to their run with an object built earlier (the
+ * same key, compiler line and source), without a build. */
+unsigned kt_tracker_builds_reused(const struct kt_tracker *t);
 
 /* The target triple of key's jobs ("aarch64-linux-gnu", kt_abi_of_compiler
  * of their compiler): from now on a worker of key with the run role must

@@ -22,6 +22,7 @@ kt_tracker_default_opts(struct kt_tracker_opts *o)
     o->client_idle_ms = 30000;
     o->max_pending = 64;
     o->write_queue_max = 8u << 20;
+    o->object_cache_bytes = (size_t)64 << 20;
 }
 /* One page of the status: workers [from, from + STATUS_PAGE) with 11 keys
  * each, the queues, and the total, so a reply stays far below the
@@ -197,6 +198,8 @@ kt_tracker_new(struct kt_tracker **out, uv_loop_t *loop,
         t->o.max_pending = 64;
     if (t->o.write_queue_max == 0)
         t->o.write_queue_max = 8u << 20;
+    if (t->o.object_cache_bytes == 0)
+        t->o.object_cache_bytes = (size_t)64 << 20;
     rc = uv_ip4_addr(t->host, o->port, (struct sockaddr_in *)&ss);
     if (rc < 0)
         rc = uv_ip6_addr(t->host, o->port, (struct sockaddr_in6 *)&ss);
@@ -280,6 +283,7 @@ kt_tracker_close(struct kt_tracker *t)
         return;
     t->closing = 1;
     kt__fail_all(t, "tracker closed");
+    kt__obj_clear(t);
     while (t->conns != NULL)
         kt__conn_drop(t->conns, "tracker closing");
     uv_timer_stop(&t->tick);

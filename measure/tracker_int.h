@@ -157,6 +157,9 @@ struct kt_tracker {
     int nkeybuild;
     struct kt__host_place place[KT__MAX_HOSTS];
     int nplace;
+    struct kt__obj *objs, *objs_tail; /* objcache.c */
+    size_t obj_bytes;
+    unsigned builds_reused;
 };
 
 /* tracker.c: <0 closes the connection (err says why) */
@@ -176,6 +179,18 @@ int kt__on_hello(struct kt__conn *c, const struct kt_msg *m, char *err,
                  size_t errlen);
 /* dispatch.c */
 void kt__dispatch(struct kt_tracker *t);
+/* objcache.c: the object built from (key, cc, source), or NULL; *builder
+ * names the worker that built it.  Borrowed until the next put or drop. */
+struct kt__obj;
+const unsigned char *kt__obj_find(struct kt_tracker *t, const char *key,
+                                  const char *cc, const char *source,
+                                  size_t *solen, const char **builder);
+void kt__obj_put(struct kt_tracker *t, const char *key, const char *cc,
+                 const char *source, const unsigned char *so, size_t solen,
+                 const char *builder);
+void kt__obj_drop(struct kt_tracker *t, const char *key, const char *cc,
+                  const char *source);
+void kt__obj_clear(struct kt_tracker *t);
 /* hold.c: a successful run's round trip xcpu_ns on host: NEAR (take it),
  * HOLD (time it again later: the host's runs are held a while) or APART
  * (take it, marked contended: wait_s is 0 or spent for this spell, or the

@@ -8,6 +8,7 @@
  *   (d) a wrong token and garbage streams beside a good worker;
  *   (e) compiler error and build timeout;
  *   (f) the FMA peak probe on 1 and 2 threads;
+ *   (g) a candidate submitted again runs the object built the first time;
  * plus rpc-status.  Every wait is bounded. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,6 +116,7 @@ struct env {
     char err_text[64][512];
     char worker[64][96];
     char build_worker[64][96];
+    char build_reused[64][4];
     char kv_signal[64][32];
     char requeued[64][96];
     char build_cpu_s[64][32];
@@ -149,6 +151,8 @@ on_done(void *arg, const struct kt_result *res, int n)
                  res[i].worker ? res[i].worker : "");
         snprintf(e->build_worker[i], sizeof(e->build_worker[i]), "%s",
                  kv(&res[i], "build_worker"));
+        snprintf(e->build_reused[i], sizeof(e->build_reused[i]), "%s",
+                 kv(&res[i], "build_reused"));
         snprintf(e->kv_signal[i], sizeof(e->kv_signal[i]), "%s",
                  kv(&res[i], "signal"));
         snprintf(e->requeued[i], sizeof(e->requeued[i]), "%s",
@@ -221,7 +225,7 @@ p_bad(struct env *e, void *arg)
 }
 
 static struct env *
-env_new(int serialize)
+env_new_cache(int serialize, size_t object_cache_bytes)
 {
     struct env *e = kt_xcalloc(1, sizeof(*e));
     struct kt_tracker_opts o;
@@ -240,9 +244,16 @@ env_new(int serialize)
     o.port = 0;
     o.token = "s3cret-token";
     o.serialize_hosts = serialize;
+    o.object_cache_bytes = object_cache_bytes;
     if (kt_tracker_new(&e->t, &e->loop, &o, err, sizeof(err)) < 0)
         fail_msg("tracker: %s", err);
     return e;
+}
+
+static struct env *
+env_new(int serialize)
+{
+    return env_new_cache(serialize, 0);
 }
 
 static void
@@ -1000,6 +1011,77 @@ test_measure_aarch64_board_under_qemu(void **state)
     env_free(e);
 }
 
+/* ---- (g) ---------------------------------------------------------------- */
+
+static void
+submit_wait(struct env *e, struct kt_candidate *c, int n,
+            const struct kt_measure_opts *o)
+{
+    submit(e, c, n, o);
+    assert_int_equal(run_until(e, p_done, NULL, WAIT_S), 0);
+    assert_int_equal(e->n, n);
+}
+
+/* A good program and a wrong one, then both again away from the first
+ * run's worker: the good one runs the object its first build made (same
+ * builder, no build), the wrong one's object was dropped with its failed
+ * run and is built again; another compiler line is another object; a
+ * cache too small for any object keeps none. */
+static void
+test_measure_objects_built_once(void **state)
+{
+    struct env *e = env_new(1);
+    struct kt_candidate c[2];
+    struct kt_measure_opts o;
+    char *good = gemm_source("ikj", 4, NULL);
+    char *wrong = gemm_source("ijk", 1, bodies[5]);
+    char builder[96], ran_on[96];
+
+    (void)state;
+    spawn(e, 2, "build,run");
+    memset(c, 0, sizeof(c));
+    c[0].source = good;
+    c[0].cc = CC;
+    c[1].source = wrong;
+    c[1].cc = CC;
+    test_opts(&o);
+    submit_wait(e, c, 2, &o);
+    assert_int_equal(e->err_no[0], 0);
+    assert_int_equal(e->err_no[1], KT_MERR_WRONG_ANSWER);
+    assert_string_equal(e->build_reused[0], "");
+    assert_int_equal(kt_tracker_builds_reused(e->t), 0);
+    snprintf(builder, sizeof(builder), "%s", e->build_worker[0]);
+    snprintf(ran_on, sizeof(ran_on), "%s", e->worker[0]);
+    c[0].avoid_worker = ran_on;
+    submit_wait(e, c, 2, &o);
+    assert_int_equal(e->err_no[0], 0);
+    assert_string_equal(e->build_reused[0], "1");
+    assert_string_equal(e->build_worker[0], builder);
+    assert_string_not_equal(e->worker[0], ran_on);
+    assert_int_equal(e->err_no[1], KT_MERR_WRONG_ANSWER);
+    assert_string_equal(e->build_reused[1], "");
+    assert_int_equal(kt_tracker_builds_reused(e->t), 1);
+    c[0].cc = CC " -DKT_ANOTHER_LINE";
+    submit_wait(e, c, 1, &o);
+    assert_int_equal(e->err_no[0], 0);
+    assert_string_equal(e->build_reused[0], "");
+    assert_int_equal(kt_tracker_builds_reused(e->t), 1);
+    env_free(e);
+
+    e = env_new_cache(1, 1024);
+    spawn(e, 1, "build,run");
+    c[0].cc = CC;
+    c[0].avoid_worker = NULL;
+    submit_wait(e, c, 1, &o);
+    submit_wait(e, c, 1, &o);
+    assert_int_equal(e->err_no[0], 0);
+    assert_string_equal(e->build_reused[0], "");
+    assert_int_equal(kt_tracker_builds_reused(e->t), 0);
+    free(good);
+    free(wrong);
+    env_free(e);
+}
+
 int
 main(void)
 {
@@ -1009,6 +1091,7 @@ main(void)
         cmocka_unit_test(test_measure_crashing_kernels),
         cmocka_unit_test(test_measure_bad_peers_refused),
         cmocka_unit_test(test_measure_build_errors),
+        cmocka_unit_test(test_measure_objects_built_once),
         cmocka_unit_test(test_measure_peak_probe),
         cmocka_unit_test(test_measure_whole_machine_team_bound),
         cmocka_unit_test(test_measure_build_budget_is_cpu_time),
