@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -41,6 +42,16 @@ int
 kt__job_vector_bytes(const struct kt_job *job)
 {
     return job->cg.vector_bytes;
+}
+
+int
+kt__job_search_threads(const struct kt_job *job)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (!job->quiet_measure || cores < 2)
+        return 1;
+    return cores > 64 ? 64 : (int)cores;
 }
 
 static void

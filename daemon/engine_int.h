@@ -292,5 +292,9 @@ const struct kt_dag *kt__job_dag(const struct kt_job *job, int task);
 const struct kt_model_conf *kt__job_conf(const struct kt_job *job);
 struct kt_xgb_model *kt__job_model(const struct kt_job *job);
 int kt__job_vector_bytes(const struct kt_job *job);
+/* A job that times its batches with nothing beside them (quiet_measure)
+ * searches alone too, on every core; others score on one thread, beside
+ * the timing of their batches. */
+int kt__job_search_threads(const struct kt_job *job);
 
 #endif /* KT_DAEMON_ENGINE_INT_H */

@@ -339,6 +339,7 @@ kt__engine_search_new(struct kt_job *job, int task, char *err, size_t errlen)
     o.population = (int)conf->tuning.population;
     o.seed = (uint64_t)conf->tuning.seed * 1000003u + (uint64_t)task;
     o.vector_bytes = kt__job_vector_bytes(job);
+    o.nthreads = kt__job_search_threads(job);
     o.cores = conf->target.threads > 0 ? (int)conf->target.threads
                                        : (int)(cores > 0 ? cores : 1);
     if (kt_search_new(&s, kt__job_dag(job, task), &o, err, errlen) != KT_OK)
