@@ -2,7 +2,8 @@
  * tracker.c (dispatch of messages, timeouts, status), tracker_conn.c
  * (connections, framing), tracker_auth.c (the handshake), dispatch.c
  * (which worker takes a job), jobs.c
- * (batches, queues, results) and local.c (local workers). */
+ * (batches, queues, results), objcache.c (objects built before) and
+ * local.c (local workers). */
 #ifndef KT_TRACKER_INT_H
 #define KT_TRACKER_INT_H
 
