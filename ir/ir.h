@@ -602,8 +602,12 @@ int kt__codegen_reference(const struct kt_looptree *lt,
                           const struct kt_codegen_opts *o, const char *fname,
                           struct kt_buf *out, char *err, size_t errlen);
 
+/* Internal to ir/: the marker KT_MODULE_PRELUDE_END and what opens the
+ * shared part (its optimization level). */
+void kt__codegen_shared_begin(struct kt_buf *out);
 /* Internal to ir/: kt_reference calling function `reference`,
- * kt_set_threads and the marker KT_MODULE_SHARED_END. */
+ * kt_set_threads, what closes the shared part and the marker
+ * KT_MODULE_SHARED_END. */
 void kt__codegen_shared_end(struct kt_buf *out, const char *reference);
 
 /* The shared prelude of generated code (includes, min/max and the vector

@@ -343,6 +343,22 @@ packed_stored_elems(const struct kt_looptree *lt,
     return n;
 }
 
+/* The shared part is compiled once per workload and its reference run once
+ * per worker, so compiler time is what counts there: gcc's -O3 took up to 3.6x
+ * the time of -O2 with -O3's vectorizer cost model on references, for the
+ * same outputs bit for bit (docs/measure.md, "The shared part: once, at
+ * -O2").  Whole-module builds keep the kernel at the command's level: the
+ * options are popped before it. */
+void
+kt__codegen_shared_begin(struct kt_buf *out)
+{
+    kt_buf_puts(out, KT_MODULE_PRELUDE_END
+                "#if defined(__GNUC__) && !defined(__clang__)\n"
+                "#pragma GCC push_options\n"
+                "#pragma GCC optimize(\"O2\", \"vect-cost-model=dynamic\")\n"
+                "#endif\n");
+}
+
 void
 kt__codegen_shared_end(struct kt_buf *out, const char *reference)
 {
@@ -350,7 +366,10 @@ kt__codegen_shared_end(struct kt_buf *out, const char *reference)
                   "void kt_reference(float *const *bufs) { %s(bufs); }\n"
                   "void kt_set_threads(int n)\n{\n#ifdef _OPENMP\n"
                   "    if (n > 0)\n        omp_set_num_threads(n);\n#else\n"
-                  "    (void)n;\n#endif\n}\n" KT_MODULE_SHARED_END,
+                  "    (void)n;\n#endif\n}\n"
+                  "#if defined(__GNUC__) && !defined(__clang__)\n"
+                  "#pragma GCC pop_options\n"
+                  "#endif\n" KT_MODULE_SHARED_END,
                   reference);
 }
 
@@ -366,7 +385,7 @@ kt_codegen_module_lowered(const struct kt_looptree *ref,
     /* The part up to KT_MODULE_SHARED_END is the same for every candidate
      * of the workload: a builder compiles it once (docs/protocol.md). */
     kt_buf_puts(out, prelude);
-    kt_buf_puts(out, KT_MODULE_PRELUDE_END);
+    kt__codegen_shared_begin(out);
     metadata(dag, ref, out);
     rc = kt__codegen_reference(ref, o, "kt__reference", out, err, errlen);
     if (rc != KT_OK)

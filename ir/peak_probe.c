@@ -81,7 +81,7 @@ kt_codegen_peak_probe(const struct kt_codegen_opts *o, struct kt_buf *out)
     int w = probe_lanes(o);
 
     kt_codegen_prelude(out);
-    kt_buf_puts(out, KT_MODULE_PRELUDE_END);
+    kt__codegen_shared_begin(out);
     /* the runner caches reference outputs by this name and its seed */
     kt_buf_printf(out,
                   "const char kt_workload_hash[17] = "

@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -59,6 +61,7 @@ struct shared_obj {
     char obj[512];     /* dir/shared.o */
     char cache[600];   /* cache_dir/ref-obj-<hash of cc and the part>.o */
     char publish[640]; /* cache + ".<job>", renamed onto cache */
+    char lock[600];    /* cache_dir/lock-<the same hash>: one compiles it */
 };
 
 static int
@@ -79,6 +82,7 @@ split_module(const char *dir, const char *cache_dir, const char *cc,
                 hex);
     snprintf(so->obj, sizeof(so->obj), "%s/shared.o", dir);
     snprintf(so->cache, sizeof(so->cache), "%s/ref-obj-%s.o", cache_dir, hex);
+    snprintf(so->lock, sizeof(so->lock), "%s/lock-%s", cache_dir, hex);
     /* Unique per job: two builds of one worker may publish at once. */
     snprintf(so->publish, sizeof(so->publish), "%s.%s", so->cache,
              strrchr(dir, '/') != NULL ? strrchr(dir, '/') + 1 : dir);
@@ -101,12 +105,10 @@ split_module(const char *dir, const char *cache_dir, const char *cc,
     return write_file(path, src, shared, err, errlen);
 }
 
-/* In the builder's child: compiles shared.c into shared.o and offers the
- * object to the cache; exits like the compiler when that fails. */
-static void
-compile_shared(char *const *argv, const struct shared_obj *so)
+/* In the builder's child: starts the compiler command argv. */
+static pid_t
+spawn(char *const *argv)
 {
-    int status;
     pid_t c = fork();
 
     if (c < 0)
@@ -116,19 +118,90 @@ compile_shared(char *const *argv, const struct shared_obj *so)
         dprintf(2, "cannot run compiler '%s': %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    return c;
+}
+
+/* In the builder's child: waits for the compiler c and returns when it
+ * succeeded; otherwise stops `other` (a compiler running beside it, or 0)
+ * and exits like c (the same signal: kt_build_cpu_limited sees SIGXCPU). */
+static void
+finish(pid_t c, pid_t other)
+{
+    int status;
+
     while (waitpid(c, &status, 0) < 0)
         if (errno != EINTR)
             _exit(126);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return;
+    if (other > 0) {
+        (void)kill(other, SIGKILL);
+        (void)waitpid(other, NULL, 0);
+    }
     if (WIFSIGNALED(status)) {
-        /* Dies of the same signal: kt_build_cpu_limited sees SIGXCPU. */
         signal(WTERMSIG(status), SIG_DFL);
         raise(WTERMSIG(status));
         _exit(128 + WTERMSIG(status));
     }
-    if (WEXITSTATUS(status) != 0)
-        _exit(WEXITSTATUS(status));
-    if (link(so->obj, so->publish) == 0 && rename(so->publish, so->cache) < 0)
-        (void)unlink(so->publish);
+    _exit(WEXITSTATUS(status));
+}
+
+/* The compiler commands of one build: the words of cc, then what each
+ * step adds. */
+struct build_cmds {
+    char *shared[MAX_ARGS + 8];     /* shared.c -> shared.o */
+    char *whole[MAX_ARGS + 8];      /* kernel.c (+ shared.o) -> kernel.so */
+    char *kernel_obj[MAX_ARGS + 8]; /* kernel.c -> kernel.o */
+    char *link[MAX_ARGS + 8];       /* kernel.o + shared.o -> kernel.so */
+};
+
+/* In the builder's child, for a module whose shared object is not cached:
+ * compiles the kernel into kernel.o and, beside it, makes so->obj.  Builds
+ * of one workload that start together take turns on a lock beside the
+ * cached object: the first compiles the shared part and caches it, the
+ * others link the object it cached.  (Before, a task's first round
+ * compiled its reference once per candidate, each before its kernel.) */
+static void
+compile_with_shared(const struct build_cmds *cmd, const struct shared_obj *so)
+{
+    int fd = open(so->lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    pid_t kernel = spawn(cmd->kernel_obj);
+
+    while (fd >= 0 && flock(fd, LOCK_EX) < 0)
+        if (errno != EINTR) {
+            close(fd);
+            fd = -1;
+        }
+    /* The lock's holder before us may have cached it, or failed. */
+    if (link(so->cache, so->obj) != 0) {
+        finish(spawn(cmd->shared), kernel);
+        if (link(so->obj, so->publish) == 0 &&
+            rename(so->publish, so->cache) < 0)
+            (void)unlink(so->publish);
+    }
+    if (fd >= 0) {
+        /* Whoever opens the name later finds the object cached. */
+        (void)unlink(so->lock);
+        close(fd);
+    }
+    finish(kernel, 0);
+}
+
+/* dst = words[0, n) followed by the NULL-terminated tail. */
+static void
+command(char **dst, char *const *words, int n, ...)
+{
+    va_list ap;
+    char *w;
+    int i;
+
+    for (i = 0; i < n; i++)
+        dst[i] = words[i];
+    va_start(ap, n);
+    while ((w = va_arg(ap, char *)) != NULL)
+        dst[i++] = w;
+    va_end(ap);
+    dst[i] = NULL;
 }
 
 int
@@ -136,16 +209,17 @@ kt_build_start(const char *dir, const char *cache_dir, const char *cc,
                const void *src, size_t srclen, int cpu_ms, pid_t *pid, int *fd,
                char *err, size_t errlen)
 {
-    char srcpath[512], sopath[512], sharedsrc[512];
-    char *words = NULL, *save = NULL, *w;
-    char *argv[MAX_ARGS + 8], *argv_shared[MAX_ARGS + 8];
-    int argc = 0, nwords, pfd[2] = {-1, -1}, rc;
+    char srcpath[512], sopath[512], sharedsrc[512], objpath[512];
+    char *words = NULL, *save = NULL, *w, *word[MAX_ARGS];
+    int nwords = 0, pfd[2] = {-1, -1}, rc;
+    struct build_cmds cmd;
     struct shared_obj so;
     pid_t p;
 
     snprintf(srcpath, sizeof(srcpath), "%s/kernel.c", dir);
     snprintf(sopath, sizeof(sopath), "%s/kernel.so", dir);
     snprintf(sharedsrc, sizeof(sharedsrc), "%s/shared.c", dir);
+    snprintf(objpath, sizeof(objpath), "%s/kernel.o", dir);
     (void)unlink(sopath);
     rc = split_module(dir, cache_dir, cc, src, srclen, srcpath, &so, err,
                       errlen);
@@ -154,34 +228,26 @@ kt_build_start(const char *dir, const char *cache_dir, const char *cc,
     words = kt_xstrdup(cc);
     for (w = strtok_r(words, " \t", &save); w != NULL;
          w = strtok_r(NULL, " \t", &save)) {
-        if (argc == MAX_ARGS) {
+        if (nwords == MAX_ARGS) {
             free(words);
             return kt_seterr(err, errlen, KT_EINVAL,
                              "compiler command has more than %d words",
                              MAX_ARGS);
         }
-        argv_shared[argc] = w;
-        argv[argc++] = w;
+        word[nwords++] = w;
     }
-    if (argc == 0) {
+    if (nwords == 0) {
         free(words);
         return kt_seterr(err, errlen, KT_EINVAL, "empty compiler command");
     }
-    nwords = argc;
-    argv_shared[nwords] = "-fPIC";
-    argv_shared[nwords + 1] = "-c";
-    argv_shared[nwords + 2] = "-o";
-    argv_shared[nwords + 3] = so.obj;
-    argv_shared[nwords + 4] = sharedsrc;
-    argv_shared[nwords + 5] = NULL;
-    argv[argc++] = "-shared";
-    argv[argc++] = "-fPIC";
-    argv[argc++] = "-o";
-    argv[argc++] = sopath;
-    argv[argc++] = srcpath;
-    if (so.use)
-        argv[argc++] = so.obj;
-    argv[argc] = NULL;
+    command(cmd.shared, word, nwords, "-fPIC", "-c", "-o", so.obj, sharedsrc,
+            (char *)NULL);
+    command(cmd.whole, word, nwords, "-shared", "-fPIC", "-o", sopath, srcpath,
+            so.use ? so.obj : NULL, (char *)NULL);
+    command(cmd.kernel_obj, word, nwords, "-fPIC", "-c", "-o", objpath, srcpath,
+            (char *)NULL);
+    command(cmd.link, word, nwords, "-shared", "-fPIC", "-o", sopath, objpath,
+            so.obj, (char *)NULL);
     if (pipe(pfd) < 0) {
         rc = kt_seterr(err, errlen, -errno, "pipe: %s", strerror(errno));
         free(words);
@@ -197,6 +263,7 @@ kt_build_start(const char *dir, const char *cache_dir, const char *cc,
     }
     if (p == 0) {
         int devnull = open("/dev/null", O_RDONLY);
+        char *const *last = cmd.whole;
         struct rlimit cpu;
         (void)setpgid(0, 0);
         /* Inherited by cc1, as and ld: each gets SIGXCPU past the limit. */
@@ -216,10 +283,12 @@ kt_build_start(const char *dir, const char *cache_dir, const char *cc,
         /* The compiler's temporaries go to the job directory, which the
          * worker removes whole even when the compiler was SIGKILLed. */
         (void)setenv("TMPDIR", dir, 1);
-        if (so.use && !so.cached)
-            compile_shared(argv_shared, &so);
-        execvp(argv[0], argv);
-        dprintf(2, "cannot run compiler '%s': %s\n", argv[0], strerror(errno));
+        if (so.use && !so.cached) {
+            compile_with_shared(&cmd, &so);
+            last = cmd.link;
+        }
+        execvp(last[0], last);
+        dprintf(2, "cannot run compiler '%s': %s\n", last[0], strerror(errno));
         _exit(127);
     }
     (void)setpgid(p, p);

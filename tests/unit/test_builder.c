@@ -1,8 +1,9 @@
 /* test_builder.c - the worker's builder with the real compiler: a module in
  * parts (common.h's markers) has its shared part (metadata and reference)
  * compiled once per workload into the cache directory and linked into every
- * candidate's object; a module without markers is built whole; a compile
- * error in the shared part fails the build and caches nothing. */
+ * candidate's object, once even for candidates built at once; a module
+ * without markers is built whole; a compile error in the shared part fails
+ * the build and caches nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,23 +44,30 @@ module(char *out, size_t n, const char *extra, const char *kernel_expr)
              extra, kernel_expr);
 }
 
-/* Builds src in a fresh job directory under root; returns the compiler's
- * exit status and its output in out. */
-static int
-build(const char *root, const char *cache, const char *src, char *job,
-      size_t joblen, char *out, size_t outlen)
+/* Starts the build of src with compiler command cc in a fresh job
+ * directory under root. */
+static void
+build_begin(const char *root, const char *cache, const char *cc,
+            const char *src, char *job, size_t joblen, pid_t *pid, int *fd)
 {
     static int seq;
     char err[256];
-    size_t got = 0;
-    pid_t pid;
-    int fd, status;
 
     snprintf(job, joblen, "%s/job%d", root, seq++);
     assert_int_equal(mkdir(job, 0700), 0);
-    assert_int_equal(kt_build_start(job, cache, "cc -O1", src, strlen(src),
-                                    20000, &pid, &fd, err, sizeof(err)),
+    assert_int_equal(kt_build_start(job, cache, cc, src, strlen(src), 20000,
+                                    pid, fd, err, sizeof(err)),
                      0);
+}
+
+/* Waits for a started build; returns the compiler's exit status and its
+ * output in out. */
+static int
+build_end(pid_t pid, int fd, char *out, size_t outlen)
+{
+    size_t got = 0;
+    int status;
+
     for (;;) {
         struct pollfd p = {fd, POLLIN, 0};
         ssize_t r;
@@ -74,6 +82,19 @@ build(const char *root, const char *cache, const char *src, char *job,
     close(fd);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Builds src in a fresh job directory under root; returns the compiler's
+ * exit status and its output in out. */
+static int
+build(const char *root, const char *cache, const char *src, char *job,
+      size_t joblen, char *out, size_t outlen)
+{
+    pid_t pid;
+    int fd;
+
+    build_begin(root, cache, "cc -O1", src, job, joblen, &pid, &fd);
+    return build_end(pid, fd, out, outlen);
 }
 
 /* How many cached shared objects ("ref-obj-*") dir holds. */
@@ -123,7 +144,7 @@ check_so(const char *job, float factor)
 static int
 exists(const char *job, const char *name)
 {
-    char path[300];
+    char path[512];
 
     snprintf(path, sizeof(path), "%s/%s", job, name);
     return access(path, F_OK) == 0;
@@ -188,6 +209,68 @@ test_builder_shared_part_compiled_once(void **state)
     kt_rm_tree(root);
 }
 
+/* Candidates of one workload built at once (a task's first round) compile
+ * the shared part once: the others wait for it and link the cached object;
+ * a kernel that does not compile fails its own build only.  The compiler is
+ * slowed by a wrapper so the builds surely overlap; a shared part that does
+ * not compile fails every build that waited for it too. */
+static void
+test_builder_concurrent_builds_share_one_compile(void **state)
+{
+    char root[] = "/tmp/kt-test-build.XXXXXX", cache[64], cc[160];
+    char job[3][128], src[2048], out[8192], path[64];
+    const char *expr[3] = {"twice(b[0][i])", "3 * b[0][i]", "4 * no_such[i]"};
+    pid_t pid[3];
+    int fd[3], i, compiled_shared = 0;
+    FILE *f;
+
+    (void)state;
+    fresh_root(root, cache, sizeof(cache));
+    snprintf(path, sizeof(path), "%s/slowcc", root);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\necho \"$*\" >> %s/cc.log\nsleep 0.3\nexec \"$@\"\n",
+            root);
+    fclose(f);
+    assert_int_equal(chmod(path, 0700), 0);
+    snprintf(cc, sizeof(cc), "%s cc -O1", path);
+
+    for (i = 0; i < 3; i++) {
+        module(src, sizeof(src), "77", expr[i]);
+        build_begin(root, cache, cc, src, job[i], sizeof(job[i]), &pid[i],
+                    &fd[i]);
+    }
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(build_end(pid[i], fd[i], out, sizeof(out)), 0);
+        check_so(job[i], (float)(i + 2));
+    }
+    /* A kernel that does not compile fails its own build only. */
+    assert_int_not_equal(build_end(pid[2], fd[2], out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "kernel.c"));
+    assert_false(exists(job[2], "kernel.so"));
+    snprintf(path, sizeof(path), "%s/cc.log", root);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(out, sizeof(out), f) != NULL)
+        compiled_shared += strstr(out, "shared.c") != NULL;
+    fclose(f);
+    assert_int_equal(compiled_shared, 1);
+    assert_int_equal(cached_objects(cache), 1);
+
+    for (i = 0; i < 2; i++) {
+        module(src, sizeof(src), "99\" syntax error", expr[i]);
+        build_begin(root, cache, cc, src, job[i], sizeof(job[i]), &pid[i],
+                    &fd[i]);
+    }
+    for (i = 0; i < 2; i++) {
+        assert_int_not_equal(build_end(pid[i], fd[i], out, sizeof(out)), 0);
+        assert_non_null(strstr(out, "shared.c"));
+        assert_false(exists(job[i], "kernel.so"));
+    }
+    assert_int_equal(cached_objects(cache), 1);
+    kt_rm_tree(root);
+}
+
 /* Without a cache directory, or without the markers, a module is built as
  * one unit (what a worker did before modules had parts). */
 static void
@@ -223,6 +306,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builder_shared_part_compiled_once),
+        cmocka_unit_test(test_builder_concurrent_builds_share_one_compile),
         cmocka_unit_test(test_builder_whole_module),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
