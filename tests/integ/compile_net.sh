@@ -58,7 +58,8 @@ strict() {
 }
 
 # profile LIB: --profile prints one line per step, their shares of the
-# best times add up to 100 %.
+# best times add up to 100 %, within the rounding of each share to 0.1 %
+# (a network of 76 steps, many under 0.05 %, read 99.3-99.9).
 profile() {
     "$kt" run "$1" --repeat 3 --threads 1 --profile >"$tmp/prof.log" 2>&1 ||
         fail "run --profile $1: $(cat "$tmp/prof.log")"
@@ -66,7 +67,7 @@ profile() {
     [ -n "$steps" ] || fail "run --profile $1: $(cat "$tmp/prof.log")"
     grep 'profile: *[0-9][0-9]* *[0-9.]* *[0-9.]* *[0-9.]*%  ' "$tmp/prof.log" |
         awk -v n="$steps" '{ match($0, /[0-9.]+%/); s += substr($0, RSTART, RLENGTH - 1); k++ }
-            END { exit (k != n || s < 99 || s > 101) }' ||
+            END { r = 0.05 * k + 0.01; exit (k != n || s < 100 - r || s > 100 + r) }' ||
         fail "run --profile $1: not $steps steps adding up to 100%: $(cat "$tmp/prof.log")"
 }
 
