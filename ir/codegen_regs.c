@@ -65,29 +65,6 @@ lanes_overlap(int64_t d, int w1, int64_t s1, int w2, int64_t s2)
     return 0;
 }
 
-/* 1 when a - b is a constant, *d.  Affines keep one term per variable, none
- * with coefficient 0 (kt_aff_add_term), so that is when both have the same
- * terms.  (This runs for every access against every register of its
- * buffer, in the code-size check the search makes of every candidate:
- * subtracting into a copy of the 400-byte affine took a tenth of the
- * tuner's CPU time in a network's tuning, by perf.) */
-static int
-const_apart(const struct kt_affine *a, const struct kt_affine *b, int64_t *d)
-{
-    int i, j;
-
-    if (a->n != b->n)
-        return 0;
-    for (i = 0; i < a->n; i++) {
-        for (j = 0; j < b->n && b->var[j] != a->var[i]; j++)
-            ;
-        if (j == b->n || b->k[j] != a->k[i])
-            return 0;
-    }
-    *d = a->c - b->c;
-    return 1;
-}
-
 /* Pass 1 sees an access: buffers touched at addresses that vary across the
  * kernel loop, strided, guarded or overlapping are not promoted. */
 static void
@@ -159,10 +136,11 @@ kt__cg_note_access(struct cg *g, int buf, const struct kt_affine *addr,
         int64_t d;
         if (r->buf != buf)
             continue;
-        if (!const_apart(addr, &r->addr, &d)) {
+        if (!kt_aff_same_terms(addr, &r->addr)) {
             g->promote_ok[buf] = 0; /* cannot prove they do not overlap */
             return;
         }
+        d = addr->c - r->addr.c;
         if (d == 0 && r->width == w && r->stride == lane_coef) {
             note_lanes(&g->regs[i], lane_red, op);
             if (gstore != NULL && !note_guard(g, &g->regs[i], gstore, lane_var))

@@ -72,6 +72,28 @@ kt_aff_coef(const struct kt_affine *a, int var)
     return 0;
 }
 
+/* Affines keep one term per variable, none with coefficient 0
+ * (kt_aff_add_term), in any order: same terms is same set of pairs.
+ * Compared in place: this runs for every access against every register
+ * of its buffer in the code-size check of every candidate the search
+ * makes (subtracting into a copy of the 400-byte affine took a tenth of
+ * the tuner's CPU time in a network's tuning, by perf). */
+int
+kt_aff_same_terms(const struct kt_affine *a, const struct kt_affine *b)
+{
+    int i, j;
+
+    if (a->n != b->n)
+        return 0;
+    for (i = 0; i < a->n; i++) {
+        for (j = 0; j < b->n && b->var[j] != a->var[i]; j++)
+            ;
+        if (j == b->n || b->k[j] != a->k[i])
+            return 0;
+    }
+    return 1;
+}
+
 int
 kt_expr_load_uses(const struct kt_expr *e, int var)
 {

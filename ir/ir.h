@@ -45,6 +45,9 @@ int kt_aff_add_term(struct kt_affine *a, int var, int64_t k);
 int kt_aff_add(struct kt_affine *a, const struct kt_affine *b, int64_t k);
 /* Coefficient of var in a (0 when absent). */
 int64_t kt_aff_coef(const struct kt_affine *a, int var);
+/* 1 when a and b have the same variable terms (their constants may
+ * differ), that is when a - b is a constant. */
+int kt_aff_same_terms(const struct kt_affine *a, const struct kt_affine *b);
 
 /* ---- Expressions ------------------------------------------------------- */
 enum kt_xop {

@@ -272,23 +272,6 @@ sk_decode(const struct kt_search *s, const struct kt_step *steps, int nsteps,
 
 /* ---- another workload's schedule, stage by stage ---------------------- */
 
-/* x and y are the same affine form (terms in any order). */
-static int
-same_affine(const struct kt_affine *x, const struct kt_affine *y)
-{
-    int t, u;
-
-    if (x->c != y->c || x->n != y->n)
-        return 0;
-    for (t = 0; t < x->n; t++) {
-        for (u = 0; u < y->n && y->var[u] != x->var[t]; u++)
-            ;
-        if (u == y->n || y->k[u] != x->k[t])
-            return 0;
-    }
-    return 1;
-}
-
 /* What load x of st reads, followed through cache_read copies to the
  * tensor they copy (a schedule inlines a pack or keeps it: the same
  * data): *t and idx[0..ndim) over x's variables; -1 if a composition
@@ -350,7 +333,7 @@ same_expr(const struct kt_state *a, const struct kt_expr *x,
                    sizeof(tx->shape[0]) * (size_t)tx->ndim) != 0)
             return 0;
         for (d = 0; d < nx; d++)
-            if (!same_affine(&ix[d], &iy[d]))
+            if (ix[d].c != iy[d].c || !kt_aff_same_terms(&ix[d], &iy[d]))
                 return 0;
     }
     return same_expr(a, x->a, b, y->a) && same_expr(a, x->b, b, y->b);

@@ -394,6 +394,34 @@ test_dag_interpret_dense_epilogue(void **state)
     kt_dag_free(d);
 }
 
+/* Same terms in any order, constants aside; a term that cancels to 0 is
+ * gone, not kept as a 0 coefficient that would make the counts differ. */
+static void
+test_aff_same_terms(void **state)
+{
+    struct kt_affine a, b;
+
+    (void)state;
+    kt_aff_const(&a, 5);
+    kt_aff_add_term(&a, 1, 3);
+    kt_aff_add_term(&a, 4, -2);
+    kt_aff_const(&b, -7);
+    kt_aff_add_term(&b, 4, -2);
+    kt_aff_add_term(&b, 1, 3);
+    assert_true(kt_aff_same_terms(&a, &b));
+    assert_true(kt_aff_same_terms(&b, &a));
+    kt_aff_add_term(&b, 2, 1);
+    assert_false(kt_aff_same_terms(&a, &b));
+    kt_aff_add_term(&b, 2, -1);
+    assert_true(kt_aff_same_terms(&a, &b));
+    kt_aff_add_term(&b, 1, 1); /* same variables, another coefficient */
+    assert_false(kt_aff_same_terms(&a, &b));
+    kt_aff_add_term(&b, 1, -1);
+    kt_aff_add_term(&b, 4, 2);  /* b drops variable 4 ... */
+    kt_aff_add_term(&b, 6, -2); /* ... and takes 6: same count */
+    assert_false(kt_aff_same_terms(&a, &b));
+}
+
 int
 main(void)
 {
@@ -405,6 +433,7 @@ main(void)
         cmocka_unit_test(test_dag_interpret_conv_pad),
         cmocka_unit_test(test_dag_interpret_softmax_pool),
         cmocka_unit_test(test_dag_interpret_dense_epilogue),
+        cmocka_unit_test(test_aff_same_terms),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
