@@ -629,10 +629,23 @@ kt_codegen_window_loops(const struct kt_looptree *lt,
     free(g.unrolled);
 }
 
-int
-kt_codegen_function(const struct kt_looptree *lt,
-                    const struct kt_codegen_opts *o, const char *fname,
-                    struct kt_buf *out, char *err, size_t errlen)
+/* gcc's -O3 passes unroll-and-jam and loop distribution analyse the
+ * dependences between the memory references of each loop nest, pair by
+ * pair: on the generator's unrolled register tiles that took up to 60% of
+ * a kernel's compile time, and the loops they would transform are already
+ * the schedule's (docs/measure.md, "A kernel's compile without two -O3
+ * passes").  Not pushed and popped: the functions after a kernel in a
+ * generated file are its wrappers, which inline it only under the same
+ * options. */
+static const char kernel_options[] =
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "#pragma GCC optimize(\"no-loop-unroll-and-jam\", "
+    "\"no-tree-loop-distribution\")\n"
+    "#endif\n";
+
+static int
+functions(const struct kt_looptree *lt, const struct kt_codegen_opts *o,
+          const char *fname, struct kt_buf *out, char *err, size_t errlen)
 {
     int i, rc;
 
@@ -650,6 +663,15 @@ kt_codegen_function(const struct kt_looptree *lt,
     if (rc == KT_OK)
         rc = gen_function(lt, o, fname, 0, 0, out, err, errlen);
     return rc;
+}
+
+int
+kt_codegen_function(const struct kt_looptree *lt,
+                    const struct kt_codegen_opts *o, const char *fname,
+                    struct kt_buf *out, char *err, size_t errlen)
+{
+    kt_buf_puts(out, kernel_options);
+    return functions(lt, o, fname, out, err, errlen);
 }
 
 int

@@ -594,8 +594,10 @@ void kt_codegen_window_loops(const struct kt_looptree *lt,
 
 /* Appends "static void fname(float *const *args) {...}" for lt (and, when
  * lt has a pack routine, its storage and "static void fname_pack(...)"
- * before it).  Errors (KT_ESCHEDULE) mean the tree uses something the
- * generator cannot emit. */
+ * before it), after a gcc "#pragma GCC optimize" that holds for the rest
+ * of the file (two -O3 loop passes off: docs/measure.md).  Errors
+ * (KT_ESCHEDULE) mean the tree uses something the generator cannot
+ * emit. */
 int kt_codegen_function(const struct kt_looptree *lt,
                         const struct kt_codegen_opts *o, const char *fname,
                         struct kt_buf *out, char *err, size_t errlen);
