@@ -513,6 +513,8 @@ cg_open(struct cg *g, const struct kt_looptree *lt,
     g->lane_limit = kt_xcalloc(n, sizeof(*g->lane_limit));
     g->whole = kt_xcalloc(n, 1);
     g->shares = kt_xcalloc(KT_CG_MAX_SHARES, sizeof(*g->shares));
+    /* Not cleared: 130 KB, and only the first nregs are ever read. */
+    g->regs = kt_xmalloc(KT_CG_MAX_REGS * sizeof(*g->regs));
     for (i = 0; i <= lt->nvars; i++)
         g->var_max[i] = -1;
     kt__cg_note_ranges(g, root);
@@ -534,6 +536,7 @@ cg_close(struct cg *g)
     free(g->whole);
     kt__cg_pins_clear(g);
     free(g->shares);
+    free(g->regs);
 }
 
 /* The kernel (pack = 0, from lt->root) or its pack routine "<fname>_pack"

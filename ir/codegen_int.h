@@ -103,7 +103,7 @@ struct cg {
     int store_lanes;      /* lanes the chunk being emitted stores (its
                            * masked tail, KT_CG_LANES_MASKED); 0: all */
     int nregs;
-    struct reg regs[KT_CG_MAX_REGS];
+    struct reg *regs; /* KT_CG_MAX_REGS of them, only [0, nregs) set */
     int promote_ok[KT_MAX_TENSORS * 2];
     int stored[KT_MAX_TENSORS * 2];
     struct pin *pins; /* NULL: loads are never pinned */

@@ -6,11 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Only c and n: the terms past n are never read (kt_aff_add_term leaves
+ * stale ones there too), and clearing all 400 bytes was 4% of a network
+ * tuning's CPU time, in the code generator's address arithmetic. */
 void
 kt_aff_const(struct kt_affine *a, int64_t c)
 {
-    memset(a, 0, sizeof(*a));
     a->c = c;
+    a->n = 0;
 }
 
 void

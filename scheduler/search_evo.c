@@ -163,6 +163,26 @@ score_raw(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
 
 /* ---- cached scoring ---------------------------------------------------- */
 
+/* A genome's key in the score cache, never 0, which stands for the
+ * genome as kt_hash64's did (63 bits): hashed a word at a time, since the
+ * 944-byte genome through kt_hash64's byte loop took 3% of a network
+ * tuning's CPU time, at every scoring pass. */
+static uint64_t
+genome_key(const struct sk_genome *g)
+{
+    const unsigned char *p = (const unsigned char *)g;
+    uint64_t h = 0xcbf29ce484222325ULL, w;
+    size_t i;
+
+    for (i = 0; i + sizeof(w) <= sizeof(*g); i += sizeof(w)) {
+        memcpy(&w, p + i, sizeof(w));
+        h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    }
+    for (; i < sizeof(*g); i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return kt_hash_mix(h) | 1;
+}
+
 static struct sk_cache_ent *
 cache_slot(struct sk_score_ctx *c, uint64_t key)
 {
@@ -200,7 +220,7 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
 
     for (i = 0; i < n; i++) {
         struct sk_cache_ent *e;
-        keys[i] = kt_hash64(&m[i].g, sizeof(m[i].g)) | 1;
+        keys[i] = genome_key(&m[i].g);
         e = cache_slot(c, keys[i]);
         if (e->key == 0) {
             e->key = keys[i];
@@ -212,10 +232,7 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
     rc = score_raw(c, todo, nt, err, errlen);
     if (rc == KT_OK) {
         for (i = 0; i < nt; i++) {
-            struct sk_cache_ent *e = cache_slot(c,
-                                                kt_hash64(&todo[i].g,
-                                                          sizeof(todo[i].g)) |
-                                                    1);
+            struct sk_cache_ent *e = cache_slot(c, genome_key(&todo[i].g));
             e->hash = todo[i].hash;
             e->score = todo[i].score;
             e->valid = todo[i].valid;
