@@ -394,6 +394,10 @@ void kt__cg_emit_node(struct cg *g, const struct kt_node *n);
 /* Emits loop n as a transposing copy in W x W register blocks when it is
  * one (returns 1), else emits nothing and returns 0. */
 int kt__cg_emit_transpose(struct cg *g, const struct kt_node *n);
+/* The guarded (padding) reads of e: 0 none, 1 all masked along the rows
+ * var moves over (a stride of 1 to 4 along the last dimension only), 2
+ * some read lane by lane at the edges. */
+int kt__cg_reads_guarded(const struct kt_expr *e, int var);
 /* Guarded read e (unit stride along lane_var) as w lanes at addr, with
  * row_var advanced by row: one vector load when the first and last lanes
  * are in bounds, else lane by lane with the pad value outside. */

@@ -311,16 +311,6 @@ kt__cg_init_folds(struct cg *g, const struct kt_node *init,
     return ok;
 }
 
-static int
-reads_guarded(const struct kt_expr *e)
-{
-    if (e == NULL)
-        return 0;
-    if (e->op == KT_X_LOAD)
-        return e->guarded;
-    return reads_guarded(e->a) || reads_guarded(e->b);
-}
-
 /* Whether a store under n reads a guarded (padding) load: only those are
  * shared reads (put_load notes them while analysing). */
 static int
@@ -329,7 +319,7 @@ has_guarded_read(const struct kt_node *n)
     int i;
 
     if (n->kind == KT_N_STORE)
-        return reads_guarded(n->expr);
+        return kt__cg_reads_guarded(n->expr, -1) != 0;
     for (i = 0; i < n->nkids; i++)
         if (has_guarded_read(n->kids[i]))
             return 1;

@@ -85,10 +85,8 @@ guard_masks_along_rows(const struct kt_expr *e, int var)
     return c >= 1 && c <= KT_CG_MAX_SHUFFLE_STRIDE;
 }
 
-/* The guarded reads of e: 0 none, 1 all masked along rows (as above), 2
- * some read lane by lane at the edges. */
-static int
-reads_guarded(const struct kt_expr *e, int var)
+int
+kt__cg_reads_guarded(const struct kt_expr *e, int var)
 {
     int a, b;
 
@@ -96,8 +94,8 @@ reads_guarded(const struct kt_expr *e, int var)
         return 0;
     if (e->op == KT_X_LOAD)
         return !e->guarded ? 0 : guard_masks_along_rows(e, var) ? 1 : 2;
-    a = reads_guarded(e->a, var);
-    b = reads_guarded(e->b, var);
+    a = kt__cg_reads_guarded(e->a, var);
+    b = kt__cg_reads_guarded(e->b, var);
     return a > b ? a : b;
 }
 
@@ -109,7 +107,7 @@ reads_guarded(const struct kt_expr *e, int var)
  * where every guarded read is masked and every other access runs along
  * padded rows does it take whole vectors into the padding (a stride-2
  * depthwise convolution's 28-wide register tile as 2 x 16 lanes instead
- * of 7 x 4).  Returns as reads_guarded. */
+ * of 7 x 4).  Returns as kt__cg_reads_guarded. */
 static int
 loop_reads_guarded(const struct kt_node *n)
 {
@@ -117,7 +115,7 @@ loop_reads_guarded(const struct kt_node *n)
 
     for (k = 0; k < n->nkids; k++)
         if (n->kids[k]->kind == KT_N_STORE) {
-            kr = reads_guarded(n->kids[k]->expr, n->var);
+            kr = kt__cg_reads_guarded(n->kids[k]->expr, n->var);
             r = kr > r ? kr : r;
         }
     return r;
