@@ -216,6 +216,7 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
 {
     struct sk_member *todo = kt_xcalloc((size_t)n + 1, sizeof(*todo));
     uint64_t *keys = kt_xcalloc((size_t)n + 1, sizeof(*keys));
+    uint64_t *todo_keys = kt_xcalloc((size_t)n + 1, sizeof(*todo_keys));
     int i, nt = 0, rc;
 
     for (i = 0; i < n; i++) {
@@ -226,13 +227,14 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
             e->key = keys[i];
             e->valid = -1; /* pending */
             c->cn++;
+            todo_keys[nt] = keys[i];
             todo[nt++] = m[i];
         }
     }
     rc = score_raw(c, todo, nt, err, errlen);
     if (rc == KT_OK) {
         for (i = 0; i < nt; i++) {
-            struct sk_cache_ent *e = cache_slot(c, genome_key(&todo[i].g));
+            struct sk_cache_ent *e = cache_slot(c, todo_keys[i]);
             e->hash = todo[i].hash;
             e->score = todo[i].score;
             e->valid = todo[i].valid;
@@ -246,6 +248,7 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
     }
     free(todo);
     free(keys);
+    free(todo_keys);
     return rc;
 }
 
