@@ -34,7 +34,22 @@
  * compares two worker binaries the same way (one local worker each, keys
  * "a" and "b", compiler line $KT_BENCH_CC or cc -O3 -march=native
  * -fopenmp): a change of the timing rules, by the same figures.
- * KT_BENCH_VERBOSE=1 prints each module's four costs. */
+ * KT_BENCH_VERBOSE=1 prints each module's four costs.
+ *
+ * bench_measure --pairs [--reps N] [--runs K] C.c B.c [C.c B.c ...] times
+ * each pair of modules of one workload (a confirmed trial and the best it
+ * was timed beside: `kerntune show --db DB --trial ID --module`) the way
+ * a confirmation does (docs/measure.md, "Timing on a shared machine"):
+ * one batch of the two on two local workers with the default measure
+ * settings, N batches (default 10), the order swapped every batch.  With
+ * K > 1 each batch holds K runs of each, interleaved (C B C B ...), and a
+ * module's cost in the batch is the median of its K.  Reported per pair:
+ * each batch's cost ratio C/B, their geometric mean, the geometric mean
+ * with C timed first and with B first (an order bias), and the RMS of
+ * the log ratios around their mean (the noise of one batch's verdict);
+ * compare with `build/bench/bench_modules --rounds 8 --threads 2 C.c B.c`
+ * (one process, interleaved rounds).  $KT_BENCH_THREADS sets threads
+ * (default 0: all CPUs), $KT_BENCH_REPEAT the repeats per run (3). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +343,130 @@ compare(uv_loop_t *loop, struct kt_tracker *t, const struct line ln[2],
     return 0;
 }
 
+#define PAIR_MAX_RUNS 8
+
+/* One batch of a pair: K runs of each module, interleaved. */
+struct pair_batch {
+    int done, failed;
+    int c_first, runs;
+    double c[PAIR_MAX_RUNS], b[PAIR_MAX_RUNS];
+};
+
+static void
+on_pair(void *arg, const struct kt_result *r, int n)
+{
+    struct pair_batch *pb = arg;
+    int i;
+
+    pb->done = 1;
+    for (i = 0; i < n && i < 2 * pb->runs; i++) {
+        int is_c = (i % 2 == 0) == pb->c_first;
+        if (r[i].err_no != 0) {
+            fprintf(stderr, "run %d: %s: %s\n", i,
+                    kt_measure_errname(r[i].err_no), r[i].err_text);
+            pb->failed = 1;
+            continue;
+        }
+        (is_c ? pb->c : pb->b)[i / 2] = r[i].cost;
+    }
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The --pairs mode (top of the file): each pair's verdicts, batch by
+ * batch, and how much they scatter. */
+static int
+time_pairs(uv_loop_t *loop, struct kt_tracker *t, int reps, int runs,
+           char **files, int nfiles)
+{
+    const char *cc = getenv("KT_BENCH_CC") != NULL
+                         ? getenv("KT_BENCH_CC")
+                         : "cc -O3 -march=native -fopenmp";
+    struct kt_measure_opts o;
+    int p, k, j;
+
+    kt_measure_default_opts(&o);
+    o.threads = env_int("KT_BENCH_THREADS", 0);
+    o.repeat = env_int("KT_BENCH_REPEAT", o.repeat);
+    printf("pairs timed as a confirmation: %d batches each, %d run(s) of "
+           "each module per batch, repeat %d, min_repeat_ms %d, threads "
+           "%d\n",
+           reps, runs, o.repeat, o.min_repeat_ms, o.threads);
+    for (p = 0; p + 1 < nfiles; p += 2) {
+        char *src[2] = {slurp(files[p]), slurp(files[p + 1])};
+        double lr, sum = 0, sum2 = 0, by_order[2] = {0, 0};
+        int n = 0, n_order[2] = {0, 0};
+
+        if (src[0] == NULL || src[1] == NULL) {
+            fprintf(stderr, "bench_measure: cannot read %s or %s\n", files[p],
+                    files[p + 1]);
+            free(src[0]);
+            free(src[1]);
+            return -1;
+        }
+        printf("%s / %s:\n ", files[p], files[p + 1]);
+        for (k = 0; k < reps; k++) {
+            struct kt_candidate c[2 * PAIR_MAX_RUNS];
+            struct pair_batch pb;
+            char err[256];
+
+            memset(c, 0, sizeof(c));
+            memset(&pb, 0, sizeof(pb));
+            pb.c_first = k % 2 == 0;
+            pb.runs = runs;
+            for (j = 0; j < 2 * runs; j++) {
+                c[j].source = src[(j % 2 == 0) == pb.c_first ? 0 : 1];
+                c[j].cc = cc;
+            }
+            if (kt_tracker_submit(t, "local", c, 2 * runs, &o, on_pair, &pb,
+                                  err, sizeof(err)) < 0) {
+                fprintf(stderr, "submit: %s\n", err);
+                free(src[0]);
+                free(src[1]);
+                return -1;
+            }
+            while (!pb.done)
+                uv_run(loop, UV_RUN_ONCE);
+            if (pb.failed) {
+                printf(" failed");
+                continue;
+            }
+            lr = log(median(pb.c, runs) / median(pb.b, runs));
+            printf(" %s%.3f", pb.c_first ? "" : "b:", exp(lr));
+            fflush(stdout);
+            sum += lr;
+            sum2 += lr * lr;
+            by_order[pb.c_first] += lr;
+            n_order[pb.c_first]++;
+            n++;
+        }
+        if (n > 0)
+            printf("\n  C/B geometric mean %.3f (C first %.3f, B first %.3f),"
+                   " RMS of log ratios around it %.3f\n",
+                   exp(sum / n), n_order[1] ? exp(by_order[1] / n_order[1]) : 0,
+                   n_order[0] ? exp(by_order[0] / n_order[0]) : 0,
+                   sqrt(fmax(sum2 / n - (sum / n) * (sum / n), 0)));
+        else
+            printf("\n  every batch failed\n");
+        free(src[0]);
+        free(src[1]);
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -349,6 +488,40 @@ main(int argc, char **argv)
     uv_loop_init(&loop);
     kt_tracker_default_opts(&to);
     mode = argc > 5 ? argv[1] : "";
+    if (argc > 1 && strcmp(argv[1], "--pairs") == 0) {
+        int reps = 10, runs = 1, a = 2;
+
+        for (; a + 1 < argc && strncmp(argv[a], "--", 2) == 0; a += 2) {
+            if (strcmp(argv[a], "--reps") == 0)
+                reps = atoi(argv[a + 1]);
+            else if (strcmp(argv[a], "--runs") == 0)
+                runs = atoi(argv[a + 1]);
+            else
+                break;
+        }
+        if (reps < 1 || runs < 1 || runs > PAIR_MAX_RUNS || a >= argc ||
+            (argc - a) % 2 != 0) {
+            fprintf(stderr,
+                    "usage: bench_measure --pairs [--reps N] [--runs "
+                    "K (1-%d)] C.c B.c [C.c B.c ...]\n",
+                    PAIR_MAX_RUNS);
+            return 2;
+        }
+        if (kt_tracker_new(&t, &loop, &to, err, sizeof(err)) < 0) {
+            fprintf(stderr, "bench_measure: %s\n", err);
+            return 1;
+        }
+        if (kt_tracker_spawn_local(t, 2, rpc, "local", "build,run", err,
+                                   sizeof(err)) < 0) {
+            fprintf(stderr, "bench_measure: %s\n", err);
+            goto out;
+        }
+        t0 = kt_now();
+        while (kt_tracker_nworkers(t, "local") < 2 && kt_now() - t0 < 30)
+            uv_run(&loop, UV_RUN_ONCE);
+        rc = time_pairs(&loop, t, reps, runs, argv + a, argc - a) < 0;
+        goto out;
+    }
     if (strcmp(mode, "--cc") == 0 || strcmp(mode, "--rpc") == 0) {
         /* two lines: compilers on two workers of one key, or worker
          * binaries on one worker each, under keys "a" and "b" */
