@@ -24,7 +24,10 @@ while getopts k:r:t: o; do
 done
 shift $((OPTIND - 1))
 case $K$ROUNDS$THREADS in *[!0-9]*) K= ;; esac
-[ $# -ge 1 ] && [ "${K:-0}" -ge 2 ] || { echo "usage: sh bench/top_schedules.sh [-k K] [-r ROUNDS] [-t THREADS] DB..." >&2; exit 2; }
+if [ $# -lt 1 ] || [ "${K:-0}" -lt 2 ]; then
+    echo "usage: sh bench/top_schedules.sh [-k K] [-r ROUNDS] [-t THREADS] DB..." >&2
+    exit 2
+fi
 command -v sqlite3 >/dev/null || { echo "sqlite3 command not installed" >&2; exit 1; }
 T=$(mktemp -d /tmp/kt-topsched.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -52,7 +55,7 @@ for db in "$@"; do
             files="$files $T/$id.c"
         done
         printf '%s: %s, trials %s:' "$(basename "$db")" "$task" \
-            "$(echo $ids)"
+            "$(echo "$ids" | tr '\n' ' ' | sed 's/ $//')"
         # shellcheck disable=SC2086 # one argument per module
         "$BIN/bench/bench_modules" --rounds "$ROUNDS" --threads "$THREADS" \
             $files > "$T/out" 2>&1 ||
