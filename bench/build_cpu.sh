@@ -35,7 +35,7 @@ echo "CPU: $(sh "$(dirname "$0")/cpu.sh")"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 echo "compiler: $*"
 ids=$(sqlite3 "$DB" "SELECT id FROM logs ORDER BY id LIMIT $N")
-n=0 whole=0 split=0 shared=0 last=
+n=0 whole=0 split=0 shared=0
 for id in $ids; do
     "$BIN/kerntune" show --db "$DB" --trial "$id" --module --no-tree \
         > "$T/show.c" 2> /dev/null || continue

@@ -106,7 +106,7 @@ for n in $(echo "$TRIALS" | tr ',' ' '); do
             { tail -20 "$OUT/tune_$n.log" >&2; exit 1; }
         grep '^trials:\|^estimated total latency' "$OUT/tune_$n.log"
     fi
-    rm -rf "$OUT/lib"
+    rm -rf "${OUT:?}/lib"
     "$kt" compile "$OUT/$MODEL.json" --db "$db" -o "$OUT/lib" $SERIAL 2>&1 |
         grep -v 'untuned default schedule$'
     for policy in ${WAIT:-default}; do
