@@ -1011,7 +1011,48 @@ store_to_vector(struct cg *g, const struct kt_node *n,
     kt_buf_free(&p);
 }
 
-/* Strided destination: scatter lane by lane. */
+int
+kt__cg_strided_store(const struct cg *g, int64_t c, int w)
+{
+    return g->o->vector_bytes == 64 && c >= 2 && c <= KT_MAX_STRIDED_STORE &&
+           (w == 16 || w == 8);
+}
+
+void
+kt__cg_put_strided_store(struct cg *g, const char *name, const char *addr,
+                         int64_t c, const char *val, int w)
+{
+    struct kt_buf pick;
+    int64_t j, p;
+
+    kt_buf_init(&pick);
+    kt__cg_line(g, "{ kt_v%d s_ = %s;", w, val);
+    for (j = 0; j < c; j++) {
+        unsigned mask = 0;
+        kt_buf_reset(&pick);
+        for (p = 0; p < w; p++) {
+            int64_t e = j * w + p, lane = e % c == 0 ? e / c : w;
+            if (lane < w)
+                mask |= 1u << p;
+            kt_buf_printf(&pick, ", %lld", (long long)(lane < w ? lane : 0));
+        }
+        if (j == 0)
+            kt__cg_line(g,
+                        "  kt_stm%d(&t_%s[%s], __builtin_shufflevector(s_, "
+                        "s_%s), 0x%xu);",
+                        w, name, addr, pick.p, mask);
+        else
+            kt__cg_line(g,
+                        "  kt_stm%d(&t_%s[%s + %lld], "
+                        "__builtin_shufflevector(s_, s_%s), 0x%xu);",
+                        w, name, addr, (long long)(j * w), pick.p, mask);
+    }
+    kt__cg_line(g, "}");
+    kt_buf_free(&pick);
+}
+
+/* Strided destination: masked stores of shuffled vectors where the target
+ * has them (kt__cg_strided_store), else scattered lane by lane. */
 static void
 store_scattered(struct cg *g, const struct kt_node *n,
                 const struct kt_affine *addr, int64_t c, const char *val,
@@ -1019,6 +1060,21 @@ store_scattered(struct cg *g, const struct kt_node *n,
 {
     struct kt_buf dst;
 
+    if (n->op == KT_ASSIGN && g->store_lanes == 0 &&
+        kt__cg_strided_store(g, c, w)) {
+        struct kt_buf at, v;
+        kt_buf_init(&at);
+        kt_buf_init(&v);
+        kt__cg_put_aff(g, &at, addr);
+        if (vec)
+            kt_buf_puts(&v, val);
+        else
+            kt_buf_printf(&v, "kt_bc%d(%s)", w, val);
+        kt__cg_put_strided_store(g, g->lt->bufs[n->buf].name, at.p, c, v.p, w);
+        kt_buf_free(&at);
+        kt_buf_free(&v);
+        return;
+    }
     if (vec)
         kt__cg_line(g, "{ kt_v%d v_ = %s;", w, val);
     else

@@ -300,6 +300,18 @@ void kt__cg_end_mask(struct kt_buf *b, int nparts);
 /* The step of read e's last index along var when no other index moves
  * with it, else 0. */
 int64_t kt__cg_row_step(const struct kt_expr *e, int var);
+/* Whether a store of w lanes stepping c elements a lane goes out as c
+ * masked stores of shuffled vectors (kt__cg_put_strided_store): c 2 to 4,
+ * 8 or 16 lanes, an AVX-512 target (elsewhere a masked store is a loop
+ * over its lanes, no better than the scatter). */
+int kt__cg_strided_store(const struct cg *g, int64_t c, int w);
+/* Emits the store of vector val (C text, w lanes) to t_<name>[addr +
+ * c * lane] as c masked stores, the j-th of val's lanes shuffled into the
+ * w elements from addr + j * w: instead of w scalar stores.  A masked
+ * store writes its set lanes only, the elements the scalar stores would
+ * write, so nothing of another thread's. */
+void kt__cg_put_strided_store(struct cg *g, const char *name, const char *addr,
+                              int64_t c, const char *val, int w);
 /* Whether guarded read e, stepping c along lane_var, reads its edge
  * vectors of w lanes as masked loads merged by shuffles rather than a loop
  * over the lanes (contiguous ones always are masked loads): stepping 2 to

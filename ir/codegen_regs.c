@@ -510,6 +510,10 @@ store_reg(struct cg *g, int i, const char *name, const char *addr)
         store_guarded_lanes(g, i, name, addr);
     } else if (checked) {
         kt__cg_line(g, "%st_%s[%s] = r%d;", c.p, name, addr, i);
+    } else if (r->width > 1 && kt__cg_strided_store(g, r->stride, r->width)) {
+        char reg[16];
+        snprintf(reg, sizeof(reg), "r%d", i);
+        kt__cg_put_strided_store(g, name, addr, r->stride, reg, r->width);
     } else if (r->width > 1 && r->stride != 1) {
         kt__cg_line(g, "for (int l_ = 0; l_ < %d; l_++)", r->width);
         kt__cg_line(g, "    t_%s[%s + %lld*l_] = r%d[l_];", name, addr,

@@ -60,7 +60,8 @@ load_weight(const struct cg *g, const struct kt_expr *e, int lane_var, int w)
 }
 
 /* A store weighs 1 plus its loads, or its lanes when it is scattered lane
- * by lane (twice for a reduction: each lane is read and written); a
+ * by lane (twice for a reduction: each lane is read and written), or its
+ * masked stores when it is strided and they replace the scatter; a
  * guarded assignment (padding dropped) also weighs its checks: the whole
  * vector's, then a loop checking each lane.  A guarded update (an
  * accumulator retargeted through a padded copy, ir/lower_elide.c) weighs
@@ -78,7 +79,9 @@ store_weight(const struct cg *g, const struct kt_node *n, int lane_var, int w)
         c += kt_aff_coef(&n->idx[d], lane_var) * stride;
         stride *= kt__cg_pitch(g, b, d);
     }
-    if (c != 0 && c != 1)
+    if (n->op == KT_ASSIGN && kt__cg_strided_store(g, c, w))
+        self = c;
+    else if (c != 0 && c != 1)
         self = n->op == KT_ASSIGN ? w : 2 * (int64_t)w;
     if (n->guarded && n->op == KT_ASSIGN && !g->bare)
         self += c == 0 ? 1 + n->ndim : 2 * (1 + (int64_t)n->ndim);

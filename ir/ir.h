@@ -542,6 +542,11 @@ uint64_t kt_looptree_hash(const struct kt_looptree *lt);
  * sizes whole rows of vectors by the same count (scheduler/search_init.c). */
 #define KT_CODEGEN_PIN_MIN_USES 3
 #define KT_CODEGEN_PIN_MIN_VECTORS 3
+/* Largest constant lane stride of a vector store that an AVX-512 target
+ * (64-byte vectors) writes as that many masked stores rather than lane by
+ * lane (docs/schedule.md); the search's fused consumers vectorize such a
+ * stride over a vector of at most that many lanes (scheduler/search_build.c). */
+#define KT_MAX_STRIDED_STORE 4
 struct kt_codegen_opts {
     int vector_bytes;       /* 64 for AVX-512, 32 for AVX2, 16 for NEON/SSE */
     int max_unrolled_stmts; /* bound on straight-line code per micro-kernel */

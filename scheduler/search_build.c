@@ -150,12 +150,35 @@ tile_mlt(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP],
                : 0;
 }
 
+/* The axis consumer i (fused into a producer whose register tile
+ * vectorizes its axis v) puts last in its own inner tile instead of its
+ * last one, or -1: v when i stores along v at a stride of 2 to 4 (the
+ * axes after v span 2 to 4 elements: a transposed convolution's output
+ * phases, O[..., x, b]), which an AVX-512 target writes as masked stores
+ * (docs/schedule.md), where its last axis is a vector of at most 4 lanes
+ * read from the producer's tile with v's stride. */
+static int
+follow_vector_axis(const struct kt_search *s, const struct kt_state *st, int i,
+                   int v)
+{
+    const struct kt_sstage *ss = &st->stages[i];
+    int64_t after = 1;
+    int a;
+
+    if (s->o.vector_bytes != 64 || v < 0 || v >= ss->nspatial)
+        return -1;
+    for (a = v + 1; a < ss->nspatial; a++)
+        after *= ss->axes[a].extent;
+    return after >= 2 && after <= KT_MAX_STRIDED_STORE ? v : -1;
+}
+
 /* Splits consumer i like its fused producer's spatial tiles down to level
- * 'level', axis first's outer part first (-1: none); returns the index of
- * the last iterator of level - 1. */
+ * 'level', axis first's outer part first (-1: none), axis vec_last (-1:
+ * none) last in the innermost level; returns the index of the last
+ * iterator of level - 1. */
 static int
 tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
-            int level, int first, char *err, size_t errlen)
+            int level, int first, int vec_last, char *err, size_t errlen)
 {
     struct kt_step re;
     int a, k, l, nsp = st->stages[i].nspatial, ap = -1;
@@ -185,7 +208,8 @@ tile_follow(struct kt_state *st, int i, const int32_t (*tiles)[SK_MAXP], int nS,
         for (k = 0; k < nsp; k++) {
             const struct kt_sstage *ss = &st->stages[i];
             int j;
-            a = l == 0 ? outer_axis(k, first) : k;
+            a = l == 0 ? outer_axis(k, first)
+                       : level_axis(ss, k, l == level, vec_last);
             if (ss->axes[a].extent <= 1 && l != 0)
                 continue;
             j = find_iter(ss, a, ss->axes[a].extent <= 1 ? 0 : l);
@@ -455,9 +479,12 @@ sk_build(const struct kt_search *s, const struct sk_genome *g, char *err,
             goto fail;
         if (p->role == SK_FOLLOW) {
             const struct sk_plan *pp = &k->plan[p->partner];
+            int v = follow_vector_axis(s, st, i,
+                                       sk_vector_axis(&st->stages[p->partner],
+                                                      pp));
             ap_pre = tile_follow(st, i, al.tiles[pp->slot],
                                  count_kind(sk_structures[pp->structure], 'S'),
-                                 p->level, al.first[i], err, errlen);
+                                 p->level, al.first[i], v, err, errlen);
             if (ap_pre < 0)
                 goto fail;
         }
