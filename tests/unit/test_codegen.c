@@ -202,6 +202,32 @@ test_codegen_conv2d_winograd(void **state)
     sweep_def(&d, 20);
 }
 
+/* Transposed convolutions (docs/compute.md): 2 x 2 at stride 2, the
+ * output's two column phases interleaved (vectors along x store at a
+ * stride of 2), with a bias + relu epilogue; 3 x 3 at stride 2, padded,
+ * with an output padding. */
+static void
+test_codegen_conv2d_transpose(void **state)
+{
+    const struct kt_conv_t_params k2 = {1, 8, 6, 16, 12, 2, 2,
+                                        2, 2, 0, 0,  12, 32};
+    const struct kt_conv_t_params k3 = {1, 4, 5, 7, 6,  3, 3,
+                                        2, 2, 1, 1, 10, 14};
+    const struct kt_shape bias = {"B", 1, {12}};
+    struct kt_op_def d;
+    int64_t ch, cw;
+
+    (void)state;
+    assert_int_equal(kt_op_conv2d_transpose(&d, &k2, &ch, &cw), KT_OK);
+    assert_int_equal(kt_op_epilogue(&d,
+                                    "O[n,f,y,a,x,b]=max(Y[n,f,y,a,x,b]+B[f],0)",
+                                    &bias, 1),
+                     KT_OK);
+    sweep_def(&d, 21);
+    assert_int_equal(kt_op_conv2d_transpose(&d, &k3, &ch, &cw), KT_OK);
+    sweep_def(&d, 22);
+}
+
 static void
 test_codegen_pool(void **state)
 {
@@ -950,6 +976,7 @@ main(void)
         cmocka_unit_test(test_codegen_conv2d_groups),
         cmocka_unit_test(test_codegen_conv2d_fused),
         cmocka_unit_test(test_codegen_conv2d_winograd),
+        cmocka_unit_test(test_codegen_conv2d_transpose),
         cmocka_unit_test(test_codegen_pool),
         cmocka_unit_test(test_codegen_elementwise),
         cmocka_unit_test(test_codegen_transcendental),
