@@ -7,8 +7,8 @@
  * fused consumers take that stride rather than vectors of 2 to 4 lanes
  * (follow_vector_axis, scheduler/search_build.c).  Every form is compiled
  * and checked against the interpreter (ktt_checked_c_at, ktt_check_many);
- * the output's last store ends the buffer, so a write past it is visible
- * to ASan and valgrind. */
+ * the output's last store ends the buffer, so a write past it would hit
+ * the canary after it (ktt_bufs_intact) and, under valgrind, be seen. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
