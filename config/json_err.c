@@ -313,10 +313,8 @@ vjerr(struct kt__jdoc *doc, const cJSON *item, int at_key, const char *path,
     if (p != NULL)
         snprintf(where, sizeof(where), "%s:%d:%d: ", doc->file,
                  at_key ? p->kline : p->line, at_key ? p->kcol : p->col);
-    else if (item != NULL)
-        snprintf(where, sizeof(where), "%s: ", doc->file);
     else
-        where[0] = '\0';
+        snprintf(where, sizeof(where), "%s: ", doc->file);
     if (path != NULL && path[0] != '\0')
         kt_seterr(doc->err, doc->errlen, KT_ECONFIG, "%s%s: %s", where, path,
                   msg);

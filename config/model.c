@@ -341,8 +341,12 @@ check_cflags(struct kt__jdoc *doc, const struct kt_model_conf *m)
         const char *f = m->target.cflags.v[i];
         if (f[0] != '\0' && strpbrk(f, " \t\n") == NULL)
             continue;
-        snprintf(key, sizeof(key), "target.cflags[%d]", i);
-        return kt__jerr(doc, cJSON_GetArrayItem(c, i), key,
+        if (cJSON_IsArray(c))
+            snprintf(key, sizeof(key), "target.cflags[%d]", i);
+        else /* one string stands for the whole list */
+            snprintf(key, sizeof(key), "target.cflags");
+        return kt__jerr(doc, cJSON_IsArray(c) ? cJSON_GetArrayItem(c, i) : c,
+                        key,
                         "\"%s\": one argument per string, without blanks "
                         "(the worker splits the compiler line on blanks)",
                         f);

@@ -374,8 +374,12 @@ kt__ox_reduce_axes(struct kt__ox *x, const struct kt_onnx_node *n)
         if (v->data == NULL || kt_onnx_value_elems(v) > KT_ONNX_MAX_DIMS)
             return -1;
         k = (int)kt_onnx_value_elems(v);
-        for (i = 0; i < k; i++)
-            axes[i] = (int64_t)kt_onnx_value_get(v, i);
+        for (i = 0; i < k; i++) {
+            double d = kt_onnx_value_get(v, i);
+            if (d != floor(d) || fabs(d) > KT_ONNX_MAX_DIMS) /* NaN too */
+                return -1;
+            axes[i] = (int64_t)d;
+        }
     } else {
         k = kt_onnx_attr_ints(n, "axes", axes, KT_ONNX_MAX_DIMS);
     }

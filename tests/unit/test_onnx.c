@@ -1017,6 +1017,39 @@ test_shape_errors(void **state)
     assert_non_null(strstr(err, "node 'r' (Relu) reads tensor 'nowhere'"));
 }
 
+/* ReduceMean's axes as an input (opset 18) are cast to integers only when
+ * they are whole numbers in range: a float tensor of NaN, an infinity or
+ * 1.5 is refused by name, not cast (a NaN cast is undefined behaviour;
+ * found by fuzz_onnx). */
+static void
+test_reduce_axes_not_integers(void **state)
+{
+    const float bad[] = {NAN, INFINITY, 1.5f, -1e30f};
+    struct ktt_onnx *b;
+    struct kt_onnx_graph *g;
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        b = ktt_onnx_new(18);
+        ktt_onnx_input(b, "x", 2, D(4, 6));
+        ktt_onnx_init(b, "ax", 1, D(1), &bad[i]);
+        ktt_onnx_node(b, "ReduceMean", "rm", "x,ax", "m");
+        ktt_onnx_output(b, "m");
+        g = import(b, NULL, 0, 0, KT_EINVAL);
+        assert_null(g);
+        assert_non_null(strstr(err, "ReduceMean x1 (axes that are not "
+                                    "constants in range; node 'rm')"));
+    }
+    b = ktt_onnx_new(18);
+    ktt_onnx_input(b, "x", 2, D(4, 6));
+    ktt_onnx_init(b, "ax", 1, D(1), (const float[]){-1.0f});
+    ktt_onnx_node(b, "ReduceMean", "rm", "x,ax", "m");
+    ktt_onnx_output(b, "m");
+    g = import(b, NULL, 0, 0, 0);
+    assert_shape(g, "m", 2, D(4, 1));
+    kt_onnx_free(g);
+}
+
 /* ---- Config and task extraction ------------------------------------------------ */
 
 static void
@@ -1114,6 +1147,7 @@ main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_shape_errors),
+        cmocka_unit_test(test_reduce_axes_not_integers),
         cmocka_unit_test(test_config_and_tasks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
