@@ -370,6 +370,27 @@ declared_shape(struct kt_onnx_value *v, const Onnx__ValueInfoProto *vi)
     }
 }
 
+/* The name of dim j of a graph input's declared shape ("" when it has
+ * none).  The type and the dim are protobuf oneofs: a member is read only
+ * under its case (a dim_value read as dim_param is a wild pointer). */
+static const char *
+dim_param(const Onnx__ValueInfoProto *vi, int j)
+{
+    const Onnx__TypeProto__Tensor *tt;
+    const Onnx__TensorShapeProto__Dimension *d;
+
+    if (vi->type == NULL ||
+        vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return "";
+    tt = vi->type->tensor_type;
+    if (tt->shape == NULL || j < 0 || (size_t)j >= tt->shape->n_dim)
+        return "";
+    d = tt->shape->dim[j];
+    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+        return "";
+    return str(d->dim_param);
+}
+
 /* Applies the user's --input shapes and checks every input dim is known. */
 static int
 input_shapes(struct kt__ox *x, const Onnx__GraphProto *gp,
@@ -416,14 +437,9 @@ input_shapes(struct kt__ox *x, const Onnx__GraphProto *gp,
             ;
         if (v->ndim >= 0 && j == v->ndim)
             continue;
-        for (k = 0; k < (int)gp->n_input; k++)
-            if (strcmp(str(gp->input[k]->name), v->name) == 0 && v->ndim >= 0 &&
-                gp->input[k]->type != NULL &&
-                gp->input[k]->type->tensor_type != NULL &&
-                gp->input[k]->type->tensor_type->shape != NULL &&
-                (size_t)j < gp->input[k]->type->tensor_type->shape->n_dim &&
-                gp->input[k]->type->tensor_type->shape->dim[j]->dim_param)
-                param = gp->input[k]->type->tensor_type->shape->dim[j]->dim_param;
+        for (k = 0; k < (int)gp->n_input && v->ndim >= 0; k++)
+            if (strcmp(str(gp->input[k]->name), v->name) == 0)
+                param = dim_param(gp->input[k], j);
         if (v->ndim < 0)
             return kt_seterr(x->err, x->errlen, KT_ESHAPE,
                              "%s: input '%s' "

@@ -1006,6 +1006,14 @@ test_shape_errors(void **state)
     assert_non_null(strstr(err, "input 'img' dim 0 is dynamic (N): give the "
                                 "shape with --input img=D1,D2,..."));
 
+    /* a dim_value out of range is dynamic too, and has no name: its value
+     * is not read as one (protobuf oneof; found by fuzz_onnx) */
+    b = ktt_onnx_new(13);
+    ktt_onnx_input(b, "img", 4, D((int64_t)1 << 30, 3, 8, 8));
+    ktt_onnx_node(b, "Relu", "r", "img", "o");
+    g = import(b, NULL, 0, 0, KT_ESHAPE);
+    assert_non_null(strstr(err, "input 'img' dim 0 is dynamic (unnamed)"));
+
     b = small_model();
     g = import(b, (const struct kt_onnx_input[]){{"x", 4, D(1, 4, 8, 8)}}, 1, 0,
                KT_ESHAPE);
