@@ -1,6 +1,7 @@
 /* records.c - export and import of trials as JSON lines, one self-describing
  * object per trial, so results move between machines.  A trial's uid makes
  * import idempotent. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,7 @@ struct import_ctx {
     int kvcap;
 };
 _Static_assert(KT_MAX_REPEAT == 64, "parse_record's message names 64");
+_Static_assert(KT_MERR_COUNT == 9, "parse_record's message names 0..8");
 
 static int
 bad(struct import_ctx *c, char *err, size_t errlen, const char *what,
@@ -207,6 +209,9 @@ get_str(cJSON *o, const char *key, int required, int *ok)
     return v->valuestring;
 }
 
+/* A number at key (0 when absent) that is finite and at least 0: a JSON
+ * number can still be 1e999, and a negative or infinite time or cost
+ * would rank first among a task's trials. */
 static double
 get_num(cJSON *o, const char *key, int *ok)
 {
@@ -214,11 +219,34 @@ get_num(cJSON *o, const char *key, int *ok)
 
     if (v == NULL)
         return 0;
-    if (!cJSON_IsNumber(v)) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0) {
         *ok = 0;
         return 0;
     }
     return v->valuedouble;
+}
+
+/* 1 if v is a whole number in lo..hi; tested on the double, before any
+ * conversion (converting one out of range is undefined behaviour). */
+static int
+whole_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+           v->valuedouble == floor(v->valuedouble);
+}
+
+/* A 16-hex-digit hash given with a record must be that of its text:
+ * trials are found by these hashes (a task's best, the schedules already
+ * measured), so a wrong one would file the trial under another task. */
+static int
+hash_matches(const char *given, const char *text)
+{
+    char want[17];
+
+    if (given == NULL)
+        return 1;
+    kt_hash_hex(kt_hash64(text, strlen(text)), want);
+    return strcmp(given, want) == 0;
 }
 
 /* Fills t (pointers into o and c) from one record. */
@@ -257,16 +285,28 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
     do {                                                                       \
         dst = get_num(o, key, &ok);                                            \
         if (!ok)                                                               \
-            return bad(c, err, errlen, "non-number key", key);                 \
+            return bad(c, err, errlen, "not a finite number >= 0: key", key);  \
     } while (0)
     OPT_STR(workload_hash, "workload_hash");
     OPT_STR(sched_hash, "sched_hash");
     OPT_STR(result.err_text, "err_text");
     OPT_STR(result.worker, "worker");
-    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "err_no")))
-        return bad(c, err, errlen, "missing or non-number key", "err_no");
-    NUM(t->result.err_no, "err_no");
-    NUM(t->trial_no, "trial_no");
+    if (!hash_matches(t->workload_hash, t->workload))
+        return bad(c, err, errlen, "not the hash of the workload: key",
+                   "workload_hash");
+    if (!hash_matches(t->sched_hash, t->config))
+        return bad(c, err, errlen, "not the hash of the config: key",
+                   "sched_hash");
+    v = cJSON_GetObjectItemCaseSensitive(o, "err_no");
+    if (!whole_in(v, 0, KT_MERR_COUNT - 1))
+        return bad(c, err, errlen, "missing or not a whole number 0..8: key",
+                   "err_no");
+    t->result.err_no = (int)v->valuedouble;
+    v = cJSON_GetObjectItemCaseSensitive(o, "trial_no");
+    if (v != NULL && !whole_in(v, 0, 9007199254740992.0))
+        return bad(c, err, errlen, "not a whole number 0..2^53: key",
+                   "trial_no");
+    t->trial_no = v != NULL ? (int64_t)v->valuedouble : 0;
     NUM(t->result.cost, "cost");
     NUM(t->result.build_s, "build_s");
     NUM(t->result.run_s, "run_s");
@@ -274,8 +314,6 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
     NUM(t->finished, "finished");
 #undef OPT_STR
 #undef NUM
-    if (t->result.err_no < 0 || t->result.err_no >= KT_MERR_COUNT)
-        return bad(c, err, errlen, "err_no out of 0..8 in key", "err_no");
     v = cJSON_GetObjectItemCaseSensitive(o, "costs");
     if (v != NULL && !cJSON_IsNull(v)) {
         if (!cJSON_IsArray(v))
@@ -285,9 +323,10 @@ parse_record(struct import_ctx *c, cJSON *o, struct kt_trial *t,
             return bad(c, err, errlen, "more than 64 repeats in key", "costs");
         i = 0;
         cJSON_ArrayForEach (it, v) {
-            if (!cJSON_IsNumber(it))
-                return bad(c, err, errlen, "non-number element in key",
-                           "costs");
+            if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+                it->valuedouble < 0)
+                return bad(c, err, errlen,
+                           "element not a finite number >= 0 in key", "costs");
             t->result.costs[i++] = it->valuedouble;
         }
         t->result.ncosts = n;

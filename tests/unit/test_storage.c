@@ -468,11 +468,46 @@ test_storage_import_bad_lines(void **state)
         {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
          "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
          "\"err_no\":12}",
-         ":2: err_no out of 0..8"},
+         ":2: missing or not a whole number 0..8: key 'err_no'"},
+        /* Out of int's range: converting it was undefined behaviour. */
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":1e300}",
+         ":2: missing or not a whole number 0..8: key 'err_no'"},
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":0.5}",
+         ":2: missing or not a whole number 0..8: key 'err_no'"},
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":0,\"trial_no\":1e300}",
+         ":2: not a whole number 0..2^53: key 'trial_no'"},
         {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
          "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
          "\"err_no\":0,\"cost\":\"fast\"}",
-         ":2: non-number key 'cost'"},
+         ":2: not a finite number >= 0: key 'cost'"},
+        /* A negative or infinite cost would be the task's best. */
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":0,\"cost\":-1e-3}",
+         ":2: not a finite number >= 0: key 'cost'"},
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":0,\"cost\":1,\"costs\":[1,1e999]}",
+         ":2: element not a finite number >= 0 in key 'costs'"},
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"err_no\":0,\"started\":-1}",
+         ":2: not a finite number >= 0: key 'started'"},
+        /* Trials are found by these hashes: they must be their texts'. */
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"workload_hash\":\"0123456789abcdef\",\"err_no\":0}",
+         ":2: not the hash of the workload: key 'workload_hash'"},
+        {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
+         "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
+         "\"sched_hash\":\"\",\"err_no\":0}",
+         ":2: not the hash of the config: key 'sched_hash'"},
         {"{\"kerntune_record\":1,\"uid\":\"x\",\"task_name\":\"t\","
          "\"target\":\"c\",\"workload\":\"w\",\"config\":\"{}\","
          "\"err_no\":0,\"costs\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
