@@ -410,6 +410,7 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
         {NULL, 0, NULL, 0},
     };
     char *end;
+    long v;
     int c;
 
     optind = 1;
@@ -418,24 +419,27 @@ parse_run_args(int argc, char **argv, struct run_opts *o)
         case 'i': o->input = optarg; break;
         case 'o': o->output = optarg; break;
         case 'n':
-            o->repeat = (int)strtol(optarg, &end, 10);
-            if (*end || o->repeat < 1 || o->repeat > 1000000) {
+            /* Range first: 4294967297 must not wrap to 1. */
+            v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || v > 1000000) {
                 fprintf(stderr,
                         "kerntune: --repeat '%s': expected 1 to "
                         "1000000\n",
                         optarg);
                 return 2;
             }
+            o->repeat = (int)v;
             break;
         case 't':
-            o->threads = (int)strtol(optarg, &end, 10);
-            if (*end || o->threads < 0 || o->threads > 4096) {
+            v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > 4096) {
                 fprintf(stderr,
                         "kerntune: --threads '%s': expected 0 to "
                         "4096\n",
                         optarg);
                 return 2;
             }
+            o->threads = (int)v;
             break;
         case 'c': o->check = 1; break;
         case 'E': o->emulator = optarg; break;

@@ -26,6 +26,13 @@ done
 "$bin/kerntune-rpc" server --help | grep -q "^usage: kerntune-rpc server" || fail "kerntune-rpc server --help"
 "$bin/kerntune" tasks --help | grep -q "^usage: kerntune status" || fail "kerntune tasks --help"
 "$bin/kerntune" report --help | grep -q "^usage: kerntune report" || fail "kerntune report --help"
+# Numbers out of range are refused before any conversion (4294967297 once
+# wrapped to 1 repeat).
+for arg in "--repeat 4294967297" "--repeat ''" "--threads -1" "--threads 99999999999"; do
+    eval "\"\$bin/kerntune\" run \"\$tmp\" $arg" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 2 ] || fail "kerntune run $arg: exit $rc, want 2"
+    grep -q "expected" "$tmp/err" || fail "kerntune run $arg: $(cat "$tmp/err")"
+done
 
 # make install with a staging root: binaries and the man pages.  -o all:
 # install the programs under test as they are (never relink them here,
