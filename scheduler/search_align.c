@@ -155,8 +155,8 @@ outer_of(const int32_t *t, int n, int64_t extent)
     return extent / inner;
 }
 
-static int64_t
-gcd64(int64_t a, int64_t b)
+int64_t
+sk_gcd(int64_t a, int64_t b)
 {
     while (b != 0) {
         int64_t r = a % b;
@@ -176,7 +176,7 @@ set_outer(int32_t *t, int n, int64_t extent, int64_t e)
     int l;
 
     for (l = n - 1; l >= 1; l--) {
-        int64_t keep = gcd64(rem, t[l]);
+        int64_t keep = sk_gcd(rem, t[l]);
         t[l] = (int32_t)keep;
         rem /= keep;
     }

@@ -188,6 +188,8 @@ struct sk_aligned {
 /* Fills al for g; 1 when g->align changed anything. */
 int sk_align(const struct kt_search *s, const struct sk_genome *g,
              struct sk_aligned *al);
+/* Greatest common divisor of a and b (a when b is 0). */
+int64_t sk_gcd(int64_t a, int64_t b);
 
 /* ---- search_init.c ---- */
 int sk_prepare_factors(struct kt_search *s);
@@ -247,14 +249,16 @@ int sk_mutate(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
  * cannot tell apart well: the other reduction unroll that fits, the other
  * auto-unroll values, the inner-tile unroll turned on, another pack mode,
  * a matrix product's whole reduction inside the register tile, the
- * register tiles of the same size one divisor exchange away and those one
- * divisor larger or smaller along one axis, and each outer tile part, or
+ * register tiles of the same size one divisor exchange away, those one
+ * divisor larger or smaller along one axis, and those that fill the
+ * register file along one axis (after the vectorized axis grew or shrank
+ * by a divisor, or as they are), and each outer tile part, or
  * its smallest divisor, moved into the next; none with a spilling
  * register tile; at most cap (SK_MAX_NEIGHBOURS fits any genome) into
  * out, unscored, their origin m; returns how many. */
 #define SK_MAX_NEIGHBOURS                                                      \
     (5 * KT_MAX_STAGES + 1 +                                                   \
-     SK_MAX_MLT * KT_MAX_AXES * (KT_MAX_AXES + 3 + 2 * SK_MAXP))
+     SK_MAX_MLT * KT_MAX_AXES * (KT_MAX_AXES + 6 + 2 * SK_MAXP))
 int sk_gene_neighbours(const struct kt_search *s, struct kt_rng *r,
                        const struct sk_member *m, struct sk_member *out,
                        int cap);

@@ -199,8 +199,13 @@ static int
 add_neighbour(const struct sk_member *m, const struct sk_genome *g,
               struct sk_member *out, int n, int cap)
 {
+    int i;
+
     if (n >= cap || memcmp(g, &m->g, sizeof(*g)) == 0)
         return n;
+    for (i = 0; i < n; i++)
+        if (memcmp(g, &out[i].g, sizeof(*g)) == 0)
+            return n; /* two moves may reach the same tile */
     memset(&out[n], 0, sizeof(out[n]));
     out[n].g = *g;
     out[n].origin = m->hash;
@@ -268,6 +273,95 @@ resize_register_part(const struct kt_search *s, struct sk_genome *g, int slot,
     t[p] /= d;
     t[n - 1] *= d;
     return 0;
+}
+
+/* Sets axis a's register part to d, a divisor of the axis: the old one
+ * goes back to outer part back, and d is taken from the outer parts
+ * innermost first (what divides d of each). */
+static void
+set_register_part(const struct kt_search *s, struct sk_genome *g, int slot,
+                  int a, int32_t d, int back)
+{
+    int32_t *t = g->tiles[slot][a];
+    int n = s->fac[g->sketch][slot][a]->n, l;
+    int64_t rem = d, c;
+
+    t[back] *= t[n - 1];
+    for (l = n - 2; l >= 0 && rem > 1; l--) {
+        c = sk_gcd(t[l], rem);
+        t[l] = (int32_t)(t[l] / c);
+        rem /= c;
+    }
+    t[n - 1] = d;
+}
+
+/* Gives spatial axis a the largest register part, a divisor of the axis
+ * within its bound, whose tile is within the register tile bound and of
+ * grade want or better: the register file filled along a.  The old
+ * register part goes back to the innermost outer part that keeps the
+ * grade (where the next one would split a reduction run whole around the
+ * tile, a part further out).  -1 when none does. */
+static int
+fill_register_part(const struct kt_search *s, struct sk_genome *g, int slot,
+                   int a, enum sk_tile_grade want)
+{
+    const struct sk_factors *f = s->fac[g->sketch][slot][a];
+    int32_t was[SK_MAXP];
+    int64_t d;
+    int back;
+
+    if (f->n < 2)
+        return -1;
+    memcpy(was, g->tiles[slot][a], sizeof(was));
+    for (d = f->maxin < f->extent ? f->maxin : f->extent; d >= 1; d--) {
+        if (f->extent % d != 0)
+            continue;
+        for (back = f->n - 2; back >= 0; back--) {
+            set_register_part(s, g, slot, a, (int32_t)d, back);
+            if (sk_reg_tile(s, g, slot) <= sk_register_tile_limit(s) &&
+                sk_grade_tile(s, g, slot) >= want)
+                return 0;
+            memcpy(g->tiles[slot][a], was, sizeof(was));
+        }
+    }
+    return -1;
+}
+
+/* The register tiles that fill the register file along a spatial axis
+ * (fill_register_part), as m's tile is and after its vectorized axis grew
+ * or shrank by a divisor (resize_register_part), of no lower grade.  Two
+ * register tiles of about the same size may be no divisor exchange apart:
+ * GEMM 1000^3's 25 x 16 tile (rows 1000 = 2^3 x 5^3) and its 8 x 48
+ * one, which ran 1.06x faster on 1 thread and 1.03x on 2 (the same outer
+ * loops, bench/bench_modules on the Zen 5, docs/performance.md); runs
+ * that settled on the first never measured the second with loops as good
+ * around it. */
+static int
+filled_neighbours(const struct kt_search *s, const struct sk_member *m,
+                  int slot, enum sk_tile_grade grade, struct sk_member *out,
+                  int n, int cap)
+{
+    const struct sk_sketch *sk = &s->sk[m->g.sketch];
+    int i = sk->slot_stage[slot], b, move;
+    const struct kt_sstage *ss = &sk->base->stages[i];
+    int v = sk_vector_axis(ss, &sk->plan[i]);
+
+    /* without a vectorized axis, or under rfactor, the grade does not
+     * count registers (grade_tile) */
+    if (v < 0 || sk->plan[i].structure == SK_STRUCT_RF)
+        return n;
+    for (move = 0; move < 3; move++)
+        for (b = 0; b < ss->nspatial; b++) {
+            struct sk_genome g = m->g;
+            if (move > 0 && (b == v || resize_register_part(s, &g, slot, v,
+                                                            move == 2) != 0))
+                continue;
+            if (fill_register_part(s, &g, slot, b, grade) != 0)
+                continue;
+            sk_shrink_red_unroll(s, &g, slot);
+            n = add_neighbour(m, &g, out, n, cap);
+        }
+    return n;
 }
 
 /* Moves all of spatial axis a's part l into its next part (whole), or
@@ -377,6 +471,7 @@ tile_neighbours(const struct kt_search *s, const struct sk_member *m, int slot,
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
         }
+    n = filled_neighbours(s, m, slot, grade, out, n, cap);
     for (a = 0; a < ss->nspatial; a++)
         for (l = 0; l < SK_MAXP; l++)
             for (whole = 0; whole < 2; whole++) {
