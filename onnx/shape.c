@@ -121,9 +121,12 @@ kt__ox_is_const(const struct kt_onnx_value *v)
 int
 kt__ox_const_ints(const struct kt_onnx_value *v, int64_t *dst, int max)
 {
-    int64_t n = kt_onnx_value_elems(v), i;
+    int64_t n, i;
 
-    if (!kt__ox_is_const(v) || n < 0 || n > max)
+    if (!kt__ox_is_const(v)) /* also an optional input left out: NULL */
+        return -1;
+    n = kt_onnx_value_elems(v);
+    if (n < 0 || n > max)
         return -1;
     for (i = 0; i < n; i++)
         dst[i] = kt__ox_clamp_i64(kt_onnx_value_get(v, i));

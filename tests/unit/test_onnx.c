@@ -1058,6 +1058,26 @@ test_reduce_axes_not_integers(void **state)
     kt_onnx_free(g);
 }
 
+/* A Reshape whose shape input is left out (an empty name: an optional
+ * input not given) is refused by name; its shape was read through a
+ * NULL value (found by fuzz_onnx). */
+static void
+test_reshape_shape_left_out(void **state)
+{
+    struct ktt_onnx *b = ktt_onnx_new(13);
+    struct kt_onnx_graph *g;
+    (void)state;
+
+    ktt_onnx_input(b, "x", 2, D(4, 6));
+    ktt_onnx_node(b, "Reshape", "rs", "x,", "y");
+    ktt_onnx_output(b, "y");
+    g = import(b, NULL, 0, 0, KT_EINVAL);
+    assert_null(g);
+    assert_non_null(strstr(err, "Reshape x1 (a target shape that is not a "
+                                "constant of at most"));
+    assert_non_null(strstr(err, "node 'rs'"));
+}
+
 /* ---- Config and task extraction ------------------------------------------------ */
 
 static void
@@ -1156,6 +1176,7 @@ main(void)
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_reduce_axes_not_integers),
+        cmocka_unit_test(test_reshape_shape_left_out),
         cmocka_unit_test(test_config_and_tasks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
