@@ -1028,7 +1028,7 @@ test_shape_errors(void **state)
 /* ReduceMean's axes as an input (opset 18) are cast to integers only when
  * they are whole numbers in range: a float tensor of NaN, an infinity or
  * 1.5 is refused by name, not cast (a NaN cast is undefined behaviour;
- * found by fuzz_onnx). */
+ * found by fuzz_onnx); a constant int input left out is refused too. */
 static void
 test_reduce_axes_not_integers(void **state)
 {
@@ -1056,26 +1056,15 @@ test_reduce_axes_not_integers(void **state)
     g = import(b, NULL, 0, 0, 0);
     assert_shape(g, "m", 2, D(4, 1));
     kt_onnx_free(g);
-}
-
-/* A Reshape whose shape input is left out (an empty name: an optional
- * input not given) is refused by name; its shape was read through a
- * NULL value (found by fuzz_onnx). */
-static void
-test_reshape_shape_left_out(void **state)
-{
-    struct ktt_onnx *b = ktt_onnx_new(13);
-    struct kt_onnx_graph *g;
-    (void)state;
-
+    /* a Reshape whose shape input is left out (an empty name) is refused
+     * by name: that input was read through a NULL value (fuzz_onnx) */
+    b = ktt_onnx_new(13);
     ktt_onnx_input(b, "x", 2, D(4, 6));
     ktt_onnx_node(b, "Reshape", "rs", "x,", "y");
     ktt_onnx_output(b, "y");
-    g = import(b, NULL, 0, 0, KT_EINVAL);
-    assert_null(g);
+    assert_null(import(b, NULL, 0, 0, KT_EINVAL));
     assert_non_null(strstr(err, "Reshape x1 (a target shape that is not a "
-                                "constant of at most"));
-    assert_non_null(strstr(err, "node 'rs'"));
+                                "constant of at most 8 dims; node 'rs')"));
 }
 
 /* ---- Config and task extraction ------------------------------------------------ */
@@ -1176,7 +1165,6 @@ main(void)
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_reduce_axes_not_integers),
-        cmocka_unit_test(test_reshape_shape_left_out),
         cmocka_unit_test(test_config_and_tasks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
