@@ -819,6 +819,19 @@ sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g, int slot)
         g->red_unroll[i]--;
 }
 
+int
+sk_roll_reductions(const struct kt_search *s, struct sk_genome *g)
+{
+    int i, rolled = -1;
+
+    for (i = 0; i < s->sk[g->sketch].base->nstages; i++)
+        if (g->red_unroll[i] != 0) {
+            g->red_unroll[i] = 0;
+            rolled = 0;
+        }
+    return rolled;
+}
+
 #define SK_TILE_TRIES 64
 /* A matrix product's register tile of the top grade in a cache tiling
  * that reads an operand again (sk_tile_rereads) is common, the panel

@@ -237,6 +237,9 @@ int sk_pick_red_unroll(const struct kt_search *s, struct kt_rng *r,
 /* Lowers slot's red_unroll gene until the unrolled micro-kernel fits. */
 void sk_shrink_red_unroll(const struct kt_search *s, struct sk_genome *g,
                           int slot);
+/* Sets every red_unroll gene of g to none; -1 (g unchanged) when none
+ * was set. */
+int sk_roll_reductions(const struct kt_search *s, struct sk_genome *g);
 /* Slot's window taps (its last reduction axis, 2 to 4 steps) moved next
  * to its register tile and unrolled whole; -1 when no change fits. */
 int sk_unroll_window(const struct kt_search *s, struct sk_genome *g, int slot);

@@ -650,6 +650,69 @@ test_search_neighbours_of_fastest(void **state)
     kt_dag_free(dag);
 }
 
+/* The CLIP attention scores' 11 x 16 register tile with its reduction
+ * unrolled by 4 (a tuning's fastest program for 130 trials): its 11 x 32
+ * neighbour unrolled weighs 558 against the code-size bound of 512, so
+ * the next round proposes it rolled; it computes what the reference
+ * does. */
+static void
+test_search_neighbour_rolled_when_too_large(void **state)
+{
+    static const char fastest[] =
+        "{\"v\":1,\"steps\":[[\"CHR\",1,2],[\"CHR\",2,0],[\"CI\",0],"
+        "[\"SP\",4,2,[1,32]],[\"SP\",4,1,[1,77]],[\"SP\",4,0,[4,2]],"
+        "[\"RE\",4,[0,3,6,1,4,7,2,5,8]],[\"FU\",4,0,6],[\"SP\",3,3,[64]],"
+        "[\"SP\",3,2,[1,2,16]],[\"SP\",3,1,[1,7,11]],[\"SP\",3,0,[4,2,1]],"
+        "[\"RE\",3,[0,4,8,1,5,9,12,2,6,10,13,3,7,11]],[\"SP\",3,10,[4]],"
+        "[\"AN\",3,11,\"unroll\"],[\"CA\",3,4,0],[\"CI\",2],[\"CA\",1,3,7],"
+        "[\"AN\",1,2,\"vectorize\"],[\"AN\",3,14,\"vectorize\"],"
+        "[\"AN\",3,13,\"unroll\"],[\"PR\",3,0,64],[\"AN\",4,0,\"parallel\"],"
+        "[\"AN\",4,3,\"vectorize\"]]}";
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    struct kt_search *s;
+    struct kt_search_batch b;
+    struct kt_step *steps = NULL;
+    struct kt_state *found = NULL;
+    struct kt_buf json;
+    char err[512], hash[17];
+    int nsteps = 0, i;
+
+    (void)state;
+    assert_int_equal(kt_op_batch_matmul(&d, 8, 77, 77, 64, 1), KT_OK);
+    if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
+        fail_msg("%s: %s", d.name, err);
+    s = new_search(dag, 1);
+    assert_int_equal(kt_steps_from_json(fastest, &steps, &nsteps, err,
+                                        sizeof(err)),
+                     KT_OK);
+    kt_steps_hash(steps, nsteps, hash);
+    assert_int_equal(kt_search_record(s, steps, nsteps, 1e-6), 1);
+    assert_int_equal(kt_search_next_batch(s, NULL, NULL, 0, 64, &b, NULL, err,
+                                          sizeof(err)),
+                     KT_OK);
+    kt_buf_init(&json);
+    for (i = 0; i < b.n && found == NULL; i++) {
+        if (strcmp(b.v[i].seed_of, hash) != 0)
+            continue;
+        json.len = 0;
+        kt_steps_to_json(b.v[i].steps, b.v[i].nsteps, &json);
+        if (strstr(json.p, "[\"SP\",3,2,[1,1,32]],[\"SP\",3,1,[1,7,11]]") &&
+            !strstr(json.p, "[\"SP\",3,10,")) {
+            found = b.v[i].state;
+            b.v[i].state = NULL;
+        }
+    }
+    if (found == NULL)
+        fail_msg("no rolled 11 x 32 neighbour among %d candidates", b.n);
+    check_found(dag, &found, 1, 6);
+    kt_buf_free(&json);
+    free(steps);
+    kt_search_batch_free(&b);
+    kt_search_free(s);
+    kt_dag_free(dag);
+}
+
 /* A schedule is pending once however many pools proposed it (a neighbour of
  * the fastest program can also be an evolved member): each result retires
  * its schedule, so after every round's results are in nothing is pending.
@@ -749,6 +812,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_seed_gemm),
         cmocka_unit_test(test_search_neighbours_of_fastest),
+        cmocka_unit_test(test_search_neighbour_rolled_when_too_large),
         cmocka_unit_test(test_search_pending_once_per_schedule),
         cmocka_unit_test(test_search_measured_again_keeps_faster),
         cmocka_unit_test(test_search_seed_dense_epilogue),
