@@ -651,7 +651,7 @@ test_search_neighbours_of_fastest(void **state)
 }
 
 /* The CLIP attention scores' 11 x 16 register tile with its reduction
- * unrolled by 4 (a tuning's fastest program for 130 trials): its 11 x 32
+ * unrolled by 4 (a tuning's fastest form for 140 trials): its 11 x 32
  * neighbour unrolled weighs 558 against the code-size bound of 512, so
  * the next round proposes it rolled; it computes what the reference
  * does. */
