@@ -239,8 +239,8 @@ rf_vectorizes(const struct kt_search *s, const struct sk_genome *g, int slot)
 /* Lanes of the vectors the code generator emits for an innermost loop
  * over a tile of this extent: the widest of 16, 8, 4 dividing it (at
  * most the target's vector width), 1 when none does. */
-static int64_t
-vector_lanes(const struct kt_search *s, int64_t extent)
+int64_t
+sk_vector_lanes(const struct kt_search *s, int64_t extent)
 {
     int64_t w;
 
@@ -508,7 +508,7 @@ grade_tile(const struct kt_search *s, const struct sk_genome *g, int slot,
     v = sk_vector_axis(ss, &sk->plan[i]);
     if (v < 0 || s->fac[g->sketch][slot][v]->n < nS)
         return SK_TILE_REUSING;
-    lanes = vector_lanes(s, ss->axes[v].extent);
+    lanes = sk_vector_lanes(s, ss->axes[v].extent);
     t = g->tiles[slot][v][nS - 1];
     for (a = 0; a < ss->nspatial; a++)
         tile[a] = g->tiles[slot][a][nS - 1];

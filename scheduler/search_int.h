@@ -225,6 +225,10 @@ enum sk_tile_grade {
     SK_TILE_SPLIT_RUN,
     SK_TILE_REUSING
 };
+/* Lanes of the vectors the code generator emits for an innermost loop
+ * over a tile of this extent: the widest of 16, 8, 4 dividing it (at
+ * most the target's vector width), 1 when none does. */
+int64_t sk_vector_lanes(const struct kt_search *s, int64_t extent);
 enum sk_tile_grade sk_grade_tile(const struct kt_search *s,
                                  const struct sk_genome *g, int slot);
 /* Whether stage plan p has a reduction loop around its register tile

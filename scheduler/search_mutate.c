@@ -327,15 +327,42 @@ fill_register_part(const struct kt_search *s, struct sk_genome *g, int slot,
     return -1;
 }
 
+/* Sets axis v's register part to d and fills the register file along
+ * axis b (fill_register_part), the old part of v going back to the
+ * innermost outer part where the tile then grades want; -1 when none
+ * does. */
+static int
+fill_beside_register_part(const struct kt_search *s, struct sk_genome *g,
+                          int slot, int v, int32_t d, int b,
+                          enum sk_tile_grade want)
+{
+    const struct sk_factors *f = s->fac[g->sketch][slot][v];
+    int32_t was[SK_MAXP];
+    int back;
+
+    memcpy(was, g->tiles[slot][v], sizeof(was));
+    for (back = f->n - 2; back >= 0; back--) {
+        set_register_part(s, g, slot, v, d, back);
+        if (fill_register_part(s, g, slot, b, want) == 0)
+            return 0;
+        memcpy(g->tiles[slot][v], was, sizeof(was));
+    }
+    return -1;
+}
+
 /* The register tiles that fill the register file along a spatial axis
- * (fill_register_part), as m's tile is and after its vectorized axis grew
- * or shrank by a divisor (resize_register_part), of no lower grade.  Two
- * register tiles of about the same size may be no divisor exchange apart:
- * GEMM 1000^3's 25 x 16 tile (rows 1000 = 2^3 x 5^3) and its 8 x 48
- * one, which ran 1.06x faster on 1 thread and 1.03x on 2 (the same outer
- * loops, bench/bench_modules on the Zen 5, docs/performance.md); runs
- * that settled on the first never measured the second with loops as good
- * around it. */
+ * (fill_register_part), as m's tile is, after its vectorized axis grew
+ * or shrank by a divisor (resize_register_part) and with each other
+ * register part of whole vectors along that axis, of no lower grade.
+ * Two register tiles of about the same size may be no divisor exchange
+ * apart: GEMM 1000^3's 25 x 16 tile (rows 1000 = 2^3 x 5^3) and its
+ * 8 x 48 one, which ran 1.06x faster on 1 thread and 1.03x on 2 (the
+ * same outer loops, bench/bench_modules on the Zen 5,
+ * docs/performance.md); runs that settled on the first never measured
+ * the second with loops as good around it.  Nor is one vector's growth
+ * always enough: the CLIP attention scores' 96 padded columns grow from
+ * 16 to 32 by their smallest divisor, and 7 x 48, the fastest tile
+ * there, is three vectors wide. */
 static int
 filled_neighbours(const struct kt_search *s, const struct sk_member *m,
                   int slot, enum sk_tile_grade grade, struct sk_member *out,
@@ -345,6 +372,8 @@ filled_neighbours(const struct kt_search *s, const struct sk_member *m,
     int i = sk->slot_stage[slot], b, move;
     const struct kt_sstage *ss = &sk->base->stages[i];
     int v = sk_vector_axis(ss, &sk->plan[i]);
+    const struct sk_factors *fv;
+    int64_t lanes, d, dmax;
 
     /* without a vectorized axis, or under rfactor, the grade does not
      * count registers (grade_tile) */
@@ -357,6 +386,22 @@ filled_neighbours(const struct kt_search *s, const struct sk_member *m,
                                                             move == 2) != 0))
                 continue;
             if (fill_register_part(s, &g, slot, b, grade) != 0)
+                continue;
+            sk_shrink_red_unroll(s, &g, slot);
+            n = add_neighbour(m, &g, out, n, cap);
+        }
+    fv = s->fac[m->g.sketch][slot][v];
+    lanes = sk_vector_lanes(s, fv->extent);
+    dmax = fv->maxin < fv->extent ? fv->maxin : fv->extent;
+    if (fv->n < 2 || lanes == 1)
+        return n;
+    for (d = lanes; d <= dmax; d += lanes)
+        for (b = 0; b < ss->nspatial; b++) {
+            struct sk_genome g = m->g;
+            if (b == v || fv->extent % d != 0 ||
+                d == m->g.tiles[slot][v][fv->n - 1] ||
+                fill_beside_register_part(s, &g, slot, v, (int32_t)d, b,
+                                          grade) != 0)
                 continue;
             sk_shrink_red_unroll(s, &g, slot);
             n = add_neighbour(m, &g, out, n, cap);
