@@ -934,8 +934,8 @@ test_search_tile_neighbours(void **state)
  * its 25 x 16 one, docs/search.md.)  A 77 x 96 product's 11 x 16 tile
  * (rows 7 x 11, 6 vectors of columns, which grow by their smallest
  * divisor to 32) has the 7 x 48 one, three vectors wide: the fastest tile
- * of the CLIP attention scores, whose runs that settled on 11 x 16 ran
- * 0.85x-0.91x of it on 1 thread. */
+ * of the CLIP attention scores, where a run that settled on 11 x 16 ran
+ * 0.86x of a 7 x 48 one on 1 thread (docs/performance.md). */
 static void
 test_search_filled_tile_neighbours(void **state)
 {
