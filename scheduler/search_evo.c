@@ -55,6 +55,30 @@ code_size_ok(const struct kt_search *s, const struct kt_looptree *lt)
     return total <= SK_MAX_WEIGHT_PER_STMT * (int64_t)o.max_unrolled_stmts;
 }
 
+/* Builds and lowers m: 1 when its program is one the search may measure,
+ * -1 when it weighs more than the code-size bound, 0 when it is not
+ * valid otherwise; *lt gets the loop tree of a valid one. */
+static int
+lower_member(struct kt_search *s, struct sk_member *m, struct kt_looptree **lt)
+{
+    char err[256];
+    struct kt_state *st = sk_build(s, &m->g, err, sizeof(err));
+    int ok = 0;
+
+    *lt = NULL;
+    if (st == NULL)
+        return 0;
+    m->hash = hash_steps(st);
+    if (kt_lower(st, lt, err, sizeof(err)) == KT_OK)
+        ok = !code_size_ok(s, *lt) ? -1 : sk_parallel_ok(s, *lt);
+    kt_state_free(st);
+    if (ok != 1) {
+        kt_looptree_free(*lt);
+        *lt = NULL;
+    }
+    return ok;
+}
+
 static void *
 work_run(void *arg)
 {
@@ -64,16 +88,24 @@ work_run(void *arg)
 
     for (i = w->lo; i < w->hi; i++) {
         struct sk_member *m = &w->m[i];
-        struct kt_state *st = sk_build(w->s, &m->g, err, sizeof(err));
         struct kt_looptree *lt = NULL;
+        int ok = lower_member(w->s, m, &lt);
         m->valid = 0;
+        m->rolled = 0;
         w->rows[i] = NULL;
         w->nrows[i] = 0;
-        if (st == NULL)
-            continue;
-        m->hash = hash_steps(st);
-        if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK &&
-            code_size_ok(w->s, lt) && sk_parallel_ok(w->s, lt)) {
+        /* A register tile grown with its reduction unroll kept can weigh
+         * more than the code-size bound in all (the unroll budget counts
+         * the micro-kernel, not the packs and copies around it): its
+         * rolled form stands for it.  Without it, the CLIP attention
+         * scores' runs that started on an 11 x 16 tile never measured
+         * 11 x 32 (558 against 512) and stayed ~20% slower for 100 trials
+         * or more (docs/search.md, One round). */
+        if (ok == -1 && sk_roll_reductions(w->s, &m->g) == 0) {
+            ok = lower_member(w->s, m, &lt);
+            m->rolled = 1;
+        }
+        if (ok == 1) {
             if (!w->features)
                 m->valid = 1;
             else if (kt_features_extract(lt, &w->rows[i], &w->nrows[i], err,
@@ -82,7 +114,6 @@ work_run(void *arg)
                 m->valid = 1;
         }
         kt_looptree_free(lt);
-        kt_state_free(st);
     }
     return NULL;
 }
@@ -238,12 +269,16 @@ sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
             e->hash = todo[i].hash;
             e->score = todo[i].score;
             e->valid = todo[i].valid;
+            e->rolled = todo[i].rolled;
         }
         for (i = 0; i < n; i++) {
             const struct sk_cache_ent *e = cache_slot(c, keys[i]);
             m[i].hash = e->hash;
             m[i].score = e->score;
             m[i].valid = e->valid > 0;
+            m[i].rolled = e->rolled;
+            if (e->rolled)
+                sk_roll_reductions(c->s, &m[i].g);
         }
     }
     free(todo);

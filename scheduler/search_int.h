@@ -98,6 +98,7 @@ struct sk_member {
     uint64_t hash; /* schedule hash (kt_steps_hash as number) */
     float score;
     int valid;       /* built and lowered */
+    int rolled;      /* g was over the code-size bound and is now rolled */
     uint64_t origin; /* hash of the measured seed it descends from, 0 */
 };
 
@@ -353,6 +354,7 @@ struct sk_cache_ent {
     uint64_t hash;
     float score;
     int valid;
+    int rolled; /* scored as its genome with every reduction unroll 0 */
 };
 
 struct sk_score_ctx {
@@ -363,7 +365,9 @@ struct sk_score_ctx {
     double t_build, t_score;    /* seconds */
     int nscored;
 };
-/* Builds, lowers and scores n members in place (valid, hash, score). */
+/* Builds, lowers and scores n members in place (valid, hash, score); a
+ * member over the code-size bound whose reductions are unrolled is scored
+ * rolled, its genome rolled too (sk_roll_reductions). */
 int sk_score(struct sk_score_ctx *c, struct sk_member *m, int n, char *err,
              size_t errlen);
 void sk_score_ctx_free(struct sk_score_ctx *c);

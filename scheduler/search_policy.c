@@ -213,28 +213,13 @@ take_neighbours(struct sk_round *R, const struct sk_member *fastest,
 {
     struct sk_member *nb = kt_xcalloc(SK_MAX_SKETCHES + SK_MAX_NEIGHBOURS,
                                       sizeof(*nb));
-    int nn = sk_siblings(R->s, fastest, nb), i, nrolled = 0, rc = KT_OK;
+    int nn = sk_siblings(R->s, fastest, nb), i, rc = KT_OK;
 
     nn += sk_gene_neighbours(R->s, &R->s->rng, fastest, nb + nn,
                              SK_MAX_NEIGHBOURS);
     if (nn > 0)
         rc = sk_score(&R->sc, nb, nn, R->err, R->errlen);
     for (i = 0; rc == KT_OK && i < nn; i++)
-        if (take(R, &nb[i], 0, out, n))
-            sk_remember(R->s, &nb[i]);
-    /* A larger register tile that kept the fastest program's unrolled
-     * reduction can weigh more than the code-size bound in all (the
-     * unroll budget counts the micro-kernel, not the packs and copies
-     * around it): its rolled form is offered instead.  Without it, the
-     * CLIP attention scores' runs that started on an 11 x 16 tile never
-     * measured 11 x 32 (558 against 512) and stayed ~20% slower for 100
-     * trials or more (docs/search.md, One round). */
-    for (i = 0; rc == KT_OK && i < nn; i++)
-        if (!nb[i].valid && sk_roll_reductions(R->s, &nb[i].g) == 0)
-            nb[nrolled++] = nb[i];
-    if (nrolled > 0)
-        rc = sk_score(&R->sc, nb, nrolled, R->err, R->errlen);
-    for (i = 0; rc == KT_OK && i < nrolled; i++)
         if (take(R, &nb[i], 0, out, n))
             sk_remember(R->s, &nb[i]);
     free(nb);
