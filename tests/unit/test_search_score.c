@@ -27,28 +27,21 @@ unrolls_a_reduction(const struct kt_search *s, const struct sk_genome *g)
     return 0;
 }
 
-/* The weight of g's program against the scorer's code-size bound (twice
- * the micro-kernel statement budget); 0 when it does not lower. */
+/* The weight of g's program (ktt_code_weight); *bound gets the scorer's
+ * code-size bound; 0 when g does not build. */
 static int64_t
-code_weight(const struct kt_search *s, const struct sk_genome *g)
+code_weight(const struct kt_search *s, const struct sk_genome *g,
+            int64_t *bound)
 {
-    struct kt_codegen_opts o;
-    struct kt_looptree *lt = NULL;
-    struct kt_state *st;
     char err[256];
-    int64_t total = 0;
+    struct kt_state *st = sk_build(s, g, err, sizeof(err));
+    int64_t w;
 
-    st = sk_build(s, g, err, sizeof(err));
     if (st == NULL)
         return 0;
-    if (kt_lower(st, &lt, err, sizeof(err)) == KT_OK) {
-        kt_codegen_default_opts(&o);
-        o.vector_bytes = 64;
-        kt_codegen_block_size(lt, &o, &total);
-    }
-    kt_looptree_free(lt);
+    w = ktt_code_weight(st, 64, bound);
     kt_state_free(st);
-    return total;
+    return w;
 }
 
 /* The CLIP attention scores (8 x 77 x 77 x 64, B transposed): mutants of
@@ -69,17 +62,13 @@ test_search_score_rolls_too_large(void **state)
     struct kt_state *rolled[8];
     struct kt_rng r;
     char err[512];
-    int64_t bound;
+    int64_t bound = 0, weight;
     int i, k, nrolled = 0, skipped = 0;
-    struct kt_codegen_opts o;
-
     (void)state;
     assert_int_equal(kt_op_batch_matmul(&d, 8, 77, 77, 64, 1), KT_OK);
     if (kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK)
         fail_msg("%s: %s", d.name, err);
     s = ktt_avx512_search(dag);
-    kt_codegen_default_opts(&o);
-    bound = 2 * (int64_t)o.max_unrolled_stmts;
     kt_rng_seed(&r, 5);
     for (i = 0; i < NMEMBERS; i++) {
         sk_sample(s, &r, &m[i].g);
@@ -99,12 +88,14 @@ test_search_score_rolls_too_large(void **state)
             fail_msg("member %d rolled, but unrolled nothing", i);
         if (unrolls_a_reduction(s, &m[i].g))
             fail_msg("member %d rolled keeps a reduction unroll", i);
-        if (code_weight(s, &orig[i].g) <= bound)
+        weight = code_weight(s, &orig[i].g, &bound);
+        if (weight <= bound)
             fail_msg("member %d rolled, but was within the bound", i);
         if (m[i].valid) {
-            if (code_weight(s, &m[i].g) > bound)
-                fail_msg("member %d rolled still weighs over %lld", i,
-                         (long long)bound);
+            weight = code_weight(s, &m[i].g, &bound);
+            if (weight <= 0 || weight > bound)
+                fail_msg("member %d rolled weighs %lld against %lld", i,
+                         (long long)weight, (long long)bound);
             if (nrolled < 8)
                 rolled[nrolled] = sk_build(s, &m[i].g, err, sizeof(err));
             nrolled++;
