@@ -832,7 +832,14 @@ sk_roll_reductions(const struct kt_search *s, struct sk_genome *g)
     return rolled;
 }
 
-#define SK_TILE_TRIES 64
+/* Tile draws a sample makes for a tile of the grade it wants.  Where the
+ * shape makes the top grade rare, 64 were too few: of the samples of a
+ * depthwise 3x3 convolution of 576 channels at 14 x 14 reading its
+ * padding in place, 3.7% found one in 64 draws, 12.5% in 256 (its fast
+ * form, the whole 14 x 14 output in the register tile, is one), and 7 of
+ * 8 of its tunings ended on that form against 4 of 8 with 64
+ * (docs/performance.md, tests/unit/test_search_top_grade.c). */
+#define SK_TILE_TRIES 256
 /* A matrix product's register tile of the top grade in a cache tiling
  * that reads an operand again (sk_tile_rereads) is common, the panel
  * tiling that does not is rare (GEMM 1024^3: 128-column panels, rows in
