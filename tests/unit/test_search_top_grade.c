@@ -12,8 +12,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <stdlib.h>
-
 #include "scheduler/search_int.h"
 #include "tests/support/ktt.h"
 
