@@ -539,7 +539,7 @@ uint64_t kt_looptree_hash(const struct kt_looptree *lt);
 /* A micro-kernel's shared input vectors are held in pinned registers when
  * at least KT_CODEGEN_PIN_MIN_VECTORS of them each feed at least
  * KT_CODEGEN_PIN_MIN_USES of its FMAs (ir/codegen_pin.c); the search
- * sizes whole rows of vectors by the same count (scheduler/search_init.c). */
+ * sizes whole rows of vectors by the same count (scheduler/search_grade.c). */
 #define KT_CODEGEN_PIN_MIN_USES 3
 #define KT_CODEGEN_PIN_MIN_VECTORS 3
 /* Largest constant lane stride of a vector store that an AVX-512 target

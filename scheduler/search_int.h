@@ -192,26 +192,34 @@ int sk_align(const struct kt_search *s, const struct sk_genome *g,
 /* Greatest common divisor of a and b (a when b is 0). */
 int64_t sk_gcd(int64_t a, int64_t b);
 
-/* ---- search_init.c ---- */
+/* ---- search_factors.c ---- */
 int sk_prepare_factors(struct kt_search *s);
 void sk_free_factors(struct kt_search *s);
-/* A random genome of a random sketch (the init rules). */
-void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
-/* The same for sketch k. */
-void sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
-                      struct sk_genome *g);
 /* Parts of a spatial (reduce 0) or reduction axis in MLT plan p's
  * structure. */
 int sk_nparts(const struct sk_plan *p, int reduce);
+
+/* ---- search_grade.c ---- */
+/* Lanes of the target's widest vector (4 when it has none wider). */
+int64_t sk_widest_lanes(const struct kt_search *s);
 /* Floats in slot's register tile (the innermost spatial tile). */
 int64_t sk_reg_tile(const struct kt_search *s, const struct sk_genome *g,
                     int slot);
+/* Whether slot's tile fills whole vectors with its rfactor's innermost
+ * reduction part (1 when it is no rfactor). */
+int sk_rf_vectorizes(const struct kt_search *s, const struct sk_genome *g,
+                     int slot);
 /* The largest register tile a sample or mutant may have. */
 int64_t sk_register_tile_limit(const struct kt_search *s);
 /* Whether reduction axis a of stage i may run whole inside the register
  * tile: the only reduction of a matrix product, within the bound of f. */
 int sk_whole_run_axis(const struct sk_sketch *sk, int i, int a,
                       const struct sk_factors *f);
+/* Whether axis a of stage i is its vectorized axis, no whole vector
+ * divides it, and its whole extent as a register tile's rows fits the
+ * register file (samples then take it whole in 1 of 4). */
+int sk_whole_vector_axis(const struct kt_search *s, const struct sk_sketch *sk,
+                         int i, int a, const struct sk_factors *f);
 /* How well slot's tile suits a register micro-kernel, in increasing
  * order: one whose accumulators and the operand vectors they share
  * outnumber the vector registers (the compiler spills them), none, a
@@ -232,6 +240,18 @@ enum sk_tile_grade {
 int64_t sk_vector_lanes(const struct kt_search *s, int64_t extent);
 enum sk_tile_grade sk_grade_tile(const struct kt_search *s,
                                  const struct sk_genome *g, int slot);
+/* A register-blocked sample's rank: its tile's grade, doubled, plus one
+ * unless the tile runs a matrix product's reduction whole in a cache
+ * tiling that reads an operand again (sk_tile_rereads). */
+int sk_blocked_rank(const struct kt_search *s, const struct sk_genome *g,
+                    int slot);
+
+/* ---- search_init.c ---- */
+/* A random genome of a random sketch (the init rules). */
+void sk_sample(struct kt_search *s, struct kt_rng *r, struct sk_genome *g);
+/* The same for sketch k. */
+void sk_sample_sketch(struct kt_search *s, struct kt_rng *r, int k,
+                      struct sk_genome *g);
 /* Whether stage plan p has a reduction loop around its register tile
  * that may be unrolled (the red_unroll gene). */
 int sk_red_unrollable(const struct sk_plan *p);

@@ -1,6 +1,6 @@
 /* test_search_rows.c - how the search counts the vector registers of a
  * register tile whose rows are a local buffer's padded rows
- * (scheduler/search_init.c, tile_row_vectors): a 14 x 14 depthwise
+ * (scheduler/search_grade.c, tile_row_vectors): a 14 x 14 depthwise
  * convolution's tile, fused into its bias + ReLU, holds a 14-wide row in
  * one 16-lane vector (kt_vector_chunks_padded), not the 8 + 4 + 1 + 1
  * lanes of a row as it is.  Counted so, its tile of all 14 rows is a full

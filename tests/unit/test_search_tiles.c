@@ -1,6 +1,6 @@
 /* test_search_tiles.c - the search rules that shape a batch matmul's
  * register tile and the place of its packed operand (scheduler/
- * search_init.c, scheduler/search_pack.c), on the attention batch matmul
+ * search_init.c, search_grade.c, search_pack.c), on the attention batch matmul
  * of the suite (bmm_attn: 12 x 128 x 128 x 64, B read transposed), and a
  * pointwise convolution's whole rows of pixels. */
 #include <setjmp.h>
