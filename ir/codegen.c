@@ -8,9 +8,9 @@
  * loop is held in registers for the duration of the loop (scalar
  * replacement).  That turns a tiled GEMM's accumulator tile into vector
  * registers, which is what makes the generated code fast.  Micro-kernels
- * are emitted by ir/codegen_kernel.c, expressions and stores by
- * ir/codegen_expr.c; vector widths and padded rows are
- * ir/codegen_lanes.c's. */
+ * are emitted by ir/codegen_kernel.c, expressions by ir/codegen_expr.c
+ * (their reads by ir/codegen_load.c), stores by ir/codegen_store.c;
+ * vector widths and padded rows are ir/codegen_lanes.c's. */
 #include "ir/codegen_int.h"
 
 #include <stdio.h>

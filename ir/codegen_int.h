@@ -1,8 +1,9 @@
 /* codegen_int.h - private interface between the two halves of the C code
  * generator: ir/codegen.c (loops, micro-kernels, functions),
- * ir/codegen_expr.c (expressions, stores, index arithmetic and scalar
- * replacement bookkeeping) and its helpers (codegen_size.c,
- * codegen_transpose.c, codegen_lanes.c).  Only those files include it. */
+ * ir/codegen_expr.c (expressions, index arithmetic and scalar replacement
+ * bookkeeping), ir/codegen_load.c (reads), ir/codegen_store.c (stores) and
+ * their helpers (codegen_size.c, codegen_transpose.c, codegen_lanes.c).
+ * Only those files include it. */
 #ifndef KT_IR_CODEGEN_INT_H
 #define KT_IR_CODEGEN_INT_H
 
@@ -266,7 +267,7 @@ int64_t kt__cg_block_budget(const struct cg *g);
  * in g->max_block. */
 void kt__cg_plan_unroll(struct cg *g, const struct kt_node *n);
 
-/* ---- ir/codegen_expr.c ------------------------------------------------- */
+/* ---- ir/codegen_expr.c, ir/codegen_load.c, ir/codegen_store.c -------- */
 
 /* Writes a with every bound variable except keep_var (-1: none) replaced
  * by its binding into *out. */
@@ -297,13 +298,30 @@ void kt__cg_put_lane_mask(struct cg *g, struct kt_buf *b, int *nparts,
                           int64_t extent);
 /* Closes a conjunction of masks: every lane when none was needed. */
 void kt__cg_end_mask(struct kt_buf *b, int nparts);
+/* The bounds checks of index idx (ndim dimensions) of buffer src at lane
+ * (of lane_var) and row (of row_var, -1 for none), joined by && and
+ * counted in *nchecks; with lane_dims_only, only the dimensions that vary
+ * with the lane (the others were checked at lane 0). */
+void kt__cg_put_index_bounds(struct cg *g, struct kt_buf *b, int *nchecks,
+                             int src, const struct kt_affine *idx, int ndim,
+                             int lane_var, int lane, int row_var, int row,
+                             int lane_dims_only);
+/* Replaces scalar operand s by it broadcast to a vector of w lanes. */
+void kt__cg_broadcast(struct kt_buf *s, int w);
+/* Renders e into b; returns 1 if the value is a vector of w lanes (it
+ * varies with lane_var), 0 for a scalar. */
+int kt__cg_put_expr(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                    int lane_var, int w);
+/* Renders read e (codegen_load.c) as kt__cg_put_expr does. */
+int kt__cg_put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
+                    int lane_var, int w);
 /* The step of read e's last index along var when no other index moves
- * with it, else 0. */
+ * with it, else 0 (codegen_load.c). */
 int64_t kt__cg_row_step(const struct kt_expr *e, int var);
 /* Whether a store of w lanes stepping c elements a lane goes out as c
  * masked stores of shuffled vectors (kt__cg_put_strided_store): c 2 to 4,
  * 8 or 16 lanes, an AVX-512 target (elsewhere a masked store is a loop
- * over its lanes, no better than the scatter). */
+ * over its lanes, no better than the scatter; codegen_store.c). */
 int kt__cg_strided_store(const struct cg *g, int64_t c, int w);
 /* Emits the store of vector val (C text, w lanes) to t_<name>[addr +
  * c * lane] as c masked stores, the j-th of val's lanes shuffled into the
@@ -316,11 +334,11 @@ void kt__cg_put_strided_store(struct cg *g, const char *name, const char *addr,
  * vectors of w lanes as masked loads merged by shuffles rather than a loop
  * over the lanes (contiguous ones always are masked loads): stepping 2 to
  * 4 along its rows only, at the target's width or, with AVX-512, at 8
- * lanes. */
+ * lanes (codegen_load.c). */
 int kt__cg_strided_masked(const struct cg *g, const struct kt_expr *e,
                           int lane_var, int64_t c, int w);
 /* Whether guarded read e, stepping c along lane_var in w lanes, is a
- * window tap read from shared loads (codegen_expr.c): a stride-2 read of
+ * window tap read from shared loads (codegen_load.c): a stride-2 read of
  * the target's lanes (AVX-512) whose last index holds an expanded loop's
  * variable (the code being emitted fixed it, or the size pass expands
  * it) with a coefficient under a block (c * w); *t gets the offset the
@@ -379,15 +397,14 @@ void kt__cg_emit_kernel_nest(struct cg *g, const struct kt_node *top,
  * in *kern): every init store is a register the kernel keeps. */
 int kt__cg_init_folds(struct cg *g, const struct kt_node *init,
                       const struct kt_node *n, const struct kt_node **kern);
-/* "add", "max" or "min" for a reduction store op. */
+/* "add", "max" or "min" for a reduction store op (codegen_store.c). */
 const char *kt__cg_combine_op(enum kt_reduce op);
 /* Declares the registers kept for a micro-kernel before its loop
  * (loaded from memory) or writes them back after it. */
 void kt__cg_load_regs(struct cg *g);
 void kt__cg_store_regs(struct cg *g);
-/* Emits store n; lane_var >= 0 is the variable vectorized with w lanes.
- * While g->analysing, only notes the accesses for scalar replacement. */
-/* Whether store n is a reduction into one element along lane_var. */
+/* Whether store n is a reduction into one element along lane_var
+ * (codegen_store.c, as the two below). */
 int kt__cg_lane_reduction(struct cg *g, const struct kt_node *n, int lane_var);
 /* Such a store kept in W-lane accumulators acc<i>_<q> across its
  * vectorized loop: phase 0 declares acc<i>_<q> (the reduction's identity),
@@ -395,6 +412,8 @@ int kt__cg_lane_reduction(struct cg *g, const struct kt_node *n, int lane_var);
  * acc<i>_0 across lanes into the element. */
 void kt__cg_emit_lane_acc(struct cg *g, const struct kt_node *n, int i, int q,
                           int phase, int lane_var, int w);
+/* Emits store n; lane_var >= 0 is the variable vectorized with w lanes.
+ * While g->analysing, only notes the accesses for scalar replacement. */
 void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,
                        int w);
 

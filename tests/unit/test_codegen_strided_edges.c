@@ -3,7 +3,7 @@
  * its edge vectors are masked loads merged by shuffles instead of a loop
  * over the lanes, and a register tile along a 28-wide output row whose
  * local rows are padded to 32 takes two 16-lane vectors, the lanes past
- * the row reading padding (ir/codegen_lanes.c, ir/codegen_expr.c).  Every
+ * the row reading padding (ir/codegen_lanes.c, ir/codegen_load.c).  Every
  * form is compiled and checked against the interpreter; the tight input
  * (its last row ends the buffer) makes a load past the padding's edge
  * visible to ASan and valgrind. */

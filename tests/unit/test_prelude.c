@@ -274,11 +274,11 @@ check_masked_edges(const struct masked_fns *f, int w, const char *line)
     munmap(map, 3 * page);
 }
 
-/* The edges of guarded vectors (ir/codegen_regs.c, ir/codegen_expr.c):
- * kt_span and kt_lanes give the lanes inside, and the masked loads and
- * stores touch exactly those, as built natively (AVX-512's masked
- * instructions where the CPU has them) and for x86 targets without
- * AVX-512 or AVX (the loop over the mask's lanes). */
+/* The edges of guarded vectors (ir/codegen_regs.c, ir/codegen_load.c,
+ * ir/codegen_store.c): kt_span and kt_lanes give the lanes inside, and
+ * the masked loads and stores touch exactly those, as built natively
+ * (AVX-512's masked instructions where the CPU has them) and for x86
+ * targets without AVX-512 or AVX (the loop over the mask's lanes). */
 static void
 test_prelude_masked_edges(void **state)
 {

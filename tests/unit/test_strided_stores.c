@@ -2,7 +2,7 @@
  * 4 (a transposed convolution's output phases, O[..., x, b] with x along
  * the lanes) go out, for an AVX-512 target, as that many masked stores of
  * shuffled vectors instead of a scalar store per lane
- * (kt__cg_put_strided_store, ir/codegen_expr.c): from a stage's own store
+ * (kt__cg_put_strided_store, ir/codegen_store.c): from a stage's own store
  * and from a register tile stored after its reduction; and the search's
  * fused consumers take that stride rather than vectors of 2 to 4 lanes
  * (follow_vector_axis, scheduler/search_build.c).  Every form is compiled
