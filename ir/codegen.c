@@ -378,6 +378,12 @@ kt__cg_emit_node(struct cg *g, const struct kt_node *n)
 }
 
 void
+kt__cg_emit_tail_chunks(struct cg *g, const struct kt_node *n, int64_t from)
+{
+    emit_tail_chunks(g, n, from);
+}
+
+void
 kt__cg_emit_kids(struct cg *g, const struct kt_node *n)
 {
     emit_kids(g, n);

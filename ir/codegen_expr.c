@@ -30,6 +30,20 @@ kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
 }
 
 void
+kt__cg_subst_var(struct cg *g, const struct kt_affine *a, int var,
+                 struct kt_affine *out)
+{
+    int64_t k = kt_aff_coef(a, var);
+
+    *out = *a;
+    if (var < 0 || k == 0 || !g->env[var].set)
+        return;
+    if (kt_aff_add_term(out, var, -k) != KT_OK ||
+        kt_aff_add(out, &g->env[var].val, k) != KT_OK)
+        kt__cg_fail(g, "index expression too long");
+}
+
+void
 kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx, int keep_var,
                  struct kt_affine *out)
 {

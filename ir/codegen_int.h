@@ -125,6 +125,10 @@ struct cg {
     int64_t max_block;    /* largest straight-line block, weighted */
     int64_t total_weight; /* all the code, unrolled, weighted */
     int bare;             /* weighing without the checks of guarded accesses */
+    /* A read emitted as the C text given_text (a vector transposed in
+     * registers, codegen_transpose.c) instead of from memory; NULL: none. */
+    const struct kt_expr *given_load;
+    const char *given_text;
     int rc;
     char *err;
     size_t errlen;
@@ -273,6 +277,12 @@ void kt__cg_plan_unroll(struct cg *g, const struct kt_node *n);
  * by its binding into *out. */
 void kt__cg_subst(struct cg *g, const struct kt_affine *a, int keep_var,
                   struct kt_affine *out);
+/* Writes a with only var's binding (if any) applied into *out: after
+ * kt__cg_flat_addr kept var, the others' bindings are applied already
+ * (applying a binding of a variable to itself plus a constant twice
+ * would add the constant twice). */
+void kt__cg_subst_var(struct cg *g, const struct kt_affine *a, int var,
+                      struct kt_affine *out);
 /* Flat row-major address of idx in buffer b, with bindings applied except
  * to keep_var. */
 void kt__cg_flat_addr(struct cg *g, int b, const struct kt_affine *idx,
@@ -419,11 +429,18 @@ void kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var,
 
 /* Emits node n (and what is under it) as the generator does anywhere. */
 void kt__cg_emit_node(struct cg *g, const struct kt_node *n);
+/* The chunks of vectorized loop n from offset from to its end, as after
+ * its loop of whole vectors (codegen.c). */
+void kt__cg_emit_tail_chunks(struct cg *g, const struct kt_node *n,
+                             int64_t from);
 
 /* ---- ir/codegen_transpose.c -------------------------------------------- */
 
 /* Emits loop n as a transposing copy in W x W register blocks when it is
- * one (returns 1), else emits nothing and returns 0. */
+ * one, or as a nest whose read transposes (a tile computed with output
+ * channels along the lanes, stored back with pixels along them) reading
+ * W x W blocks transposed in registers; returns 1, else emits nothing and
+ * returns 0. */
 int kt__cg_emit_transpose(struct cg *g, const struct kt_node *n);
 /* The guarded (padding) reads of e: 0 none, 1 all masked along the rows
  * var moves over (a stride of 1 to 4 along the last dimension only), 2
@@ -437,7 +454,7 @@ void kt__cg_put_guarded_row(struct cg *g, struct kt_buf *b,
                             const struct kt_affine *addr, int row_var, int row,
                             int lane_var, int w);
 /* The weight of the block kt__cg_emit_transpose emits for loop n (its
- * loops are not unrolled), or 0 when n is no transposing copy. */
+ * loops are not unrolled), or 0 when n is no transposing copy or nest. */
 int kt__cg_transpose_weight(const struct cg *g, const struct kt_node *n);
 
 #endif /* KT_IR_CODEGEN_INT_H */

@@ -491,9 +491,13 @@ kt__cg_put_load(struct cg *g, struct kt_buf *b, const struct kt_expr *e,
     int64_t c;
     int r;
 
+    if (e == g->given_load) {
+        kt_buf_puts(b, g->given_text);
+        return 1;
+    }
     kt__cg_flat_addr(g, e->src, e->idx, lane_var, &pre);
     c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
-    kt__cg_subst(g, &pre, -1, &addr);
+    kt__cg_subst_var(g, &pre, lane_var, &addr);
     if (g->analysing) {
         kt__cg_note_access(g, e->src, &addr, c, w, e->guarded, 0, 0, KT_ASSIGN,
                            NULL, lane_var);

@@ -343,7 +343,7 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
 
     kt__cg_flat_addr(g, n->buf, n->idx, lane_var, &pre);
     c = lane_var >= 0 ? kt_aff_coef(&pre, lane_var) : 0;
-    kt__cg_subst(g, &pre, -1, &addr);
+    kt__cg_subst_var(g, &pre, lane_var, &addr);
     if (g->matching_init) {
         kt__cg_match_init_store(g, n, &addr, c, w);
         return;
@@ -387,10 +387,9 @@ kt__cg_emit_store(struct cg *g, const struct kt_node *n, int lane_var, int w)
 static void
 put_store_addr(struct cg *g, struct kt_buf *b, const struct kt_node *n)
 {
-    struct kt_affine pre, addr;
+    struct kt_affine addr;
 
-    kt__cg_flat_addr(g, n->buf, n->idx, -1, &pre);
-    kt__cg_subst(g, &pre, -1, &addr);
+    kt__cg_flat_addr(g, n->buf, n->idx, -1, &addr);
     kt_buf_printf(b, "t_%s[", g->lt->bufs[n->buf].name);
     kt__cg_put_aff(g, b, &addr);
     kt_buf_puts(b, "]");

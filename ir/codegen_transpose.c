@@ -2,24 +2,34 @@
  * P[k][j], docs/schedule.md) as W x W blocks transposed in registers: W
  * contiguous vector loads, log2(W) rounds of two-input shuffles, W
  * contiguous vector stores, instead of one vector load and W scalar
- * stores per W elements. */
+ * stores per W elements.  Likewise a nest whose store reads one buffer
+ * across its rows (a tile computed with the output channels along the
+ * lanes, stored back to NCHW with the pixels along them): W contiguous
+ * loads and the shuffles instead of W scalar loads per vector. */
 #include "ir/codegen_int.h"
 
 #include <stdio.h>
+
+/* Coefficient of var in the flat offset of index idx into buffer buf. */
+static int64_t
+flat_coef(const struct cg *g, int buf, const struct kt_affine *idx, int var)
+{
+    const struct kt_lbuf *b = &g->lt->bufs[buf];
+    int64_t c = 0, stride = 1;
+    int d;
+
+    for (d = b->ndim - 1; d >= 0; d--) {
+        c += kt_aff_coef(&idx[d], var) * stride;
+        stride *= kt__cg_pitch(g, b, d);
+    }
+    return c;
+}
 
 /* Coefficient of var in the flat offset of store n. */
 static int64_t
 store_coef(const struct cg *g, const struct kt_node *n, int var)
 {
-    const struct kt_lbuf *b = &g->lt->bufs[n->buf];
-    int64_t c = 0, stride = 1;
-    int d;
-
-    for (d = b->ndim - 1; d >= 0; d--) {
-        c += kt_aff_coef(&n->idx[d], var) * stride;
-        stride *= kt__cg_pitch(g, b, d);
-    }
-    return c;
+    return flat_coef(g, n->buf, n->idx, var);
 }
 
 /* Whether loop n is a transposing copy: n's only child is a vectorized
@@ -70,17 +80,93 @@ transposes(const struct cg *g, const struct kt_node *n,
     return lanes;
 }
 
+/* The reads of e moving along var by more than one element: how many,
+ * the last of them in *found. */
+static int
+strided_reads(const struct cg *g, const struct kt_expr *e, int var,
+              const struct kt_expr **found)
+{
+    int64_t c;
+
+    if (e == NULL || e->op == KT_X_CONST)
+        return 0;
+    if (e->op != KT_X_LOAD)
+        return strided_reads(g, e->a, var, found) +
+               strided_reads(g, e->b, var, found);
+    c = flat_coef(g, e->src, e->idx, var);
+    if (c == 0 || c == 1)
+        return 0;
+    *found = e;
+    return 1;
+}
+
+/* Whether loop n heads a nest whose read transposes: a chain of loops,
+ * each the only child of the one above and none parallel, down to a
+ * vectorized loop whose only child is a plain store writing along it
+ * contiguously, with one read (unguarded) at a stride along it and
+ * contiguous along n, and every other read moving along it by 0 or 1
+ * element (O[k, y, x] = T[y, x, k] + B[k], x along the lanes, k along
+ * n).  Returns the block width W (0: no such nest), the vectorized loop
+ * and the read. */
+static int
+reads_transposed(const struct cg *g, const struct kt_node *n,
+                 const struct kt_node **vec, const struct kt_expr **read)
+{
+    const struct kt_node *m = n, *s;
+    int w;
+
+    if (g->reference || n->kind != KT_N_LOOP || n->ann == KT_ANN_PARALLEL ||
+        n->ann == KT_ANN_VECTORIZE)
+        return 0;
+    do {
+        if (m->nkids != 1 || m->kids[0]->kind != KT_N_LOOP ||
+            m->kids[0]->ann == KT_ANN_PARALLEL)
+            return 0;
+        m = m->kids[0];
+    } while (m->ann != KT_ANN_VECTORIZE);
+    if (m->nkids != 1 || m->kids[0]->kind != KT_N_STORE ||
+        (g->lane_limit != NULL && g->lane_limit[m->var] > 0))
+        return 0;
+    s = m->kids[0];
+    if (s->op != KT_ASSIGN || s->guarded || store_coef(g, s, m->var) != 1 ||
+        strided_reads(g, s->expr, m->var, read) != 1 || (*read)->guarded ||
+        flat_coef(g, (*read)->src, (*read)->idx, n->var) != 1)
+        return 0;
+    w = kt__cg_chunk_lanes(g, m, 0);
+    if (w < 4 || (w & (w - 1)) != 0 || n->extent < w || m->extent < w)
+        return 0;
+    *vec = m;
+    return w;
+}
+
+/* Operators and reads of e. */
+static int
+expr_nodes(const struct kt_expr *e)
+{
+    if (e == NULL)
+        return 0;
+    return 1 + expr_nodes(e->a) + expr_nodes(e->b);
+}
+
 int
 kt__cg_transpose_weight(const struct cg *g, const struct kt_node *n)
 {
-    const struct kt_node *copy;
+    const struct kt_node *copy, *m;
+    const struct kt_expr *read;
     int w = transposes(g, n, &copy), rounds = 0, l;
 
+    if (w != 0) {
+        for (l = w; l > 1; l /= 2)
+            rounds++;
+        return w * (2 + rounds); /* loads, shuffles, stores of one block */
+    }
+    w = reads_transposed(g, n, &m, &read);
     if (w == 0)
         return 0;
     for (l = w; l > 1; l /= 2)
         rounds++;
-    return w * (2 + rounds); /* loads, shuffles, stores of one block */
+    /* the loads and shuffles of one block, and its w stores */
+    return w * (1 + rounds) + w * (1 + expr_nodes(m->kids[0]->expr));
 }
 
 static void
@@ -124,14 +210,97 @@ shuffle_round(struct cg *g, int w, int s, int from, int to)
     kt_buf_free(&hi);
 }
 
+/* Emits the nest from n down to vectorized loop m (reads_transposed) in
+ * blocks of w values of n by w lanes of m: per block, w rows of read e
+ * loaded along n and transposed, then m's store for each value of n with
+ * e given as its transposed row; the columns past the last whole block as
+ * m's tail chunks for each of those values, the rows past it as before. */
+static void
+emit_read_blocks(struct cg *g, const struct kt_node *n, const struct kt_node *m,
+                 const struct kt_expr *e, int w)
+{
+    const struct kt_node *c;
+    const char *u = g->lt->var_names[n->var], *v = g->lt->var_names[m->var];
+    int64_t rows = n->extent / w * w, cols = m->extent / w * w;
+    struct kt_affine src;
+    char text[32];
+    int l, s, round = 0, depth = 0;
+
+    kt__cg_loop_range(g, n->var, w, rows);
+    kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", u, u,
+                (long long)rows, u, w);
+    g->indent++;
+    for (c = n->kids[0]; c != m; c = c->kids[0], depth++) {
+        kt__cg_loop_header(g, c, 1);
+        g->indent++;
+    }
+    kt__cg_loop_range(g, m->var, w, cols);
+    kt__cg_line(g, "for (long %s = 0; %s < %lld; %s += %d) {", v, v,
+                (long long)cols, v, w);
+    g->indent++;
+    kt__cg_flat_addr(g, e->src, e->idx, -1, &src);
+    for (l = 0; l < w; l++) { /* row l: e at v + l, lanes along u */
+        struct kt_buf b;
+        kt_buf_init(&b);
+        kt_buf_printf(&b, "kt_ld%d(&t_%s[", w, g->lt->bufs[e->src].name);
+        put_addr(g, &b, &src, kt_aff_coef(&src, m->var) * l);
+        kt_buf_puts(&b, "])");
+        kt__cg_line(g, "kt_v%d x0_%d = %s;", w, l, b.p);
+        kt_buf_free(&b);
+    }
+    for (s = w / 2; s >= 1; s /= 2, round++)
+        shuffle_round(g, w, s, round, round + 1);
+    g->env[n->var].set = 1;
+    g->given_load = e;
+    g->given_text = text;
+    for (l = 0; l < w; l++) { /* u + l: e's lanes along v */
+        kt_aff_var(&g->env[n->var].val, n->var, 1);
+        g->env[n->var].val.c = l;
+        snprintf(text, sizeof(text), "x%d_%d", round, l);
+        kt__cg_emit_store(g, m->kids[0], m->var, w);
+    }
+    g->given_load = NULL;
+    g->given_text = NULL;
+    g->indent--;
+    kt__cg_line(g, "}");
+    if (kt__cg_tail_end(g, m) > cols) {
+        for (l = 0; l < w; l++) {
+            kt_aff_var(&g->env[n->var].val, n->var, 1);
+            g->env[n->var].val.c = l;
+            kt__cg_emit_tail_chunks(g, m, cols);
+        }
+    }
+    g->env[n->var].set = 0;
+    for (; depth > 0; depth--) {
+        g->indent--;
+        kt__cg_line(g, "}");
+    }
+    g->indent--;
+    kt__cg_line(g, "}");
+    if (rows < n->extent) {
+        kt__cg_loop_range(g, n->var, 1, n->extent);
+        kt__cg_line(g, "for (long %s = %lld; %s < %lld; %s++) {", u,
+                    (long long)rows, u, (long long)n->extent, u);
+        g->indent++;
+        kt__cg_emit_node(g, n->kids[0]);
+        g->indent--;
+        kt__cg_line(g, "}");
+    }
+}
+
 int
 kt__cg_emit_transpose(struct cg *g, const struct kt_node *n)
 {
     const struct kt_node *copy, *m = n->kids[0];
+    const struct kt_expr *read;
     struct kt_affine dst, src;
     const char *u, *v, *dname, *sname;
     int w = transposes(g, n, &copy), l, s, round = 0;
 
+    if (w == 0 && (w = reads_transposed(g, n, &m, &read)) > 0) {
+        emit_read_blocks(g, n, m, read, w);
+        return 1;
+    }
     if (w == 0)
         return 0;
     kt__cg_flat_addr(g, copy->buf, copy->idx, -1, &dst);
