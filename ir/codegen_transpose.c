@@ -103,7 +103,8 @@ strided_reads(const struct cg *g, const struct kt_expr *e, int var,
 /* Whether loop n heads a nest whose read transposes: a chain of loops,
  * each the only child of the one above and none parallel, down to a
  * vectorized loop whose only child is a plain store writing along it
- * contiguously, with one read (unguarded) at a stride along it and
+ * contiguously, with one read (unguarded, of another buffer: its rows
+ * are loaded before the block's stores) at a stride along it and
  * contiguous along n, and every other read moving along it by 0 or 1
  * element (O[k, y, x] = T[y, x, k] + B[k], x along the lanes, k along
  * n).  Returns the block width W (0: no such nest), the vectorized loop
@@ -130,6 +131,7 @@ reads_transposed(const struct cg *g, const struct kt_node *n,
     s = m->kids[0];
     if (s->op != KT_ASSIGN || s->guarded || store_coef(g, s, m->var) != 1 ||
         strided_reads(g, s->expr, m->var, read) != 1 || (*read)->guarded ||
+        (*read)->src == s->buf ||
         flat_coef(g, (*read)->src, (*read)->idx, n->var) != 1)
         return 0;
     w = kt__cg_chunk_lanes(g, m, 0);
