@@ -153,20 +153,16 @@ expr_nodes(const struct kt_expr *e)
 int
 kt__cg_transpose_weight(const struct cg *g, const struct kt_node *n)
 {
-    const struct kt_node *copy, *m;
+    const struct kt_node *copy, *m = NULL;
     const struct kt_expr *read;
     int w = transposes(g, n, &copy), rounds = 0, l;
 
-    if (w != 0) {
-        for (l = w; l > 1; l /= 2)
-            rounds++;
-        return w * (2 + rounds); /* loads, shuffles, stores of one block */
-    }
-    w = reads_transposed(g, n, &m, &read);
-    if (w == 0)
+    if (w == 0 && (w = reads_transposed(g, n, &m, &read)) == 0)
         return 0;
     for (l = w; l > 1; l /= 2)
         rounds++;
+    if (m == NULL)
+        return w * (2 + rounds); /* loads, shuffles, stores of one block */
     /* the loads and shuffles of one block, and its w stores */
     return w * (1 + rounds) + w * (1 + expr_nodes(m->kids[0]->expr));
 }
