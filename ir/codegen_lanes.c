@@ -304,18 +304,23 @@ copies_along_arg_row(const struct cg *g, const struct kt_node *top,
 
 /* Whether vectorized loop n runs whole vectors and masks its last store
  * (KT_CG_LANES_MASKED): where narrow chunks would end in scalars (an
- * extent no 4 lanes divide), its stores all copy along an argument's rows
- * and its reads may run on into padding (as along padded rows).  Masked
- * stores are one instruction with AVX-512 only, so wider vectors only.
- * A 14 x 14 depthwise convolution's bias + ReLU out of its padded tile,
- * 8 + 4 + 1 + 1 lanes a row before, ran 1.2x faster as one masked
- * 16-lane store (docs/performance.md). */
+ * extent no 4 lanes divide) or all be narrow (8-lane chunks of an extent
+ * longer than a vector that no whole vector divides), its stores all copy
+ * along an argument's rows and its reads may run on into padding (as
+ * along padded rows).  Masked stores are one instruction with AVX-512
+ * only, so wider vectors only.  A 14 x 14 depthwise convolution's bias +
+ * ReLU out of its padded tile, 8 + 4 + 1 + 1 lanes a row before, ran 1.2x
+ * faster as one masked 16-lane store; a 56 x 56 one's, 7 x 8 lanes a row,
+ * 1.4x faster as 3 x 16 and a masked 16.  A 28-wide row stays 16 + 8 + 4:
+ * as 16 and a masked 16 it ran 0.93x (docs/performance.md). */
 static int
 masks_tail(const struct cg *g, const struct kt_node *n)
 {
     int w = g->o->vector_bytes / 4, k;
+    int all_narrow = n->extent > w &&
+                     dividing_lanes(g->o->vector_bytes, n->extent) >= 8;
 
-    if (w < 16 || n->extent % 4 == 0)
+    if (w < 16 || (n->extent % 4 == 0 && !all_narrow))
         return 0;
     for (k = 0; k < n->nkids; k++)
         if (!copies_along_arg_row(g, n, n->kids[k]) ||
