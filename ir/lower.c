@@ -78,6 +78,15 @@ note_ext(struct lower *L, int v, int64_t extent)
     L->var_ext[v] = extent;
 }
 
+int
+kt__lower_new_var(struct lower *L, const char *axis, int part, int64_t extent)
+{
+    int v = new_var(L->lt, axis, part);
+
+    note_ext(L, v, extent);
+    return v;
+}
+
 /* Widens r by the reads of stage p's output by the other stages attached at
  * the same loop j of n (a row buffer read by the row's sum and by the row's
  * output): each reads it over its own region there.  Any other reader
@@ -136,6 +145,20 @@ collect_coattached_reads(struct lower *L, const struct snest *n, int j, int p,
     return KT_OK;
 }
 
+/* Whether a stage other than n's and p reads p's output (one attached at
+ * the same loop): the pack then stays where they all see it. */
+static int
+reread_here(const struct kt_state *st, const struct snest *n, int p)
+{
+    int c;
+
+    for (c = 0; c < st->nstages; c++)
+        if (c != p && c != n->s && !st->stages[c].inlined &&
+            kt_expr_reads(st->stages[c].body, st->stages[p].out))
+            return 1;
+    return 0;
+}
+
 /* Emits every stage attached at iterator j of n's stage into *body,
  * wrapping the rest of the nest in their buffers' scopes. */
 static int
@@ -188,6 +211,13 @@ emit_attached(struct lower *L, struct snest *n, int j, struct kt_node **body)
             if (rc != KT_OK)
                 return rc;
             continue;
+        }
+        if (ps->cache_read && !reread_here(st, n, p)) {
+            rc = kt__lower_emit_hoisted(L, n, j, p, off, range);
+            if (rc < 0)
+                return rc;
+            if (rc == 1)
+                continue;
         }
         b = kt__lower_new_stage_buf(L, ps, KT_BUF_LOCAL, t->ndim);
         if (b == NULL)
@@ -358,6 +388,10 @@ emit_nest(struct lower *L, struct snest *n, int j, struct kt_node *parent)
     struct kt_node *body;
     int var, rc, was_parallel = L->in_parallel;
 
+    if (j < n->ss->niters) {
+        n->slot_parent[j] = parent;
+        n->slot_index[j] = parent->nkids;
+    }
     if (j == n->init_pos) {
         rc = emit_init(L, n, j, parent);
         if (rc != KT_OK)
@@ -372,7 +406,9 @@ emit_nest(struct lower *L, struct snest *n, int j, struct kt_node *parent)
                         n->ss->name);
         L->in_parallel = 1;
     }
+    n->var_lo[j] = L->lt->nvars;
     body = bind_iter(L, n, j, parent, &var);
+    n->var_hi[j] = L->lt->nvars;
     rc = emit_attached(L, n, j, &body);
     if (rc == KT_OK)
         rc = emit_nest(L, n, j + 1, body);

@@ -47,6 +47,12 @@ struct snest {
     int bound[KT_MAX_AXES][KT_MAX_PARTS];
     struct kt_affine off[KT_MAX_AXES];
     int init_pos;
+    /* Where iterator j's part of the nest went (from child slot_index[j]
+     * of slot_parent[j] on) and the loop-tree variables it bound
+     * [var_lo[j], var_hi[j]): a pack can be hoisted out of it. */
+    struct kt_node *slot_parent[KT_MAX_ITERS];
+    int slot_index[KT_MAX_ITERS];
+    int var_lo[KT_MAX_ITERS], var_hi[KT_MAX_ITERS];
 };
 
 #define FAIL(L, ...) kt_seterr((L)->err, (L)->errlen, KT_ESCHEDULE, __VA_ARGS__)
@@ -68,6 +74,9 @@ void kt__lower_node_free(struct kt_node *n);
  * into parent. */
 int kt__lower_emit_stage(struct lower *L, int s, struct kt_node *parent,
                          const struct kt_affine *off, const int64_t *range);
+/* A new loop-tree variable named after axis and part, of range extent. */
+int kt__lower_new_var(struct lower *L, const char *axis, int part,
+                      int64_t extent);
 
 /* ---- ir/lower_region.c -------------------------------------------------- */
 
@@ -110,6 +119,19 @@ void kt__lower_accumulator_dim_order(const struct kt_sstage *ps, int *perm,
                                      int ndim);
 int kt__lower_emit_prepacked(struct lower *L, int p,
                              const struct kt_affine *off, const int64_t *range);
+/* Lead dims of tensor t's buffer, one per tile variable vars[] (outermost
+ * first) unless more than nlead; shape[] gets their extents. */
+void kt__lower_fold_lead_vars(struct lower *L, int t, const int *vars, int nv,
+                              int nlead, int64_t *shape);
+
+/* ---- ir/lower_hoist.c --------------------------------------------------- */
+
+/* Emits pack stage p, attached at iterator j of n over region (off,
+ * range), hoisted out of the loops around j that do not move its region
+ * (those that do become lead dims of its buffer): 1 when it did, 0 when
+ * the pack stays at j, else an error. */
+int kt__lower_emit_hoisted(struct lower *L, struct snest *n, int j, int p,
+                           const struct kt_affine *off, const int64_t *range);
 
 /* ---- ir/lower_elide.c --------------------------------------------------- */
 

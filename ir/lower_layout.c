@@ -102,9 +102,9 @@ cmp_int(const void *a, const void *b)
  * outermost then share lead dim 0, row-major (the same addresses as one
  * dim each; a tensor has at most KT_MAX_DIMS dims).  shape[] gets the
  * lead dims' extents. */
-static void
-fold_lead_vars(struct lower *L, int t, const int *vars, int nv, int nlead,
-               int64_t *shape)
+void
+kt__lower_fold_lead_vars(struct lower *L, int t, const int *vars, int nv,
+                         int nlead, int64_t *shape)
 {
     int folded = nv - nlead + 1, i;
 
@@ -150,7 +150,7 @@ kt__lower_emit_prepacked(struct lower *L, int p, const struct kt_affine *off,
     b = kt__lower_new_stage_buf(L, ps, KT_BUF_PACKED, nlead + t->ndim);
     if (b == NULL)
         return FAIL(L, "too many buffers");
-    fold_lead_vars(L, ps->out, vars, nv, nlead, b->shape);
+    kt__lower_fold_lead_vars(L, ps->out, vars, nv, nlead, b->shape);
     for (d = 0; d < t->ndim; d++)
         b->shape[nlead + d] = range[L->tperm[ps->out][d]];
     if (L->lt->pack_root == NULL)
