@@ -130,13 +130,61 @@ built_further_out(const struct kt_sstage *cs, int t, const int64_t *repeat,
     return 0;
 }
 
+/* Whether axis a indexes t alone: no index of t that uses it uses
+ * another axis (B[k, j]'s j; not a window's row oh + kh, whose tiles
+ * overlap). */
+static int
+indexes_alone(const struct kt_sstage *cs, const struct kt_expr *e, int t, int a)
+{
+    int d, b, others;
+
+    if (e == NULL)
+        return 1;
+    if (e->op == KT_X_LOAD && e->src == t)
+        for (d = 0; d < e->ndim; d++) {
+            if (kt_aff_coef(&e->idx[d], a) == 0)
+                continue;
+            for (others = 0, b = 0; b < cs->naxes; b++)
+                others += b != a && kt_aff_coef(&e->idx[d], b) != 0;
+            if (others > 0)
+                return 0;
+        }
+    return indexes_alone(cs, e->a, t, a) && indexes_alone(cs, e->b, t, a);
+}
+
+/* The iterator a pack of t attached at loop j is copied outside of, as
+ * the lowering hoists it (ir/lower_hoist.c): out of the loops that do not
+ * index t, crossing those that do as separate tiles, up to (not across)
+ * a parallel, vectorized or fused loop or the outermost loop of a root
+ * reader (which may become parallel).  j + 1 when it stays at j. */
+static int
+hoisted_to(const struct kt_sstage *cs, int t, int j)
+{
+    int k, to = j + 1;
+
+    for (k = j; k >= 0; k--) {
+        const struct kt_iter *it = &cs->iters[k];
+        if (it->extent <= 1)
+            continue;
+        if (it->ann == KT_ANN_PARALLEL || it->ann == KT_ANN_VECTORIZE ||
+            it->nparts != 1 || (k == 0 && cs->attach_stage < 0))
+            break;
+        if (iter_unindexed_extent(cs, k, t) == it->extent)
+            to = k;
+        else if (!indexes_alone(cs, cs->body, t, it->parts[0].axis))
+            break;
+    }
+    return to;
+}
+
 /* Where the pack of tensor t may be attached: loops of its consumer that
  * run no innermost tile level (a loop fused for parallel too), where the
  * packed tile is reused by an inner loop that does not index it and is
  * built at most 4 times over (loops outside that do not index t repeat
  * the same copy, and so do the parts of a fused loop that do not) - or,
  * when no loop is built that seldom, as seldom as any is (a pack inlined
- * instead may be gathered lane by lane).  A layout rewrite (rewrite !=
+ * instead may be gathered lane by lane); loops the lowering hoists the
+ * copy out of do not repeat it.  A layout rewrite (rewrite !=
  * 0) builds every tile once, before the kernel, so no repeat bound
  * applies to it.  A point that only rebuilds an offered point's tile is
  * left out (built_further_out). */
@@ -145,7 +193,7 @@ attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand,
               int64_t *least)
 {
     int64_t repeat[KT_MAX_ITERS], bound = INT64_MAX;
-    int j, k, n = 0;
+    int j, k, n = 0, copied_at;
 
     for (j = 0; j < cs->niters; j++) {
         const struct kt_iter *it = &cs->iters[j];
@@ -154,10 +202,11 @@ attach_points(const struct kt_sstage *cs, int t, int rewrite, int *cand,
         if (it->extent <= 1 || holds_innermost_level(cs, it))
             continue;
         repeat[j] = 1;
+        copied_at = hoisted_to(cs, t, j);
         for (k = 0; k < cs->niters; k++) {
-            if (k <= j)
+            if (k < copied_at)
                 repeat[j] *= iter_unindexed_extent(cs, k, t);
-            else
+            else if (k > j)
                 reuse *= iter_unindexed_extent(cs, k, t);
         }
         if (rewrite)
