@@ -336,7 +336,7 @@ pick_evolved(struct sk_round *R, struct round_pools *P, int iters, int n,
 {
     struct kt_search *s = R->s;
     struct kt_search_stats *stats = R->st;
-    int nseed = sk_measured_seed_count(s), nrand, i, rc;
+    int nseed = sk_measured_seed_count(s), nrand, near, i, rc;
     double t1 = kt_now();
 
     P->init = kt_xrealloc(P->init, sizeof(*P->init) *
@@ -365,9 +365,14 @@ pick_evolved(struct sk_round *R, struct round_pools *P, int iters, int n,
             return rc;
     }
     /* a share of the batch stays close to what was measured (stored
-     * records after a restart included) */
-    for (i = 0; i < P->nnear && out->n < n / SK_NEAR_SHARE + 1; i++)
-        take(R, &P->near[i], 0, out, n);
+     * records after a restart included): counted over the picks that
+     * descend from a measured program, not over the fresh ones taken
+     * first (those had used up the share in a network's early rounds) */
+    near = 0;
+    for (i = 0; i < out->n; i++)
+        near += out->v[i].seed_of[0] != '\0';
+    for (i = 0; i < P->nnear && near < n / SK_NEAR_SHARE + 1; i++)
+        near += take(R, &P->near[i], 0, out, n);
     /* eps-greedy: num_random picks from the initial population */
     nrand = (int)(s->o.eps_greedy * n);
     for (i = 0; i < P->nbest && out->n < n - nrand; i++)
