@@ -450,6 +450,23 @@ ktt_depthwise3x3(int64_t side, int64_t stride)
     return dag;
 }
 
+struct kt_dag *
+ktt_dense(int64_t M, int64_t N, int64_t K)
+{
+    struct kt_op_def d;
+    struct kt_dag *dag = NULL;
+    char err[512];
+
+    snprintf(err, sizeof(err), "kt_op_dense refused it");
+    if (kt_op_dense(&d, M, N, K, 0) != KT_OK ||
+        kt_op_build(&d, &dag, err, sizeof(err)) != KT_OK) {
+        fprintf(stderr, "ktt_dense(%lld, %lld, %lld): %s\n", (long long)M,
+                (long long)N, (long long)K, err);
+        abort();
+    }
+    return dag;
+}
+
 struct kt_search *
 ktt_avx512_search(const struct kt_dag *dag)
 {

@@ -34,18 +34,6 @@ static const char dense_in_kernel[] = "{\"v\":1,\"steps\":[" DENSE_PACKED DENSE_
 static const char dense_rewritten[] = "{\"v\":1,\"steps\":[" DENSE_PACKED
                                       "[\"LR\",0]," DENSE_ANN "]}";
 
-static struct kt_dag *
-dense(int64_t M, int64_t N, int64_t K)
-{
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    char err[256];
-
-    assert_int_equal(kt_op_dense(&d, M, N, K, 0), KT_OK);
-    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
-    return dag;
-}
-
 static struct kt_state *
 replay(const struct kt_dag *dag, const char *json)
 {
@@ -94,7 +82,7 @@ test_pack_json_round_trip(void **state)
 static void
 test_pack_validation(void **state)
 {
-    struct kt_dag *dag = dense(16, 64, 32), *mm;
+    struct kt_dag *dag = ktt_dense(16, 64, 32), *mm;
     struct kt_state *st = kt_state_new(dag);
     struct kt_op_def d;
     char err[256];
@@ -180,7 +168,7 @@ find_buf(const struct kt_looptree *lt, const char *name)
 static void
 test_pack_lowering_shapes(void **state)
 {
-    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_dag *dag = ktt_dense(16, 64, 128);
     struct kt_state *st = replay(dag, dense_in_kernel);
     struct kt_looptree *lt;
     const struct kt_lbuf *b;
@@ -217,7 +205,7 @@ test_pack_lowering_shapes(void **state)
 static void
 test_pack_kernels_match(void **state)
 {
-    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_dag *dag = ktt_dense(16, 64, 128);
     struct kt_state *c[2];
     struct kt_codegen_opts o;
     struct kt_buf src;
@@ -266,7 +254,7 @@ static const char dense_rewritten_deep[] =
 static void
 test_pack_rewrite_folds_tile_dims(void **state)
 {
-    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_dag *dag = ktt_dense(16, 64, 128);
     struct kt_state *st = replay(dag, dense_rewritten_deep);
     struct kt_looptree *lt;
     const struct kt_lbuf *b;
@@ -564,7 +552,7 @@ test_pack_channel_vector_conv(void **state)
 static void
 test_pack_features(void **state)
 {
-    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_dag *dag = ktt_dense(16, 64, 128);
     const char *json[2] = {dense_in_kernel, dense_rewritten};
     int k;
 
@@ -645,7 +633,7 @@ run_child(const char *so, const char *dir, struct kt_msg *m)
 static void
 test_pack_runner_calls_pack(void **state)
 {
-    struct kt_dag *dag = dense(16, 64, 128);
+    struct kt_dag *dag = ktt_dense(16, 64, 128);
     struct kt_state *st = replay(dag, dense_rewritten);
     struct kt_codegen_opts o;
     struct kt_buf src;
@@ -691,7 +679,7 @@ test_pack_runner_calls_pack(void **state)
 static void
 test_pack_search_reaches_modes(void **state)
 {
-    struct kt_dag *dag = dense(64, 256, 256);
+    struct kt_dag *dag = ktt_dense(64, 256, 256);
     struct kt_search_opts o;
     struct kt_search *s;
     struct kt_search_batch b;

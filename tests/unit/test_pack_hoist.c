@@ -32,18 +32,6 @@ static const char tile_at_k0[] =
     "[\"SP\",1,4,[16]],[\"RE\",1,[0,2,4,5,1,3]],[\"CA\",0,1,2],"
     "[\"AN\",1,5,\"vectorize\"]]}";
 
-static struct kt_dag *
-dense(int64_t M, int64_t N, int64_t K)
-{
-    struct kt_op_def d;
-    struct kt_dag *dag = NULL;
-    char err[256];
-
-    assert_int_equal(kt_op_dense(&d, M, N, K, 0), KT_OK);
-    assert_int_equal(kt_op_build(&d, &dag, err, sizeof(err)), KT_OK);
-    return dag;
-}
-
 static struct kt_looptree *
 lower(const struct kt_state *st)
 {
@@ -108,7 +96,7 @@ stores_into(const struct kt_node *n, int b)
 static void
 test_pack_hoist_panel_out_of_row_loop(void **state)
 {
-    struct kt_dag *dag = dense(32, 128, 64);
+    struct kt_dag *dag = ktt_dense(32, 128, 64);
     struct kt_state *st = ktt_replay_json(dag, panel_hoisted);
     struct kt_looptree *lt = lower(st);
     const struct kt_lbuf *b;
@@ -137,7 +125,7 @@ test_pack_hoist_panel_out_of_row_loop(void **state)
 static void
 test_pack_hoist_stays_inside_parallel_loop(void **state)
 {
-    struct kt_dag *dag = dense(32, 128, 64);
+    struct kt_dag *dag = ktt_dense(32, 128, 64);
     struct kt_state *st = ktt_replay_json(dag, panel_parallel);
     struct kt_looptree *lt = lower(st);
     const struct kt_lbuf *b;
@@ -161,7 +149,7 @@ test_pack_hoist_stays_inside_parallel_loop(void **state)
 static void
 test_pack_hoist_tiles_become_lead_dims(void **state)
 {
-    struct kt_dag *dag = dense(32, 128, 64);
+    struct kt_dag *dag = ktt_dense(32, 128, 64);
     struct kt_state *st = ktt_replay_json(dag, tile_at_k0);
     struct kt_looptree *lt = lower(st);
     const struct kt_lbuf *b;
