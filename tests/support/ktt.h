@@ -121,7 +121,7 @@ int ktt_conv_def(struct kt_op_def *d, int64_t C, int64_t H, int64_t K,
  * bias + relu (stage 0 pads I, 1 is T, 2 the epilogue into O); aborts,
  * saying why on stderr, when it does not build. */
 struct kt_dag *ktt_depthwise3x3(int64_t side, int64_t stride);
-/* A dense layer O[M, N] = A[M, K] x B[N, K] (kt_op_dense, no epilogue);
+/* A dense layer O[M, N] = A[M, K] x W[N, K]^T (kt_op_dense, no epilogue);
  * aborts, saying why on stderr, when it does not build. */
 struct kt_dag *ktt_dense(int64_t M, int64_t N, int64_t K);
 /* A search over dag with the default options for a target with 64-byte
